@@ -1,0 +1,42 @@
+"""``inkstream`` command line: a registry of sub-commands, each a ``"module:function"`` taking argv.
+
+Each command module parses its own arguments (argparse) and returns a process exit code, so adding a
+command is one line here and one module elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "up": ("gateway.local_stack:main", "start gateway + encoder + decoder locally (Ctrl-C stops all)"),
+    "ocr": ("gateway.ocr_cli:main", "OCR a document through a gateway (or a temporary local stack)"),
+    "serve": ("inkstream.serve:main", "run one service: serve encoder|decoder|gateway ..."),
+    "eval": ("inkstream.evaluate:main", "CER/WER of a folder of documents with ground truth"),
+    "make-tiny-checkpoint": ("models.deepseek_ocr2.tiny:main", "write a tiny random deepseek_ocr2 checkpoint"),
+    "train-compact": ("models.compact.train:main", "train the embedded compact model (resumable)"),
+}
+
+
+def _usage() -> str:
+    width = max(len(n) for n in COMMANDS)
+    rows = "\n".join(f"  {n.ljust(width)}  {h}" for n, (_, h) in COMMANDS.items())
+    return f"usage: inkstream COMMAND [ARGS...]\n\ncommands:\n{rows}\n\n'inkstream COMMAND --help' for a command's options."
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``inkstream`` console script; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    if argv[0] not in COMMANDS:
+        print(f"inkstream: unknown command {argv[0]!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module, _, func = COMMANDS[argv[0]][0].partition(":")
+    return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

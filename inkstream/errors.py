@@ -1,0 +1,255 @@
+"""The one error map of inkstream: exception classes -> gRPC status codes and HTTP statuses.
+
+Plain Python code raises these exceptions; gRPC handlers convert them with :func:`grpc_guard`
+(server side) and :func:`from_rpc_error` (client side), REST handlers with :func:`http_status`.
+Codes follow DESIGN.md: bad input -> INVALID_ARGUMENT; queue or memory full -> RESOURCE_EXHAUSTED
+(with a google.rpc.RetryInfo retry hint, per https://google.aip.dev/193); not ready or draining ->
+UNAVAILABLE; deadline -> DEADLINE_EXCEEDED; a bug -> INTERNAL. Only transient codes are retried.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from typing import Any, Callable
+
+import grpc
+from google.protobuf import duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+log = logging.getLogger("inkstream.errors")
+
+
+class InkstreamError(Exception):
+    """Base class: ``message`` is shown to clients and must be understandable by a person."""
+
+    grpc_code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    http_status: int = 500
+    transient: bool = False
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None):
+        super().__init__(message)
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+    @property
+    def code_name(self) -> str:
+        """gRPC status code name, e.g. ``"INVALID_ARGUMENT"``."""
+        return self.grpc_code.name
+
+
+class InvalidInput(InkstreamError):
+    """Malformed or unacceptable input (HTTP 400, INVALID_ARGUMENT)."""
+
+    grpc_code = grpc.StatusCode.INVALID_ARGUMENT
+    http_status = 400
+
+
+class PayloadTooLarge(InvalidInput):
+    """Input over a configured size / pixel / page limit (HTTP 413, INVALID_ARGUMENT)."""
+
+    http_status = 413
+
+
+class UnsupportedMediaType(InvalidInput):
+    """File type not recognised by its magic bytes (HTTP 415, INVALID_ARGUMENT)."""
+
+    http_status = 415
+
+
+class Unprocessable(InvalidInput):
+    """Well-formed input that has nothing to process, e.g. zero pages (HTTP 422)."""
+
+    http_status = 422
+
+
+class NotFound(InkstreamError):
+    grpc_code = grpc.StatusCode.NOT_FOUND
+    http_status = 404
+
+
+class Unauthenticated(InkstreamError):
+    grpc_code = grpc.StatusCode.UNAUTHENTICATED
+    http_status = 401
+
+
+class ResourceExhausted(InkstreamError):
+    """Queue, page budget or KV cache full (HTTP 429 + Retry-After, RESOURCE_EXHAUSTED + RetryInfo)."""
+
+    grpc_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    http_status = 429
+    transient = True
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0):
+        super().__init__(message, retry_after_s=retry_after_s)
+
+
+class Unavailable(InkstreamError):
+    """Not ready, draining, or a replica unreachable (HTTP 503, UNAVAILABLE)."""
+
+    grpc_code = grpc.StatusCode.UNAVAILABLE
+    http_status = 503
+    transient = True
+
+
+class DeadlineExceeded(InkstreamError):
+    grpc_code = grpc.StatusCode.DEADLINE_EXCEEDED
+    http_status = 504
+
+
+class Cancelled(InkstreamError):
+    grpc_code = grpc.StatusCode.CANCELLED
+    http_status = 499
+
+
+class InternalError(InkstreamError):
+    """A bug or an unexpected failure (HTTP 500, INTERNAL)."""
+
+
+_BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidInput,
+    grpc.StatusCode.OUT_OF_RANGE: InvalidInput,
+    grpc.StatusCode.FAILED_PRECONDITION: InvalidInput,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: Unauthenticated,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.CANCELLED: Cancelled,
+}
+
+TRANSIENT_CODES = frozenset(c for c, k in _BY_CODE.items() if k.transient)
+
+
+def error_for_code(code_name: str, message: str, retry_after_s: float | None = None) -> InkstreamError:
+    """Build the exception for a gRPC status code name (``"UNAVAILABLE"``...); unknown -> InternalError."""
+    code = getattr(grpc.StatusCode, code_name, grpc.StatusCode.INTERNAL)
+    cls = _BY_CODE.get(code, InternalError)
+    if cls is ResourceExhausted:
+        return ResourceExhausted(message, retry_after_s=retry_after_s or 1.0)
+    return cls(message, retry_after_s=retry_after_s)
+
+
+def to_status(exc: InkstreamError) -> status_pb2.Status:
+    """google.rpc.Status for ``exc``, with RetryInfo when it carries ``retry_after_s``."""
+    st = status_pb2.Status(code=getattr(code_pb2, exc.code_name, code_pb2.INTERNAL), message=exc.message)
+    if exc.retry_after_s is not None:
+        secs = max(exc.retry_after_s, 0.0)
+        info = error_details_pb2.RetryInfo(
+            retry_delay=duration_pb2.Duration(seconds=int(secs), nanos=int((secs % 1) * 1e9))
+        )
+        st.details.add().Pack(info)
+    return st
+
+
+def retry_after_of(err: grpc.RpcError) -> float | None:
+    """Seconds from a RetryInfo detail in ``err``'s trailing metadata, or None."""
+    try:
+        st = rpc_status.from_call(err)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - malformed trailers: no hint
+        return None
+    if st is None:
+        return None
+    for d in st.details:
+        if d.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            info = error_details_pb2.RetryInfo()
+            d.Unpack(info)
+            return info.retry_delay.seconds + info.retry_delay.nanos / 1e9
+    return None
+
+
+def from_rpc_error(err: grpc.RpcError) -> InkstreamError:
+    """Client side: the inkstream exception for a failed call (keeps the server's message)."""
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNAVAILABLE
+    details = (err.details() if hasattr(err, "details") else None) or str(err)
+    return error_for_code(code.name, details, retry_after_of(err))
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying on another replica (UNAVAILABLE, RESOURCE_EXHAUSTED)."""
+    if isinstance(exc, InkstreamError):
+        return exc.transient
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
+        return exc.code() in TRANSIENT_CODES
+    return isinstance(exc, (ConnectionError, OSError))
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: InkstreamError) -> None:
+    """Abort an aio call with ``exc``'s code, message and RetryInfo details (raises AbortError)."""
+    await context.abort_with_status(rpc_status.to_status(to_status(exc)))
+
+
+def as_inkstream_error(exc: BaseException) -> InkstreamError:
+    """Map any exception to the error map; unknown exceptions become a generic INTERNAL."""
+    if isinstance(exc, InkstreamError):
+        return exc
+    if isinstance(exc, grpc.RpcError):
+        return from_rpc_error(exc)
+    if isinstance(exc, TimeoutError):
+        return DeadlineExceeded("the operation timed out")
+    return InternalError(f"internal error ({type(exc).__name__})")
+
+
+def grpc_guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator for grpc.aio unary handlers and async-generator stream handlers.
+
+    Converts :class:`InkstreamError` to its status code and any other exception to INTERNAL (logged
+    with traceback, generic message to the client). ``AbortError`` / cancellation pass through.
+    """
+    import inspect
+
+    def _handle(exc: BaseException) -> InkstreamError:
+        if not isinstance(exc, InkstreamError):
+            log.exception("unhandled error in %s", fn.__qualname__, exc_info=exc)
+        return as_inkstream_error(exc)
+
+    if inspect.isasyncgenfunction(fn):
+
+        @functools.wraps(fn)
+        async def gen_wrapper(self, request, context):  # type: ignore[no-untyped-def]
+            try:
+                async for item in fn(self, request, context):
+                    yield item
+            except (grpc.aio.AbortError, GeneratorExit):
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                if _is_cancel(exc):
+                    raise
+                await abort(context, _handle(exc))
+
+        return gen_wrapper
+
+    @functools.wraps(fn)
+    async def wrapper(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            return await fn(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            if _is_cancel(exc):
+                raise
+            await abort(context, _handle(exc))
+
+    return wrapper
+
+
+def _is_cancel(exc: BaseException) -> bool:
+    import asyncio
+
+    return isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit))
+
+
+def http_status(exc: BaseException) -> int:
+    """HTTP status for ``exc`` per the map above."""
+    return as_inkstream_error(exc).http_status
+
+
+def retry_after_header(exc: BaseException) -> dict[str, str]:
+    """``{"Retry-After": "<whole seconds>"}`` when the error carries a retry hint, else ``{}``."""
+    e = as_inkstream_error(exc)
+    if e.retry_after_s is None:
+        return {}
+    return {"Retry-After": str(max(1, math.ceil(e.retry_after_s)))}

@@ -1,0 +1,1 @@
+"""Model families served by inkstream; see :mod:`models.registry` and :mod:`models.base`."""

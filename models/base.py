@@ -1,0 +1,170 @@
+"""Interfaces of a model family's two halves. Services depend only on these, never on a family.
+
+Shapes use ``H`` = hidden size (vision-token width, elements), ``B`` = batch, ``T`` = new positions,
+``S`` = past + new positions, ``V`` = vocabulary size. Both halves load from one Hugging Face-layout
+checkpoint directory and must materialise only their own tensors (checked by tests through
+:meth:`EncoderHalf.loaded_tensor_names` / :meth:`DecoderHalf.loaded_tensor_names`).
+"""
+
+from __future__ import annotations
+
+import abc
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any, Hashable
+
+import torch
+from PIL import Image
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    """A resolution mode. ``page_long_side_px``: long side (pixels) the gateway rasterises pages at."""
+
+    name: str
+    page_long_side_px: int
+    base_size: int = 0
+    image_size: int = 0
+    crop: bool = False
+    max_vision_tokens: int = 0
+
+
+@dataclass
+class PreparedPage:
+    """Result of :meth:`EncoderHalf.preprocess` for one page (CPU tensors, family-specific).
+
+    ``batch_key``: pages with equal keys can be stacked into one forward pass (e.g. tensor shapes).
+    ``width``/``height``: the received page image size in pixels.
+    """
+
+    batch_key: Hashable
+    tensors: dict[str, torch.Tensor]
+    width: int
+    height: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SegmentTokens:
+    """Vision tokens of one segment: ``vision_tokens`` [n_tokens, H] in the model dtype on CPU;
+    ``box`` (x0, y0, x1, y1) in page pixels."""
+
+    vision_tokens: torch.Tensor
+    box: tuple[float, float, float, float]
+
+
+@dataclass
+class EncodedPage:
+    """Encoder output for one page: segments in reading order, page size in pixels, tile grid."""
+
+    segments: list[SegmentTokens]
+    width: int
+    height: int
+    tile_rows: int = 0
+    tile_cols: int = 0
+
+    @property
+    def n_vision_tokens(self) -> int:
+        """Total vision tokens over all segments."""
+        return sum(int(s.vision_tokens.shape[0]) for s in self.segments)
+
+
+class EncoderHalf(abc.ABC):
+    """Preprocessing + vision tower + projector of a family.
+
+    Attributes set by :meth:`load`: ``model_id`` (str), ``revision`` (str), ``family`` (str),
+    ``hidden_size`` (int, H), ``device`` (torch.device), ``dtype`` (torch.dtype of the weights and
+    of the returned vision tokens), ``default_mode`` (str).
+    """
+
+    family: str
+    model_id: str
+    revision: str
+    hidden_size: int
+    device: torch.device
+    dtype: torch.dtype
+    default_mode: str
+
+    @classmethod
+    @abc.abstractmethod
+    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: torch.dtype = torch.float32) -> "EncoderHalf":
+        """Load only the encoder-side tensors of ``checkpoint_dir``. Raises InvalidInput for a bad dir."""
+
+    @abc.abstractmethod
+    def modes(self) -> list[ModeSpec]:
+        """Supported resolution modes."""
+
+    @abc.abstractmethod
+    def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
+        """RGB page image -> PreparedPage (CPU). Raises InvalidInput for an unknown mode or a
+        page it cannot use (e.g. too small)."""
+
+    @abc.abstractmethod
+    def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
+        """Forward a batch of pages that share one ``batch_key``; one EncodedPage per input, same order."""
+
+    @abc.abstractmethod
+    def loaded_tensor_names(self) -> set[str]:
+        """Checkpoint tensor names (as in the safetensors files) this half materialised."""
+
+
+class DecoderHalf(abc.ABC):
+    """Tokenizer + prompt template + causal (MoE) language model reading ``inputs_embeds``.
+
+    Attributes set by :meth:`load`: ``model_id``, ``revision``, ``family``, ``hidden_size`` (H),
+    ``vocab_size`` (V), ``device``, ``dtype``, ``eos_token_ids`` (set[int]), ``max_vision_tokens``
+    (per segment), ``max_positions`` (context length, tokens), ``tasks`` (list[str]),
+    ``default_task`` (str).
+    """
+
+    family: str
+    model_id: str
+    revision: str
+    hidden_size: int
+    vocab_size: int
+    device: torch.device
+    dtype: torch.dtype
+    eos_token_ids: set[int]
+    max_vision_tokens: int
+    max_positions: int
+    tasks: list[str]
+    default_task: str
+
+    @classmethod
+    @abc.abstractmethod
+    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: torch.dtype = torch.float32) -> "DecoderHalf":
+        """Load only the decoder-side tensors of ``checkpoint_dir``."""
+
+    @abc.abstractmethod
+    def embed_prompt(self, vision_tokens: torch.Tensor, task: str, prompt: str | None = None) -> torch.Tensor:
+        """Prompt embeddings [L, H] (model dtype, on ``device``): the task template with
+        ``n_tokens`` image placeholders whose embeddings are replaced by ``vision_tokens`` [n_tokens, H].
+        Raises InvalidInput for an unknown task."""
+
+    @abc.abstractmethod
+    def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Token embeddings: LongTensor [B, T] -> [B, T, H]."""
+
+    @abc.abstractmethod
+    def new_cache(self) -> Any:
+        """An empty KV cache (a transformers ``Cache``) for :meth:`forward`."""
+
+    @abc.abstractmethod
+    def forward(
+        self,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        past_key_values: Any,
+    ) -> torch.Tensor:
+        """One model step: ``inputs_embeds`` [B, T, H], ``attention_mask`` [B, S] (1 = attend,
+        0 = padding), ``position_ids`` [B, T]; updates ``past_key_values`` in place and returns
+        the last position's logits [B, V] as float32."""
+
+    @abc.abstractmethod
+    def decode_text(self, token_ids: list[int]) -> str:
+        """Token ids -> text (special tokens skipped)."""
+
+    @abc.abstractmethod
+    def loaded_tensor_names(self) -> set[str]:
+        """Checkpoint tensor names (as in the safetensors files) this half materialised."""
