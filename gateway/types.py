@@ -1,0 +1,124 @@
+"""Plain data passed between the gateway's parts (ingest -> pipeline -> stitch -> API).
+
+No generated stubs here: the REST and gRPC front ends and the replica clients convert to and from
+these. Page indices are 0-based internally; APIs show 1-based page numbers (``index + 1``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Protocol
+
+
+@dataclass(frozen=True)
+class PageError:
+    """Why a page has no text. ``code``: gRPC status code name; ``message``: for a person."""
+
+    code: str
+    message: str
+
+
+@dataclass
+class PageInput:
+    """One rendered page ready for the encoder: ``image`` PNG/JPEG bytes of ``width`` x ``height``
+    pixels, or ``error`` when the page could not be rendered (it is then reported, not dropped)."""
+
+    index: int
+    image: bytes | None
+    width: int = 0
+    height: int = 0
+    error: PageError | None = None
+
+
+@dataclass(frozen=True)
+class ModeInfo:
+    """Encoder resolution mode as advertised by its Info RPC (``page_long_side_px`` in pixels)."""
+
+    name: str
+    page_long_side_px: int
+    max_vision_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class EncoderInfo:
+    """What the gateway needs from the encoders' Info: model id, modes, default mode, image limit."""
+
+    model_id: str
+    modes: tuple[ModeInfo, ...]
+    default_mode: str
+    max_image_bytes: int = 0
+
+    def mode(self, name: str | None) -> ModeInfo:
+        """The named mode (default when empty); raises InvalidInput naming the known modes."""
+        from inkstream.errors import InvalidInput
+
+        wanted = name or self.default_mode
+        for m in self.modes:
+            if m.name == wanted:
+                return m
+        raise InvalidInput(f"unknown mode {wanted!r}; this model supports: {', '.join(m.name for m in self.modes)}")
+
+
+@dataclass
+class SegmentText:
+    """Decoded text of one segment, ``box`` (x0, y0, x1, y1) in page pixels."""
+
+    index: int
+    text: str
+    box: tuple[float, float, float, float]
+    finish_reason: str = "stop"
+    generated_tokens: int = 0
+
+
+@dataclass
+class PageOutcome:
+    """Result of one page: ``status`` "ok" (segments / text) or "error" (``error`` set).
+
+    ``finish_reason``: "stop" | "length" | "repetition" | "cancelled" (the worst over the segments).
+    """
+
+    index: int
+    status: str
+    text: str = ""
+    segments: list[SegmentText] = field(default_factory=list)
+    finish_reason: str = ""
+    vision_tokens: int = 0
+    generated_tokens: int = 0
+    width: int = 0
+    height: int = 0
+    error: PageError | None = None
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """Per-request options: encoder ``mode`` and decoder ``task`` names ("" = service default),
+    ``max_new_tokens`` per segment (0 = decoder default), ``request_id`` for logs and traces."""
+
+    mode: str = ""
+    task: str = ""
+    max_new_tokens: int = 0
+    request_id: str = ""
+
+
+class PagePipeline(Protocol):
+    """The gateway's data path (implemented in :mod:`gateway.pipeline`).
+
+    ``run`` consumes pages lazily from ``pages`` (an async iterator: the ingest side renders one page
+    at a time) and yields one PageOutcome per input page, in page order, each exactly once.
+    ``admit`` reserves capacity for a request before its upload is processed and raises
+    ResourceExhausted (429 + Retry-After) when the gateway's global page bound is reached.
+    """
+
+    async def encoder_info(self) -> EncoderInfo: ...
+
+    def admit(self, request_id: str) -> "Admission": ...
+
+    def run(self, pages: AsyncIterator[PageInput], options: PipelineOptions) -> AsyncIterator[PageOutcome]: ...
+
+
+class Admission(Protocol):
+    """Async context manager holding a request's slot in the global bound (released on exit)."""
+
+    async def __aenter__(self) -> "Admission": ...
+
+    async def __aexit__(self, *exc: object) -> None: ...

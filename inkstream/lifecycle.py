@@ -1,0 +1,117 @@
+"""Service lifecycle shared by the gRPC services: server options, health, readiness and drain.
+
+Health uses the standard ``grpc.health.v1`` service from grpcio-health-checking (asyncio servicer).
+States: NOT_SERVING while weights load and warm up -> SERVING -> NOT_SERVING as soon as a drain starts
+(SIGTERM). While draining, new work is refused with UNAVAILABLE; in-flight work finishes within the
+grace period, then the server stops. Liveness (the process answering) stays up until then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import AsyncIterator, Iterable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from inkstream.errors import Unavailable
+
+log = logging.getLogger("inkstream.lifecycle")
+
+# Vision tokens of the real model's largest page: 1,120 tokens x 1,280 hidden x 4 bytes (fp32)
+# = 5.7 MB; bf16 halves it. gRPC's default 4 MiB receive limit is below that, so services set
+# their limit explicitly (default 64 MiB also covers multi-segment pages and page images).
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """gRPC channel arguments for servers and clients: message limits (bytes) and keepalive."""
+    return [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
+
+
+class Lifecycle:
+    """Readiness, in-flight accounting and drain for one gRPC server.
+
+    ``services``: fully-qualified service names registered with the health servicer (the overall
+    ``""`` entry is always included). Call :meth:`set_serving` after warm-up, :meth:`drain` on SIGTERM.
+    """
+
+    def __init__(self, services: Iterable[str]):
+        self.health = health.aio.HealthServicer()
+        self.services = ["", *services]
+        self.ready = False
+        self.draining = False
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.stopped = asyncio.Event()
+
+    def register(self, server: grpc.aio.Server) -> None:
+        """Add the health service to ``server``."""
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+
+    async def set_not_serving(self) -> None:
+        for s in self.services:
+            await self.health.set(s, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    async def set_serving(self) -> None:
+        """Mark ready (after weights are loaded and a warm-up batch ran)."""
+        self.ready = True
+        for s in self.services:
+            await self.health.set(s, health_pb2.HealthCheckResponse.SERVING)
+
+    @property
+    def inflight(self) -> int:
+        """Units of work (pages / sequences) currently admitted."""
+        return self._inflight
+
+    def check_accepting(self) -> None:
+        """Raise Unavailable (UNAVAILABLE) when not ready yet or draining."""
+        if self.draining:
+            raise Unavailable("this replica is draining; retry on another replica")
+        if not self.ready:
+            raise Unavailable("this replica is still loading its model; retry shortly")
+
+    @contextlib.asynccontextmanager
+    async def track(self, units: int = 1) -> AsyncIterator[None]:
+        """Count ``units`` of in-flight work for the duration of the block (drain waits for zero)."""
+        self._inflight += units
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._inflight -= units
+            if self._inflight <= 0:
+                self._inflight = 0
+                self._idle.set()
+
+    async def drain(self, server: grpc.aio.Server, grace_s: float) -> None:
+        """NOT_SERVING at once, refuse new work, wait up to ``grace_s`` seconds for in-flight work,
+        then stop the server (remaining calls are cancelled)."""
+        if self.draining:
+            return
+        self.draining = True
+        log.info("drain started", extra={"inflight": self._inflight, "grace_s": grace_s})
+        await self.set_not_serving()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=grace_s)
+        except asyncio.TimeoutError:
+            log.warning("drain grace period over with work in flight", extra={"inflight": self._inflight})
+        await server.stop(grace=1.0)
+        self.stopped.set()
+
+    def install_signal_handlers(self, server: grpc.aio.Server, grace_s: float) -> None:
+        """SIGTERM / SIGINT start :meth:`drain` (must be called from the running event loop)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(self.drain(server, grace_s)))

@@ -1,0 +1,118 @@
+"""OpenTelemetry set-up shared by the services: metrics on a Prometheus endpoint, traces, and W3C
+trace-context propagation through gRPC metadata.
+
+Metrics: an OTel ``MeterProvider`` with the Prometheus reader (opentelemetry-exporter-prometheus),
+served by prometheus_client on ``/metrics`` of a small HTTP server per gRPC service (the gateway
+mounts the same registry in FastAPI). OTel instrument names use dots (``inkstream.encoder.queue_depth``);
+the Prometheus exporter turns them into ``inkstream_encoder_queue_depth`` plus a unit suffix.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+from typing import Any, Iterable, Mapping
+
+from opentelemetry import metrics, propagate, trace
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+_lock = threading.Lock()
+_metrics_ready = False
+_http_servers: dict[int, Any] = {}
+
+
+def setup_metrics(service_name: str) -> None:
+    """Install the global MeterProvider with a Prometheus reader once per process (idempotent)."""
+    global _metrics_ready
+    with _lock:
+        if _metrics_ready:
+            return
+        provider = MeterProvider(
+            metric_readers=[PrometheusMetricReader()],
+            resource=Resource.create({"service.name": service_name}),
+        )
+        metrics.set_meter_provider(provider)
+        _metrics_ready = True
+    _register_process_memory(metrics.get_meter("inkstream.process"))
+
+
+def serve_metrics(port: int, host: str = "127.0.0.1") -> int:
+    """Start prometheus_client's HTTP server for ``/metrics`` on ``host:port``; returns the bound port
+    (``port=0`` picks a free one)."""
+    from prometheus_client import start_http_server
+
+    server, _thread = start_http_server(port, addr=host)
+    bound = server.server_port
+    _http_servers[bound] = server
+    return bound
+
+
+def meter(name: str) -> metrics.Meter:
+    """A meter from the global provider (set up by :func:`setup_metrics`)."""
+    return metrics.get_meter(name)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _register_process_memory(m: metrics.Meter) -> None:
+    """Device memory in use and its high-water mark: CUDA allocator when a GPU is used, RSS on CPU."""
+
+    def in_use(_: CallbackOptions) -> Iterable[Observation]:
+        try:
+            import torch
+
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                return [Observation(torch.cuda.memory_allocated(), {"device": "cuda"})]
+        except Exception:  # noqa: BLE001
+            pass
+        return [Observation(_rss_bytes(), {"device": "cpu"})]
+
+    def high_water(_: CallbackOptions) -> Iterable[Observation]:
+        try:
+            import torch
+
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                return [Observation(torch.cuda.max_memory_allocated(), {"device": "cuda"})]
+        except Exception:  # noqa: BLE001
+            pass
+        # ru_maxrss is in KiB on Linux (getrusage(2)).
+        return [Observation(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, {"device": "cpu"})]
+
+    m.create_observable_gauge("inkstream.device.memory.used", callbacks=[in_use], unit="By",
+                              description="device memory in use (GPU allocator, or process RSS on CPU)")
+    m.create_observable_gauge("inkstream.device.memory.peak", callbacks=[high_water], unit="By",
+                              description="high-water mark of device memory (GPU allocator, or peak RSS on CPU)")
+
+
+def setup_tracing(service_name: str, provider: TracerProvider | None = None) -> TracerProvider:
+    """Install a TracerProvider (caller adds span processors / exporters) once per process."""
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current
+    provider = provider or TracerProvider(resource=Resource.create({"service.name": service_name}))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def inject_metadata(metadata: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+    """Client side: add W3C ``traceparent``/``tracestate`` of the current span to gRPC metadata."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    out = list(metadata or [])
+    out.extend((k.lower(), v) for k, v in carrier.items())
+    return out
+
+
+def extract_context(metadata: Iterable[tuple[str, Any]] | Mapping[str, Any] | None) -> Any:
+    """Server side: the OTel context carried in incoming gRPC metadata (``context.invocation_metadata()``)."""
+    items = metadata.items() if isinstance(metadata, Mapping) else (metadata or [])
+    carrier = {k.lower(): v for k, v in items if isinstance(v, str)}
+    return propagate.extract(carrier)
