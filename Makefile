@@ -1,0 +1,32 @@
+# Set-up and the two everyday commands (see README.md):
+#   make demo   - install into .venv, then OCR samples/scotus_p01.pdf through gateway + encoder + decoder
+#   make test   - install into .venv (with test extras), then run every test tier
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+APT_PACKAGES := fonts-dejavu-core fonts-liberation fonts-freefont-ttf tesseract-ocr
+
+.PHONY: install install-test system-packages demo test
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+install-test: $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+
+# Fonts for synthetic training lines and Tesseract for reference figures (Debian packages; root only).
+system-packages:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES)) >/dev/null \
+	  || echo "warning: could not install $(APT_PACKAGES)"; \
+	else echo "note: not root; install $(APT_PACKAGES) yourself for the font/Tesseract tests"; fi
+
+demo: install
+	$(BIN)/inkstream ocr samples/scotus_p01.pdf --format markdown
+
+test: install-test system-packages
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -rs
