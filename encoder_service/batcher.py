@@ -1,0 +1,358 @@
+"""Dynamic micro-batching of pages across concurrent requests for one :class:`EncoderHalf`.
+
+Flow of one page (:meth:`MicroBatcher.submit`):
+
+1. **Admission**: at most ``max_queue_pages`` pages may be admitted and not yet inside a forward
+   pass (decoding, preprocessing or queued). Beyond that the page is refused at once with
+   ResourceExhausted carrying a retry hint (never unbounded queueing).
+2. **Decode + preprocess** off the event loop in a thread pool (:func:`images.decode_page`, then
+   ``half.preprocess``). Bad bytes / unknown mode -> InvalidInput for this page only.
+3. **Queue** by ``PreparedPage.batch_key`` (pages whose tensors can be stacked).
+4. **Batch**: a group is run when it holds ``max_batch_size`` pages, or when its oldest page has
+   waited ``max_wait_ms``; among ready groups the one with the oldest page goes first (FIFO across
+   groups, so one busy shape cannot starve another). This is the dynamic batching of Triton
+   Inference Server (``max_queue_delay``) / TF-Serving's batch scheduler.
+5. **Forward**: one ``half.encode_batch`` at a time in a dedicated worker thread; while it runs new
+   pages keep queueing, so batches grow with load. If a batch of several pages raises, each page is
+   re-run alone so that one bad page cannot fail its neighbours.
+
+A page whose caller is cancelled (stream cancelled) is removed from the queue; :meth:`cancel_stream`
+removes all queued pages of one stream. This module never imports generated gRPC stubs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Hashable
+
+from encoder_service.images import decode_page
+from encoder_service.metrics import EncoderMetrics
+from inkstream.errors import Cancelled, InkstreamError, InternalError, ResourceExhausted, Unavailable, as_inkstream_error
+from models.base import EncodedPage, EncoderHalf, PreparedPage
+
+log = logging.getLogger("inkstream.encoder.batcher")
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """Batching and admission limits (see :class:`encoder_service.config.EncoderConfig`)."""
+
+    max_batch_size: int = 8  # pages per forward pass
+    max_wait_ms: float = 10.0  # longest a page waits for batch-mates, milliseconds
+    max_queue_pages: int = 64  # admitted pages not yet in a forward pass
+    max_image_bytes: int = 20 * 1024 * 1024  # bytes per page image
+    max_image_pixels: int = 40_000_000  # width x height per page image
+    preprocess_threads: int = 2
+
+
+@dataclass
+class PageResult:
+    """One encoded page and its admission-to-result time (seconds)."""
+
+    page: EncodedPage
+    seconds: float
+
+
+@dataclass(eq=False)
+class _Item:
+    prepared: PreparedPage
+    future: asyncio.Future
+    enqueued_at: float  # loop.time(), seconds
+    stream_id: Any = None
+    released: bool = False  # admission slot given back (entered a forward pass or left the queue)
+
+
+@dataclass
+class BatcherStats:
+    """Counters for tests and benchmarks: recent batch sizes (pages) and totals."""
+
+    batch_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=4096))
+    batches: int = 0
+    pages_encoded: int = 0
+    forward_seconds: float = 0.0
+
+
+class MicroBatcher:
+    """Admission control + micro-batching + single-threaded forward for one encoder half."""
+
+    def __init__(self, limits: BatchLimits, metrics: EncoderMetrics | None = None):
+        self.limits = limits
+        self.metrics = metrics or EncoderMetrics()
+        self.stats = BatcherStats()
+        self._half: EncoderHalf | None = None
+        self._groups: dict[Hashable, collections.deque[_Item]] = {}
+        self._pending = 0  # admitted, not yet inside a forward pass
+        self._inflight = 0  # admitted, not yet answered
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._closed = False
+        self._forward_ema_s: float | None = None
+        self._running: list[_Item] = []  # the batch inside the forward pass
+        self._prep_pool = ThreadPoolExecutor(limits.preprocess_threads, thread_name_prefix="encoder-prep")
+        self._fwd_pool = ThreadPoolExecutor(1, thread_name_prefix="encoder-forward")
+
+    # ----------------------------------------------------------------- lifecycle
+    async def start(self, half: EncoderHalf) -> None:
+        """Attach the loaded half and start the scheduler task (call on the serving event loop)."""
+        self._half = half
+        self._task = asyncio.get_running_loop().create_task(self._schedule(), name="encoder-batcher")
+
+    async def stop(self) -> None:
+        """Stop scheduling; queued pages fail with Unavailable; worker threads are released."""
+        self._closed = True
+        running, self._running = list(self._running), []
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
+                pass
+        for group in self._groups.values():
+            for it in group:
+                self._release(it)
+                if not it.future.done():
+                    it.future.set_exception(Unavailable("the encoder is shutting down; retry on another replica"))
+        self._groups.clear()
+        for it in running:  # the forward thread may still finish; nobody waits for it
+            if not it.future.done():
+                it.future.set_exception(Unavailable("the encoder stopped during this page's forward pass; retry"))
+        self._prep_pool.shutdown(wait=False, cancel_futures=True)
+        self._fwd_pool.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def running(self) -> bool:
+        """True once started with a half and not stopped."""
+        return self._half is not None and not self._closed
+
+    @property
+    def queue_depth(self) -> int:
+        """Admitted pages not yet inside a forward pass (decoding, preprocessing or queued)."""
+        return self._pending
+
+    @property
+    def inflight(self) -> int:
+        """Admitted pages not yet answered."""
+        return self._inflight
+
+    # ----------------------------------------------------------------- admission
+    def retry_after_s(self) -> float:
+        """Estimated seconds until the backlog clears: batches ahead x mean forward time + window.
+
+        Uses an exponential moving average (alpha 0.2) of measured forward passes; 1 s before any.
+        Clamped to [0.05, 60] seconds.
+        """
+        per_batch = self._forward_ema_s if self._forward_ema_s is not None else 1.0
+        batches = math.ceil(max(self._pending, 1) / self.limits.max_batch_size)
+        return min(60.0, max(0.05, batches * per_batch + self.limits.max_wait_ms / 1000.0))
+
+    def check_admission(self, pages: int = 1) -> None:
+        """Raise Unavailable when not running, ResourceExhausted (with retry hint) when full."""
+        if not self.running:
+            raise Unavailable("the encoder is not running (model loading or shutting down); retry shortly")
+        if self._pending + pages > self.limits.max_queue_pages:
+            wait = self.retry_after_s()
+            raise ResourceExhausted(
+                f"encoder queue is full ({self._pending} of {self.limits.max_queue_pages} pages waiting); "
+                f"retry after {wait:.2f} s or on another replica",
+                retry_after_s=wait,
+            )
+
+    # ----------------------------------------------------------------- submit
+    async def submit(self, image: bytes, mode: str = "", *, stream_id: Any = None) -> PageResult:
+        """Encode one page image (PNG/JPEG bytes) in mode ``mode`` (``""`` = the half's default).
+
+        Returns the EncodedPage (vision tokens [n_tokens, H] per segment, model dtype, CPU) and the
+        admission-to-result time in seconds. Raises ResourceExhausted (queue full, with
+        ``retry_after_s``), Unavailable (not running), InvalidInput / PayloadTooLarge /
+        UnsupportedMediaType (this page's bytes or mode), InternalError (model failure),
+        Cancelled (its stream was cancelled). Cancelling the awaiting task removes the page.
+        """
+        try:
+            self.check_admission()
+        except InkstreamError as exc:
+            self.metrics.reject(exc.code_name)
+            raise
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        self._pending += 1
+        self._inflight += 1
+        self.metrics.queue_depth.add(1, self.metrics.attrs)
+        self.metrics.inflight.add(1, self.metrics.attrs)
+        item: _Item | None = None
+        try:
+            prepared = await loop.run_in_executor(self._prep_pool, self._prepare, image, mode)
+            if self._closed:
+                raise Unavailable("the encoder is shutting down; retry on another replica")
+            item = _Item(prepared, loop.create_future(), loop.time(), stream_id)
+            self._groups.setdefault(prepared.batch_key, collections.deque()).append(item)
+            self._wake.set()
+            page = await item.future
+            seconds = loop.time() - start
+            self.metrics.latency.record(seconds, self.metrics.attrs)
+            self.metrics.pages.add(1, self.metrics.attrs)
+            return PageResult(page, seconds)
+        except Exception as exc:  # noqa: BLE001 - mapped to the error map (CancelledError passes)
+            err = as_inkstream_error(exc)
+            self.metrics.reject(err.code_name)
+            if err is not exc:
+                log.error("page failed", exc_info=exc)
+                raise err from exc
+            raise
+        finally:
+            if item is None:  # failed or cancelled while decoding / preprocessing
+                self._pending -= 1
+                self.metrics.queue_depth.add(-1, self.metrics.attrs)
+            else:  # cancelled while queued: leave the queue; no-op once it entered a forward pass
+                self._dequeue(item)
+                self._release(item)
+            self._inflight -= 1
+            self.metrics.inflight.add(-1, self.metrics.attrs)
+
+    def _prepare(self, image: bytes, mode: str) -> PreparedPage:
+        """Worker thread: bytes -> RGB page -> PreparedPage (CPU tensors)."""
+        half = self._half
+        assert half is not None
+        rgb = decode_page(image, max_image_bytes=self.limits.max_image_bytes, max_image_pixels=self.limits.max_image_pixels)
+        return half.preprocess(rgb, mode or half.default_mode)
+
+    def _release(self, item: _Item) -> None:
+        """Give back ``item``'s admission slot exactly once."""
+        if not item.released:
+            item.released = True
+            self._pending -= 1
+            self.metrics.queue_depth.add(-1, self.metrics.attrs)
+
+    def _dequeue(self, item: _Item) -> bool:
+        """Remove ``item`` from its queue; True when it was still queued."""
+        group = self._groups.get(item.prepared.batch_key)
+        if group is None:
+            return False
+        try:
+            group.remove(item)
+        except ValueError:
+            return False
+        if not group:
+            del self._groups[item.prepared.batch_key]
+        return True
+
+    def cancel_stream(self, stream_id: Any) -> int:
+        """Fail every queued page of ``stream_id`` with Cancelled; returns how many were queued.
+
+        (The pages' ``submit`` calls then release their admission slots.)
+        """
+        n = 0
+        for group in list(self._groups.values()):
+            for it in list(group):
+                if it.stream_id == stream_id and not it.future.done():
+                    it.future.set_exception(Cancelled("the request stream was cancelled"))
+                    n += 1
+        return n
+
+    # ----------------------------------------------------------------- scheduling
+    def _ready_batch(self, now: float) -> list[_Item] | None:
+        """Pop the next batch: full groups or expired windows, oldest head page first."""
+        wait_s = self.limits.max_wait_ms / 1000.0
+        best_key, best_t = None, math.inf
+        for key, group in self._groups.items():
+            live = [it for it in group if not it.future.done()]
+            if not live:
+                continue
+            head_t = live[0].enqueued_at
+            if (len(live) >= self.limits.max_batch_size or now - head_t >= wait_s) and head_t < best_t:
+                best_key, best_t = key, head_t
+        if best_key is None:
+            return None
+        group = self._groups[best_key]
+        batch: list[_Item] = []
+        while group and len(batch) < self.limits.max_batch_size:
+            it = group.popleft()
+            self._release(it)
+            if not it.future.done():  # skip pages of cancelled streams
+                batch.append(it)
+        if not group:
+            del self._groups[best_key]
+        return batch or None
+
+    def _next_deadline(self, now: float) -> float | None:
+        heads = [g[0].enqueued_at for g in self._groups.values() if g]
+        if not heads:
+            return None
+        return max(0.0, min(heads) + self.limits.max_wait_ms / 1000.0 - now)
+
+    async def _schedule(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._closed:
+            batch = self._ready_batch(loop.time())
+            if batch is None:
+                self._purge_done()
+                self._wake.clear()
+                timeout = self._next_deadline(loop.time())
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            self._running = batch
+            try:
+                await self._forward(batch)
+            except Exception as exc:  # noqa: BLE001 - a bug here must fail the batch, not stall the queue
+                log.exception("batch scheduling failed")
+                for it in batch:
+                    if not it.future.done():
+                        it.future.set_exception(as_inkstream_error(exc))
+            finally:
+                self._running = []
+
+    def _purge_done(self) -> None:
+        """Drop queue heads whose page already failed (cancelled stream); their submit released them."""
+        for key in list(self._groups):
+            group = self._groups[key]
+            while group and group[0].future.done():
+                self._release(group.popleft())
+            if not group:
+                del self._groups[key]
+
+    async def _forward(self, batch: list[_Item]) -> None:
+        loop = asyncio.get_running_loop()
+        half = self._half
+        assert half is not None
+        t0 = time.perf_counter()
+        try:
+            outs = await loop.run_in_executor(self._fwd_pool, half.encode_batch, [it.prepared for it in batch])
+            if len(outs) != len(batch):
+                raise InternalError(f"encode_batch returned {len(outs)} pages for a batch of {len(batch)}")
+            results: list[Any] = list(outs)
+        except Exception as exc:  # noqa: BLE001 - isolate the failing page below
+            if len(batch) == 1:
+                results = [exc]
+            else:
+                log.warning("batch of %d pages failed (%s); re-running pages one by one", len(batch), exc)
+                results = []
+                for it in batch:
+                    try:
+                        results.append((await loop.run_in_executor(self._fwd_pool, half.encode_batch, [it.prepared]))[0])
+                    except Exception as one:  # noqa: BLE001
+                        results.append(one)
+        elapsed = time.perf_counter() - t0
+        self._forward_ema_s = elapsed if self._forward_ema_s is None else 0.8 * self._forward_ema_s + 0.2 * elapsed
+        self.stats.batches += 1
+        self.stats.batch_sizes.append(len(batch))
+        self.stats.forward_seconds += elapsed
+        self.metrics.batch_size.record(len(batch), self.metrics.attrs)
+        self.metrics.forward.record(elapsed, self.metrics.attrs)
+        for it, res in zip(batch, results):
+            if it.future.done():
+                continue
+            if isinstance(res, BaseException):
+                if not isinstance(res, InkstreamError):
+                    log.error("encode_batch failed", exc_info=res)
+                it.future.set_exception(as_inkstream_error(res))
+            else:
+                self.stats.pages_encoded += 1
+                it.future.set_result(res)

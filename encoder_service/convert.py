@@ -1,0 +1,112 @@
+"""The one place where the encoder service converts between protobuf messages and Python objects.
+
+Vision tokens leave the service as ``inkstream.common.v1.Tensor`` at the configured wire dtype
+(:func:`inkstream.wire.to_wire`: raw little-endian bytes, bf16 by default = 2 bytes per element).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from inkstream.errors import InkstreamError
+from inkstream.pb import encoder_pb2, tensor_pb2
+from inkstream.wire import DTYPE_TO_WIRE, to_wire
+from models.base import EncodedPage, ModeSpec
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    """One page of an Encode stream: index in the document, image bytes (PNG/JPEG), mode name."""
+
+    page_index: int
+    image: bytes
+    mode: str
+
+
+@dataclass(frozen=True)
+class ServiceInfo:
+    """What ``Info`` reports: the loaded model and the service limits (bytes, pages, ms)."""
+
+    model_id: str
+    revision: str
+    family: str
+    hidden_size: int
+    wire_dtype: torch.dtype
+    modes: tuple[ModeSpec, ...]
+    default_mode: str
+    max_batch_size: int
+    max_wait_ms: float
+    max_queue_pages: int
+    max_message_bytes: int
+    max_image_bytes: int
+
+
+def page_request(msg: encoder_pb2.EncodeRequest) -> PageRequest:
+    """EncodeRequest -> PageRequest (no validation here; the batcher validates the image)."""
+    return PageRequest(page_index=int(msg.page_index), image=bytes(msg.image), mode=msg.mode)
+
+
+def encode_response(
+    page_index: int, page: EncodedPage, *, wire_dtype: torch.dtype, model_id: str, seconds: float
+) -> encoder_pb2.EncodeResponse:
+    """EncodedPage -> EncodeResponse; each segment's vision tokens [n_tokens, H] cast to ``wire_dtype``."""
+    resp = encoder_pb2.EncodeResponse(
+        page_index=page_index,
+        width=page.width,
+        height=page.height,
+        n_vision_tokens=page.n_vision_tokens,
+        tile_rows=page.tile_rows,
+        tile_cols=page.tile_cols,
+        model_id=model_id,
+        encode_seconds=seconds,
+    )
+    for i, seg in enumerate(page.segments):
+        x0, y0, x1, y1 = (float(v) for v in seg.box)
+        resp.segments.append(
+            encoder_pb2.Segment(
+                index=i,
+                vision_tokens=to_wire(seg.vision_tokens, wire_dtype),
+                box=tensor_pb2.Box(x0=x0, y0=y0, x1=x1, y1=y1),
+            )
+        )
+    return resp
+
+
+def error_response(page_index: int, exc: InkstreamError, *, model_id: str, seconds: float = 0.0) -> encoder_pb2.EncodeResponse:
+    """A per-page failure: ``error`` = (code name, message); no segments."""
+    return encoder_pb2.EncodeResponse(
+        page_index=page_index,
+        model_id=model_id,
+        encode_seconds=seconds,
+        error=tensor_pb2.ItemError(code=exc.code_name, message=exc.message),
+    )
+
+
+def info_response(info: ServiceInfo) -> encoder_pb2.InfoResponse:
+    """ServiceInfo -> InfoResponse."""
+    return encoder_pb2.InfoResponse(
+        model_id=info.model_id,
+        revision=info.revision,
+        family=info.family,
+        hidden_size=info.hidden_size,
+        wire_dtype=DTYPE_TO_WIRE[info.wire_dtype],
+        modes=[
+            encoder_pb2.ModeInfo(
+                name=m.name,
+                page_long_side_px=m.page_long_side_px,
+                base_size=m.base_size,
+                image_size=m.image_size,
+                crop=m.crop,
+                max_vision_tokens=m.max_vision_tokens,
+            )
+            for m in info.modes
+        ],
+        default_mode=info.default_mode,
+        max_batch_size=info.max_batch_size,
+        max_wait_ms=int(round(info.max_wait_ms)),
+        max_queue_pages=info.max_queue_pages,
+        max_message_bytes=info.max_message_bytes,
+        max_image_bytes=info.max_image_bytes,
+    )
