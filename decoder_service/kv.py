@@ -1,0 +1,175 @@
+"""One batched KV cache for sequences of different lengths (left-padded, right-aligned).
+
+Layout: every cache layer holds keys / values ``[B, heads, S, head_dim]`` with each sequence's real
+positions right-aligned and zeros on the left; ``mask`` ``[B, S]`` (int64, 1 = real, 0 = padding) is
+the attention mask passed to the model and ``next_pos`` ``[B]`` (int64) the position id of each
+row's next token (its own length, independent of padding). This is the padded-batch scheme of
+Hugging Face ``generate`` with left padding, made dynamic:
+
+* a sequence joins after its own batch-1 prefill: the shorter of (batch, newcomer) is left-padded to
+  the longer length and the two are concatenated along the batch dimension;
+* a sequence leaves by ``index_select`` of the remaining rows, then leading columns that are padding
+  in every row are cut, so ``S`` is always the longest remaining sequence's length.
+
+Padding keys are masked out (softmax weight exactly 0) and positions are explicit, so a row's
+attention result does not depend on its neighbours. Works with transformers ``DynamicCache`` (its
+``layers`` of ``DynamicLayer`` with ``keys`` / ``values``); sliding-window layers are rejected.
+
+``DynamicLayer.update`` concatenates the whole cache with the new position at every step, which
+copies ``B x S`` positions per layer per step and dominates a large batch's decode step. The batch's
+layers are therefore replaced by :class:`GrowableLayer`, which writes new positions into a buffer
+with spare capacity (grown by 25 % + 64 positions when full, so copies are amortised O(1) per token)
+and exposes ``keys`` / ``values`` as views of its filled part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers.cache_utils import DynamicLayer
+
+from inkstream.errors import InternalError
+
+
+def _layers(cache: Any) -> list[Any]:
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        raise InternalError(f"unsupported KV cache type {type(cache).__name__}: expected a transformers DynamicCache")
+    for layer in layers:
+        if getattr(layer, "is_sliding", False):
+            raise InternalError("sliding-window KV cache layers are not supported by the batched cache")
+    return layers
+
+
+class GrowableLayer(DynamicLayer):
+    """A ``DynamicLayer`` whose ``keys`` [B, heads, S, dk] / ``values`` [B, heads, S, dv] are views
+    of buffers with spare positions (see module docstring); same results, no per-step full copy."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        super().__init__()
+        self.dtype, self.device = keys.dtype, keys.device
+        self.is_initialized = True
+        self._store(keys, values)
+
+    def _store(self, keys: torch.Tensor, values: torch.Tensor, extra: int = 0) -> None:
+        n = int(keys.shape[-2])
+        cap = n + extra + max(64, n // 4)
+        self._kbuf = keys.new_empty(*keys.shape[:-2], cap, keys.shape[-1])
+        self._vbuf = values.new_empty(*values.shape[:-2], cap, values.shape[-1])
+        self._kbuf[..., :n, :] = keys
+        self._vbuf[..., :n, :] = values
+        self._n = n
+        self.keys, self.values = self._kbuf[..., :n, :], self._vbuf[..., :n, :]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        t = int(key_states.shape[-2])
+        if self._n + t > self._kbuf.shape[-2]:
+            self._store(self.keys, self.values, extra=t)
+        self._kbuf[..., self._n:self._n + t, :] = key_states
+        self._vbuf[..., self._n:self._n + t, :] = value_states
+        self._n += t
+        self.keys, self.values = self._kbuf[..., :self._n, :], self._vbuf[..., :self._n, :]
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self._n
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._store(self.keys[indices, ...], self.values[indices, ...])
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove < 0:
+            self._store(self.keys[..., :tokens_to_remove, :], self.values[..., :tokens_to_remove, :])
+        else:
+            super().crop(tokens_to_remove)
+
+
+def _pad_left(t: torch.Tensor, n: int) -> torch.Tensor:
+    """Zero-pad ``n`` positions on the left of dim -2 of ``[B, heads, S, d]``."""
+    return F.pad(t, (0, 0, n, 0)) if n > 0 else t
+
+
+class BatchedKVCache:
+    """The running batch's KV cache, attention mask and next position ids (see module docstring).
+
+    Not thread-safe: owned by the engine's single model thread.
+    """
+
+    def __init__(self) -> None:
+        self.cache: Any = None
+        self.mask: torch.Tensor | None = None  # [B, S] int64
+        self.next_pos: torch.Tensor | None = None  # [B] int64
+
+    @property
+    def batch_size(self) -> int:
+        """Rows (sequences) in the batch."""
+        return 0 if self.mask is None else int(self.mask.shape[0])
+
+    @property
+    def seq_len(self) -> int:
+        """Padded length S of the cache (tokens)."""
+        return 0 if self.mask is None else int(self.mask.shape[1])
+
+    @property
+    def slots(self) -> int:
+        """Cache positions held including padding, B x S (tokens)."""
+        return self.batch_size * self.seq_len
+
+    def add(self, cache: Any, length: int) -> None:
+        """Append a batch-1 ``cache`` holding ``length`` real positions (a fresh prefill) as the last row."""
+        new_layers = _layers(cache)
+        dev = new_layers[0].keys.device
+        if self.cache is None:
+            for i, layer in enumerate(new_layers):
+                cache.layers[i] = GrowableLayer(layer.keys, layer.values)
+            self.cache = cache
+            self.mask = torch.ones(1, length, dtype=torch.long, device=dev)
+            self.next_pos = torch.tensor([length], dtype=torch.long, device=dev)
+            return
+        old_layers = _layers(self.cache)
+        if len(old_layers) != len(new_layers):
+            raise InternalError("KV caches with different layer counts cannot be batched")
+        S = self.seq_len
+        target = max(S, length)
+        for i, (old, new) in enumerate(zip(old_layers, new_layers)):
+            self.cache.layers[i] = GrowableLayer(
+                torch.cat([_pad_left(old.keys, target - S), _pad_left(new.keys, target - length)], dim=0),
+                torch.cat([_pad_left(old.values, target - S), _pad_left(new.values, target - length)], dim=0),
+            )
+        assert self.mask is not None and self.next_pos is not None
+        row = torch.zeros(1, target, dtype=torch.long, device=dev)
+        row[:, target - length:] = 1
+        self.mask = torch.cat([F.pad(self.mask, (target - S, 0)), row], dim=0)
+        self.next_pos = torch.cat([self.next_pos, torch.tensor([length], dtype=torch.long, device=dev)])
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only ``rows`` (in this order), freeing the others' KV at once; trims shared padding."""
+        if not rows:
+            self.cache = self.mask = self.next_pos = None
+            return
+        if rows == list(range(self.batch_size)):
+            return
+        assert self.mask is not None and self.next_pos is not None
+        idx = torch.tensor(rows, dtype=torch.long, device=self.mask.device)
+        mask = self.mask.index_select(0, idx)
+        # Leading columns that are padding in every remaining row.
+        cut = int((mask.sum(dim=0) > 0).to(torch.int8).argmax().item())
+        for i, layer in enumerate(_layers(self.cache)):
+            self.cache.layers[i] = GrowableLayer(layer.keys.index_select(0, idx)[:, :, cut:],
+                                                 layer.values.index_select(0, idx)[:, :, cut:])
+        self.mask = mask[:, cut:].contiguous()
+        self.next_pos = self.next_pos.index_select(0, idx)
+
+    def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention mask ``[B, S + 1]`` and position ids ``[B, 1]`` for one decode step."""
+        assert self.mask is not None and self.next_pos is not None
+        ones = torch.ones(self.batch_size, 1, dtype=torch.long, device=self.mask.device)
+        return torch.cat([self.mask, ones], dim=1), self.next_pos.unsqueeze(1)
+
+    def commit_step(self, mask: torch.Tensor) -> None:
+        """Record a finished decode step (the cache layers grew by one position in the model)."""
+        assert self.next_pos is not None
+        self.mask = mask
+        self.next_pos = self.next_pos + 1

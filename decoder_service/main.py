@@ -1,0 +1,95 @@
+"""``inkstream serve decoder --model DIR [--port P] [--config FILE] [--metrics-port P]``.
+
+Loads the decoder half of the checkpoint's family (``models.registry``), serves ``TextDecoder`` +
+health until SIGTERM / SIGINT, then drains. Exit codes: 0 after a clean drain, 2 for a bad model
+directory or configuration (message on stderr), 1 for a failure while loading or serving.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import pathlib
+import sys
+
+from inkstream.config import ConfigError
+from inkstream.errors import InkstreamError
+
+log = logging.getLogger("inkstream.decoder")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="inkstream serve decoder", description="Serve a model family's text decoder over gRPC.")
+    p.add_argument("--model", help="checkpoint directory (Hugging Face layout with config.json)")
+    p.add_argument("--config", help="YAML settings file (see decoder_service/config.py)")
+    p.add_argument("--host", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="gRPC port (0 = a free port)")
+    p.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (0 = a free port)")
+    p.add_argument("--device", help="torch device, e.g. cpu or cuda")
+    p.add_argument("--dtype", help="float32, float16 or bfloat16")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Run the decoder service; returns the process exit code."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    from decoder_service.config import load_decoder_config
+    from models.registry import decoder_half_class, family_of
+
+    try:
+        cfg = load_decoder_config(args.config, model_dir=args.model, host=args.host, port=args.port,
+                                  metrics_port=args.metrics_port, device=args.device, dtype=args.dtype)
+        if not cfg.model_dir:
+            raise InkstreamError("no model directory: pass --model DIR (or model_dir in the config)")
+        if not pathlib.Path(cfg.model_dir).is_dir():
+            raise InkstreamError(f"model directory {cfg.model_dir} does not exist")
+        decoder_half_class(family_of(cfg.model_dir))  # family known and importable
+    except (ConfigError, InkstreamError) as exc:
+        print(f"inkstream serve decoder: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"inkstream serve decoder: cannot import the model family for {cfg.model_dir}: {exc}", file=sys.stderr)
+        return 2
+    from inkstream import logs, tracing
+
+    logs.setup_logging("decoder")
+    try:
+        tracing.setup_tracing("inkstream-decoder")
+    except (ValueError, RuntimeError) as exc:  # bad INKSTREAM_TRACES_* settings
+        print(f"inkstream serve decoder: tracing: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_serve(cfg))
+    except (OSError, ValueError, RuntimeError) as exc:  # port in use or not bindable, unreadable TLS files
+        print(f"inkstream serve decoder: {exc}", file=sys.stderr)
+        return 2
+    except InkstreamError as exc:
+        print(f"inkstream serve decoder: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - loading or serving failed: say why, exit 1
+        log.exception("decoder failed")
+        print(f"inkstream serve decoder: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _serve(cfg) -> int:  # type: ignore[no-untyped-def]
+    from decoder_service.server import build_server
+
+    bundle = await build_server(cfg, wait_ready=False)
+    bundle.install_signal_handlers()
+    log.info("decoder listening (NOT_SERVING until loaded and warmed up)",
+             extra={"host": cfg.host, "port": bundle.port, "metrics_port": bundle.metrics_port})
+    stopped = asyncio.create_task(bundle.lifecycle.stopped.wait())
+    await asyncio.wait({bundle.ready, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if bundle.ready.done() and bundle.ready.exception() is not None:
+        await bundle.stop()
+        raise bundle.ready.exception()  # type: ignore[misc]
+    await stopped
+    await bundle._stop_engine()
+    return 0

@@ -1,0 +1,389 @@
+"""Continuous-batching decode engine over a :class:`~models.base.DecoderHalf` (no gRPC here).
+
+Scheduling (iteration-level, as in Orca, Yu et al., OSDI 2022, and vLLM):
+
+* ``submit`` puts a sequence in a bounded FIFO waiting queue; beyond ``max_waiting`` queued sequences
+  (plus the running rows still free, which the next step admits) it raises
+  ResourceExhausted with a retry hint (seconds until the earliest running sequence is expected to
+  finish, from the measured time per decode step).
+* Between two decode steps the engine drops cancelled rows, admits waiting sequences while
+  ``max_running`` and the KV-cache token budget allow, prefills each newcomer on its own (batch 1)
+  and merges its KV cache into the running batch (:class:`~decoder_service.kv.BatchedKVCache`), then
+  runs one batched decode step for every running sequence. Finished rows leave right after the step.
+* KV budget: each sequence reserves ``prompt + max_new_tokens`` tokens. A sequence is admitted when
+  the sum of reservations fits ``kv_cache_budget_tokens`` *and* so does the left-padded batch's worst
+  case, ``rows x longest reservation`` (the padded cache is ``rows x longest length``). Admission is
+  FIFO, so a long sequence at the head is not starved by shorter ones behind it. The cache buffers
+  keep up to 25 % + 64 spare positions per row (:class:`~decoder_service.kv.GrowableLayer`); size
+  the budget with that headroom in mind.
+* Model steps run back to back on one dedicated model thread, which hands each step's tokens to the
+  event loop with ``call_soon_threadsafe``; the asyncio side only queues, cancels and delivers
+  per-sequence events, so decoding never waits for the loop (e.g. while it parses a large request).
+  The waiting queue and cancel flags are shared under one lock; the batch (KV cache, row list) is
+  written only by the model thread (the row list is replaced, never mutated in place, so the loop and
+  metric callbacks always read a consistent snapshot). Prompt embedding runs on a second small
+  thread so a new request does not wait for the decode step in flight.
+
+The slow one-sequence reference is :func:`decoder_service.reference.generate_one`; for greedy
+decoding and seeded sampling the engine returns exactly its tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import itertools
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from decoder_service import metrics
+from decoder_service.detok import IncrementalDetokenizer
+from decoder_service.kv import BatchedKVCache
+from decoder_service.reference import effective_max_new_tokens
+from decoder_service.sampling import SamplingParams, make_generator, select_token
+from decoder_service.sequence import Seq, SequenceEvent, SequenceStream, Usage
+from decoder_service.stopping import FinishReason, StopCriteria
+from inkstream.errors import InternalError, InvalidInput, ResourceExhausted, Unavailable
+from models.base import DecoderHalf
+
+log = logging.getLogger("inkstream.decoder.engine")
+
+__all__ = ["DecodeEngine", "SequenceEvent", "SequenceStream", "Usage", "FinishReason"]
+
+
+@dataclass
+class _StepResult:
+    """One engine iteration: per-token events, rows freed, sequences that failed, seconds taken."""
+
+    events: list[tuple[Seq, list[int], str, FinishReason | None]]
+    removed: list[Seq]
+    step_s: float
+    failed: list[Seq]
+
+
+class DecodeEngine:
+    """Continuous-batching scheduler (see module docstring).
+
+    ``max_running``: sequences in the running batch at most; ``max_waiting``: queued sequences before
+    ResourceExhausted; ``kv_cache_budget_tokens``: KV-cache admission budget over all running
+    sequences (tokens). Use as ``await engine.start()`` ... ``await engine.stop()`` inside one loop.
+    """
+
+    def __init__(self, half: DecoderHalf, *, max_running: int = 16, max_waiting: int = 64,
+                 kv_cache_budget_tokens: int = 65536, name: str = "decoder"):
+        if max_running < 1 or max_waiting < 0 or kv_cache_budget_tokens < 1:
+            raise ValueError("max_running >= 1, max_waiting >= 0 and kv_cache_budget_tokens >= 1 are required")
+        self.half = half
+        self.max_running = max_running
+        self.max_waiting = max_waiting
+        self.kv_cache_budget_tokens = kv_cache_budget_tokens
+        self.name = name
+        self._ids = itertools.count(1)
+        self._waiting: collections.deque[Seq] = collections.deque()
+        self._running: list[Seq] = []  # row order of the batch; replaced, never mutated in place
+        self._admitting: list[Seq] = []  # popped from the queue, being prefilled in the current step
+        self._batch = BatchedKVCache()
+        self._work = threading.Condition()  # guards _waiting and _closed; wakes the model thread
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._embedder: concurrent.futures.ThreadPoolExecutor | None = None
+        self._closed = False
+        self._step_ewma_s = 0.0  # smoothed seconds per engine iteration (for retry hints)
+        self.steps = 0  # engine iterations run (each: optional prefills + one decode step)
+
+    # ----------------------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        """Start the model thread (idempotent); events are delivered on the calling event loop."""
+        if self._thread is None:
+            self._loop = asyncio.get_running_loop()
+            self._embedder = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-embed")
+            self._thread = threading.Thread(target=self._run, name=f"{self.name}-model", daemon=True)
+            self._thread.start()
+            metrics.register(self)
+
+    async def stop(self) -> None:
+        """Cancel every sequence, then stop the model thread (after its step in flight)."""
+        for s in list(self._waiting) + list(self._running):
+            self._cancel(s)
+        with self._work:
+            self._closed = True
+            self._work.notify_all()
+        if self._thread is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+        for s in list(self._running) + list(self._admitting):  # joined the batch during the last step
+            self._cancel(s)
+        if self._embedder is not None:
+            self._embedder.shutdown(wait=False, cancel_futures=True)
+        self._running = []
+        self._batch = BatchedKVCache()
+        metrics.unregister(self)
+
+    # ----------------------------------------------------------------------------- observability
+    @property
+    def running_count(self) -> int:
+        """Sequences in the running batch or being prefilled (cancelled rows excluded: they are freed
+        before the next step)."""
+        running = self._running
+        return sum(1 for s in running if not s.cancelled) + sum(
+            1 for s in self._admitting if not s.cancelled and s not in running)
+
+    @property
+    def waiting_count(self) -> int:
+        """Sequences in the waiting queue."""
+        return len(self._waiting)
+
+    @property
+    def kv_reserved_tokens(self) -> int:
+        """Reserved KV tokens (prompt + max_new_tokens) of the running sequences."""
+        return sum(s.reserve for s in self._running if not s.cancelled)
+
+    @property
+    def kv_used_tokens(self) -> int:
+        """KV positions holding real tokens (prompt + generated) of the running sequences."""
+        return sum(s.prompt_len + len(s.generated) for s in self._running if not s.cancelled)
+
+    @property
+    def kv_usage(self) -> float:
+        """``kv_used_tokens / kv_cache_budget_tokens`` (0..1)."""
+        return self.kv_used_tokens / self.kv_cache_budget_tokens
+
+    # ----------------------------------------------------------------------------- submit / cancel
+    def limit_max_new_tokens(self, prompt_len: int, params: SamplingParams) -> int:
+        """Effective max_new_tokens for a prompt; raises InvalidInput when the sequence can never run."""
+        max_new = effective_max_new_tokens(self.half, prompt_len, params)
+        if max_new < 1:
+            raise InvalidInput(
+                f"prompt of {prompt_len} tokens leaves no room to generate within the model's context "
+                f"of {self.half.max_positions} tokens"
+            )
+        if prompt_len + max_new > self.kv_cache_budget_tokens:
+            raise InvalidInput(
+                f"prompt ({prompt_len} tokens) + max_new_tokens ({max_new}) exceeds this decoder's KV-cache "
+                f"budget of {self.kv_cache_budget_tokens} tokens; ask for fewer new tokens"
+            )
+        return max_new
+
+    def check_capacity(self) -> None:
+        """Raise ResourceExhausted (with a retry hint) when the waiting queue is full, Unavailable when stopped."""
+        if self._closed:
+            raise Unavailable("the decode engine is shutting down")
+        # Queue room: max_waiting plus the running rows still free (those are admitted at the next step).
+        if len(self._waiting) >= self.max_waiting + max(0, self.max_running - self.running_count):
+            raise ResourceExhausted(
+                f"decoder full: {self.running_count} running and {len(self._waiting)} waiting sequences "
+                f"(max_running={self.max_running}, max_waiting={self.max_waiting}); retry later or on another replica",
+                retry_after_s=self.retry_after_s(),
+            )
+
+    def retry_after_s(self) -> float:
+        """Seconds until the earliest running sequence is expected to finish (0.5..30 s)."""
+        remaining = [s.max_new - len(s.generated) for s in self._running if not s.cancelled]
+        est = (min(remaining) if remaining else 1) * max(self._step_ewma_s, 0.01)
+        return float(min(30.0, max(0.5, est)))
+
+    async def embed(self, vision_tokens: torch.Tensor, task: str | None = None, prompt: str | None = None) -> torch.Tensor:
+        """Prompt embeddings [L, H] for vision tokens [n, H] (cast to the model dtype / device), on the
+        embedding thread. Raises InvalidInput for an unknown task (from the half)."""
+        vt = vision_tokens.to(device=self.half.device, dtype=self.half.dtype)
+        assert self._embedder is not None, "engine not started"
+        return await asyncio.get_running_loop().run_in_executor(self._embedder, self._embed_sync, vt, task, prompt)
+
+    def _embed_sync(self, vt: torch.Tensor, task: str | None, prompt: str | None) -> torch.Tensor:
+        with torch.inference_mode():
+            return self.half.embed_prompt(vt, task or self.half.default_task, prompt or None)
+
+    async def submit(self, vision_tokens: torch.Tensor, params: SamplingParams, task: str | None = None,
+                     prompt: str | None = None) -> SequenceStream:
+        """Embed the prompt and queue the sequence. Raises InvalidInput (bad task / too long),
+        ResourceExhausted (queue full, with retry hint), Unavailable (stopping)."""
+        self.check_capacity()
+        embeds = await self.embed(vision_tokens, task, prompt)
+        return self.submit_embeds(embeds, params, n_vision=int(vision_tokens.shape[0]))
+
+    def submit_embeds(self, embeds: torch.Tensor, params: SamplingParams, n_vision: int = 0) -> SequenceStream:
+        """Queue a sequence from prompt embeddings [L, H] (model dtype, on the model device); same errors as :meth:`submit`."""
+        self.check_capacity()
+        L = int(embeds.shape[0])
+        max_new = self.limit_max_new_tokens(L, params)
+        seq = Seq(
+            id=next(self._ids), embeds=embeds, prompt_len=L, n_vision=n_vision, params=params, max_new=max_new,
+            stop=StopCriteria(params, self.half.eos_token_ids, max_new),
+            detok=IncrementalDetokenizer(self.half.decode_text), generator=make_generator(params),
+            arrival=time.perf_counter(),
+        )
+        with self._work:
+            self._waiting.append(seq)
+            self._work.notify()
+        return SequenceStream(self, seq)
+
+    def _cancel(self, seq: Seq) -> None:
+        if seq.closed:
+            return
+        with self._work:
+            seq.cancelled = True
+            if seq in self._waiting:
+                self._waiting.remove(seq)
+            self._work.notify()
+        self._deliver(seq, [], "", FinishReason.CANCELLED)
+        metrics.finished(self, FinishReason.CANCELLED)
+
+    # ----------------------------------------------------------------------------- scheduling loop
+    def _plan(self) -> list[Seq]:
+        """Pop the waiting sequences that fit now (FIFO; model thread, under the lock)."""
+        admits: list[Seq] = []
+        live = [s for s in self._running if not s.cancelled]
+        reserved = sum(s.reserve for s in live)
+        longest = max((s.reserve for s in live), default=0)
+        while self._waiting and len(live) + len(admits) < self.max_running:
+            s = self._waiting[0]
+            rows = len(live) + len(admits) + 1
+            if reserved + s.reserve > self.kv_cache_budget_tokens or rows * max(longest, s.reserve) > self.kv_cache_budget_tokens:
+                break
+            self._waiting.popleft()
+            admits.append(s)
+            reserved += s.reserve
+            longest = max(longest, s.reserve)
+        return admits
+
+    def _run(self) -> None:
+        """Model thread: plan, step, hand the results to the loop; sleep while there is no work."""
+        assert self._loop is not None
+        while True:
+            with self._work:
+                # Rows stay in _running until freed, so a cancelled row also wakes the thread.
+                while not self._closed and not self._waiting and not self._running:
+                    self._work.wait()
+                if self._closed:
+                    break
+                admits = self._plan()
+                self._admitting = admits
+            result = self._compute(admits)
+            self._admitting = []
+            try:
+                self._loop.call_soon_threadsafe(self._publish, result)
+            except RuntimeError:  # the event loop is closed: nobody is listening any more
+                break
+
+    def _compute(self, admits: list[Seq]) -> _StepResult:
+        """One engine iteration on the model thread: free cancelled rows, prefill newcomers, decode."""
+        t0 = time.perf_counter()
+        events: list[tuple[Seq, list[int], str, FinishReason | None]] = []
+        removed: list[Seq] = []
+        failed: list[Seq] = []
+        with torch.inference_mode():
+            self._keep(lambda s: not s.cancelled, removed)
+            for s in admits:
+                try:
+                    if not s.cancelled:
+                        self._prefill(s, events)
+                except Exception:  # noqa: BLE001 - only this sequence fails
+                    log.exception("prefill failed", extra={"prompt_tokens": s.prompt_len})
+                    failed.append(s)
+                if s.finish is not None or s.cancelled or s in failed:
+                    removed.append(s)
+            try:
+                if self._running:
+                    self._decode_step(events)
+                    self._keep(lambda s: s.finish is None and not s.cancelled, removed)
+            except Exception:  # noqa: BLE001 - the batch's state is unknown: fail its rows, keep serving
+                log.exception("decode step failed", extra={"rows": len(self._running)})
+                failed.extend(self._running)
+                removed.extend(self._running)
+                self._running = []
+                self._batch = BatchedKVCache()
+        return self._finish_step(_StepResult(events, removed, time.perf_counter() - t0, failed))
+
+    def _finish_step(self, result: _StepResult) -> _StepResult:
+        self.steps += 1
+        a = 0.2  # EWMA weight of the newest step time
+        self._step_ewma_s = result.step_s if not self._step_ewma_s else (1 - a) * self._step_ewma_s + a * result.step_s
+        return result
+
+    def _keep(self, pred: Any, removed: list[Seq]) -> None:
+        rows = [i for i, s in enumerate(self._running) if pred(s)]
+        if len(rows) == len(self._running):
+            return
+        removed.extend(s for s in self._running if not pred(s))
+        self._batch.keep(rows)
+        self._running = [self._running[i] for i in rows]
+
+    def _prefill(self, s: Seq, events: list) -> None:
+        assert s.embeds is not None
+        dev = s.embeds.device
+        L = s.prompt_len
+        cache = self.half.new_cache()
+        logits = self.half.forward(
+            s.embeds.unsqueeze(0),
+            torch.ones(1, L, dtype=torch.long, device=dev),
+            torch.arange(L, device=dev).unsqueeze(0),
+            cache,
+        )
+        s.embeds = None
+        self._accept(s, select_token(logits[0], s.params, s.generator), events)
+        if s.finish is None:
+            self._batch.add(cache, L)
+            self._running = [*self._running, s]
+
+    def _decode_step(self, events: list) -> None:
+        rows = self._running
+        dev = self._batch.mask.device if self._batch.mask is not None else torch.device("cpu")
+        last = torch.tensor([[s.generated[-1]] for s in rows], dtype=torch.long, device=dev)
+        mask, pos = self._batch.step_inputs()
+        logits = self.half.forward(self.half.embed_tokens(last), mask, pos, self._batch.cache)
+        self._batch.commit_step(mask)
+        greedy = torch.argmax(logits, dim=-1).tolist()
+        for i, s in enumerate(rows):
+            tok = greedy[i] if s.params.greedy else select_token(logits[i], s.params, s.generator)
+            self._accept(s, tok, events)
+
+    def _accept(self, s: Seq, tok: int, events: list) -> None:
+        now = time.perf_counter()
+        s.generated.append(tok)
+        if not s.first_t:
+            s.first_t = now
+        s.last_t = now
+        s.finish = s.stop.check(tok, len(s.generated))
+        text = s.detok.push([tok])
+        if s.finish is not None:
+            text += s.detok.flush()
+        events.append((s, [tok], text, s.finish))
+
+    def _publish(self, result: _StepResult) -> None:
+        """Deliver a step's events (loop thread), merging each sequence's events of this step."""
+        merged: dict[Seq, list[Any]] = {}
+        for s, toks, text, fin in result.events:
+            m = merged.setdefault(s, [[], "", None])
+            m[0].extend(toks)
+            m[1] += text
+            m[2] = fin or m[2]
+        for s, (toks, text, fin) in merged.items():
+            if s.closed:
+                continue
+            if not s.ttft_recorded:
+                s.ttft_recorded = True
+                metrics.ttft(self, s.first_t - s.arrival)
+            metrics.generated(self, len(toks))
+            self._deliver(s, toks, text, fin)
+            if fin is not None:
+                metrics.finished(self, fin, s.usage())
+        for s in result.failed:
+            if not s.closed:
+                s.closed = True
+                s.queue.put_nowait(InternalError("the decoder failed while running this sequence; retry on another replica"))
+                metrics.finished(self, "error")
+
+    def _deliver(self, s: Seq, toks: list[int], text: str, fin: FinishReason | None) -> None:
+        if s.closed:
+            return
+        if fin is None:
+            s.queue.put_nowait(SequenceEvent(toks, text))
+            return
+        s.closed = True
+        s.queue.put_nowait(SequenceEvent(toks, text, fin, s.usage()))
+        s.queue.put_nowait(None)

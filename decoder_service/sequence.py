@@ -1,0 +1,112 @@
+"""One sequence as the engine sees it: its state, the events its consumer receives, and the stream.
+
+``SequenceStream`` is what :meth:`decoder_service.scheduler.DecodeEngine.submit` returns; the
+engine's model thread fills ``Seq`` and the event loop delivers :class:`SequenceEvent` s into the
+sequence's asyncio queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from decoder_service.detok import IncrementalDetokenizer
+from decoder_service.sampling import SamplingParams
+from decoder_service.stopping import FinishReason, StopCriteria
+
+if TYPE_CHECKING:
+    from decoder_service.scheduler import DecodeEngine
+
+
+@dataclass
+class Usage:
+    """Per-sequence accounting: tokens, and TTFT / TPOT in seconds (TTFT from submit, queueing included)."""
+
+    prompt_tokens: int
+    vision_tokens: int
+    generated_tokens: int
+    ttft_s: float
+    tpot_s: float
+
+
+@dataclass
+class SequenceEvent:
+    """One delivery to a sequence's consumer: new ``token_ids`` and ``text`` (whole characters);
+    the last event has ``finish_reason`` and ``usage`` set."""
+
+    token_ids: list[int]
+    text: str
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+
+
+@dataclass(eq=False)
+class Seq:
+    """Engine-side state of one sequence (identity-compared). Written by the model thread except
+    ``cancelled`` / ``closed`` / ``ttft_recorded`` (event loop). Times are ``time.perf_counter()`` s."""
+
+    id: int
+    embeds: torch.Tensor | None  # [L, H] until prefilled
+    prompt_len: int
+    n_vision: int
+    params: SamplingParams
+    max_new: int
+    stop: StopCriteria
+    detok: IncrementalDetokenizer
+    generator: torch.Generator | None
+    arrival: float
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    generated: list[int] = field(default_factory=list)
+    first_t: float = 0.0
+    last_t: float = 0.0
+    finish: FinishReason | None = None  # written by the worker
+    cancelled: bool = False  # written by the loop
+    closed: bool = False  # final event delivered (loop)
+    ttft_recorded: bool = False  # (loop)
+
+    @property
+    def reserve(self) -> int:
+        return self.prompt_len + self.max_new
+
+    def usage(self) -> Usage:
+        n = len(self.generated)
+        ttft = (self.first_t - self.arrival) if self.first_t else 0.0
+        tpot = (self.last_t - self.first_t) / (n - 1) if n > 1 else 0.0
+        return Usage(self.prompt_len, self.n_vision, n, ttft, tpot)
+
+
+class SequenceStream:
+    """Async iterator over one sequence's :class:`SequenceEvent` s; ends after the finishing event.
+
+    Raises the engine's error (e.g. InternalError) if the model step failed. :meth:`cancel` ends the
+    sequence with ``FinishReason.CANCELLED`` and frees its KV cache before the next decode step.
+    """
+
+    def __init__(self, engine: "DecodeEngine", seq: Seq):
+        self._engine, self._seq = engine, seq
+
+    @property
+    def seq_id(self) -> int:
+        return self._seq.id
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self._seq.prompt_len
+
+    def cancel(self) -> None:
+        """Cancel (idempotent; no-op once finished)."""
+        self._engine._cancel(self._seq)
+
+    def __aiter__(self) -> "SequenceStream":
+        return self
+
+    async def __anext__(self) -> SequenceEvent:
+        item = await self._seq.queue.get()
+        if item is None:
+            raise StopAsyncIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item

@@ -1,0 +1,148 @@
+"""Decoder server factory: gRPC ``TextDecoder`` + ``grpc.health.v1`` + drain, one engine per process.
+
+Start-up order: the gRPC server starts at once with health NOT_SERVING (so startup probes see the
+process), then weights load (on a worker thread), the engine starts, one warm-up sequence runs
+(random vision tokens, greedy, 2 new tokens), and only then health turns SERVING. SIGTERM (via
+:meth:`DecoderServer.install_signal_handlers`) turns health NOT_SERVING, refuses new calls with
+UNAVAILABLE and lets in-flight sequences finish within ``drain_grace_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import grpc
+import torch
+
+from decoder_service.config import DecoderConfig
+from decoder_service.sampling import SamplingParams
+from decoder_service.scheduler import DecodeEngine
+from decoder_service.servicer import TextDecoderServicer
+from inkstream import telemetry, tls, tracing
+from inkstream.errors import InvalidInput
+from inkstream.lifecycle import Lifecycle, server_options
+from inkstream.pb import decoder_pb2, decoder_pb2_grpc
+from inkstream.wire import dtype_from_name
+from models.base import DecoderHalf
+
+log = logging.getLogger("inkstream.decoder.server")
+SERVICE_NAME = decoder_pb2.DESCRIPTOR.services_by_name["TextDecoder"].full_name
+
+
+def load_half(cfg: DecoderConfig) -> DecoderHalf:
+    """Load the decoder half of ``cfg.model_dir`` (family from its config.json). Raises InvalidInput."""
+    from models.registry import decoder_half_class, family_of
+
+    if not cfg.model_dir:
+        raise InvalidInput("no model directory given (--model DIR or model_dir in the config)")
+    cls = decoder_half_class(family_of(cfg.model_dir))
+    return cls.load(cfg.model_dir, device=cfg.device, dtype=dtype_from_name(cfg.dtype))
+
+
+@dataclass
+class DecoderServer:
+    """A started decoder server. Unpacks as ``server, port, engine = await build_server(...)``.
+
+    ``engine`` is None until weights are loaded when the half is loaded in the background;
+    ``ready`` completes after warm-up (health SERVING) and raises if loading or warm-up failed.
+    """
+
+    server: grpc.aio.Server
+    port: int  # bound gRPC port
+    engine: DecodeEngine | None
+    lifecycle: Lifecycle
+    servicer: TextDecoderServicer
+    cfg: DecoderConfig
+    ready: asyncio.Task = field(repr=False)
+    metrics_port: int | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.server, self.port, self.engine))
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM / SIGINT start a drain (call from the running loop)."""
+        self.lifecycle.install_signal_handlers(self.server, self.cfg.drain_grace_s)
+
+    async def drain(self) -> None:
+        """NOT_SERVING, refuse new work, wait up to ``drain_grace_s`` for in-flight sequences, stop."""
+        await self.lifecycle.drain(self.server, self.cfg.drain_grace_s)
+        await self._stop_engine()
+
+    async def stop(self, grace_s: float | None = 0.5) -> None:
+        """Stop at once (tests): cancel in-flight calls and sequences."""
+        if not self.ready.done():
+            self.ready.cancel()
+        await self.server.stop(grace_s)
+        await self._stop_engine()
+
+    async def _stop_engine(self) -> None:
+        if self.engine is not None:
+            await self.engine.stop()
+
+
+async def warm_up(engine: DecodeEngine) -> None:
+    """Run one short greedy sequence through the engine (compiles kernels, allocates caches)."""
+    h = engine.half
+    n = max(1, min(16, h.max_vision_tokens))
+    vt = torch.randn(n, h.hidden_size, generator=torch.Generator().manual_seed(0)) * 0.02
+    stream = await engine.submit(vt, SamplingParams(max_new_tokens=2, repetition_guard=False))
+    async for _ in stream:
+        pass
+
+
+async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, wait_ready: bool = True,
+                       loader: Callable[[DecoderConfig], DecoderHalf] = load_half) -> DecoderServer:
+    """Create, bind (``cfg.host:cfg.port``; port 0 = free port) and start the decoder server.
+
+    ``half``: an already loaded DecoderHalf (tests); None loads ``cfg.model_dir`` with ``loader`` on a
+    worker thread after the server started. With ``wait_ready`` the call returns after warm-up
+    (health SERVING); otherwise at once, with ``ready`` still running (it raises if loading fails).
+    The server carries the tracing interceptors (W3C trace context + request id from metadata), TLS
+    when ``cfg.tls.enabled`` and, with ``cfg.metrics_port`` set, a Prometheus ``/metrics`` endpoint.
+    Raises RuntimeError when the port cannot be bound, ValueError for unreadable TLS files.
+    """
+    metrics_port = None
+    if cfg.metrics_port is not None:
+        telemetry.setup_metrics("inkstream-decoder")
+        metrics_port = telemetry.serve_metrics(cfg.metrics_port, cfg.host)
+    server = grpc.aio.server(options=server_options(cfg.max_message_bytes), interceptors=tracing.server_interceptors())
+    lifecycle = Lifecycle([SERVICE_NAME])
+    lifecycle.register(server)
+    await lifecycle.set_not_serving()
+    await lifecycle.set_alive()  # liveness: the process answers (readiness waits for warm-up)
+    servicer = TextDecoderServicer(cfg, lifecycle)
+    decoder_pb2_grpc.add_TextDecoderServicer_to_server(servicer, server)
+    port = tls.add_port(server, f"{cfg.host}:{cfg.port}", cfg.tls)
+    if port == 0:
+        raise RuntimeError(f"cannot bind the decoder to {cfg.host}:{cfg.port}")
+    await server.start()
+
+    def make_engine(h: DecoderHalf) -> DecodeEngine:
+        return DecodeEngine(h, max_running=cfg.max_running, max_waiting=cfg.max_waiting,
+                            kv_cache_budget_tokens=cfg.kv_cache_budget_tokens, name=f"decoder:{port}")
+
+    bundle = DecoderServer(server, port, make_engine(half) if half is not None else None, lifecycle, servicer, cfg,
+                           ready=None, metrics_port=metrics_port)  # type: ignore[arg-type]
+
+    async def get_ready() -> None:
+        if bundle.engine is None:
+            h = await asyncio.get_running_loop().run_in_executor(None, loader, cfg)
+            bundle.engine = make_engine(h)
+        await bundle.engine.start()
+        await warm_up(bundle.engine)
+        servicer.engine = bundle.engine
+        await lifecycle.set_serving()
+        log.info("decoder ready", extra={"port": port, "model_id": bundle.engine.half.model_id,
+                                         "max_running": cfg.max_running, "kv_cache_budget_tokens": cfg.kv_cache_budget_tokens})
+
+    bundle.ready = asyncio.create_task(get_ready(), name="decoder-ready")
+    if wait_ready:
+        try:
+            await bundle.ready
+        except BaseException:
+            await server.stop(None)
+            raise
+    return bundle
