@@ -1,0 +1,345 @@
+"""``inkstream up``: encoder + decoder (+ gateway) as local child processes on loopback.
+
+:class:`LocalStack` starts ``inkstream serve encoder|decoder|gateway`` processes on free
+127.0.0.1 ports, waits until every encoder / decoder reports SERVING on ``grpc.health.v1`` and the
+gateway answers HTTP, and stops them all (SIGTERM, i.e. a drain, then SIGKILL after a grace period).
+It is what ``inkstream up``, ``inkstream ocr`` (temporary stack), the system tests and the benchmarks
+use. Child output goes to one log file per process (``log_dir``), shown when a start fails.
+
+Model: ``--model DIR``, else the embedded compact model (``models/compact/weights/``). When those
+weights are missing (not trained yet), a tiny RANDOM deepseek_ocr2 checkpoint is written to a
+temporary directory so the stack still starts, with a warning that its text is meaningless.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Sequence
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+SERVICES = ("encoder", "decoder", "gateway")
+
+
+def default_model_dir() -> pathlib.Path:
+    """The embedded compact model's weights directory (may not exist before training)."""
+    import models.compact
+
+    return pathlib.Path(models.compact.__file__).resolve().parent / "weights"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (the OS picks it; tiny race until the child binds)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def resolve_model(model_dir: str | os.PathLike | None, scratch: pathlib.Path) -> pathlib.Path:
+    """``model_dir`` if given (must hold config.json); else the embedded weights; else a tiny random
+    deepseek_ocr2 checkpoint written under ``scratch`` (a warning explains). Raises FileNotFoundError."""
+    if model_dir is not None:
+        p = pathlib.Path(model_dir)
+        if not (p / "config.json").is_file():
+            raise FileNotFoundError(f"--model {p}: not a checkpoint directory (no config.json)")
+        return p
+    p = default_model_dir()
+    if (p / "config.json").is_file():
+        return p
+    print(
+        f"inkstream: the embedded compact model is missing ({p} has no config.json; train it with "
+        "'inkstream train-compact' or pass --model DIR). Falling back to a tiny RANDOM deepseek_ocr2 "
+        "checkpoint: the stack works end to end but its text is meaningless.",
+        file=sys.stderr,
+    )
+    from models.deepseek_ocr2.tiny import write_tiny_checkpoint
+
+    tiny = scratch / "tiny-deepseek-ocr2"
+    if not (tiny / "config.json").is_file():
+        write_tiny_checkpoint(tiny, seed=0)
+    return tiny
+
+
+def grpc_serving(addr: str, timeout_s: float = 1.0) -> bool:
+    """True when ``addr`` answers ``grpc.health.v1.Health/Check`` with SERVING."""
+    with grpc.insecure_channel(addr) as ch:
+        try:
+            resp = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
+        except grpc.RpcError:
+            return False
+    return resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def http_up(url: str, timeout_s: float = 1.0) -> bool:
+    """True when ``url`` answers HTTP with anything but 503 (a 404 means no such probe: up anyway)."""
+    import httpx
+
+    try:
+        r = httpx.get(url, timeout=timeout_s)
+    except httpx.HTTPError:
+        return False
+    return r.status_code != 503
+
+
+class LocalStack:
+    """Encoder, decoder and gateway processes on loopback.
+
+    ``model_dir``: checkpoint for both halves (None: embedded model, see :func:`resolve_model`).
+    ``encoders`` / ``decoders``: replica counts. ``gateway``: also start ``inkstream serve gateway``
+    (tests of the data path alone run the pipeline in-process and pass False). ``gateway_port``: 0
+    picks a free one. ``extra_args``: more CLI flags per service name. ``env``: extra environment
+    for the children (``OMP_NUM_THREADS`` defaults to 1 and ``MALLOC_ARENA_MAX`` to 2 per process).
+    ``startup_timeout_s``: seconds to wait for all processes to be ready. Raises RuntimeError (with
+    the log tail) if one fails. ``log_dir``: where the per-process logs go (default: the scratch dir).
+    """
+
+    def __init__(
+        self,
+        model_dir: str | os.PathLike | None = None,
+        *,
+        encoders: int = 1,
+        decoders: int = 1,
+        gateway: bool = True,
+        gateway_port: int = 0,
+        extra_args: dict[str, Sequence[str]] | None = None,
+        env: dict[str, str] | None = None,
+        log_dir: str | os.PathLike | None = None,
+        startup_timeout_s: float = 300.0,
+    ):
+        self._scratch = tempfile.TemporaryDirectory(prefix="inkstream-stack-")
+        self.log_dir = pathlib.Path(log_dir or self._scratch.name)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.model_dir_arg = model_dir
+        self.model_dir: pathlib.Path | None = None
+        self.n = {"encoder": encoders, "decoder": decoders, "gateway": 1 if gateway else 0}
+        self.gateway_port = gateway_port
+        self.extra_args = {k: list(v) for k, v in (extra_args or {}).items()}
+        # MALLOC_ARENA_MAX=2: glibc otherwise gives every thread (gRPC, preprocessing, torch) its own
+        # malloc arena, and the fragmentation shows as RSS creeping up over hundreds of pages
+        # (bench/memory.py: encoder peak 1.48x -> 1.24x of a one-page run). mallopt(3), M_ARENA_MAX.
+        self.env = {"OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2", **os.environ, **(env or {})}
+        self.startup_timeout_s = startup_timeout_s
+        self.procs: dict[str, list[subprocess.Popen]] = {s: [] for s in SERVICES}
+        self.addrs: dict[str, list[str]] = {s: [] for s in SERVICES}
+        self.metrics_ports: dict[str, list[int]] = {s: [] for s in SERVICES}
+        self.gateway_grpc_addr = ""
+
+    # ------------------------------------------------------------ public view
+
+    @property
+    def encoder_addrs(self) -> list[str]:
+        """``127.0.0.1:port`` of each encoder replica."""
+        return list(self.addrs["encoder"])
+
+    @property
+    def decoder_addrs(self) -> list[str]:
+        """``127.0.0.1:port`` of each decoder replica."""
+        return list(self.addrs["decoder"])
+
+    @property
+    def gateway_url(self) -> str:
+        """``http://127.0.0.1:port`` of the gateway's REST API. Raises RuntimeError without a gateway."""
+        if not self.addrs["gateway"]:
+            raise RuntimeError("this LocalStack runs no gateway (gateway=False)")
+        return f"http://{self.addrs['gateway'][0]}"
+
+    def metrics(self, service: str, i: int = 0) -> dict[str, float]:
+        """Scrape ``/metrics`` of an encoder / decoder replica: ``{"name{labels}": value}``."""
+        import httpx
+
+        r = httpx.get(f"http://127.0.0.1:{self.metrics_ports[service][i]}/metrics", timeout=5)
+        r.raise_for_status()
+        out: dict[str, float] = {}
+        for line in r.text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, val = line.rpartition(" ")
+                with contextlib.suppress(ValueError):
+                    out[key] = float(val)
+        return out
+
+    def log_path(self, service: str, i: int = 0) -> pathlib.Path:
+        """Log file (stdout + stderr) of replica ``i`` of ``service``."""
+        return self.log_dir / f"{service}-{i}.log"
+
+    def log_tail(self, service: str, i: int = 0, chars: int = 4000) -> str:
+        """Last ``chars`` characters of a child's log."""
+        p = self.log_path(service, i)
+        return p.read_text(errors="replace")[-chars:] if p.exists() else ""
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _spawn(self, service: str, i: int, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "inkstream.cli", "serve", service, *args, *self.extra_args.get(service, [])]
+        log = open(self.log_path(service, i), "ab")  # noqa: SIM115 - owned by the child
+        try:
+            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env={**self.env, **(env or {})}, start_new_session=True)
+        finally:
+            log.close()
+
+    def start(self) -> "LocalStack":
+        """Start every process and wait until all are ready (see the class docstring)."""
+        try:
+            self.model_dir = resolve_model(self.model_dir_arg, pathlib.Path(self._scratch.name))
+            for service in ("encoder", "decoder"):
+                for i in range(self.n[service]):
+                    port, mport = free_port(), free_port()
+                    self.procs[service].append(self._spawn(service, i, [
+                        "--model", str(self.model_dir), "--port", str(port), "--metrics-port", str(mport)]))
+                    self.addrs[service].append(f"127.0.0.1:{port}")
+                    self.metrics_ports[service].append(mport)
+            self._wait(("encoder", "decoder"))
+            if self.n["gateway"]:
+                port, gport = self.gateway_port or free_port(), free_port()
+                # A free gRPC port too, so several stacks never collide on the gateway's default one.
+                self.procs["gateway"].append(self._spawn("gateway", 0, [
+                    "--encoders", ",".join(self.addrs["encoder"]), "--decoders", ",".join(self.addrs["decoder"]),
+                    "--port", str(port), "--grpc-port", str(gport)]))
+                self.gateway_grpc_addr = f"127.0.0.1:{gport}"
+                self.addrs["gateway"].append(f"127.0.0.1:{port}")
+                self._wait(("gateway",))
+        except BaseException:
+            self.stop(grace_s=2)
+            raise
+        return self
+
+    def _ready(self, service: str, i: int) -> bool:
+        if service == "gateway":
+            return http_up(f"{self.gateway_url}/readyz")
+        return grpc_serving(self.addrs[service][i])
+
+    def _wait(self, services: Sequence[str]) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        pending = [(s, i) for s in services for i in range(len(self.procs[s]))]
+        while pending:
+            for s, i in list(pending):
+                rc = self.procs[s][i].poll()
+                if rc is not None:
+                    raise RuntimeError(f"{s} {i} exited with code {rc} while starting; log "
+                                       f"{self.log_path(s, i)}:\n{self.log_tail(s, i)}")
+                if self._ready(s, i):
+                    pending.remove((s, i))
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                names = ", ".join(f"{s} {i} ({self.addrs[s][i]})" for s, i in pending)
+                raise RuntimeError(f"not ready after {self.startup_timeout_s:.0f} s: {names}; last log:\n"
+                                   f"{self.log_tail(*pending[0])}")
+            time.sleep(0.25)
+
+    def kill(self, service: str, i: int = 0, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` (default SIGKILL, i.e. ``kill -9``) to replica ``i`` of ``service`` and reap it."""
+        p = self.procs[service][i]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=30)
+
+    def alive(self) -> dict[str, list[bool]]:
+        """Whether each process is still running."""
+        return {s: [p.poll() is None for p in ps] for s, ps in self.procs.items()}
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM (drain) the gateway first, then the encoders and decoders; SIGKILL what is left
+        after ``grace_s`` seconds. Safe to call twice."""
+        for group in (("gateway",), ("encoder", "decoder")):
+            ps = [p for s in group for p in self.procs[s] if p.poll() is None]
+            for p in ps:
+                with contextlib.suppress(ProcessLookupError):
+                    p.send_signal(signal.SIGTERM)
+            end = time.monotonic() + grace_s
+            for p in ps:
+                try:
+                    p.wait(timeout=max(0.1, end - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        p.kill()
+                    p.wait(timeout=10)
+
+    def close(self) -> None:
+        """:meth:`stop`, then delete the scratch directory (logs too unless ``log_dir`` was given)."""
+        self.stop()
+        self._scratch.cleanup()
+
+    def __enter__(self) -> "LocalStack":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def main(argv: list[str]) -> int:
+    """``inkstream up [--model DIR] [--port P] [--encoders N] [--decoders N]``; returns the exit code."""
+    ap = argparse.ArgumentParser(prog="inkstream up", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", help="checkpoint directory (default: the embedded compact model)")
+    ap.add_argument("--port", type=int, default=8080, help="gateway HTTP port (default 8080; 0 = any free port)")
+    ap.add_argument("--encoders", type=int, default=1, help="encoder replicas (default 1)")
+    ap.add_argument("--decoders", type=int, default=1, help="decoder replicas (default 1)")
+    ap.add_argument("--log-dir", help="directory for the processes' logs (default: a temporary one)")
+    ap.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for readiness")
+    args = ap.parse_args(argv)
+    if args.encoders < 1 or args.decoders < 1:
+        ap.error("--encoders and --decoders must be >= 1")
+    if args.port and not _port_free(args.port):
+        print(f"inkstream up: port {args.port} is in use; choose another with --port", file=sys.stderr)
+        return 2
+
+    stopping = False
+
+    def on_signal(signum, _frame):  # type: ignore[no-untyped-def]
+        nonlocal stopping
+        stopping = True
+
+    stack = LocalStack(args.model, encoders=args.encoders, decoders=args.decoders, gateway_port=args.port,
+                       log_dir=args.log_dir, startup_timeout_s=args.startup_timeout)
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        print(f"inkstream up: starting {args.encoders} encoder(s), {args.decoders} decoder(s) and the gateway "
+              f"(logs in {stack.log_dir}) ...", file=sys.stderr, flush=True)
+        try:
+            stack.start()
+        except (RuntimeError, FileNotFoundError) as exc:
+            print(f"inkstream up: {exc}", file=sys.stderr)
+            return 1
+        print(f"inkstream is up: {stack.gateway_url}  (model {stack.model_dir}; encoders "
+              f"{', '.join(stack.encoder_addrs)}; decoders {', '.join(stack.decoder_addrs)}). Ctrl-C stops.",
+              flush=True)
+        while not stopping:
+            dead = [f"{s} {i}" for s, flags in stack.alive().items() for i, ok in enumerate(flags) if not ok]
+            if dead:
+                print(f"inkstream up: {', '.join(dead)} exited unexpectedly; stopping (logs in {stack.log_dir})",
+                      file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+        print("inkstream up: stopping (draining) ...", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        stack.stop()
+        if args.log_dir is None:
+            stack._scratch.cleanup()
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

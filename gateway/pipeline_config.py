@@ -1,0 +1,75 @@
+"""Settings and counters of :mod:`gateway.pipeline` (the gateway config's ``pipeline:`` section)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from gateway.retry import RetryCounters, RetryPolicy
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Bounds and deadlines of the data path.
+
+    ``max_pages_in_flight``: gateway-wide page bound (admission, 429 beyond it).
+    ``max_pages_per_request``: sliding-window size of one request, pages.
+    ``encode_timeout_s`` / ``decode_timeout_s``: deadline of one Encode call (one page) / one Decode
+    call (all segments of one page), seconds. ``info_timeout_s``: deadline of Info, seconds;
+    ``info_ttl_s``: seconds the encoders' Info is cached (a rollout to new weights shows within it).
+    ``resolve_interval_s``: seconds between DNS re-resolutions of replica names (headless Services);
+    ``health_retry_s``: seconds between reconnects of a broken health watch.
+    ``retry``: see :class:`gateway.retry.RetryPolicy`. ``retry_budget_tokens`` /
+    ``retry_budget_ratio``: see :class:`gateway.retry.RetryBudget`.
+    """
+
+    max_pages_in_flight: int = 64
+    max_pages_per_request: int = 8
+    encode_timeout_s: float = 120.0
+    decode_timeout_s: float = 600.0
+    info_timeout_s: float = 10.0
+    info_ttl_s: float = 60.0
+    resolve_interval_s: float = 10.0
+    health_retry_s: float = 0.5
+    retry: RetryPolicy = RetryPolicy()
+    retry_budget_tokens: float = 100.0
+    retry_budget_ratio: float = 0.2
+
+    @classmethod
+    def from_mapping(cls, d: Mapping[str, Any] | None) -> "PipelineConfig":
+        """From a plain dict (the gateway config's ``pipeline:`` section): the fields above, plus the
+        RetryPolicy fields either flat (``max_attempts: 3``) or under ``retry:``. Raises ValueError
+        naming unknown keys or bad values."""
+        d = dict(d or {})
+        retry_fields = {f.name for f in dataclasses.fields(RetryPolicy)}
+        own = {f.name for f in dataclasses.fields(cls)} - {"retry"}
+        retry = dict(d.pop("retry", None) or {})
+        retry.update({k: d.pop(k) for k in list(d) if k in retry_fields})
+        unknown = sorted(set(d) - own) + sorted(set(retry) - retry_fields)
+        if unknown:
+            raise ValueError(f"unknown pipeline setting(s): {', '.join(unknown)}; known: "
+                             f"{', '.join(sorted(own | retry_fields))}")
+        cfg = cls(**d, retry=RetryPolicy(**retry))
+        for name in ("max_pages_in_flight", "max_pages_per_request", "encode_timeout_s", "decode_timeout_s",
+                     "resolve_interval_s", "health_retry_s"):
+            if getattr(cfg, name) <= 0:
+                raise ValueError(f"pipeline setting {name} must be > 0, got {getattr(cfg, name)}")
+        if cfg.retry.max_attempts < 1:
+            raise ValueError("pipeline setting max_attempts must be >= 1")
+        return cfg
+
+
+@dataclass
+class PipelineStats:
+    """Counters over the pipeline's life (also exported as OTel metrics): pages by status, and
+    encode / decode calls, retries and quarantined pages per stage."""
+
+    pages_ok: int = 0
+    pages_error: int = 0
+    encode: RetryCounters = None  # type: ignore[assignment]
+    decode: RetryCounters = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.encode = self.encode or RetryCounters()
+        self.decode = self.decode or RetryCounters()

@@ -1,0 +1,73 @@
+"""LocalStack without a model: argument checks and a child that fails to start."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from gateway import local_stack
+from gateway.local_stack import LocalStack, free_port, resolve_model
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_free_port_is_bindable():
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_resolve_model(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        resolve_model(tmp_path / "missing", tmp_path)
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "config.json").write_text("{}")
+    assert resolve_model(tmp_path / "ck", tmp_path) == tmp_path / "ck"
+    # No --model: the embedded weights when present.
+    monkeypatch.setattr(local_stack, "default_model_dir", lambda: tmp_path / "ck")
+    assert resolve_model(None, tmp_path) == tmp_path / "ck"
+
+
+def test_missing_embedded_model_falls_back_with_message(tmp_path, monkeypatch, capsys):
+    import models.deepseek_ocr2.tiny as tiny
+
+    written = []
+
+    def fake_write(d, seed=0):
+        d.mkdir(parents=True)
+        (d / "config.json").write_text("{}")
+        written.append(d)
+        return d
+
+    monkeypatch.setattr(local_stack, "default_model_dir", lambda: tmp_path / "weights")
+    monkeypatch.setattr(tiny, "write_tiny_checkpoint", fake_write)
+    got = resolve_model(None, tmp_path)
+    assert written == [got]
+    err = capsys.readouterr().err
+    assert "embedded compact model is missing" in err and "RANDOM" in err and "--model DIR" in err
+
+
+def test_gateway_url_without_gateway():
+    st = LocalStack(gateway=False)
+    with pytest.raises(RuntimeError, match="no gateway"):
+        _ = st.gateway_url
+    st.close()
+
+
+def test_start_failure_reports_child_log(tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.json").write_text(json.dumps({"model_type": "no_such_family"}))
+    st = LocalStack(bad, gateway=False, startup_timeout_s=90)
+    with pytest.raises(RuntimeError, match=r"exited with code 2(.|\n)*unknown model family"):
+        st.start()
+    assert not any(any(v) for v in st.alive().values())
+    st.close()
+
+
+def test_up_rejects_bad_counts(capsys):
+    with pytest.raises(SystemExit):
+        local_stack.main(["--encoders", "0"])
+    assert "must be >= 1" in capsys.readouterr().err

@@ -1,0 +1,130 @@
+"""Kill tests: real encoder / decoder processes (LocalStack, tiny deepseek_ocr2 checkpoint); the
+gateway's pipeline runs in the test process. A replica is killed with SIGKILL (kill -9) while it
+holds pages of a 20-page document; the document must still complete with every page exactly once,
+in order, and each page's text equal to what the stack produces for that page alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+
+import pytest
+
+from gateway.local_stack import LocalStack
+from gateway.pipeline import Pipeline, PipelineConfig
+from gateway.retry import RetryPolicy
+from gateway.types import PageInput, PipelineOptions
+
+pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(240)]
+
+N_PAGES = 20
+MAX_NEW_TOKENS = 16  # per segment: keeps random-weight pages short (they loop until the bound)
+
+
+@pytest.fixture(scope="module")
+def line_images(shared_dir: pathlib.Path) -> list[bytes]:
+    """Small real pages: the eval set's scanned text lines stacked on letter-size pages (PNG bytes)."""
+    from bench.pdfgen import line_pages
+
+    return line_pages(shared_dir)
+
+
+def encoded_total(stack: LocalStack, i: int) -> float:
+    """``inkstream_encoder_pages_encoded_total`` of encoder replica ``i`` (includes its warm-up page)."""
+    return sum(v for k, v in stack.metrics("encoder", i).items() if k.startswith("inkstream_encoder_pages_encoded_total"))
+
+
+async def _pages(images: list[bytes], n: int):
+    for i in range(n):
+        yield PageInput(index=i, image=images[i % len(images)])
+
+
+async def _collect(p: Pipeline, images: list[bytes], n: int, rid: str):
+    opts = PipelineOptions(request_id=rid, max_new_tokens=MAX_NEW_TOKENS)
+    return [o async for o in p.run(_pages(images, n), opts)]
+
+
+async def _kill_when_busy(stack: LocalStack, p: Pipeline, service: str, idx: int) -> int:
+    """SIGKILL replica ``idx`` of ``service`` as soon as it holds at least one page; returns the
+    pages it held at that moment."""
+    rs = p.encoders if service == "encoder" else p.decoders
+    addr = (stack.encoder_addrs if service == "encoder" else stack.decoder_addrs)[idx]
+    while rs.replicas[addr].outstanding < 1:
+        await asyncio.sleep(0.005)
+    held = rs.replicas[addr].outstanding
+    await asyncio.to_thread(stack.kill, service, idx)
+    return held
+
+
+async def _kill_run(stack: LocalStack, images: list[bytes], service: str):
+    cfg = PipelineConfig(max_pages_per_request=8, retry=RetryPolicy(replica_wait_s=30.0))
+    p = await Pipeline.connect(stack.encoder_addrs, stack.decoder_addrs, cfg)
+    try:
+        await p.encoders.wait_ready(60, count=len(stack.encoder_addrs))
+        await p.decoders.wait_ready(60, count=len(stack.decoder_addrs))
+        # Reference: each distinct page alone, before anything is killed.
+        expected = {}
+        for k, img in enumerate(images):
+            (alone,) = await _collect(p, [img], 1, f"alone-{k}")
+            assert alone.status == "ok", alone.error
+            expected[k] = alone.text
+        calls_before = p.stats.encode.calls
+        killer = asyncio.create_task(_kill_when_busy(stack, p, service, 0))
+        outs = await asyncio.wait_for(_collect(p, images, N_PAGES, "doc"), 150)
+        held = await killer
+        return p, outs, expected, held, p.stats.encode.calls - calls_before
+    finally:
+        await p.close()
+
+
+def _check_document(outs, expected, images):
+    assert [o.index for o in outs] == list(range(N_PAGES))  # every page exactly once, in order
+    for o in outs:
+        assert o.status == "ok", (o.index, o.error)
+        assert o.text == expected[o.index % len(images)], f"page {o.index + 1} differs from the page alone"
+
+
+@pytest.fixture(scope="module")
+def random_compact_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A RANDOM compact-family checkpoint (line-level: several segments per page), written with the
+    family's own exporter. Its output head is scaled x50 like the tiny deepseek_ocr2 checkpoint's,
+    so greedy choices do not depend on the batch a segment lands in (DESIGN.md, parity on random
+    weights)."""
+    import torch
+
+    from models.compact.checkpoint import export_checkpoint
+    from models.compact.model import CompactOCR, EncoderConfig, decoder_config
+    from models.compact.vocab import build_tokenizer
+
+    torch.manual_seed(0)
+    model = CompactOCR(EncoderConfig(), decoder_config(build_tokenizer().get_vocab_size()))
+    with torch.no_grad():
+        model.lm.lm_head.weight.mul_(50.0)
+    return export_checkpoint(model, tmp_path_factory.mktemp("compact") / "random", revision="random")
+
+
+@pytest.mark.parametrize("family", ["deepseek_ocr2", "compact"])
+def test_kill_decoder_mid_document(family, request, line_images):
+    ckpt = request.getfixturevalue("tiny_ds_checkpoint" if family == "deepseek_ocr2" else "random_compact_checkpoint")
+    with LocalStack(ckpt, encoders=1, decoders=2, gateway=False, startup_timeout_s=150) as stack:
+        before = encoded_total(stack, 0)
+        p, outs, expected, held, encode_calls = asyncio.run(_kill_run(stack, line_images, "decoder"))
+        assert held >= 1 and not stack.alive()["decoder"][0]
+        _check_document(outs, expected, line_images)
+        assert p.stats.decode.retries >= 1  # the killed decoder's pages were decoded elsewhere...
+        # ...without re-running the encoder: it encoded each page once (gateway and encoder agree).
+        assert encode_calls == N_PAGES
+        assert encoded_total(stack, 0) - before == N_PAGES + len(line_images)
+
+
+def test_kill_encoder_mid_document(tiny_ds_checkpoint, line_images):
+    with LocalStack(tiny_ds_checkpoint, encoders=2, decoders=1, gateway=False, startup_timeout_s=150) as stack:
+        before = encoded_total(stack, 1)
+        p, outs, expected, held, encode_calls = asyncio.run(_kill_run(stack, line_images, "encoder"))
+        assert held >= 1 and not stack.alive()["encoder"][0]
+        _check_document(outs, expected, line_images)
+        assert p.stats.encode.retries >= 1
+        # The pages lost with the killed encoder were encoded again (on the survivor).
+        assert encode_calls > N_PAGES
+        assert encoded_total(stack, 1) - before >= 1

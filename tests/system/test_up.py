@@ -1,0 +1,57 @@
+"""``inkstream up``: one command starts gateway + encoder + decoder, serves OCR, and SIGTERM stops all."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from bench.pdfgen import line_pages
+from gateway.local_stack import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(240)]
+
+
+def _refused(addr: str) -> bool:
+    host, port = addr.rsplit(":", 1)
+    with socket.socket() as s:
+        return s.connect_ex((host, int(port))) != 0
+
+
+def test_up_serves_and_stops_cleanly(tiny_ds_checkpoint, shared_dir, tmp_path):
+    port = free_port()
+    out = tmp_path / "up.out"
+    with open(out, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "up", "--model", str(tiny_ds_checkpoint),
+                                 "--port", str(port), "--log-dir", str(tmp_path / "logs")],
+                                stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while "inkstream is up" not in out.read_text():
+            assert proc.poll() is None, out.read_text()
+            assert time.monotonic() < deadline, out.read_text()
+            time.sleep(0.2)
+        line = next(ln for ln in out.read_text().splitlines() if "inkstream is up" in ln)
+        assert f"http://127.0.0.1:{port}" in line
+        replicas = re.findall(r"127\.0\.0\.1:\d+", line.split("encoders", 1)[1])
+        assert len(replicas) == 2  # one encoder, one decoder
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
+        page = line_pages(shared_dir)[0]
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/ocr", files={"file": ("p.png", page, "image/png")},
+                       data={"format": "json"}, timeout=120)
+        assert r.status_code == 200, r.text[:1000]
+        assert [p["status"] for p in r.json()["pages"]] == ["ok"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0, out.read_text()
+        for addr in [f"127.0.0.1:{port}", *replicas]:
+            assert _refused(addr), f"{addr} still accepts connections after inkstream up stopped"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
