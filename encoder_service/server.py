@@ -74,6 +74,21 @@ def warmup_page_png(long_side_px: int, max_pixels: int) -> bytes:
     return buf.getvalue()
 
 
+def warm_full_batch(half: EncoderHalf, page_png: bytes, mode: str, batch_size: int) -> None:
+    """One forward pass at ``max_batch_size`` pages before turning SERVING.
+
+    The allocator then holds the activation memory of the largest batch from the start, so resident
+    memory does not climb under the first burst of load, and a batch that does not fit in device
+    memory fails at start-up rather than under traffic (the same idea as vLLM's start-up memory
+    profiling run).
+    """
+    if batch_size <= 1:
+        return
+    with Image.open(io.BytesIO(page_png)) as im:
+        prepared = half.preprocess(im.convert("RGB"), mode)
+    half.encode_batch([prepared] * batch_size)
+
+
 @dataclass
 class EncoderServer:
     """A built (not yet started) encoder server; ``port`` is the bound gRPC port."""
@@ -124,8 +139,10 @@ class EncoderServer:
         await self.batcher.start(half)
         default = next((m for m in modes if m.name == half.default_mode), None)
         long_side = default.page_long_side_px if default and default.page_long_side_px > 0 else WARMUP_LONG_SIDE_PX
-        res = await self.batcher.submit(warmup_page_png(long_side, cfg.max_image_pixels), half.default_mode)
+        page_png = warmup_page_png(long_side, cfg.max_image_pixels)
+        res = await self.batcher.submit(page_png, half.default_mode)
         log.info("encoder warm-up page done", extra={"seconds": res.seconds, "vision_tokens": res.page.n_vision_tokens})
+        await asyncio.to_thread(warm_full_batch, half, page_png, half.default_mode, cfg.max_batch_size)
         if not self.lifecycle.draining:
             await self.lifecycle.set_serving()
 

@@ -39,7 +39,8 @@ async def test_not_serving_until_warm_up_ran(patch_half: PatchHalf):
             assert patch_half.batches == []
             patch_half.gate.set()
             await srv.wait_ready(10)
-            assert patch_half.batches == [(("pixels", 32), 1)]  # the warm-up page ran through the model
+            # the warm-up page ran through the full path, then one forward at max_batch_size (8)
+            assert patch_half.batches == [(("pixels", 32), 1), (("pixels", 32), 8)]
             assert await _health(channel) == SERVING
             res = await encode_all(stub, requests([(0, page_png(0), "")]))
             assert not res[0].HasField("error")
