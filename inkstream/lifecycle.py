@@ -4,6 +4,12 @@ Health uses the standard ``grpc.health.v1`` service from grpcio-health-checking 
 States: NOT_SERVING while weights load and warm up -> SERVING -> NOT_SERVING as soon as a drain starts
 (SIGTERM). While draining, new work is refused with UNAVAILABLE; in-flight work finishes within the
 grace period, then the server stops. Liveness (the process answering) stays up until then.
+
+Kubernetes probes (``k8s/base``): the startup and readiness probes check the overall service ``""``
+(SERVING only between warm-up and drain); the liveness probe checks :data:`LIVENESS_SERVICE`, which
+turns SERVING with :meth:`Lifecycle.set_serving` (or :meth:`Lifecycle.set_alive`) and is *not*
+changed by a drain, so a draining pod is not restarted by its liveness probe (a gRPC probe fails on
+NOT_SERVING). A second SIGTERM / SIGINT during a drain stops the server at once (Ctrl-C twice).
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ log = logging.getLogger("inkstream.lifecycle")
 # = 5.7 MB; bf16 halves it. gRPC's default 4 MiB receive limit is below that, so services set
 # their limit explicitly (default 64 MiB also covers multi-segment pages and page images).
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+# Health service name the liveness probe asks for (stays SERVING while draining).
+LIVENESS_SERVICE = "inkstream.liveness"
 
 
 def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
@@ -51,6 +60,7 @@ class Lifecycle:
         self.services = ["", *services]
         self.ready = False
         self.draining = False
+        self._drain_started = False
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -60,13 +70,22 @@ class Lifecycle:
         """Add the health service to ``server``."""
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
 
+    async def set_alive(self) -> None:
+        """Liveness SERVING (the process and its event loop answer); never cleared by a drain."""
+        await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+
     async def set_not_serving(self) -> None:
+        """Readiness NOT_SERVING for every registered service (liveness untouched)."""
         for s in self.services:
             await self.health.set(s, health_pb2.HealthCheckResponse.NOT_SERVING)
 
     async def set_serving(self) -> None:
-        """Mark ready (after weights are loaded and a warm-up batch ran)."""
+        """Mark ready (after weights are loaded and a warm-up batch ran). Once a drain has started
+        this only marks liveness: a warm-up finishing during a drain must not re-open the replica."""
         self.ready = True
+        await self.set_alive()
+        if self._drain_started:
+            return
         for s in self.services:
             await self.health.set(s, health_pb2.HealthCheckResponse.SERVING)
 
@@ -98,11 +117,13 @@ class Lifecycle:
     async def drain(self, server: grpc.aio.Server, grace_s: float) -> None:
         """NOT_SERVING at once, refuse new work, wait up to ``grace_s`` seconds for in-flight work,
         then stop the server (remaining calls are cancelled)."""
-        if self.draining:
+        if self._drain_started:
             return
+        self._drain_started = True
+        # Readiness first (health watchers such as the gateway stop routing here), then refuse.
+        await self.set_not_serving()
         self.draining = True
         log.info("drain started", extra={"inflight": self._inflight, "grace_s": grace_s})
-        await self.set_not_serving()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout=grace_s)
         except asyncio.TimeoutError:
@@ -113,5 +134,13 @@ class Lifecycle:
     def install_signal_handlers(self, server: grpc.aio.Server, grace_s: float) -> None:
         """SIGTERM / SIGINT start :meth:`drain` (must be called from the running event loop)."""
         loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if self._drain_started:
+                log.warning("second stop signal during drain: stopping now", extra={"inflight": self._inflight})
+                asyncio.ensure_future(server.stop(grace=None))
+                return
+            asyncio.ensure_future(self.drain(server, grace_s))
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(self.drain(server, grace_s)))
+            loop.add_signal_handler(sig, on_signal)

@@ -14,7 +14,7 @@ import resource
 import threading
 from typing import Any, Iterable, Mapping
 
-from opentelemetry import metrics, propagate, trace
+from opentelemetry import metrics, propagate
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
@@ -93,13 +93,11 @@ def _register_process_memory(m: metrics.Meter) -> None:
 
 
 def setup_tracing(service_name: str, provider: TracerProvider | None = None) -> TracerProvider:
-    """Install a TracerProvider (caller adds span processors / exporters) once per process."""
-    current = trace.get_tracer_provider()
-    if isinstance(current, TracerProvider):
-        return current
-    provider = provider or TracerProvider(resource=Resource.create({"service.name": service_name}))
-    trace.set_tracer_provider(provider)
-    return provider
+    """Install the process's TracerProvider once (delegates to :func:`inkstream.tracing.setup_tracing`,
+    which also adds the exporter chosen by ``INKSTREAM_TRACES_EXPORTER`` / ``INKSTREAM_TRACES_FILE``)."""
+    from inkstream import tracing
+
+    return tracing.setup_tracing(service_name, provider=provider)
 
 
 def inject_metadata(metadata: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
