@@ -1,0 +1,267 @@
+"""Python client of the gateway's gRPC API (``inkstream.gateway.v1.OcrGateway``), sync and asyncio.
+
+    with GatewayClient("127.0.0.1:50051") as c:
+        result = c.recognize("scan.pdf", format="markdown", pages="1-3")
+        print(result.document)
+
+    async with AsyncGatewayClient("127.0.0.1:50051") as c:
+        async for item in c.recognize_stream(pdf_bytes):   # PageResult ..., then DocumentSummary
+            ...
+
+Documents are sent in chunks of at most 1 MiB (the proto's limit) read lazily from a path, file
+object or bytes. Failed calls raise the :mod:`inkstream.errors` exception for their status code
+(e.g. ResourceExhausted with ``retry_after_s``, InvalidInput with the server's message).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import IO, AsyncIterator, Iterator, Union
+
+import grpc
+
+from inkstream.errors import from_rpc_error
+from inkstream.lifecycle import server_options
+from inkstream.pb import gateway_pb2, gateway_pb2_grpc
+
+from gateway.stitch import Block, PageResult
+from gateway.types import PageError
+
+Document = Union[bytes, str, os.PathLike, IO[bytes]]
+CHUNK_BYTES = 1024 * 1024
+
+
+@dataclass
+class DocumentSummary:
+    """The last message of a recognition: counts, the stitched ``document``, wall time in seconds."""
+
+    model_id: str
+    pages: int
+    pages_ok: int
+    pages_error: int
+    document: str
+    seconds: float
+
+
+@dataclass
+class RecognizeResult:
+    """A whole recognition: page results in page order and the summary."""
+
+    pages: list[PageResult] = field(default_factory=list)
+    summary: DocumentSummary | None = None
+
+    @property
+    def document(self) -> str:
+        """The stitched document in the requested format ("" before the summary arrived)."""
+        return self.summary.document if self.summary else ""
+
+
+@dataclass
+class JobStatus:
+    """A job's state: ``status`` queued | running | done | failed | cancelled, progress in pages."""
+
+    job_id: str
+    status: str
+    pages_done: int
+    pages_total: int
+    error: str
+
+
+def _page(msg: gateway_pb2.PageResult) -> PageResult:
+    return PageResult(
+        index=msg.index, status=msg.status, text=msg.text,
+        blocks=[Block(b.type, b.text, (b.x0, b.y0, b.x1, b.y1)) for b in msg.blocks],
+        finish_reason=msg.finish_reason, vision_tokens=msg.vision_tokens, generated_tokens=msg.generated_tokens,
+        error=PageError(msg.error.code, msg.error.message) if msg.HasField("error") and msg.error.code else None,
+        width=msg.width, height=msg.height,
+    )
+
+
+def _item(msg: gateway_pb2.RecognizeResponse) -> PageResult | DocumentSummary:
+    if msg.WhichOneof("part") == "page":
+        return _page(msg.page)
+    s = msg.summary
+    return DocumentSummary(s.model_id, s.pages, s.pages_ok, s.pages_error, s.document, s.seconds)
+
+
+def _job(msg: gateway_pb2.Job) -> JobStatus:
+    return JobStatus(msg.job_id, msg.status, msg.pages_done, msg.pages_total, msg.error)
+
+
+def _requests(document: Document, options: gateway_pb2.OcrOptions, chunk_bytes: int,
+              ) -> Iterator[gateway_pb2.RecognizeRequest]:
+    yield gateway_pb2.RecognizeRequest(options=options)
+    if isinstance(document, (bytes, bytearray, memoryview)):
+        data = bytes(document)
+        for i in range(0, len(data), chunk_bytes):
+            yield gateway_pb2.RecognizeRequest(chunk=data[i:i + chunk_bytes])
+        return
+    own = isinstance(document, (str, os.PathLike))
+    f = open(document, "rb") if own else document  # noqa: SIM115 - closed below when opened here
+    try:
+        while chunk := f.read(chunk_bytes):
+            yield gateway_pb2.RecognizeRequest(chunk=chunk)
+    finally:
+        if own:
+            f.close()
+
+
+def _options(format: str, pages: str, mode: str, task: str, password: str, idempotency_key: str = ""):  # noqa: A002
+    return gateway_pb2.OcrOptions(format=format, pages=pages, mode=mode, task=task, password=password,
+                                  idempotency_key=idempotency_key)
+
+
+def _collect(items) -> RecognizeResult:  # type: ignore[no-untyped-def]
+    res = RecognizeResult()
+    for it in items:
+        if isinstance(it, DocumentSummary):
+            res.summary = it
+        else:
+            res.pages.append(it)
+    return res
+
+
+class GatewayClient:
+    """Blocking client. ``target`` "host:port"; ``timeout_s`` per call (None = no deadline)."""
+
+    def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES):
+        self._channel = grpc.insecure_channel(target, options=server_options())
+        self._stub = gateway_pb2_grpc.OcrGatewayStub(self._channel)
+        self.timeout_s = timeout_s
+        self.chunk_bytes = chunk_bytes
+
+    def __enter__(self) -> "GatewayClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._channel.close()
+
+    def recognize_stream(self, document: Document, *, format: str = "markdown", pages: str = "",  # noqa: A002
+                         mode: str = "", task: str = "", password: str = "",
+                         ) -> Iterator[PageResult | DocumentSummary]:
+        """Page results as each page is ready (page order), then a DocumentSummary."""
+        reqs = _requests(document, _options(format, pages, mode, task, password), self.chunk_bytes)
+        try:
+            for msg in self._stub.Recognize(reqs, timeout=self.timeout_s):
+                yield _item(msg)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+    def recognize(self, document: Document, **options: str) -> RecognizeResult:
+        """All pages and the summary of ``document`` (options as in :meth:`recognize_stream`)."""
+        return _collect(self.recognize_stream(document, **options))
+
+    def submit_job(self, document: Document, *, format: str = "markdown", pages: str = "", mode: str = "",  # noqa: A002
+                   task: str = "", password: str = "", idempotency_key: str = "") -> JobStatus:
+        """Start an asynchronous job; the same ``idempotency_key`` returns the same job."""
+        reqs = _requests(document, _options(format, pages, mode, task, password, idempotency_key), self.chunk_bytes)
+        try:
+            return _job(self._stub.SubmitJob(reqs, timeout=self.timeout_s))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+    def get_job(self, job_id: str) -> JobStatus:
+        """The job's status and progress; raises NotFound for an unknown id."""
+        return self._unary(self._stub.GetJob, job_id)
+
+    def cancel_job(self, job_id: str) -> JobStatus:
+        """Cancel a queued or running job; returns its status."""
+        return self._unary(self._stub.CancelJob, job_id)
+
+    def job_result(self, job_id: str) -> RecognizeResult:
+        """Result of a done job; raises InvalidInput while it is not done, Cancelled / the job's
+        error when it did not finish."""
+        try:
+            return _collect(_item(m) for m in self._stub.GetJobResult(gateway_pb2.JobRef(job_id=job_id),
+                                                                      timeout=self.timeout_s))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+    def _unary(self, method, job_id: str) -> JobStatus:  # type: ignore[no-untyped-def]
+        try:
+            return _job(method(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+
+class AsyncGatewayClient:
+    """asyncio client with the same methods as :class:`GatewayClient` (coroutines / async iterators)."""
+
+    def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES):
+        self._channel = grpc.aio.insecure_channel(target, options=server_options())
+        self._stub = gateway_pb2_grpc.OcrGatewayStub(self._channel)
+        self.timeout_s = timeout_s
+        self.chunk_bytes = chunk_bytes
+
+    async def __aenter__(self) -> "AsyncGatewayClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the channel."""
+        await self._channel.close()
+
+    async def recognize_stream(self, document: Document, *, format: str = "markdown", pages: str = "",  # noqa: A002
+                               mode: str = "", task: str = "", password: str = "",
+                               ) -> AsyncIterator[PageResult | DocumentSummary]:
+        """Page results as each page is ready (page order), then a DocumentSummary."""
+        reqs = _requests(document, _options(format, pages, mode, task, password), self.chunk_bytes)
+        try:
+            async for msg in self._stub.Recognize(reqs, timeout=self.timeout_s):
+                yield _item(msg)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+    async def recognize(self, document: Document, **options: str) -> RecognizeResult:
+        """All pages and the summary of ``document`` (options as in :meth:`recognize_stream`)."""
+        res = RecognizeResult()
+        async for it in self.recognize_stream(document, **options):
+            if isinstance(it, DocumentSummary):
+                res.summary = it
+            else:
+                res.pages.append(it)
+        return res
+
+    async def submit_job(self, document: Document, *, format: str = "markdown", pages: str = "",  # noqa: A002
+                         mode: str = "", task: str = "", password: str = "", idempotency_key: str = "") -> JobStatus:
+        """Start an asynchronous job; the same ``idempotency_key`` returns the same job."""
+        reqs = _requests(document, _options(format, pages, mode, task, password, idempotency_key), self.chunk_bytes)
+        try:
+            return _job(await self._stub.SubmitJob(reqs, timeout=self.timeout_s))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+    async def get_job(self, job_id: str) -> JobStatus:
+        """The job's status and progress; raises NotFound for an unknown id."""
+        return await self._unary(self._stub.GetJob, job_id)
+
+    async def cancel_job(self, job_id: str) -> JobStatus:
+        """Cancel a queued or running job; returns its status."""
+        return await self._unary(self._stub.CancelJob, job_id)
+
+    async def job_result(self, job_id: str) -> RecognizeResult:
+        """Result of a done job (see :meth:`GatewayClient.job_result`)."""
+        res = RecognizeResult()
+        try:
+            async for msg in self._stub.GetJobResult(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s):
+                it = _item(msg)
+                if isinstance(it, DocumentSummary):
+                    res.summary = it
+                else:
+                    res.pages.append(it)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return res
+
+    async def _unary(self, method, job_id: str) -> JobStatus:  # type: ignore[no-untyped-def]
+        try:
+            return _job(await method(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None

@@ -1,0 +1,100 @@
+"""Gateway settings (pydantic), loaded with :func:`inkstream.config.load_config`.
+
+Sources, lowest to highest: defaults below, a YAML file (``--config``), environment variables
+``INKSTREAM_GATEWAY__<FIELD>[__<SUBFIELD>]`` (e.g. ``INKSTREAM_GATEWAY__LIMITS__MAX_PAGES=200``),
+then command-line flags. Sizes are bytes, times seconds, pixel counts pixels.
+
+Default limits, and why:
+
+* ``max_upload_bytes`` 100 MiB: a 500-page scanned PDF at ~200 KB/page fits.
+* ``max_pages`` 1,000 per document.
+* ``max_page_pixels`` 50 M pixels (e.g. 7,000 x 7,000): an A4 page scanned at 600 dpi is
+  4,960 x 7,016 = 34.8 M. Pillow's own decompression-bomb threshold is 89.5 M (``MAX_IMAGE_PIXELS``);
+  a decoded 50 M-pixel RGB image is 150 MB, the most one page may cost while it is normalised.
+* ``min_page_side_px`` 8: smaller images carry nothing readable (422 "image too small").
+
+The ``pipeline:`` section (pages in flight, per-request window, encode / decode timeouts, retries)
+belongs to :class:`gateway.pipeline.PipelineConfig` and is validated by it when this loads.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from inkstream.config import load_config
+
+
+class Limits(BaseModel):
+    """Input limits enforced by ingest, before decoding where possible."""
+
+    max_upload_bytes: int = Field(100 * 1024 * 1024, gt=0, description="largest document, bytes")
+    max_pages: int = Field(1000, gt=0, description="most pages per document (after page selection too)")
+    max_page_pixels: int = Field(50_000_000, gt=0, description="most pixels of one page image (width x height)")
+    min_page_side_px: int = Field(8, ge=1, description="smallest accepted image side, pixels")
+    max_form_field_bytes: int = Field(16 * 1024, gt=0, description="largest non-file multipart field, bytes")
+    upload_chunk_bytes: int = Field(1024 * 1024, gt=0, description="gRPC chunk limit, bytes (proto says 1 MiB)")
+    upload_timeout_s: float = Field(300.0, gt=0, description="longest time to receive one upload, seconds")
+
+
+class Stores(BaseModel):
+    """Where jobs, results and the cache live. ``job_store`` "sqlite" (embedded; the interface in
+    :mod:`gateway.stores` leaves room for "redis"), ``result_store`` "dir" (a local directory; room for
+    an S3-compatible store). Empty ``data_dir`` = a per-process temp dir (removed at exit). Jobs run in
+the process that accepted them, so each gateway process needs its own ``data_dir`` (in k8s, a
+per-pod volume); a job's id is only known to that process."""
+
+    job_store: Literal["sqlite"] = "sqlite"
+    result_store: Literal["dir"] = "dir"
+    data_dir: str = ""
+    temp_dir: str = Field("", description="parent of request-scoped temp dirs; empty = system default")
+    cache_enabled: bool = True
+    cache_ttl_s: float = Field(24 * 3600.0, gt=0)
+    cache_max_entries: int = Field(10_000, gt=0)
+    job_ttl_s: float = Field(24 * 3600.0, gt=0, description="finished jobs and results are kept this long")
+    max_jobs_running: int = Field(4, gt=0, description="jobs processed concurrently; others wait queued")
+    max_jobs_queued: int = Field(1000, gt=0, description="queued jobs before 429")
+
+
+class GatewayConfig(BaseModel):
+    """All gateway settings; see the module docstring for sources and units."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535, description="REST port (0 = any free port)")
+    grpc_port: int = Field(50050, ge=0, le=65535,
+                           description="gRPC port (0 = any free port; default 50050, next to the encoder's 50051 "
+                           "and the decoder's 50052 defaults on one host)")
+    grpc_enabled: bool = True
+    encoders: list[str] = Field(default_factory=list, description="encoder replica addresses host:port")
+    decoders: list[str] = Field(default_factory=list, description="decoder replica addresses host:port")
+    limits: Limits = Field(default_factory=Limits)
+    stores: Stores = Field(default_factory=Stores)
+    render_lookahead_pages: int = Field(2, ge=0, description="pages rendered ahead of the pipeline")
+    render_timeout_s: float = Field(120.0, gt=0, description="one page's rasterisation, seconds")
+    request_timeout_s: float = Field(600.0, gt=0, description="whole-document deadline of a synchronous request")
+    drain_grace_s: float = Field(30.0, ge=0, description="SIGTERM: wait this long for in-flight requests")
+    max_connections: int = Field(1000, gt=0, description="open HTTP connections before uvicorn answers 503")
+    max_message_bytes: int = Field(64 * 1024 * 1024, gt=0, description="gRPC message limit, bytes")
+    pipeline: dict[str, Any] = Field(
+        default_factory=dict,
+        description="data-path settings for gateway.pipeline.PipelineConfig: max_pages_in_flight (gateway-wide "
+        "page bound, 429 beyond it), max_pages_per_request, encode_timeout_s, decode_timeout_s, retry ...")
+
+    @field_validator("pipeline")
+    @classmethod
+    def _known_pipeline_settings(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from gateway.pipeline_config import PipelineConfig  # the pipeline owns its settings' meaning
+
+        PipelineConfig.from_mapping(value)  # ValueError names unknown keys / bad values
+        return value
+
+
+def load_gateway_config(path: str | pathlib.Path | None = None, overrides: dict[str, Any] | None = None,
+                        environ: dict[str, str] | None = None) -> GatewayConfig:
+    """GatewayConfig from YAML ``path`` + ``INKSTREAM_GATEWAY__*`` env + ``overrides`` (dotted keys).
+
+    Raises :class:`inkstream.config.ConfigError` naming every bad field.
+    """
+    return load_config(GatewayConfig, path, env_prefix="INKSTREAM_GATEWAY", overrides=overrides, environ=environ)

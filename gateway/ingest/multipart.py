@@ -1,0 +1,106 @@
+"""Streaming ``multipart/form-data`` parsing (RFC 7578) for uploads: the ``file`` part goes straight
+into an :class:`UploadSink` (temp file, running byte count), the other parts are small text fields.
+
+Built on python-multipart's push parser (``python_multipart.MultipartParser``), which sees the body
+chunk by chunk, so nothing is buffered beyond one chunk and a 413 is raised as soon as the file part
+passes the limit.
+"""
+
+from __future__ import annotations
+
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from inkstream.errors import InvalidInput, PayloadTooLarge
+
+from gateway.ingest.upload import UploadSink
+
+FILE_FIELD = "file"
+
+
+class MultipartUpload:
+    """Feed body chunks with :meth:`write`, then :meth:`close`. Afterwards ``fields`` holds the text
+    fields (str) and ``sink`` the finished file part (None when the body had no ``file`` part).
+
+    Raises InvalidInput (400) for a malformed body, a second file part or an oversized text field
+    (over ``max_field_bytes``); PayloadTooLarge (413) from the sink.
+    """
+
+    def __init__(self, content_type: str, sink: UploadSink, max_field_bytes: int = 16 * 1024):
+        _, params = parse_options_header(content_type)
+        boundary = params.get(b"boundary")
+        if not boundary:
+            raise InvalidInput("multipart/form-data body without a boundary parameter")
+        self.sink = sink
+        self.fields: dict[str, str] = {}
+        self.has_file = False
+        self._max_field = max_field_bytes
+        self._header_name = b""
+        self._header_value = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._name = ""
+        self._is_file = False
+        self._buf = bytearray()
+        self._done = False
+        self._parser = MultipartParser(boundary, {
+            "on_part_begin": self._part_begin,
+            "on_header_field": lambda d, s, e: self._add("_header_name", d[s:e]),
+            "on_header_value": lambda d, s, e: self._add("_header_value", d[s:e]),
+            "on_header_end": self._header_end,
+            "on_headers_finished": self._headers_finished,
+            "on_part_data": self._part_data,
+            "on_part_end": self._part_end,
+            "on_end": self._end,
+        }, max_header_count=16)
+
+    def _add(self, attr: str, data: bytes) -> None:
+        setattr(self, attr, getattr(self, attr) + data)
+
+    def _part_begin(self) -> None:
+        self._headers, self._buf = {}, bytearray()
+        self._name, self._is_file = "", False
+
+    def _header_end(self) -> None:
+        self._headers[self._header_name.strip().lower()] = self._header_value.strip()
+        self._header_name = self._header_value = b""
+
+    def _headers_finished(self) -> None:
+        disp, params = parse_options_header(self._headers.get(b"content-disposition", b""))
+        if disp != b"form-data" or b"name" not in params:
+            raise InvalidInput("a multipart part lacks 'Content-Disposition: form-data; name=...'")
+        self._name = params[b"name"].decode("utf-8", "replace")
+        if self._name == FILE_FIELD:
+            if self.has_file:
+                raise InvalidInput("send exactly one 'file' part per request")
+            self.has_file = self._is_file = True
+
+    def _part_data(self, data: bytes, start: int, end: int) -> None:
+        if self._is_file:
+            self.sink.write(data[start:end])
+            return
+        self._buf += data[start:end]
+        if len(self._buf) > self._max_field:
+            raise InvalidInput(f"form field {self._name!r} is longer than {self._max_field} bytes")
+
+    def _part_end(self) -> None:
+        if not self._is_file:
+            self.fields[self._name] = self._buf.decode("utf-8", "replace")
+
+    def _end(self) -> None:
+        self._done = True
+
+    def write(self, chunk: bytes) -> None:
+        """Parse the next body bytes."""
+        try:
+            self._parser.write(chunk)
+        except MultipartParseError as exc:
+            raise InvalidInput(f"malformed multipart/form-data body: {exc}") from None
+        except PayloadTooLarge:
+            raise
+
+    def close(self) -> None:
+        """Finish parsing; raises InvalidInput for a body cut short or without a file part."""
+        if not self._done:
+            raise InvalidInput("the multipart/form-data body ended before its closing boundary")
+        if not self.has_file:
+            raise InvalidInput(f"no document in the request: send it as the multipart field '{FILE_FIELD}'")

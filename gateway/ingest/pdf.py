@@ -1,0 +1,140 @@
+"""PDF pages rasterised one at a time with PDFium (pypdfium2), at the encoder's resolution.
+
+PDFium is not thread-safe (https://pypdfium2.readthedocs.io/en/stable/python_api.html: "pdfium is
+not thread-compatible"), so every PDFium call in the process runs on one dedicated thread,
+:data:`PDFIUM_EXECUTOR`: documents are opened, counted, rendered and closed there, serialised by
+construction. The document is read from its file by PDFium on demand, never loaded whole.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import pathlib
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from inkstream.errors import InkstreamError, InvalidInput, Unprocessable
+
+from gateway.ingest.images import encode_page
+from gateway.types import PageError, PageInput
+
+#: The one thread that talks to PDFium.
+PDFIUM_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pdfium")
+
+
+_PAGE_OBJ = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+_EMPTY_TREE = re.compile(rb"/Count\s+0(?![0-9])")
+_SMALL_PDF_BYTES = 1024 * 1024
+
+
+def _looks_pageless(path: pathlib.Path) -> bool:
+    """Heuristic for a small PDF with an empty page tree (``/Count 0`` and no ``/Type /Page`` object).
+
+    Needed because PDFium fails such documents without setting an error code: ``FPDF_GetLastError``
+    then still holds the previous failure's code (it is never reset on success), observed with
+    pypdfium2 5.x (PDFium 7x). Only files up to 1 MiB are scanned; a document without pages is tiny.
+    """
+    try:
+        if path.stat().st_size > _SMALL_PDF_BYTES:
+            return False
+        data = path.read_bytes()
+    except OSError:
+        return False
+    return bool(_EMPTY_TREE.search(data)) and not _PAGE_OBJ.search(data)
+
+
+_NOT_A_PDF = b"%PDF-1.0 not a document"
+
+
+def _reset_last_error() -> None:
+    """Set PDFium's last-error code to FORMAT by failing to load a tiny non-document, so a failure
+    that sets no code (see :func:`_looks_pageless`) cannot inherit an earlier request's PASSWORD."""
+    buf = ctypes.create_string_buffer(_NOT_A_PDF)
+    doc = pdfium_c.FPDF_LoadMemDocument(buf, len(_NOT_A_PDF), None)
+    if doc:  # cannot happen for this input; never leak a handle
+        pdfium_c.FPDF_CloseDocument(doc)
+
+
+def _open_error(exc: pdfium.PdfiumError, password: str, path: pathlib.Path) -> Exception:
+    if _looks_pageless(path):
+        return Unprocessable("the document has no pages")
+    code = getattr(exc, "err_code", None)
+    if code == pdfium_c.FPDF_ERR_PASSWORD:
+        if password:
+            return InvalidInput("the password given for this PDF is wrong")
+        return InvalidInput("the PDF is password-protected; send its password in the 'password' option")
+    if code == pdfium_c.FPDF_ERR_SECURITY:
+        return Unprocessable("the PDF uses an unsupported security handler and cannot be opened")
+    return InvalidInput("the file is not a readable PDF: it is damaged or truncated (PDFium could not parse it)")
+
+
+class PdfDocument:
+    """A PDF opened by PDFium. Construct and call every method on :data:`PDFIUM_EXECUTOR` only.
+
+    ``long_side_px``: pixels of the rendered page's long side (``EncoderInfo.mode().page_long_side_px``);
+    ``max_pixels``: cap on width x height of a rendered page (the scale is lowered to fit);
+    ``max_image_bytes``: the encoder's limit per page image (see :func:`images.encode_page`).
+    Raises InvalidInput (400: damaged, password), Unprocessable (422: no pages) from the constructor.
+    """
+
+    kind = "pdf"
+    executor = PDFIUM_EXECUTOR
+
+    def __init__(self, path: pathlib.Path, long_side_px: int, max_pixels: int, password: str = "",
+                 max_image_bytes: int = 0):
+        self.long_side_px = long_side_px
+        self.max_pixels = max_pixels
+        self.max_image_bytes = max_image_bytes
+        self.sizes: dict[int, tuple[int, int]] = {}
+        _reset_last_error()
+        try:
+            self._pdf = pdfium.PdfDocument(str(path), password=password or None)
+        except pdfium.PdfiumError as exc:
+            raise _open_error(exc, password, path) from None
+        self.page_count = len(self._pdf)
+        if self.page_count <= 0:
+            self._pdf.close()
+            raise Unprocessable("the document has no pages")
+
+    def scale_for(self, width_pt: float, height_pt: float) -> float:
+        """Render scale (pixels per PDF point, 1 pt = 1/72 inch): long side = ``long_side_px``,
+        lowered so that width x height stays within ``max_pixels``."""
+        scale = self.long_side_px / max(width_pt, height_pt)
+        area = width_pt * height_pt * scale * scale
+        if area > self.max_pixels:
+            scale *= math.sqrt(self.max_pixels / area)
+        return scale
+
+    def render(self, index: int) -> PageInput:
+        """Page ``index`` (0-based) as PNG bytes; a page PDFium cannot load or draw becomes
+        ``PageInput.error`` (INVALID_ARGUMENT) instead of failing the document."""
+        page = None
+        try:
+            page = self._pdf[index]
+            w_pt, h_pt = page.get_size()
+            if not (w_pt > 0 and h_pt > 0 and math.isfinite(w_pt * h_pt)):
+                raise ValueError(f"invalid page size {w_pt}x{h_pt} points")
+            bitmap = page.render(scale=self.scale_for(w_pt, h_pt), may_draw_forms=True)
+            try:
+                image = bitmap.to_pil().convert("RGB")
+            finally:
+                bitmap.close()
+            self.sizes[index] = image.size
+            data = encode_page(image, self.max_image_bytes)
+            return PageInput(index=index, image=data, width=image.width, height=image.height)
+        except InkstreamError as exc:
+            return PageInput(index, None, error=PageError(exc.code_name, f"page {index + 1}: {exc.message}"))
+        except (pdfium.PdfiumError, ValueError, OSError) as exc:
+            return PageInput(index=index, image=None, error=PageError(
+                "INVALID_ARGUMENT", f"page {index + 1} could not be rendered: {exc}"))
+        finally:
+            if page is not None:
+                page.close()
+
+    def close(self) -> None:
+        """Release PDFium's document (idempotent)."""
+        self._pdf.close()

@@ -1,0 +1,54 @@
+"""Document type detection by magic bytes (never by file name or declared content type).
+
+Signatures from the format specifications: PDF 1.7 (ISO 32000-1 §7.5.2; readers accept the
+``%PDF-`` header anywhere in the first 1,024 bytes), PNG (RFC 2083 §3.1), JPEG/JFIF (SOI marker
+``FF D8`` + next marker ``FF``), TIFF 6.0 (``II*\\0`` / ``MM\\0*``; BigTIFF ``II+\\0`` / ``MM\\0+``),
+GIF87a/89a, WebP (RIFF container with ``WEBP`` form type), BMP (``BM``).
+"""
+
+from __future__ import annotations
+
+from inkstream.errors import InvalidInput, UnsupportedMediaType
+
+#: bytes a caller should pass to :func:`detect_type` (PDF header search window).
+SNIFF_BYTES = 1024
+
+KINDS = ("pdf", "png", "jpeg", "tiff", "gif", "webp", "bmp")
+
+MEDIA_TYPES = {
+    "pdf": "application/pdf",
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "tiff": "image/tiff",
+    "gif": "image/gif",
+    "webp": "image/webp",
+    "bmp": "image/bmp",
+}
+
+
+def detect_type(head: bytes) -> str:
+    """Kind of document whose first bytes are ``head`` (at least :data:`SNIFF_BYTES` when available).
+
+    Returns one of :data:`KINDS`. Raises InvalidInput (400) for an empty upload and
+    UnsupportedMediaType (415) for anything else, naming the accepted types.
+    """
+    if not head:
+        raise InvalidInput("the upload is empty (0 bytes); send a PDF or an image file")
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
+        return "tiff"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "webp"
+    if head[:2] == b"BM" and len(head) >= 26:
+        return "bmp"
+    if b"%PDF-" in head[:SNIFF_BYTES]:
+        return "pdf"
+    raise UnsupportedMediaType(
+        "unsupported file type (not recognised from its first bytes); accepted: "
+        "PDF, PNG, JPEG, TIFF, WebP, BMP, GIF"
+    )

@@ -1,0 +1,103 @@
+"""Every file of /work/shared/bad_inputs through POST /v1/ocr: a 4xx with a message, or a 200 whose
+unreadable pages carry errors; never a 5xx, never past its time bound, bounded memory.
+Expected outcomes from the corpus README."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import resource
+import time
+
+import httpx
+import pytest
+
+from gateway.core import GatewayCore
+from gateway.rest import create_app
+
+pytestmark = pytest.mark.timeout(120)
+
+
+
+@pytest.fixture
+def corpus(shared_dir: pathlib.Path) -> pathlib.Path:
+    """``../shared/bad_inputs`` (tests/conftest.py's ``shared_dir`` skips when it is absent)."""
+    return shared_dir / "bad_inputs"
+
+# file -> (allowed statuses, text the error message must contain (lower case), pages on success)
+EXPECTED: dict[str, tuple[set[int], str, int]] = {
+    "empty_0byte.pdf": ({400}, "empty", 0),
+    "invalid_header_eof_only.pdf": ({400}, "not a readable pdf", 0),
+    "zero_pages.pdf": ({422}, "no pages", 0),
+    "truncated_half_tracemonkey.pdf": ({400, 200}, "damaged", 0),
+    "encrypted_user_password.pdf": ({400}, "password", 0),
+    "pdf_decompression_bomb_content_stream.pdf": ({200, 400, 413, 422}, "", 1),
+    "huge_35000x35000_mono_image.pdf": ({200, 413}, "", 1),
+    "decompression_bomb_65535x66601.gif": ({413}, "pixels", 0),
+    "bmp_3158064x48_bogus_header.bmp": ({400, 413}, "pixels", 0),
+    "truncated.png": ({400}, "truncated", 0),
+    "zero_width.gif": ({400}, "invalid", 0),
+    "cmyk_map_with_text.jpg": ({200}, "", 1),
+    "rgba_map_with_text.png": ({200}, "", 1),
+    "16bit_gray_trns.png": ({200}, "", 1),
+    "1x1_palette_trns.png": ({200, 422}, "too small", 1),
+    "multipage_fax_g3_3p.tif": ({200}, "", 3),
+    "jbig2_page.pdf": ({200}, "", 1),
+}
+
+
+def test_corpus_is_fully_covered(corpus):
+    on_disk = {p.name for p in corpus.iterdir() if p.name != "README.md"}
+    assert on_disk == set(EXPECTED), on_disk ^ set(EXPECTED)
+
+
+@pytest.fixture
+async def client(gw_config, fake):
+    core = GatewayCore(gw_config, fake)
+    app = create_app(gw_config, fake, core)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        yield c
+    await core.close()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+async def test_bad_input(client, corpus, name):
+    statuses, needle, pages = EXPECTED[name]
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.monotonic()
+    r = await asyncio.wait_for(
+        client.post("/v1/ocr", files={"file": (name, (corpus / name).read_bytes())}, data={"format": "json"}),
+        timeout=30)
+    elapsed = time.monotonic() - t0
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
+    assert r.status_code in statuses, (r.status_code, r.text)
+    assert elapsed < 20 and grown_mb < 400, (elapsed, grown_mb)
+    if r.status_code == 200:
+        doc = r.json()
+        assert len(doc["pages"]) == pages
+        for p in doc["pages"]:
+            assert p["status"] == "ok" or p["error"]["message"]
+            if p["status"] == "ok":
+                assert 0 < max(p["width"], p["height"])
+        if name.startswith(("cmyk", "rgba", "16bit", "multipage", "jbig2", "huge")):
+            assert all(p["status"] == "ok" for p in doc["pages"])
+        if name == "multipage_fax_g3_3p.tif":
+            assert [p["index"] for p in doc["pages"]] == [1, 2, 3]
+    else:
+        err = r.json()["error"]
+        assert err["message"] and err["code"] in ("INVALID_ARGUMENT",)
+        assert needle in err["message"].lower(), err["message"]
+
+
+async def test_password_option_opens_encrypted_pdf_or_says_wrong(client, corpus):
+    data = (corpus / "encrypted_user_password.pdf").read_bytes()
+    r = await client.post("/v1/ocr", files={"file": ("e.pdf", data)}, data={"password": "not-it"})
+    assert r.status_code == 400 and "wrong" in r.json()["error"]["message"]
+    r = await client.post("/v1/ocr", files={"file": ("e.pdf", data)}, data={"password": "test", "format": "json"})
+    assert r.status_code == 200 and r.json()["pages_ok"] == 4  # the corpus file's user password is "test"
+
+
+async def test_wrong_type_is_415(client):
+    r = await client.post("/v1/ocr", files={"file": ("doc.pdf", b"PK\x03\x04 this is a zip file")})
+    assert r.status_code == 415
+    assert "PDF, PNG" in r.json()["error"]["message"]

@@ -1,0 +1,146 @@
+"""gRPC OcrGateway with the client classes (sync and asyncio), server in-process on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from inkstream.errors import InvalidInput, ResourceExhausted
+
+from gateway.client import AsyncGatewayClient, DocumentSummary, GatewayClient
+from gateway.core import GatewayCore
+from gateway.grpc_api import SERVICE_NAME, build_grpc_server
+from tests.gateway_api.conftest import MODEL_ID, expected_text, marked_pdf
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def grpc_env(gw_config, fake):
+    core = GatewayCore(gw_config, fake)
+    core.start()
+    server, port, _ = await build_grpc_server(core, 0)
+    yield f"127.0.0.1:{port}", fake, core
+    await server.stop(None)
+    await core.close()
+
+
+async def test_recognize_streams_pages_then_summary(grpc_env):
+    target, fake, _ = grpc_env
+    numbers = [8, 2, 5]
+    async with AsyncGatewayClient(target, timeout_s=30) as c:
+        items = [it async for it in c.recognize_stream(marked_pdf(numbers), format="text", pages="1-3")]
+    pages, summary = items[:-1], items[-1]
+    assert isinstance(summary, DocumentSummary)
+    assert [p.index for p in pages] == [1, 2, 3]
+    assert [p.text for p in pages] == [expected_text(n) for n in numbers]
+    assert pages[0].blocks[0].type == "title" and pages[0].blocks[0].box[2] > pages[0].blocks[0].box[0]
+    assert summary.model_id == MODEL_ID and summary.pages == 3 and summary.pages_ok == 3
+    assert summary.document.count("\f") == 2
+
+
+async def test_small_chunks_and_errors(grpc_env):
+    target, fake, _ = grpc_env
+    async with AsyncGatewayClient(target, chunk_bytes=1000) as c:
+        res = await c.recognize(marked_pdf([4, 6]), format="json")
+        assert [p.text for p in res.pages] == [expected_text(4), expected_text(6)]
+        with pytest.raises(InvalidInput, match="unsupported file type"):  # 415 is INVALID_ARGUMENT on gRPC
+            await c.recognize(b"hello world")
+        with pytest.raises(InvalidInput, match="does not exist"):
+            await c.recognize(marked_pdf([1]), pages="2")
+        fake.capacity = 0
+        with pytest.raises(ResourceExhausted) as ei:
+            await c.recognize(marked_pdf([1]))
+        assert ei.value.retry_after_s == pytest.approx(3.0)
+
+
+async def test_sync_client_jobs(grpc_env, tmp_path):
+    target, fake, _ = grpc_env
+    path = tmp_path / "doc.pdf"
+    path.write_bytes(marked_pdf([11, 12]))
+
+    def run_jobs():
+        with GatewayClient(target, timeout_s=30) as c:
+            job = c.submit_job(str(path), format="markdown", idempotency_key="k1")
+            again = c.submit_job(str(path), idempotency_key="k1")
+            assert again.job_id == job.job_id and job.pages_total == 2
+            for _ in range(400):
+                st = c.get_job(job.job_id)
+                if st.status == "done":
+                    break
+                import time
+                time.sleep(0.05)
+            assert st.status == "done" and st.pages_done == 2
+            res = c.job_result(job.job_id)
+            assert [p.text for p in res.pages] == [expected_text(11), expected_text(12)]
+            assert "<!-- page 2 -->" in res.document
+            direct = c.recognize(path, format="text")
+            assert direct.document.strip().split("\f")[0].strip() == expected_text(11)
+            with pytest.raises(Exception) as ei:
+                c.get_job("missing")
+            assert "no job" in str(ei.value)
+
+    await asyncio.to_thread(run_jobs)
+
+
+async def test_cancel_job_and_health(grpc_env):
+    target, fake, _ = grpc_env
+    fake.delay_s = 0.3
+    async with AsyncGatewayClient(target) as c:
+        job = await c.submit_job(marked_pdf(list(range(1, 11))))
+        await asyncio.sleep(0.4)
+        st = await c.cancel_job(job.job_id)
+        assert st.status == "cancelled" and st.pages_done < 10
+        with pytest.raises(Exception, match="cancelled"):
+            await c.job_result(job.job_id)
+    async with grpc.aio.insecure_channel(target) as ch:
+        resp = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
+        assert resp.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_first_message_must_be_options(grpc_env):
+    target, _, _ = grpc_env
+    from inkstream.pb import gateway_pb2, gateway_pb2_grpc
+
+    async with grpc.aio.insecure_channel(target) as ch:
+        stub = gateway_pb2_grpc.OcrGatewayStub(ch)
+        call = stub.Recognize(iter([gateway_pb2.RecognizeRequest(chunk=b"%PDF-")]))
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            async for _ in call:
+                pass
+        assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "options" in ei.value.details()
+
+
+async def test_too_large_upload_reports_its_status(gw_config, fake):
+    doc = marked_pdf([1, 2, 3, 4, 5])
+    gw_config.limits.max_upload_bytes = len(doc) * 2 // 3  # the server drains up to the limit again
+    core = GatewayCore(gw_config, fake)
+    server, port, _ = await build_grpc_server(core, 0)
+    try:
+        async with AsyncGatewayClient(f"127.0.0.1:{port}", chunk_bytes=4096) as c:
+            with pytest.raises(InvalidInput, match="too large"):  # 413 is INVALID_ARGUMENT on gRPC
+                await c.recognize(doc)
+    finally:
+        await server.stop(None)
+        await core.close()
+
+
+async def test_api_keys_required_when_configured(gw_config, fake):
+    from gateway.auth import ApiKeys
+
+    from inkstream.errors import Unauthenticated
+
+    core = GatewayCore(gw_config, fake)
+    key = "k" * 32
+    server, port, _ = await build_grpc_server(core, 0, api_keys=ApiKeys([key]))
+    try:
+        async with AsyncGatewayClient(f"127.0.0.1:{port}") as c:
+            with pytest.raises(Unauthenticated):
+                await c.get_job("x")
+    finally:
+        await server.stop(None)
+        await core.close()

@@ -1,0 +1,152 @@
+"""Asynchronous jobs over REST: lifecycle, progress, result formats, cancel, idempotency, expiry."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from inkstream.errors import Unavailable
+
+from gateway.core import GatewayCore
+from gateway.rest import create_app
+from gateway.stores import JobRecord, SqliteJobStore
+from tests.gateway_api.conftest import FakePipeline, expected_text, marked_pdf
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def env(gw_config):
+    fake = FakePipeline(delay_s=0.05)
+    core = GatewayCore(gw_config, fake)
+    core.start()
+    app = create_app(gw_config, fake, core)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        yield c, fake, core
+    await core.close()
+
+
+async def submit(c, data: bytes, key: str = "", **fields):
+    headers = {"Idempotency-Key": key} if key else {}
+    return await c.post("/v1/jobs", files={"file": ("d.pdf", data)}, data=fields, headers=headers)
+
+
+async def wait_status(c, job_id: str, statuses: tuple[str, ...], timeout: float = 20.0) -> dict:
+    for _ in range(int(timeout / 0.05)):
+        job = (await c.get(f"/v1/jobs/{job_id}")).json()
+        if job["status"] in statuses:
+            return job
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"job {job_id} never reached {statuses}: {job}")
+
+
+async def test_job_lifecycle_and_result_formats(env):
+    c, fake, _ = env
+    r = await submit(c, marked_pdf([3, 1, 2]), format="json")
+    assert r.status_code == 202
+    job = r.json()
+    assert job["status"] in ("queued", "running") and job["pages_total"] == 3
+    assert r.headers["location"] == f"/v1/jobs/{job['job_id']}"
+    done = await wait_status(c, job["job_id"], ("done", "failed"))
+    assert done["status"] == "done" and done["pages_done"] == 3
+    res = (await c.get(f"/v1/jobs/{job['job_id']}/result")).json()
+    assert [p["text"] for p in res["pages"]] == [expected_text(n) for n in (3, 1, 2)]
+    md = await c.get(f"/v1/jobs/{job['job_id']}/result", params={"format": "markdown"})
+    assert md.headers["content-type"].startswith("text/markdown") and "<!-- page 3 -->" in md.text
+
+
+async def test_job_validation_errors_are_immediate(env):
+    c, _, _ = env
+    r = await submit(c, b"not a document at all")
+    assert r.status_code == 415
+    r = await submit(c, marked_pdf([1]), pages="7")
+    assert r.status_code == 400 and "does not exist" in r.json()["error"]["message"]
+    assert (await c.get("/v1/jobs/nope")).status_code == 404
+
+
+async def test_cancel_running_job(env):
+    c, fake, _ = env
+    fake.delay_s = 0.3
+    job = (await submit(c, marked_pdf(list(range(1, 21))))).json()
+    await wait_status(c, job["job_id"], ("running",))
+    r = await c.delete(f"/v1/jobs/{job['job_id']}")
+    assert r.status_code == 200 and r.json()["status"] == "cancelled"
+    assert r.json()["pages_done"] < 20
+    res = await c.get(f"/v1/jobs/{job['job_id']}/result")
+    assert res.status_code == 499 and res.json()["error"]["code"] == "CANCELLED"
+    ran = fake.pages_run
+    await asyncio.sleep(0.5)
+    assert fake.pages_run == ran  # nothing runs after the cancel
+    assert fake.admitted == 0
+
+
+async def test_result_while_running_is_202(env):
+    c, fake, _ = env
+    fake.delay_s = 0.3
+    job = (await submit(c, marked_pdf([1, 2, 3]))).json()
+    r = await c.get(f"/v1/jobs/{job['job_id']}/result")
+    assert r.status_code == 202 and r.json()["status"] in ("queued", "running")
+    await c.delete(f"/v1/jobs/{job['job_id']}")
+
+
+async def test_idempotency_key_returns_same_job(env):
+    c, fake, _ = env
+    pdf = marked_pdf([1, 2])
+    a = (await submit(c, pdf, key="order-42")).json()
+    b = (await submit(c, pdf, key="order-42")).json()
+    assert a["job_id"] == b["job_id"]
+    await wait_status(c, a["job_id"], ("done",))
+    assert fake.pages_run == 2  # ran once
+    other = await submit(c, marked_pdf([3]), key="order-42")
+    assert other.status_code == 422 and "different document" in other.json()["error"]["message"]
+    c2 = (await submit(c, pdf, key="order-43")).json()
+    assert c2["job_id"] != a["job_id"]
+
+
+async def test_transient_failure_is_retried(env):
+    c, fake, _ = env
+    fake.raise_on_run = Unavailable("no decoder replica is reachable", retry_after_s=0.2)
+    job = (await submit(c, marked_pdf([6]))).json()
+    await asyncio.sleep(0.1)
+    fake.raise_on_run = None  # the replica came back
+    done = await wait_status(c, job["job_id"], ("done", "failed"))
+    assert done["status"] == "done"
+    assert (await c.get(f"/v1/jobs/{job['job_id']}/result", params={"format": "text"})).text.strip() == expected_text(6)
+
+
+async def test_failed_job_reports_its_error(env):
+    c, fake, _ = env
+    fake.raise_on_run = Unavailable("no decoder replica is reachable", retry_after_s=0.1)
+    job = (await submit(c, marked_pdf([1]))).json()
+    failed = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert failed["status"] == "failed" and "no decoder replica" in failed["error"]
+    r = await c.get(f"/v1/jobs/{job['job_id']}/result")
+    assert r.status_code == 503 and r.json()["error"]["code"] == "UNAVAILABLE"
+
+
+async def test_unexpected_error_is_generic_500(env):
+    c, fake, _ = env
+
+    async def broken_info():
+        raise RuntimeError("secret internals")
+
+    fake.encoder_info = broken_info  # type: ignore[method-assign]
+    r = await submit(c, marked_pdf([2]))
+    assert r.status_code == 500 and r.json()["error"]["code"] == "INTERNAL"
+    assert "secret" not in r.text
+
+
+def test_unfinished_jobs_of_earlier_process_fail_and_expire(tmp_path):
+    store = SqliteJobStore(tmp_path / "jobs.sqlite")
+    store.create(JobRecord(job_id="a", status="running", updated_at=1.0))
+    store.create(JobRecord(job_id="b", status="done", updated_at=1.0))
+    store.create(JobRecord(job_id="c", status="done", updated_at=10.0))
+    assert store.fail_unfinished("restarted") == 1
+    assert store.get("a").status == "failed"
+    assert store.expired(before=5.0) == ["b"]  # "a" was just updated by fail_unfinished
+    _, created = store.create(JobRecord(job_id="d", idempotency_key="k"))
+    existing, created2 = store.create(JobRecord(job_id="e", idempotency_key="k"))
+    assert created and not created2 and existing.job_id == "d"
+    store.close()

@@ -1,0 +1,239 @@
+"""REST API: formats, page selection, errors, cache, readiness, metrics, OpenAPI (in-process ASGI)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from gateway.core import GatewayCore
+from gateway.rest import create_app
+from tests.gateway_api.conftest import (MODEL_ID, FakePipeline, expected_text, marked_page, marked_pdf, marked_tiff,
+                                       png_bytes)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def client(gw_config, fake):
+    core = GatewayCore(gw_config, fake)
+    core.start()
+    app = create_app(gw_config, fake, core)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        c.core = core  # type: ignore[attr-defined]
+        yield c
+    await core.close()
+
+
+async def ocr(client, data: bytes, name: str = "doc.bin", **fields):
+    return await client.post("/v1/ocr", files={"file": (name, data, "application/octet-stream")}, data=fields)
+
+
+async def test_markdown_pages_in_order(client, fake):
+    r = await ocr(client, marked_pdf([7, 3, 9]))
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/markdown")
+    body = r.text
+    parts = [body.index(f"<!-- page {i} -->") for i in (1, 2, 3)]
+    assert parts == sorted(parts)
+    for i, n in enumerate([7, 3, 9], start=1):
+        seg = body[parts[i - 1]:(parts[i] if i < 3 else len(body))]
+        assert expected_text(n) in seg
+    assert "<|ref|>" not in body and "<|det|>" not in body
+    assert fake.long_sides == [640, 640, 640]  # rendered at the encoder's default mode
+
+
+async def test_text_format_and_mode(client, fake):
+    r = await ocr(client, marked_pdf([1, 2]), format="text", mode="small")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    pages = r.text.rstrip("\n").split("\f")
+    assert [p.strip() for p in pages] == [expected_text(1), expected_text(2)]
+    assert fake.long_sides == [320, 320]
+
+
+async def test_json_blocks_mapped_to_page_pixels(client):
+    # a 1200x1600 PNG is downscaled to 480x640 for the encoder; boxes come back in original pixels
+    r = await ocr(client, png_bytes(marked_page(5, (1200, 1600))), format="json")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["model_id"] == MODEL_ID and doc["pages_ok"] == 1 and doc["pages_error"] == 0
+    (page,) = doc["pages"]
+    assert page["index"] == 1 and page["status"] == "ok" and page["error"] is None
+    assert (page["width"], page["height"]) == (1200, 1600)
+    assert page["vision_tokens"] == 256 and page["generated_tokens"] == 12 and page["finish_reason"] == "stop"
+    title, text = page["blocks"]
+    assert title["type"] == "title" and title["text"] == "# Page 5"
+    sx, sy = 1200 / 999, 1600 / 999  # 0-999 grid -> original page pixels
+    assert title["box"] == pytest.approx([100 * sx, 50 * sy, 899 * sx, 150 * sy], abs=0.2)
+    assert text["type"] == "text" and text["text"] == "body of page 5"
+
+
+async def test_line_segments_become_line_blocks(gw_config):
+    fake = FakePipeline(line_mode=True)
+    core = GatewayCore(gw_config, fake)
+    app = create_app(gw_config, fake, core)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        r = await ocr(c, png_bytes(marked_page(4, (320, 400))), format="json")
+    await core.close()
+    page = r.json()["pages"][0]
+    assert [b["type"] for b in page["blocks"]] == ["line", "line"]
+    assert page["blocks"][1]["box"] == [0.0, 200.0, 320.0, 400.0]
+    assert page["text"] == "line one of page 4\nline two of page 4"
+
+
+async def test_page_selection(client):
+    r = await ocr(client, marked_pdf([10, 11, 12, 13, 14]), pages="4-5,1", format="json")
+    assert r.status_code == 200
+    pages = r.json()["pages"]
+    assert [p["index"] for p in pages] == [1, 4, 5]
+    assert [p["text"].split()[-1] for p in pages] == ["10", "13", "14"]
+
+
+@pytest.mark.parametrize("spec,needle", [("0", "numbered from 1"), ("2-1", "reversed"), ("9", "does not exist"),
+                                         ("1-x", "not a page number"), ("1,,2", "not a page number")])
+async def test_page_selection_errors(client, spec, needle):
+    r = await ocr(client, marked_pdf([1, 2, 3]), pages=spec)
+    assert r.status_code == 400
+    assert needle in r.json()["error"]["message"]
+
+
+async def test_bad_options(client):
+    r = await ocr(client, marked_pdf([1]), format="docx")
+    assert r.status_code == 400 and "markdown" in r.json()["error"]["message"]
+    r = await ocr(client, marked_pdf([1]), mode="huge")
+    assert r.status_code == 400 and "base" in r.json()["error"]["message"]
+
+
+async def test_missing_file_and_raw_body(client):
+    r = await client.post("/v1/ocr", data={"format": "text"}, files={"other": ("x", b"abc")})
+    assert r.status_code == 400 and "file" in r.json()["error"]["message"]
+    r = await client.post("/v1/ocr?format=text", content=marked_tiff([21, 22]),
+                          headers={"content-type": "application/octet-stream"})
+    assert r.status_code == 200
+    assert [p.strip() for p in r.text.rstrip("\n").split("\f")] == [expected_text(21), expected_text(22)]
+
+
+async def test_finish_reason_and_page_errors_are_explicit(client, fake):
+    fake.finish[2] = "length"
+    fake.fail.add(3)
+    r = await ocr(client, marked_pdf([1, 2, 3]), format="json")
+    pages = r.json()["pages"]
+    assert [p["status"] for p in pages] == ["ok", "ok", "error"]
+    assert pages[1]["finish_reason"] == "length"
+    assert pages[2]["error"]["code"] == "UNAVAILABLE"
+    md = (await ocr(client, marked_pdf([1, 2, 3]))).text
+    assert "page 2: output truncated" in md and "page 3: error UNAVAILABLE" in md
+
+
+async def test_cache_hit(client, fake):
+    pdf = marked_pdf([1, 2])
+    r1 = await ocr(client, pdf, format="json")
+    assert r1.headers["x-cache"] == "miss" and fake.pages_run == 2
+    r2 = await ocr(client, pdf, format="text")
+    assert r2.headers["x-cache"] == "hit" and fake.pages_run == 2
+    assert expected_text(2) in r2.text
+    r3 = await ocr(client, pdf, format="text", pages="2")  # different options -> miss
+    assert r3.headers["x-cache"] == "miss" and fake.pages_run == 3
+    fake.fail.add(9)
+    bad = marked_pdf([9])
+    await ocr(client, bad)
+    await ocr(client, bad)  # transient page error is not cached
+    assert fake.pages_run == 5
+
+
+async def test_overload_is_429_with_retry_after(client, fake):
+    fake.capacity = 0
+    r = await ocr(client, marked_pdf([1]))
+    assert r.status_code == 429
+    assert r.headers["retry-after"] == "3"
+    assert r.json()["error"]["code"] == "RESOURCE_EXHAUSTED"
+
+
+async def test_upload_limit_streaming(gw_config, fake):
+    gw_config.limits.max_upload_bytes = 50_000
+    core = GatewayCore(gw_config, fake)
+    app = create_app(gw_config, fake, core)
+
+    async def body():  # chunked upload without Content-Length: the running count must stop it
+        for _ in range(100):
+            yield b"%PDF-" + b"x" * 9995
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        r = await c.post("/v1/ocr", content=body(), headers={"content-type": "application/pdf"})
+    await core.close()
+    assert r.status_code == 413
+    assert "limit" in r.json()["error"]["message"]
+
+
+async def test_health_ready_metrics_openapi(client, fake):
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    assert (await client.get("/readyz")).status_code == 200
+    fake.healthy = False
+    r = await client.get("/readyz")
+    assert r.status_code == 503 and "decoder" in r.json()["reason"]
+    await ocr(client, marked_pdf([1]))
+    metrics = (await client.get("/metrics")).text
+    assert "inkstream_gateway_pages" in metrics and "inkstream_gateway_requests" in metrics
+    assert "inkstream_gateway_requests_inflight" in metrics  # the gateway HPA's metric (k8s/)
+    assert 'inkstream_gateway_cache_lookups_total{' in metrics and 'result="miss"' in metrics
+    spec = (await client.get("/openapi.json")).json()
+    assert "/v1/ocr" in spec["paths"] and "/v1/jobs/{job_id}/result" in spec["paths"]
+    body = spec["paths"]["/v1/ocr"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert "file" in body["properties"]
+
+
+async def test_api_keys_required_when_configured(gw_config, fake):
+    from gateway.auth import ApiKeys
+
+    core = GatewayCore(gw_config, fake)
+    app = create_app(gw_config, fake, core, api_keys=ApiKeys(["s" * 32]))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        assert (await ocr(c, marked_pdf([1]))).status_code == 401
+        assert (await c.get("/healthz")).status_code == 200
+        r = await c.post("/v1/ocr", files={"file": ("d", marked_pdf([1]))},
+                         headers={"Authorization": "Bearer " + "s" * 32})
+        assert r.status_code == 200
+    await core.close()
+
+
+async def test_reused_client_request_id_gets_its_own_admission(client, fake):
+    seen = []
+    orig = fake.admit
+
+    def spy(request_id):
+        seen.append(request_id)
+        return orig(request_id)
+
+    fake.admit = spy  # type: ignore[method-assign]
+    for _ in range(2):
+        r = await client.post("/v1/ocr", files={"file": ("d", marked_pdf([1]))}, headers={"X-Request-Id": "retry-1"})
+        assert r.status_code == 200 and r.headers["x-request-id"] == "retry-1"
+    await ocr(client, marked_pdf([2]))
+    assert seen[0].startswith("retry-1.") and seen[1].startswith("retry-1.") and seen[0] != seen[1], seen
+    assert "." not in seen[2], seen  # a gateway-made id is used as is (one id through every replica)
+    # the pipeline gets the admission key (the second request was a cache hit: no pipeline run)
+    assert [o.request_id for o in fake.options_seen] == [seen[0], seen[2]], (seen, fake.options_seen)
+
+
+@pytest.mark.parametrize("fmt,kw", [("JPEG", {"quality": 90}), ("WEBP", {"quality": 90}), ("BMP", {}), ("GIF", {}),
+                                    ("TIFF", {"compression": "tiff_deflate"}), ("PNG", {})])
+async def test_every_image_type_is_read(client, fmt, kw):
+    import io
+
+    buf = io.BytesIO()
+    marked_page(37, (500, 700)).save(buf, format=fmt, **kw)
+    r = await ocr(client, buf.getvalue(), name="no-extension", format="text")  # type from magic bytes only
+    assert r.status_code == 200, r.text
+    assert r.text.strip() == expected_text(37)
+
+
+async def test_animated_gif_reads_its_first_frame(client):
+    import io
+
+    buf = io.BytesIO()
+    frames = [marked_page(n, (300, 400), "L").convert("P") for n in (5, 6, 7)]
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=100)
+    r = await ocr(client, buf.getvalue(), format="json")
+    assert [p["text"] for p in r.json()["pages"]] == [expected_text(5)]

@@ -1,0 +1,76 @@
+"""Stitching: grounding markup -> blocks in page pixels, formats, ordering, explicit errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gateway.stitch import Block, PageResult, error_page, page_result, parse_grounding, render_document
+from gateway.types import PageError, PageOutcome, SegmentText
+
+
+def test_grounding_boxes_map_from_grid_to_segment_pixels():
+    text = ("<|ref|>title<|/ref|><|det|>[[0, 0, 999, 99]]<|/det|>\n# Report\n"
+            "<|ref|>table<|/ref|><|det|>[[100, 200, 300, 400], [500, 600, 700, 800]]<|/det|>\n| a | b |\n"
+            "<|ref|>image<|/ref|><|det|>[[10, 10, 20, 20]]<|/det|>")
+    clean, blocks = parse_grounding(text, (0.0, 0.0, 999.0 * 2, 999.0), "text")
+    assert [b.type for b in blocks] == ["title", "table", "image"]
+    assert blocks[0].box == pytest.approx((0, 0, 1998, 99))
+    assert blocks[1].box == pytest.approx((200, 200, 1400, 800))  # union of both boxes
+    assert blocks[1].text == "| a | b |" and blocks[2].text == ""
+    assert clean == "# Report\n\n| a | b |"
+
+
+def test_grounding_offset_segment_clipping_and_leading_text():
+    clean, blocks = parse_grounding("intro <|ref|>text<|/ref|><|det|>[[-5, 0, 1200, 999]]<|/det|>body",
+                                    (100.0, 50.0, 200.0, 150.0), "text")
+    assert blocks[0] == Block("text", "intro", (100.0, 50.0, 200.0, 150.0))
+    assert blocks[1].box == pytest.approx((100, 50, 200, 150))  # clipped to the grid
+    assert clean == "intro\n\nbody"
+
+
+def test_plain_text_is_one_block():
+    clean, blocks = parse_grounding("just text\nsecond line", (0, 0, 10, 10), "line")
+    assert clean == "just text\nsecond line" and blocks == [Block("line", "just text\nsecond line", (0, 0, 10, 10))]
+    assert parse_grounding("", (0, 0, 1, 1), "text") == ("", [])
+
+
+def test_page_result_orders_segments_and_scales_boxes():
+    segs = [SegmentText(1, "second", (0, 50, 100, 100)), SegmentText(0, "first", (0, 0, 100, 50))]
+    out = PageOutcome(index=4, status="ok", segments=segs, finish_reason="length", vision_tokens=30,
+                      generated_tokens=7, width=100, height=100)
+    res = page_result(out, doc_size=(200, 400))
+    assert res.index == 5 and res.text == "first\nsecond" and res.finish_reason == "length"
+    assert [b.text for b in res.blocks] == ["first", "second"]
+    assert res.blocks[1].box == pytest.approx((0, 200, 200, 400))
+    assert (res.width, res.height) == (200, 400)
+
+
+def test_error_outcome_and_roundtrip():
+    res = page_result(PageOutcome(index=0, status="error", error=PageError("UNAVAILABLE", "no replica")))
+    assert res.status == "error" and res.error == PageError("UNAVAILABLE", "no replica")
+    assert PageResult.from_dict(json.loads(json.dumps(res.to_dict()))) == res
+
+
+def test_documents_in_order_with_notes_and_errors():
+    pages = [PageResult(3, "ok", text="three", finish_reason="repetition"),
+             PageResult(1, "ok", text="one", finish_reason="stop"),
+             error_page(1, "INVALID_ARGUMENT", "page 2 could not be rendered")]
+    md = render_document(pages, "markdown")
+    assert md.index("<!-- page 1 -->") < md.index("<!-- page 2 -->") < md.index("<!-- page 3 -->")
+    assert "page 2: error INVALID_ARGUMENT: page 2 could not be rendered" in md
+    assert "page 3: output truncated: the model started repeating itself" in md
+    txt = render_document(pages, "text")
+    assert txt.split("\f")[0] == "one" and txt.split("\f")[1].startswith("[page 2: error")
+    doc = json.loads(render_document(pages, "json", "m"))
+    assert [p["index"] for p in doc["pages"]] == [1, 2, 3] and doc["pages_error"] == 1
+    with pytest.raises(ValueError, match="duplicate"):
+        render_document(pages + [PageResult(1, "ok", text="again")], "text")
+
+
+def test_markup_cut_off_by_the_token_limit_is_dropped():
+    text = "<|ref|>text<|/ref|><|det|>[[0, 0, 999, 499]]<|/det|>first\n<|ref|>title<|/ref|><|det|>[[12, 5"
+    clean, blocks = parse_grounding(text, (0, 0, 999, 999), "text")
+    assert clean == "first" and [b.type for b in blocks] == ["text"]
+    assert parse_grounding("done <|ref|>tit", (0, 0, 1, 1), "text")[0] == "done"
