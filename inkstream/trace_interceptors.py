@@ -1,0 +1,312 @@
+"""Trace context and request id across process boundaries: grpc.aio server / client interceptors
+and the ASGI middleware of the REST API (see :mod:`inkstream.tracing` for the set-up, exporters and
+the request-id context variable; the names here are re-exported there).
+
+* :class:`ServerInterceptor` extracts W3C ``traceparent``/``tracestate`` and ``x-request-id`` from
+  the call's metadata and opens a SERVER span per RPC named ``package.Service/Method`` (OTel RPC
+  semantic conventions: ``rpc.system``, ``rpc.service``, ``rpc.method``, ``rpc.grpc.status_code``)
+  with attribute ``inkstream.request_id``. Health checks are passed through untraced.
+* :func:`client_interceptors` (unary-unary, unary-stream, stream-unary, stream-stream) open a CLIENT
+  span per outgoing call and inject its context and the current request id into the metadata.
+* :class:`asgi_middleware`: ``X-Request-Id`` in and out for HTTP; an HTTP SERVER span when no
+  framework span is current.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from typing import Any, Sequence
+
+import grpc
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from inkstream.tracing import (
+    REQUEST_ID_ATTR,
+    REQUEST_ID_KEY,
+    _request_id,
+    current_request_id,
+    new_request_id,
+    tracer,
+    valid_request_id,
+)
+
+
+def _rpc_names(method: str) -> tuple[str, str, str]:
+    """``"/pkg.Service/Method"`` -> (span name ``pkg.Service/Method``, service, method)."""
+    path = method.lstrip("/")
+    service, _, name = path.rpartition("/")
+    return path, service, name
+
+
+# ---------------------------------------------------------------------------------------------------
+# server side
+
+
+def _metadata_dict(metadata: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in metadata or ():
+        key, value = item[0], item[1]
+        if isinstance(value, str):
+            out[key.lower()] = value
+    return out
+
+
+class ServerInterceptor(grpc.aio.ServerInterceptor):
+    """grpc.aio server interceptor: one SERVER span per RPC, parented on the caller's ``traceparent``,
+    and the caller's ``x-request-id`` (or a new one) current while the handler runs.
+
+    Install with ``grpc.aio.server(interceptors=[ServerInterceptor()])``. Works for unary and
+    streaming handlers written as coroutines or async generators; other handlers pass through.
+    """
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        if method.startswith("/grpc.health.v1.Health/"):
+            return handler  # probes every few seconds: no span, no request id
+        meta = _metadata_dict(handler_call_details.invocation_metadata)
+        for field in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
+            behavior = getattr(handler, field)
+            if behavior is not None:
+                return handler._replace(**{field: _wrap_behavior(behavior, method, meta)})
+        return handler
+
+
+def _open_server_span(method: str, meta: dict[str, str]) -> trace.Span:
+    """Start the SERVER span of one RPC and make it and the request id current.
+
+    grpc.aio runs each RPC's interceptors and handler in a context of its own ("the same Context is
+    used for downstream interceptors and for the final handler call", ``grpc.aio.ServerInterceptor``),
+    so nothing is reset afterwards: a reset would fail anyway when a streaming handler's generator is
+    closed from another task (``Token ... was created in a different Context``).
+    """
+    name, service, rpc_method = _rpc_names(method)
+    parent = propagate.extract(meta)
+    rid = meta.get(REQUEST_ID_KEY)
+    rid = rid if valid_request_id(rid) else new_request_id()
+    _request_id.set(rid)
+    span = tracer().start_span(
+        name, context=parent, kind=SpanKind.SERVER,
+        attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": rpc_method, REQUEST_ID_ATTR: rid},
+    )
+    otel_context.attach(trace.set_span_in_context(span, parent))
+    return span
+
+
+def _finish_server_span(span: trace.Span, context: Any, exc: BaseException | None) -> None:
+    """Record the RPC's status code on ``span`` (ERROR unless OK) and end it."""
+    code: grpc.StatusCode | None = None
+    if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+        code = grpc.StatusCode.CANCELLED
+    else:
+        with contextlib.suppress(Exception):
+            code = context.code()
+        if code is None:
+            code = grpc.StatusCode.OK if exc is None else grpc.StatusCode.UNKNOWN
+    if isinstance(code, int):  # aio contexts may report the raw integer
+        code = next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+    span.set_attribute("rpc.grpc.status_code", code.value[0])
+    if code is not grpc.StatusCode.OK:
+        span.set_status(Status(StatusCode.ERROR, code.name))
+    span.end()
+
+
+def _wrap_behavior(behavior: Any, method: str, meta: dict[str, str]) -> Any:
+    if inspect.isasyncgenfunction(behavior):
+
+        async def stream_wrapper(request_or_iterator, context):  # type: ignore[no-untyped-def]
+            span = _open_server_span(method, meta)
+            exc: BaseException | None = None
+            try:
+                async for item in behavior(request_or_iterator, context):
+                    yield item
+            except BaseException as e:  # noqa: BLE001 - recorded, then re-raised
+                exc = e
+                raise
+            finally:
+                _finish_server_span(span, context, exc)
+
+        return stream_wrapper
+    if inspect.iscoroutinefunction(behavior):
+
+        async def unary_wrapper(request_or_iterator, context):  # type: ignore[no-untyped-def]
+            span = _open_server_span(method, meta)
+            exc: BaseException | None = None
+            try:
+                return await behavior(request_or_iterator, context)
+            except BaseException as e:  # noqa: BLE001
+                exc = e
+                raise
+            finally:
+                _finish_server_span(span, context, exc)
+
+        return unary_wrapper
+    return behavior
+
+
+def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
+    """The interceptors every inkstream gRPC server installs (tracing + request id)."""
+    return [ServerInterceptor()]
+
+
+# ---------------------------------------------------------------------------------------------------
+# client side
+
+
+def outgoing_metadata(metadata: Any, span_context: otel_context.Context | None = None) -> grpc.aio.Metadata:
+    """``metadata`` plus ``traceparent``/``tracestate`` of ``span_context`` (default: current) and the
+    current ``x-request-id``; existing values of those keys are replaced."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier, context=span_context)
+    rid = current_request_id()
+    if rid:
+        carrier[REQUEST_ID_KEY] = rid
+    replaced = {k.lower() for k in carrier}
+    out = grpc.aio.Metadata()
+    for key, value in (metadata or ()):
+        if key.lower() not in replaced:
+            out.add(key, value)
+    for key, value in carrier.items():
+        out.add(key.lower(), value)
+    return out
+
+
+class _ClientInterceptor:
+    """Shared body of the four grpc.aio client interceptor shapes."""
+
+    def _start(self, details: grpc.aio.ClientCallDetails) -> tuple[trace.Span, grpc.aio.ClientCallDetails]:
+        method = details.method.decode() if isinstance(details.method, bytes) else details.method
+        name, service, rpc_method = _rpc_names(method)
+        attrs = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": rpc_method}
+        rid = current_request_id()
+        if rid:
+            attrs[REQUEST_ID_ATTR] = rid
+        span = tracer().start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+        meta = outgoing_metadata(details.metadata, trace.set_span_in_context(span))
+        new = grpc.aio.ClientCallDetails(details.method, details.timeout, meta, details.credentials,
+                                         details.wait_for_ready)
+        return span, new
+
+    @staticmethod
+    def _end_when_done(call: Any, span: trace.Span) -> Any:
+        async def finish() -> None:
+            try:
+                code = await call.code()
+            except BaseException:  # noqa: BLE001 - cancelled / interrupted
+                code = grpc.StatusCode.CANCELLED
+            span.set_attribute("rpc.grpc.status_code", code.value[0])
+            if code is not grpc.StatusCode.OK:
+                span.set_status(Status(StatusCode.ERROR, code.name))
+            span.end()
+
+        def done(_call: Any) -> None:
+            try:
+                asyncio.get_running_loop().create_task(finish())
+            except RuntimeError:  # loop gone: end without a status
+                span.end()
+
+        if hasattr(call, "add_done_callback"):
+            call.add_done_callback(done)
+        else:  # a plain response object (already finished)
+            span.end()
+        return call
+
+    async def _intercept(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        span, new = self._start(details)
+        try:
+            call = await continuation(new, request)
+        except BaseException as exc:
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            span.end()
+            raise
+        return self._end_when_done(call, span)
+
+
+class UnaryUnaryClientInterceptor(_ClientInterceptor, grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
+        return await self._intercept(continuation, client_call_details, request)
+
+
+class UnaryStreamClientInterceptor(_ClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
+        return await self._intercept(continuation, client_call_details, request)
+
+
+class StreamUnaryClientInterceptor(_ClientInterceptor, grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(self, continuation, client_call_details, request_iterator):  # type: ignore[no-untyped-def]
+        return await self._intercept(continuation, client_call_details, request_iterator)
+
+
+class StreamStreamClientInterceptor(_ClientInterceptor, grpc.aio.StreamStreamClientInterceptor):
+    async def intercept_stream_stream(self, continuation, client_call_details, request_iterator):  # type: ignore[no-untyped-def]
+        return await self._intercept(continuation, client_call_details, request_iterator)
+
+
+def client_interceptors() -> list[grpc.aio.ClientInterceptor]:
+    """Interceptors for ``grpc.aio.insecure_channel(target, options, interceptors=...)`` /
+    ``secure_channel``: trace context + request id on every outgoing call, one CLIENT span each."""
+    return [UnaryUnaryClientInterceptor(), UnaryStreamClientInterceptor(),
+            StreamUnaryClientInterceptor(), StreamStreamClientInterceptor()]
+
+
+# ---------------------------------------------------------------------------------------------------
+# REST (ASGI) server side
+
+
+class asgi_middleware:  # noqa: N801 - used like a function: app.add_middleware(asgi_middleware)
+    """ASGI middleware for the gateway's REST API: the request id from ``X-Request-Id`` (validated) or
+    a new one is current while the request is handled and echoed in the response's ``X-Request-Id``.
+
+    FastAPI >= 0.160 opens the HTTP SERVER span itself (``FastAPI(telemetry=...)``, on by default,
+    parented on an incoming ``traceparent``); this middleware then only adds the attribute
+    ``inkstream.request_id`` to that span. When no recording span is current (FastAPI telemetry off,
+    or a plain Starlette app), it opens the SERVER span itself, with ``http.request.method``,
+    ``http.route`` (the path, never the query string) and ``http.response.status_code``.
+    Paths in ``skip_paths`` (probes, metrics) get neither. Install: ``app.add_middleware(asgi_middleware)``.
+    """
+
+    def __init__(self, app: Any, skip_paths: Sequence[str] = ("/healthz", "/readyz", "/livez", "/metrics")):
+        self.app = app
+        self.skip_paths = tuple(skip_paths)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http" or scope.get("path", "") in self.skip_paths:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        rid = headers.get(REQUEST_ID_KEY)
+        rid = rid if valid_request_id(rid) else new_request_id()
+        token = _request_id.set(rid)
+        status_holder = {"code": 500}
+
+        async def send_wrapper(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status_holder["code"] = message["status"]
+                message = dict(message)
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            current = trace.get_current_span()
+            if current.is_recording():
+                current.set_attribute(REQUEST_ID_ATTR, rid)
+                await self.app(scope, receive, send_wrapper)
+                return
+            path = scope.get("path", "")
+            attrs = {"http.request.method": scope.get("method", ""), "http.route": path, REQUEST_ID_ATTR: rid}
+            with tracer().start_as_current_span(f"{scope.get('method', 'HTTP')} {path}", context=propagate.extract(headers),
+                                                kind=SpanKind.SERVER, attributes=attrs) as span:
+                try:
+                    await self.app(scope, receive, send_wrapper)
+                finally:
+                    span.set_attribute("http.response.status_code", status_holder["code"])
+                    if status_holder["code"] >= 500:
+                        span.set_status(Status(StatusCode.ERROR, str(status_holder["code"])))
+        finally:
+            _request_id.reset(token)
