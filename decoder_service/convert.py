@@ -31,8 +31,9 @@ def vision_tokens_from_pb(msg: tensor_pb2.Tensor, hidden: int, max_vision_tokens
 
 def sampling_from_pb(msg: decoder_pb2.SamplingParams, cfg: DecoderConfig) -> SamplingParams:
     """Request sampling fields -> SamplingParams; zeros take the server defaults, max_new_tokens is
-    capped at ``cfg.max_new_tokens_cap``. Raises InvalidInput for out-of-range values."""
-    max_new = msg.max_new_tokens if msg.max_new_tokens > 0 else cfg.max_new_tokens
+    capped at ``cfg.max_new_tokens_cap``. Raises InvalidInput for out-of-range values (a negative
+    max_new_tokens is a client mistake, not "default": it reaches SamplingParams' check)."""
+    max_new = msg.max_new_tokens if msg.max_new_tokens != 0 else cfg.max_new_tokens
     return SamplingParams(
         max_new_tokens=min(max_new, cfg.max_new_tokens_cap),
         temperature=msg.temperature,

@@ -10,6 +10,8 @@ other sequences share the batch.
 
 from __future__ import annotations
 
+import math
+
 import secrets
 from dataclasses import dataclass
 
@@ -42,8 +44,8 @@ class SamplingParams:
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             raise InvalidInput(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if not self.temperature >= 0.0:  # also rejects NaN
-            raise InvalidInput(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if not 0.0 <= self.temperature < math.inf:  # also rejects NaN; inf would make every token equally likely
+            raise InvalidInput(f"temperature must be finite and >= 0 (0 = greedy), got {self.temperature}")
         if not 0.0 <= self.top_p <= 1.0:
             raise InvalidInput(f"top_p must be in (0, 1] or 0 (off), got {self.top_p}")
         if self.top_k < 0:

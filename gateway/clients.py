@@ -165,6 +165,15 @@ async def fetch_encoder_info(channel: grpc.aio.Channel, timeout_s: float) -> Enc
     return encoder_info_from_pb(resp)
 
 
+async def fetch_decoder_tasks(channel: grpc.aio.Channel, timeout_s: float) -> tuple[str, ...]:
+    """Call ``TextDecoder/Info``; returns its task template names. Raises CallFailure."""
+    try:
+        resp = await decoder_pb2_grpc.TextDecoderStub(channel).Info(decoder_pb2.InfoRequest(), timeout=timeout_s)
+    except grpc.RpcError as err:
+        raise classify_rpc_error(err) from None
+    return tuple(resp.tasks)
+
+
 def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
     """``EncodeResponse`` (without error) -> :class:`EncodedTokens`."""
     segs = [

@@ -27,7 +27,7 @@ from opentelemetry import trace
 
 from gateway.admission import Admission, Ticket
 from gateway.clients import (CallFailure, DecodeAttempt, EncodedTokens, decode_segments, encode_page,
-                             fetch_encoder_info)
+                             fetch_decoder_tasks, fetch_encoder_info)
 from gateway.replicas import Replica, ReplicaSet
 from gateway.pipeline_config import PipelineConfig, PipelineStats
 from gateway.retry import PageFailed, RetryBudget, RetryCounters, with_retries
@@ -60,6 +60,8 @@ class Pipeline:
         self.stats = PipelineStats()
         self._info: EncoderInfo | None = None
         self._info_at = 0.0
+        self._tasks: tuple[str, ...] = ()
+        self._tasks_at = 0.0
         self._register_metrics()
 
     @classmethod
@@ -131,6 +133,21 @@ class Pipeline:
                 raise exc.error from None
             self._info_at = time.monotonic()
         return self._info
+
+    async def decoder_tasks(self) -> tuple[str, ...]:
+        """The decoders' task names (cached ``info_ttl_s`` seconds), so the gateway refuses an unknown
+        ``task`` with 400 before any page is encoded. One try on one SERVING decoder within
+        ``info_timeout_s``; () when none answers (then the decoder rejects the task per page)."""
+        if not self._tasks or time.monotonic() - self._tasks_at > self.config.info_ttl_s:
+            replica = self.decoders.pick()
+            if replica is None:
+                return self._tasks
+            try:
+                self._tasks = await fetch_decoder_tasks(replica.channel, self.config.info_timeout_s)
+                self._tasks_at = time.monotonic()
+            except CallFailure as exc:
+                log.warning("decoder Info failed: %s", exc)
+        return self._tasks
 
     def admit(self, request_id: str) -> Ticket:
         """Reserve a request's slot in the global page bound (see :mod:`gateway.admission`)."""

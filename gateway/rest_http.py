@@ -47,6 +47,7 @@ ERROR_SCHEMA = {"application/json": {"schema": {"type": "object", "properties": 
                                      "message": {"type": "string", "description": "for a person"}}}}}}}
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "invalid input (damaged file, bad option, bad page selection)", "content": ERROR_SCHEMA},
+    408: {"description": "the upload did not finish within limits.upload_timeout_s", "content": ERROR_SCHEMA},
     413: {"description": "over a size / page / pixel limit", "content": ERROR_SCHEMA},
     415: {"description": "not a supported file type", "content": ERROR_SCHEMA},
     422: {"description": "nothing to read (no pages, image too small)", "content": ERROR_SCHEMA},

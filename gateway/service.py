@@ -21,7 +21,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, AsyncIterator
 
-from inkstream.errors import DeadlineExceeded, InkstreamError, InvalidInput, as_inkstream_error
+from inkstream.errors import DeadlineExceeded, InkstreamError, InvalidInput, Unavailable, as_inkstream_error
 
 from gateway.cache import ResultCache, cache_key
 from gateway.config import GatewayConfig
@@ -36,6 +36,10 @@ log = logging.getLogger("inkstream.gateway.service")
 #: (deepseek_ocr2: "figure", "describe"). Any name of this shape is passed on; the decoder's Info
 #: decides (see :meth:`OcrService.check_task`).
 _TASK_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+#: Retry-After (seconds) of the 503 given while no encoder or decoder replica is SERVING: about one
+#: health-watch round plus a replica's restart on a warm machine.
+NOT_SERVING_RETRY_AFTER_S = 5.0
 
 
 def run_id(request_id: str | None, client_supplied: bool) -> str:
@@ -250,6 +254,17 @@ class OcrService:
         except Exception as exc:  # noqa: BLE001 - readiness never raises
             return False, as_inkstream_error(exc).message
 
+    async def check_serving(self) -> None:
+        """Unavailable (503 + Retry-After) when the pipeline says no encoder or no decoder replica is
+        SERVING, so a document is refused at once instead of every page waiting for a replica and
+        coming back as an UNAVAILABLE page error. Only with a pipeline that has ``ready()``."""
+        if getattr(self.pipeline, "ready", None) is None:
+            return
+        ok, reason = await self.ready()
+        if not ok:
+            raise Unavailable(f"the gateway cannot read documents now ({reason}); retry shortly",
+                              retry_after_s=NOT_SERVING_RETRY_AFTER_S)
+
     async def check_task(self, task: str) -> None:
         """InvalidInput (400) naming the decoder's tasks when ``task`` is not one of them. Uses the
         pipeline's ``decoder_tasks()`` (list of names, sync or async) when it has one; without it the
@@ -267,6 +282,7 @@ class OcrService:
         """Validate options and the document; raises 4xx InkstreamErrors with a message for a person,
         Unavailable (503) when no encoder answers its Info."""
         request = request.validated()
+        await self.check_serving()
         await self.check_task(request.task)
         info = await self.pipeline.encoder_info()
         mode = info.mode(request.mode)

@@ -99,6 +99,13 @@ class DeadlineExceeded(InkstreamError):
     http_status = 504
 
 
+class RequestTimeout(DeadlineExceeded):
+    """The client did not finish sending its request in time (HTTP 408 Request Timeout, RFC 9110
+    section 15.5.9; DEADLINE_EXCEEDED on gRPC). A client-side failure, so not a 5xx."""
+
+    http_status = 408
+
+
 class Cancelled(InkstreamError):
     grpc_code = grpc.StatusCode.CANCELLED
     http_status = 499

@@ -31,9 +31,15 @@ def dtype_from_name(name: str) -> torch.dtype:
 
 
 def wire_dtype_name(value: int) -> str:
-    """DType enum value -> "float32" / "float16" / "bfloat16" / "DTYPE_UNSPECIFIED"."""
+    """DType enum value -> "float32" / "float16" / "bfloat16" / "DTYPE_UNSPECIFIED"; a value outside
+    the enum (a newer or hostile peer: proto3 keeps unknown enum values) -> "DType 99"."""
     dt = WIRE_TO_DTYPE.get(value)
-    return str(dt).removeprefix("torch.") if dt is not None else tensor_pb2.DType.Name(value)
+    if dt is not None:
+        return str(dt).removeprefix("torch.")
+    try:
+        return tensor_pb2.DType.Name(value)
+    except ValueError:
+        return f"DType {value}"
 
 
 def to_wire(t: torch.Tensor, dtype: torch.dtype | None = None) -> tensor_pb2.Tensor:

@@ -12,7 +12,7 @@ import os
 import pathlib
 from dataclasses import dataclass
 
-from inkstream.errors import DeadlineExceeded, PayloadTooLarge
+from inkstream.errors import PayloadTooLarge, RequestTimeout
 
 from gateway.ingest.sniff import SNIFF_BYTES
 
@@ -27,9 +27,10 @@ def too_large(limit: int, seen: int | None = None) -> PayloadTooLarge:
     return PayloadTooLarge(f"the document is too large{got}; the limit is {_mib(limit)} ({limit} bytes)")
 
 
-def upload_too_slow(limit_s: float) -> DeadlineExceeded:
-    """The error for an upload that did not finish within ``limit_s`` seconds."""
-    return DeadlineExceeded(f"the upload did not finish within {limit_s:g} s; send it faster or split the document")
+def upload_too_slow(limit_s: float) -> RequestTimeout:
+    """The error for an upload that did not finish within ``limit_s`` seconds (HTTP 408: the client
+    was too slow, not the gateway)."""
+    return RequestTimeout(f"the upload did not finish within {limit_s:g} s; send it faster or split the document")
 
 
 @dataclass(frozen=True)

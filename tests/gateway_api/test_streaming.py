@@ -113,5 +113,5 @@ async def test_slow_upload_times_out_and_frees_its_slot(server):
 
     async with httpx.AsyncClient(timeout=10) as c:
         r = await c.post(f"{url}/v1/ocr", content=trickle(), headers={"content-type": "application/pdf"})
-    assert r.status_code == 504 and "did not finish within 0.5 s" in r.json()["error"]["message"]
+    assert r.status_code == 408 and "did not finish within 0.5 s" in r.json()["error"]["message"]
     assert fake.admitted == 0
