@@ -86,7 +86,7 @@ class JobManager:
         if idempotency_key:
             existing = self.jobs.get_by_key(idempotency_key)
             if existing is not None:
-                return self._same_doc(existing, upload)
+                return self._same_doc(existing, upload, request.validated())
         if len(self._tasks) >= self.max_queued:
             raise ResourceExhausted(f"{len(self._tasks)} jobs are already waiting or running; retry later",
                                     retry_after_s=10.0)
@@ -100,7 +100,7 @@ class JobManager:
                            created_at=now, updated_at=now)
         record, created = self.jobs.create(record)
         if not created:
-            return self._same_doc(record, upload)
+            return self._same_doc(record, upload, request)
         folder = self.spool / record.job_id
         folder.mkdir(parents=True, exist_ok=True)
         doc_path = folder / "document"
@@ -111,9 +111,15 @@ class JobManager:
         return record
 
     @staticmethod
-    def _same_doc(job: JobRecord, upload: UploadedFile) -> JobRecord:
+    def _same_doc(job: JobRecord, upload: UploadedFile, request: OcrRequest) -> JobRecord:
+        """``job`` when it was created for the same document and options; else Unprocessable (422), as
+        the IETF Idempotency-Key draft asks for a key reused with a different payload."""
         if job.doc_sha256 != upload.sha256:
             raise Unprocessable("this Idempotency-Key was already used for a different document")
+        if job.options != request.public():
+            opts = ", ".join(f"{k}={v!r}" for k, v in job.options.items())
+            raise Unprocessable(f"this Idempotency-Key was already used with different options ({opts}); "
+                                "use a new key for new options")
         return job
 
     async def _attempt(self, job_id: str, upload: UploadedFile, request: OcrRequest) -> tuple[str, list[PageResult]]:

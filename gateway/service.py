@@ -153,7 +153,8 @@ class Prepared:
     async def _run(self, deadline_s: float | None) -> AsyncIterator[PageResult]:
         loop = asyncio.get_running_loop()
         deadline = None if deadline_s is None else loop.time() + deadline_s
-        options = PipelineOptions(mode=self.request.mode, task=self.request.task, request_id=self.request_id)
+        options = PipelineOptions(mode=self.mode,  # the encoder's own spelling of the mode
+                                   task=self.request.task, request_id=self.request_id)
         pending = list(self.indices)  # still owed, in order
         wanted = set(self.indices)
         inputs = page_stream(self.doc, self.indices, self.service.config.render_lookahead_pages,

@@ -49,12 +49,16 @@ class EncoderInfo:
     max_image_bytes: int = 0
 
     def mode(self, name: str | None) -> ModeInfo:
-        """The named mode (default when empty); raises InvalidInput naming the known modes."""
+        """The named mode (default when empty), matched case-insensitively like ``format`` and ``task``
+        ("GUNDAM" is "gundam"); raises InvalidInput naming the known modes."""
         from inkstream.errors import InvalidInput
 
         wanted = name or self.default_mode
         for m in self.modes:
             if m.name == wanted:
+                return m
+        for m in self.modes:
+            if m.name.casefold() == wanted.casefold():
                 return m
         raise InvalidInput(f"unknown mode {wanted!r}; this model supports: {', '.join(m.name for m in self.modes)}")
 
