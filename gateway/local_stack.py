@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -296,6 +296,7 @@ def main(argv: list[str]) -> int:
         return 2
 
     stopping = False
+    failed = ""
 
     def on_signal(signum, _frame):  # type: ignore[no-untyped-def]
         nonlocal stopping
@@ -310,26 +311,46 @@ def main(argv: list[str]) -> int:
         try:
             stack.start()
         except (RuntimeError, FileNotFoundError) as exc:
+            failed = str(exc)
             print(f"inkstream up: {exc}", file=sys.stderr)
             return 1
         print(f"inkstream is up: {stack.gateway_url}  (model {stack.model_dir}; encoders "
               f"{', '.join(stack.encoder_addrs)}; decoders {', '.join(stack.decoder_addrs)}). Ctrl-C stops.",
               flush=True)
-        while not stopping:
-            dead = [f"{s} {i}" for s, flags in stack.alive().items() for i, ok in enumerate(flags) if not ok]
-            if dead:
-                print(f"inkstream up: {', '.join(dead)} exited unexpectedly; stopping (logs in {stack.log_dir})",
-                      file=sys.stderr)
-                return 1
-            time.sleep(0.5)
+        failed = _watch(stack, lambda: stopping)
+        if failed:
+            print(f"inkstream up: {failed}; stopping (logs kept in {stack.log_dir})", file=sys.stderr)
+            return 1
         print("inkstream up: stopping (draining) ...", file=sys.stderr, flush=True)
         return 0
     finally:
         stack.stop()
-        if args.log_dir is None:
+        if args.log_dir is None and not failed:
             stack._scratch.cleanup()
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _watch(stack: LocalStack, stopping: Callable[[], bool], poll_s: float = 0.5) -> str:
+    """Supervise the running stack until ``stopping()``; returns "" or why the stack cannot go on.
+
+    One replica exiting while others of its service still run is reported once and tolerated (the
+    gateway routes around it, as it would in a cluster); the gateway exiting, or the last replica
+    of a service, ends the stack.
+    """
+    reported: set[str] = set()
+    while not stopping():
+        for service, flags in stack.alive().items():
+            dead = [i for i, ok in enumerate(flags) if not ok]
+            if dead and len(dead) == len(flags):
+                return f"every {service} process exited"
+            for i in dead:
+                if f"{service}-{i}" not in reported:
+                    reported.add(f"{service}-{i}")
+                    print(f"inkstream up: {service} {i} exited (log {stack.log_path(service, i)}); "
+                          f"{len(flags) - len(dead)} {service} replica(s) still serving", file=sys.stderr)
+        time.sleep(poll_s)
+    return ""
 
 
 def _port_free(port: int) -> bool:
