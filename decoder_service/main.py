@@ -15,6 +15,7 @@ import sys
 
 from inkstream.config import ConfigError
 from inkstream.errors import InkstreamError
+from inkstream.service_main import run_service
 
 log = logging.getLogger("inkstream.decoder")
 
@@ -54,28 +55,7 @@ def main(argv: list[str]) -> int:
     except ImportError as exc:
         print(f"inkstream serve decoder: cannot import the model family for {cfg.model_dir}: {exc}", file=sys.stderr)
         return 2
-    from inkstream import logs, tracing
-
-    logs.setup_logging("decoder")
-    try:
-        tracing.setup_tracing("inkstream-decoder")
-    except (ValueError, RuntimeError) as exc:  # bad INKSTREAM_TRACES_* settings
-        print(f"inkstream serve decoder: tracing: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return asyncio.run(_serve(cfg))
-    except (OSError, ValueError, RuntimeError) as exc:  # port in use or not bindable, unreadable TLS files
-        print(f"inkstream serve decoder: {exc}", file=sys.stderr)
-        return 2
-    except InkstreamError as exc:
-        print(f"inkstream serve decoder: {exc.message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 0
-    except Exception as exc:  # noqa: BLE001 - loading or serving failed: say why, exit 1
-        log.exception("decoder failed")
-        print(f"inkstream serve decoder: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+    return run_service("decoder", lambda: _serve(cfg))
 
 
 async def _serve(cfg) -> int:  # type: ignore[no-untyped-def]

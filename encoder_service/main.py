@@ -15,6 +15,7 @@ from encoder_service.config import ENV_PREFIX, EncoderConfig, load_encoder_confi
 from encoder_service.server import build_server
 from inkstream.config import ConfigError
 from inkstream.errors import InkstreamError
+from inkstream.service_main import run_service
 
 log = logging.getLogger("inkstream.encoder")
 
@@ -91,19 +92,4 @@ def main(argv: list[str]) -> int:
     if problem:
         print(f"inkstream serve encoder: {problem}", file=sys.stderr)
         return 2
-    from inkstream import logs, tracing
-
-    logs.setup_logging("encoder")
-    try:
-        tracing.setup_tracing("inkstream-encoder")
-    except (ValueError, RuntimeError) as exc:  # bad INKSTREAM_TRACES_* settings
-        print(f"inkstream serve encoder: tracing: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return asyncio.run(_serve(cfg))
-    except OSError as exc:  # e.g. metrics port in use
-        print(f"inkstream serve encoder: {exc}", file=sys.stderr)
-        return 2
-    except (RuntimeError, ValueError) as exc:  # gRPC port could not be bound, bad TLS files
-        print(f"inkstream serve encoder: {exc}", file=sys.stderr)
-        return 2
+    return run_service("encoder", lambda: _serve(cfg))

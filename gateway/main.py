@@ -25,6 +25,7 @@ from typing import Any
 import uvicorn
 
 from inkstream.config import ConfigError
+from inkstream.service_main import run_service
 
 from gateway.config import GatewayConfig, load_gateway_config
 
@@ -146,16 +147,4 @@ def main(argv: list[str]) -> int:
         print("inkstream serve gateway: give at least one encoder and one decoder address "
               "(--encoders host:port[,...] --decoders host:port[,...])", file=sys.stderr)
         return 2
-    from inkstream import logs, tracing
-
-    logs.setup_logging("gateway")
-    try:
-        tracing.setup_tracing("inkstream-gateway")
-    except (ValueError, RuntimeError) as exc:  # bad INKSTREAM_TRACES_* settings
-        print(f"inkstream serve gateway: tracing: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return asyncio.run(_serve(cfg))
-    except (ValueError, OSError) as exc:  # malformed replica address, pipeline settings, port in use
-        print(f"inkstream serve gateway: {exc}", file=sys.stderr)
-        return 2
+    return run_service("gateway", lambda: _serve(cfg))
