@@ -1,19 +1,17 @@
-"""Build hook: generate the gRPC stubs from protos/ during build_py (never committed)."""
+"""Build hook: generate the gRPC stubs from protos/ before setuptools looks for packages.
+
+The stubs (``inkstream.{common,encoder,decoder,gateway}.v1``) are generated, never committed; they
+must exist before ``setup()`` runs, because package discovery happens before ``build_py``.
+"""
 
 import pathlib
 import sys
 
 from setuptools import setup
-from setuptools.command.build_py import build_py
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from inkstream import _protogen  # noqa: E402
 
-class BuildWithProtos(build_py):
-    def run(self):
-        sys.path.insert(0, str(pathlib.Path(__file__).parent))
-        from inkstream import _protogen
+_protogen.generate(force=True)
 
-        _protogen.generate(force=True)  # into the source tree; packaged from there
-        super().run()
-
-
-setup(cmdclass={"build_py": BuildWithProtos})
+setup()

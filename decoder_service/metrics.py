@@ -25,6 +25,13 @@ _engines: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _inst: dict[str, Any] = {}
 
 
+
+# Histogram bucket boundaries in seconds (OTel's defaults are millisecond-scale integers 0..10,000).
+# TTFT covers queueing + prefill (ms on a GPU, seconds on a loaded CPU); TPOT is one decode step.
+TTFT_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+TPOT_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
 def _observe(attr: str):
     def cb(_: CallbackOptions) -> Iterable[Observation]:
         return [Observation(getattr(e, attr), {"engine": e.name}) for e in list(_engines)]
@@ -45,8 +52,10 @@ def _instruments() -> dict[str, Any]:
                 ("inkstream.decoder.kv_cache.usage", "kv_usage", "1", "KV-cache tokens used / budget"),
             ]:
                 m.create_observable_gauge(name, callbacks=[_observe(attr)], unit=unit, description=desc)
-            _inst["ttft"] = m.create_histogram("inkstream.decoder.ttft", unit="s", description="arrival to first token")
-            _inst["tpot"] = m.create_histogram("inkstream.decoder.tpot", unit="s", description="mean time per output token after the first")
+            _inst["ttft"] = m.create_histogram("inkstream.decoder.ttft", unit="s", description="arrival to first token",
+                                               explicit_bucket_boundaries_advisory=list(TTFT_BUCKETS_S))
+            _inst["tpot"] = m.create_histogram("inkstream.decoder.tpot", unit="s", description="mean time per output token after the first",
+                                               explicit_bucket_boundaries_advisory=list(TPOT_BUCKETS_S))
             _inst["tokens"] = m.create_counter("inkstream.decoder.generated_tokens", unit="{token}", description="tokens decoded")
             _inst["finished"] = m.create_counter("inkstream.decoder.sequences.finished", unit="{sequence}", description="sequences ended, by reason")
         return _inst

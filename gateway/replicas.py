@@ -31,6 +31,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from inkstream.errors import Unavailable
+from inkstream import tracing
 from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES, server_options
 
 log = logging.getLogger("inkstream.gateway.replicas")
@@ -70,7 +71,9 @@ class Replica:
 
     def __init__(self, address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
         self.address = address
-        self.channel = grpc.aio.insecure_channel(address, options=server_options(max_message_bytes))
+        # Client interceptors: one CLIENT span per call, W3C trace context + request id in metadata.
+        self.channel = grpc.aio.insecure_channel(address, options=server_options(max_message_bytes),
+                                                 interceptors=tracing.client_interceptors())
         self.outstanding = 0
         self.healthy = False
         self.retired = False  # removed from DNS: finishes its work, gets no new work
