@@ -4,7 +4,7 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := fonts-dejavu-core fonts-liberation fonts-freefont-ttf tesseract-ocr
+APT_PACKAGES := fonts-dejavu fonts-liberation fonts-freefont-ttf fonts-urw-base35 fonts-noto-core fonts-crosextra-carlito fonts-crosextra-caladea fonts-texgyre tesseract-ocr
 
 .PHONY: install install-test system-packages demo test
 

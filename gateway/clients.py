@@ -10,10 +10,12 @@ decoder receives them unchanged (no dtype conversion, no copy into torch).
 
 Call shapes: one ``Encode`` stream per page (one request, one response), so every page is routed to
 the least-loaded encoder replica on its own and retried on its own; one ``Decode`` stream per page
-carrying all of the page's segments at once, so the decoder's continuous batching runs them together.
+carrying the page's segments (a bounded window of them open at a time), so the decoder's continuous batching runs them together.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -249,8 +251,11 @@ async def decode_segments(
     timeout_s: float,
     request_id: str = "",
     attempt: DecodeAttempt | None = None,
+    max_segments_in_flight: int = 32,
 ) -> DecodeAttempt:
-    """Decode ``segments`` of one page on one replica in one ``Decode`` stream (all sent at once).
+    """Decode ``segments`` of one page on one replica in one ``Decode`` stream, at most
+    ``max_segments_in_flight`` open at a time (the next is sent as one finishes), so the decoder's
+    continuous batching runs them together without overflowing its waiting queue.
 
     Fills and returns ``attempt`` (finished segments survive a later call failure, so a retry only
     re-sends the unfinished ones). Raises CallFailure when the call itself fails; a segment whose
@@ -259,9 +264,13 @@ async def decode_segments(
     attempt = attempt if attempt is not None else DecodeAttempt()
     want = {s.index: s for s in segments}
     text: dict[int, list[str]] = {i: [] for i in want}
+    # At most ``window`` segments of the page are open on the replica at once: a page with hundreds
+    # of lines (compact) must not overflow the decoder's waiting queue (RESOURCE_EXHAUSTED).
+    window = asyncio.Semaphore(max(1, max_segments_in_flight))
 
-    def requests():
+    async def requests():
         for s in segments:
+            await window.acquire()
             yield decode_request(s, task=task, max_new_tokens=max_new_tokens)
 
     call = decoder_pb2_grpc.TextDecoderStub(channel).Decode(
@@ -276,6 +285,7 @@ async def decode_segments(
             if resp.HasField("error") and resp.error.code:
                 attempt.failed[sid] = item_failure(resp.error.code, resp.error.message)
                 open_ids.discard(sid)
+                window.release()
             else:
                 if resp.text_delta:
                     text[sid].append(resp.text_delta)
@@ -290,6 +300,7 @@ async def decode_segments(
                                                         finish_reason=reason,
                                                         generated_tokens=int(resp.usage.generated_tokens))
                     open_ids.discard(sid)
+                    window.release()
             if not open_ids:
                 break
     except grpc.RpcError as err:

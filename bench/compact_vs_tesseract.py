@@ -1,0 +1,96 @@
+"""Pages per second and CER of the inkstream stack with the embedded compact model vs Tesseract.
+
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/compact_vs_tesseract.py [--in-process] [--all]``
+
+Documents: the printed-text single pages and line images of /work/shared/eval (``pages/``,
+``lines/``; ``--all`` adds the two long multi-page PDFs; the Chinese page is never included: the
+compact model does not read CJK). Both engines see the same documents in the same run, one after the
+other (the machine is shared: compare within a run, not across runs).
+
+Our side: by default a local stack (``gateway.local_stack.LocalStack``: gateway + 1 encoder + 1
+decoder process on loopback, OMP_NUM_THREADS=1 each, decoder queue ``max_waiting`` = 1,024 sequences
+because every text line is one sequence) and ``POST /v1/ocr`` per document, timed from
+upload to full text; start-up is not timed. ``--in-process`` (or when the stack cannot start) runs the
+encoder and decoder halves in this process with one torch thread and a greedy loop instead.
+Tesseract: the ``tesseract`` CLI, ``OMP_THREAD_LIMIT=1``, PDF pages rasterised at 200 dpi
+(rasterisation is timed for both engines). CER / WER as in ``inkstream eval`` (inkstream/evaluate.py).
+
+The last line is ``speed_ratio: X`` = our pages/s / Tesseract pages/s (> 1: we are faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+import shutil
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from inkstream.evaluate import (GatewayEngine, InProcessEngine, TesseractEngine, find_documents,  # noqa: E402
+                                print_table, run_engine, summary)
+
+EVAL_DIR = pathlib.Path(__file__).resolve().parents[2] / "shared" / "eval"  # ../shared beside the repo
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both engines over the documents; print tables, pages/s and ``speed_ratio``."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dir", default=str(EVAL_DIR))
+    p.add_argument("--in-process", action="store_true", help="halves in this process instead of a local stack")
+    p.add_argument("--all", action="store_true", help="also the multi-page PDFs (29 pages, slow)")
+    p.add_argument("--model", default=None, help="checkpoint (default: models/compact/weights)")
+    p.add_argument("--include", default="", help="only documents whose relative path matches this regex")
+    args = p.parse_args(argv)
+    root = pathlib.Path(args.dir)
+    folders = ("pages/", "lines/") + (("multipage/",) if args.all else ())
+    docs = [(d, g) for d, g in find_documents(root) if str(d.relative_to(root)).startswith(folders)
+            and (not args.include or re.search(args.include, str(d.relative_to(root))))]
+    if not docs:
+        print(f"no documents under {root}", file=sys.stderr)
+        return 2
+    if not shutil.which("tesseract"):
+        print("tesseract is not installed (apt-get install tesseract-ocr)", file=sys.stderr)
+        return 2
+
+    stack = None
+    if not args.in_process:
+        try:
+            from gateway.local_stack import LocalStack
+
+            # A line-level model sends one decoder sequence per text line: a dense page has 100-300.
+            # The decoder's default admission queue (64 waiting) refuses such a page, so the bench
+            # sizes it for whole pages (the gateway does not window a page's segments).
+            stack = LocalStack(args.model, env={"INKSTREAM_DECODER__MAX_WAITING": "1024"}).start()
+            ours = GatewayEngine(stack.gateway_url)
+        except Exception as exc:  # no usable stack: measure the in-process path instead, and say so
+            print(f"local stack unavailable ({type(exc).__name__}: {exc}); using the in-process path", file=sys.stderr)
+            if stack is not None:
+                stack.close()
+            stack = None
+    if stack is None:
+        ours = InProcessEngine(args.model, threads=1)
+    try:
+        run_engine(ours, docs[:1], root, verbose=False)  # warm-up (first-call allocations), not timed
+        ours_res = run_engine(ours, docs, root)
+    finally:
+        if stack is not None:
+            stack.close()
+    tess = TesseractEngine()
+    tess_res = run_engine(tess, docs, root)
+
+    print_table(ours.name, ours_res)
+    print_table(tess.name, tess_res)
+    (s_o, p_o, t_o), (s_t, p_t, t_t) = summary(ours_res), summary(tess_res)
+    ours_pps, tess_pps = p_o / max(1e-9, t_o), p_t / max(1e-9, t_t)
+    print(f"\nours: {ours_pps:.3f} pages/s, CER {100 * s_o.cer:.2f}%   tesseract: {tess_pps:.3f} pages/s, CER {100 * s_t.cer:.2f}%")
+    print(f"ours_cer: {s_o.cer:.4f}")
+    print(f"tesseract_cer: {s_t.cer:.4f}")
+    print(f"speed_ratio: {ours_pps / max(1e-9, tess_pps):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""Hugging Face-layout checkpoint of the compact family: write (export from training) and read
+(by prefix, so that each half materialises only its own tensors).
+
+Layout of a checkpoint directory::
+
+    config.json         {"inkstream_family": "compact", "model_type": "inkstream_compact",
+                         "encoder": {...EncoderConfig...}, "decoder": {...DeepseekV2Config...},
+                         "revision": str, "training": {...}}
+    model.safetensors   encoder tensors "encoder.*", decoder tensors "decoder.*" (fp32 or fp16)
+    tokenizer.json      character-level ``tokenizers`` tokenizer (models/compact/vocab.py)
+    generation_config.json  bos/eos/pad ids, max_new_tokens
+
+The training-only CTC head is not exported.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import tempfile
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from inkstream.errors import InvalidInput
+from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, build_tokenizer
+
+ENCODER_PREFIX = "encoder."
+DECODER_PREFIX = "decoder."
+WEIGHTS = "model.safetensors"
+
+
+def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, training: dict | None = None,
+                      dtype: torch.dtype = torch.float32) -> pathlib.Path:
+    """Write ``model`` (a :class:`models.compact.model.CompactOCR`) as a checkpoint directory,
+    atomically (written to a temp dir beside ``out_dir``, then renamed). Returns ``out_dir``."""
+    out_dir = pathlib.Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".export-"))
+    tensors = {}
+    for k, v in model.encoder.state_dict().items():
+        tensors[ENCODER_PREFIX + k] = v.detach().to(dtype if v.is_floating_point() else v.dtype).contiguous().clone()
+    for k, v in model.lm.state_dict().items():
+        tensors[DECODER_PREFIX + k] = v.detach().to(dtype if v.is_floating_point() else v.dtype).contiguous().clone()
+    save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt"})
+    cfg = {
+        "inkstream_family": "compact",
+        "model_type": "inkstream_compact",
+        "architectures": ["CompactEncoderHalf", "CompactDecoderHalf"],
+        "revision": revision,
+        "torch_dtype": str(dtype).removeprefix("torch."),
+        "encoder": model.encoder_config_dict(),
+        "decoder": model.lm.config.to_dict(),
+        "training": training or {},
+    }
+    (tmp / "config.json").write_text(json.dumps(cfg, indent=2, default=str))
+    (tmp / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID, "max_new_tokens": 256}, indent=2))
+    build_tokenizer().save(str(tmp / "tokenizer.json"))
+    tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint directory is meant to be shared / committed
+    for f in tmp.iterdir():
+        f.chmod(0o644)
+    if out_dir.exists():
+        old = out_dir.with_name(out_dir.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        out_dir.rename(old)
+        tmp.rename(out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(out_dir)
+    return out_dir
+
+
+def read_config(checkpoint_dir: str | pathlib.Path) -> dict:
+    """config.json of a compact checkpoint; raises InvalidInput if missing or of another family."""
+    path = pathlib.Path(checkpoint_dir) / "config.json"
+    if not path.is_file():
+        raise InvalidInput(f"{checkpoint_dir}: not a checkpoint directory (no config.json)")
+    cfg = json.loads(path.read_text())
+    if cfg.get("inkstream_family") != "compact":
+        raise InvalidInput(f"{checkpoint_dir}: not a compact checkpoint (inkstream_family={cfg.get('inkstream_family')!r})")
+    if not (pathlib.Path(checkpoint_dir) / WEIGHTS).is_file():
+        raise InvalidInput(f"{checkpoint_dir}: {WEIGHTS} missing")
+    return cfg
+
+
+def load_prefixed(checkpoint_dir: str | pathlib.Path, prefix: str) -> tuple[dict[str, torch.Tensor], set[str]]:
+    """Read only the tensors whose name starts with ``prefix`` (safetensors reads lazily per tensor).
+    Returns (state dict with the prefix stripped, set of full checkpoint tensor names read)."""
+    state, names = {}, set()
+    with safe_open(str(pathlib.Path(checkpoint_dir) / WEIGHTS), framework="pt", device="cpu") as f:
+        for name in f.keys():
+            if name.startswith(prefix):
+                state[name[len(prefix):]] = f.get_tensor(name)
+                names.add(name)
+    if not state:
+        raise InvalidInput(f"{checkpoint_dir}: no tensors with prefix {prefix!r} in {WEIGHTS}")
+    return state, names
+
+
+def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
+    """(model_id, revision): ``"inkstream-compact"`` and the first 12 hex digits of sha256 over
+    config.json + model.safetensors (the whole files: the checkpoint is a few MB)."""
+    import hashlib
+
+    root = pathlib.Path(checkpoint_dir)
+    digest = hashlib.sha256((root / "config.json").read_bytes())
+    digest.update((root / WEIGHTS).read_bytes())
+    return "inkstream-compact", digest.hexdigest()[:12]

@@ -1,0 +1,126 @@
+"""Decoder half of the ``compact`` family: character tokenizer + DeepSeek-V2 MoE causal LM.
+
+Prompt (one text line = one segment): ``[n vision tokens][<s>]``; the model then writes the line's
+characters and ``</s>``. This is exactly the sequence the model was trained on (models/compact/model.py),
+so there is one task, ``ocr``, and no free-text prompt.
+
+Batching contract of :meth:`CompactDecoderHalf.forward` (continuous batching with left padding):
+``DeepseekV2Model`` builds its causal mask from ``attention_mask`` [B, S] and its rotary embedding from
+``position_ids`` only, so a left-padded row gives the same logits as the same sequence alone when
+the caller passes 0 on pad slots (past and new) and per-row ``position_ids`` that count only real
+tokens (``attention_mask.cumsum(-1) - 1``), as ``GenerationMixin`` does.
+
+Everything runs under ``torch.no_grad()`` so KV-cache tensors are ordinary tensors a scheduler may
+slice, pad or update in place.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import torch
+from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
+
+from inkstream.errors import InvalidInput
+from models.base import DecoderHalf
+from models.compact import checkpoint as ckpt
+from models.compact.lineimage import MAX_WIDTH, WIDTH_MULTIPLE
+from models.compact.vocab import BOS_ID, EOS_ID, SPECIALS, load_tokenizer
+
+ATTN_IMPLEMENTATION = "sdpa"
+TASKS = ["ocr"]
+
+
+class CompactDecoderHalf(DecoderHalf):
+    """Tokenizer + DeepSeek-V2 MoE LM of ``compact``; see the module docstring for prompt and batching."""
+
+    family = "compact"
+
+    def __init__(self, lm: DeepseekV2ForCausalLM, tokenizer, loaded: set[str], model_id: str, revision: str,
+                 device: torch.device, dtype: torch.dtype) -> None:
+        self._lm, self.tokenizer, self._loaded = lm, tokenizer, loaded
+        self.model_id, self.revision = model_id, revision
+        cfg = lm.config
+        self.hidden_size, self.vocab_size = int(cfg.hidden_size), int(cfg.vocab_size)
+        self.device, self.dtype = device, dtype
+        self.eos_token_ids = {EOS_ID}
+        self.max_vision_tokens = MAX_WIDTH // WIDTH_MULTIPLE
+        self.max_positions = int(cfg.max_position_embeddings)
+        self.tasks, self.default_task = list(TASKS), "ocr"
+
+    @classmethod
+    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
+             dtype: torch.dtype = torch.float32) -> "CompactDecoderHalf":
+        """Read config.json, tokenizer.json and ONLY the ``decoder.*`` tensors. Raises InvalidInput for
+        a directory that is not a compact checkpoint."""
+        cfg = ckpt.read_config(checkpoint_dir)
+        dcfg = DeepseekV2Config.from_dict(cfg["decoder"])
+        dcfg._attn_implementation = ATTN_IMPLEMENTATION
+        state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.DECODER_PREFIX)
+        lm = DeepseekV2ForCausalLM(dcfg)  # a few MB: initialising it first costs nothing worth avoiding
+        lm.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+        lm = lm.to(device=device, dtype=dtype).eval()
+        try:
+            tok = load_tokenizer(checkpoint_dir)
+        except FileNotFoundError as e:
+            raise InvalidInput(f"{checkpoint_dir}: {e}") from None
+        model_id, revision = ckpt.checkpoint_identity(checkpoint_dir)
+        return cls(lm, tok, loaded, model_id, revision, torch.device(device), dtype)
+
+    def embed_prompt(self, vision_tokens: torch.Tensor, task: str, prompt: str | None = None) -> torch.Tensor:
+        """``[vision_tokens; emb(<s>)]`` -> [n_tokens + 1, H] (``dtype``, on ``device``). Raises
+        InvalidInput for an unknown task, a prompt (none is taken), a bad shape or too many tokens."""
+        if task not in TASKS:
+            raise InvalidInput(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
+        if prompt:
+            raise InvalidInput(f"task {task!r} takes no prompt")
+        if vision_tokens.ndim != 2 or vision_tokens.shape[1] != self.hidden_size or vision_tokens.shape[0] < 1:
+            raise InvalidInput(f"vision tokens must be [n_tokens, {self.hidden_size}], got {list(vision_tokens.shape)}")
+        if vision_tokens.shape[0] > self.max_vision_tokens:
+            raise InvalidInput(f"{vision_tokens.shape[0]} vision tokens exceed this model's maximum of {self.max_vision_tokens}")
+        bos = self.embed_tokens(torch.tensor([[BOS_ID]]))[0]
+        return torch.cat([vision_tokens.to(self.device, self.dtype), bos], 0)
+
+    def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """LongTensor [B, T] -> embeddings [B, T, H] (``dtype``)."""
+        with torch.no_grad():
+            return self._lm.model.embed_tokens(input_ids.to(self.device))
+
+    def new_cache(self) -> Any:
+        """An empty ``transformers.DynamicCache`` (one entry per decoder layer)."""
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self._lm.config)
+
+    def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                past_key_values: Any) -> torch.Tensor:
+        """Prefill or decode step: ``inputs_embeds`` [B, T, H], ``attention_mask`` [B, S] with
+        S = cached + T (1 = real, 0 = pad), ``position_ids`` [B, T]. Appends T positions to
+        ``past_key_values`` and returns the last position's logits [B, V] float32. Raises
+        InvalidInput on shape mismatches or a sequence beyond ``max_positions``."""
+        if past_key_values is None:
+            raise InvalidInput("past_key_values is required (use new_cache())")
+        if inputs_embeds.ndim != 3 or inputs_embeds.shape[-1] != self.hidden_size:
+            raise InvalidInput(f"inputs_embeds must be [B, T, {self.hidden_size}], got {list(inputs_embeds.shape)}")
+        b, t, _ = inputs_embeds.shape
+        s = past_key_values.get_seq_length() + t
+        if tuple(attention_mask.shape) != (b, s):
+            raise InvalidInput(f"attention_mask must be [{b}, {s}], got {list(attention_mask.shape)}")
+        if tuple(position_ids.shape) != (b, t):
+            raise InvalidInput(f"position_ids must be [{b}, {t}], got {list(position_ids.shape)}")
+        if s > self.max_positions:
+            raise InvalidInput(f"sequence of {s} positions exceeds the model's {self.max_positions}")
+        with torch.no_grad():
+            out = self._lm.model(inputs_embeds=inputs_embeds.to(self.device, self.dtype),
+                                 attention_mask=attention_mask.to(self.device), position_ids=position_ids.to(self.device),
+                                 past_key_values=past_key_values, use_cache=True)
+            return self._lm.lm_head(out.last_hidden_state[:, -1]).float()
+
+    def decode_text(self, token_ids: list[int]) -> str:
+        """Token ids -> text; special tokens (ids 0-4) are dropped."""
+        return self.tokenizer.decode([int(i) for i in token_ids if int(i) >= len(SPECIALS)], skip_special_tokens=True)
+
+    def loaded_tensor_names(self) -> set[str]:
+        """Checkpoint names of the ``decoder.*`` tensors read at load time."""
+        return set(self._loaded)

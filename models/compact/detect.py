@@ -1,0 +1,231 @@
+"""Text-line detection with the PP-OCR DB detector shipped in the rapidocr wheel, reading order, and
+line crops in page pixels.
+
+Detection: ``PP-OCRv6_det_small.onnx`` (PaddleOCR DB text detector, Liao et al., "Real-time Scene
+Text Detection with Differentiable Binarization", AAAI 2020) run with onnxruntime, with rapidocr's
+own pre-processing (``DetPreProcess``: resize to a multiple of 32, mean/std 0.5) and post-processing
+(``DBPostProcess``: threshold 0.3, box threshold 0.5, unclip ratio 1.6, dilation), the settings of
+rapidocr's ``config.yaml``. The page is padded with a white border first so that text touching the
+image edge (single-line images) is still found, and downscaled so its long side is at most
+``det_long_side`` pixels (speed; boxes are mapped back to page pixels by ``DBPostProcess``).
+
+Orientation: if most detected boxes are taller than wide the page is rotated by 90 degrees and
+detected again; the rapidocr 0/180 text-direction classifier (``ch_ppocr_mobile_v2.0_cls``) then
+decides between the two 90-degree turns (upright pages are not second-guessed: the classifier is
+only consulted for pages found sideways). Boxes are reported in the pixels of the page as received.
+
+Reading order (:func:`reading_order`): recursive XY-cut (Nagy & Seth 1984) on the line boxes. A
+vertical cut (a column gutter: an x-range crossed by at most 5 % of the boxes) is preferred, but only
+where both sides hold prose lines (several boxes much wider than tall), so table rows and margin line
+numbers stay with their rows; otherwise the block is cut at its widest horizontal gap.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+import rapidocr
+from rapidocr.ch_ppocr_det.utils import DBPostProcess, DetPreProcess
+
+RAPIDOCR_MODELS = pathlib.Path(rapidocr.__file__).parent / "models"
+DET_MODEL = RAPIDOCR_MODELS / "PP-OCRv6_det_small.onnx"
+CLS_MODEL = RAPIDOCR_MODELS / "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
+
+
+@dataclass
+class LineBox:
+    """A detected text line: ``quad`` float32 [4, 2] (x, y page pixels, clockwise from top-left),
+    ``box`` (x0, y0, x1, y1) its axis-aligned bounds, ``score`` detector confidence 0..1."""
+
+    quad: np.ndarray
+    box: tuple[float, float, float, float]
+    score: float
+
+
+def _session(path: pathlib.Path, threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+class LineDetector:
+    """PP-OCR line detector + orientation fix. ``threads``: onnxruntime intra-op threads."""
+
+    def __init__(self, det_long_side: int = 1600, threads: int = 1, pad_px: int = 24):
+        self.det_long_side, self.pad = det_long_side, pad_px
+        self.det = _session(DET_MODEL, threads)
+        self.cls = _session(CLS_MODEL, threads) if CLS_MODEL.is_file() else None
+        self.pre = DetPreProcess(limit_side_len=det_long_side, limit_type="max")
+        self.post = DBPostProcess(thresh=0.3, box_thresh=0.5, max_candidates=2000, unclip_ratio=1.6,
+                                  score_mode="fast", use_dilation=True)
+
+    def _detect(self, rgb: np.ndarray) -> list[LineBox]:
+        p = self.pad
+        padded = np.pad(rgb, ((p, p), (p, p), (0, 0)), constant_values=255)
+        x = self.pre(padded[:, :, ::-1].copy())  # rapidocr works on BGR like OpenCV
+        if x is None:
+            return []
+        pred = self.det.run(None, {self.det.get_inputs()[0].name: x})[0]
+        quads, scores = self.post(pred, padded.shape[:2])
+        h, w = rgb.shape[:2]
+        out = []
+        for q, s in zip(quads, scores):
+            q = q.astype(np.float32) - p
+            q[:, 0] = q[:, 0].clip(0, w)
+            q[:, 1] = q[:, 1].clip(0, h)
+            x0, y0, x1, y1 = float(q[:, 0].min()), float(q[:, 1].min()), float(q[:, 0].max()), float(q[:, 1].max())
+            if x1 - x0 >= 2 and y1 - y0 >= 2:
+                out.append(LineBox(q, (x0, y0, x1, y1), float(s)))
+        return out
+
+    def _upside_down(self, rgb: np.ndarray, lines: list[LineBox]) -> bool:
+        """Majority vote of the 0/180 classifier over up to 16 of the widest lines."""
+        if self.cls is None or not lines:
+            return False
+        votes = 0.0
+        for ln in sorted(lines, key=lambda l: l.box[2] - l.box[0], reverse=True)[:16]:
+            x0, y0, x1, y1 = (int(round(v)) for v in ln.box)
+            crop = Image.fromarray(rgb[y0:y1, x0:x1]).convert("RGB")
+            w = min(192, max(8, int(round(crop.width * 48 / max(1, crop.height)))))
+            a = np.asarray(crop.resize((w, 48), Image.BILINEAR), dtype=np.float32)[:, :, ::-1] / 255.0
+            inp = np.zeros((1, 3, 48, 192), dtype=np.float32)
+            inp[0, :, :, :w] = ((a - 0.5) / 0.5).transpose(2, 0, 1)
+            prob = self.cls.run(None, {self.cls.get_inputs()[0].name: inp})[0][0]
+            votes += float(prob[1] - prob[0])  # labels ["0", "180"]
+        return votes > 0
+
+    def detect(self, image: Image.Image) -> tuple[Image.Image, list[LineBox], int]:
+        """Find the text lines of ``image``. Returns (upright page image, lines in reading order with
+        boxes in the upright image's pixels, rotation applied in degrees counter-clockwise: 0, 90,
+        180 or 270)."""
+        rgb = np.asarray(image.convert("RGB"))
+        lines = self._detect(rgb)
+        rotation = 0
+        tall = sum(1 for l in lines if (l.box[3] - l.box[1]) > 1.5 * (l.box[2] - l.box[0]))
+        if lines and tall > 0.6 * len(lines):
+            image, rotation = image.rotate(90, expand=True), 90
+            rgb = np.asarray(image.convert("RGB"))
+            lines = self._detect(rgb)
+        if rotation and self._upside_down(rgb, lines):  # 90 or 270: the classifier tells
+            image, rotation = image.rotate(180, expand=True), (rotation + 180) % 360
+            rgb = np.asarray(image.convert("RGB"))
+            lines = self._detect(rgb)
+        return image, reading_order(lines), rotation
+
+
+def _gaps(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Empty stretches between the union of ``intervals`` (sorted), as (start, end) pairs."""
+    iv = sorted(intervals)
+    gaps, end = [], iv[0][1]
+    for a, b in iv[1:]:
+        if a > end:
+            gaps.append((end, a))
+        end = max(end, b)
+    return gaps
+
+
+def reading_order(lines: list[LineBox]) -> list[LineBox]:
+    """Order line boxes for reading: columns left to right, each top to bottom (recursive XY-cut)."""
+    if len(lines) <= 1:
+        return list(lines)
+    heights = sorted(l.box[3] - l.box[1] for l in lines)
+    med_h = heights[len(heights) // 2]
+    return _xy_cut(lines, med_h)
+
+
+def _is_prose(side: list[LineBox], med_h: float) -> bool:
+    wide = [l for l in side if (l.box[2] - l.box[0]) > 10 * med_h]
+    return len(wide) >= 3 and len(wide) >= 0.4 * len(side)
+
+
+def _column_gutters(lines: list[LineBox], med_h: float) -> list[tuple[float, float]]:
+    """Candidate gutters (x0, x1): runs at least 0.3 line heights wide where at most ~5 % of the boxes
+    cross (the detector's unclipped boxes of adjacent columns often touch or overlap a narrow gutter)."""
+    x_lo = int(min(l.box[0] for l in lines))
+    x_hi = int(max(l.box[2] for l in lines)) + 1
+    cover = np.zeros(x_hi - x_lo + 1, dtype=np.int32)
+    for l in lines:
+        cover[int(l.box[0]) - x_lo: int(l.box[2]) - x_lo + 1] += 1
+    tol = int(0.05 * len(lines))
+    low = cover <= tol
+    runs, start = [], None
+    for i, flag in enumerate(np.append(low, False)):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            if start > 0 and i < len(cover) and i - start >= 0.3 * med_h:  # interior runs only
+                runs.append((float(start + x_lo), float(i + x_lo)))
+            start = None
+    return runs
+
+
+def _straddler_cut(lines: list[LineBox], x_mid: float, med_h: float) -> float | None:
+    """A y position separating the boxes that cross the gutter at ``x_mid`` (wider than a line
+    height on both sides) from the column boxes, or None. Chosen so the straddlers' side is smallest."""
+    cross = [l for l in lines if l.box[0] < x_mid - med_h and l.box[2] > x_mid + med_h]
+    if not cross:
+        return None
+    best = None
+    for g0, g1 in _gaps([(l.box[1], l.box[3]) for l in lines]):
+        y = (g0 + g1) / 2
+        above = [l for l in lines if (l.box[1] + l.box[3]) / 2 < y]
+        side = above if all((c.box[1] + c.box[3]) / 2 < y for c in cross) else (
+            [l for l in lines if (l.box[1] + l.box[3]) / 2 >= y] if all((c.box[1] + c.box[3]) / 2 >= y for c in cross) else None)
+        if side is not None and (best is None or len(side) < best[0]):
+            best = (len(side), y)
+    return None if best is None else best[1]
+
+
+def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
+    if len(lines) <= 1:
+        return list(lines)
+    best = None  # (gap width in line heights, axis, position)
+    for g0, g1 in _column_gutters(lines, med_h):
+        mid = (g0 + g1) / 2
+        left = [l for l in lines if (l.box[0] + l.box[2]) / 2 < mid]
+        right = [l for l in lines if (l.box[0] + l.box[2]) / 2 >= mid]
+        if _is_prose(left, med_h) and _is_prose(right, med_h):
+            score = (g1 - g0) / med_h
+            if best is None or score > best[0]:
+                best = (score, "x", mid)
+    if best is None:
+        for g0, g1 in _gaps([(l.box[1], l.box[3]) for l in lines]):
+            score = (g1 - g0) / med_h
+            if best is None or score > best[0]:
+                best = (score, "y", (g0 + g1) / 2)
+    if best is None:  # overlapping boxes everywhere: rows top to bottom, then left to right
+        return sorted(lines, key=lambda l: ((l.box[1] + l.box[3]) / 2 // max(1.0, med_h * 0.5), l.box[0]))
+    _, axis, mid = best
+    if axis == "x":  # a title / running head spanning the columns is read before (or after) them
+        y_cut = _straddler_cut(lines, mid, med_h)
+        if y_cut is not None:
+            axis, mid = "y", y_cut
+    k = 0 if axis == "x" else 1
+    first = [l for l in lines if (l.box[k] + l.box[k + 2]) / 2 < mid]
+    second = [l for l in lines if (l.box[k] + l.box[k + 2]) / 2 >= mid]
+    if not first or not second:
+        return sorted(lines, key=lambda l: (l.box[1], l.box[0]))
+    return _xy_cut(first, med_h) + _xy_cut(second, med_h)
+
+
+def crop_line(image: Image.Image, line: LineBox) -> Image.Image:
+    """The line's pixels: axis-aligned crop for (nearly) horizontal boxes, else a perspective warp
+    of the quad (rapidocr's ``get_rotate_crop_image``)."""
+    q = line.quad
+    dy = abs(float(q[1, 1] - q[0, 1]))
+    if dy < 0.25 * max(1.0, line.box[3] - line.box[1]):
+        x0, y0, x1, y1 = (int(round(v)) for v in line.box)
+        return image.crop((x0, y0, max(x1, x0 + 1), max(y1, y0 + 1)))
+    from rapidocr.utils.process_img import get_rotate_crop_image
+
+    arr = get_rotate_crop_image(np.asarray(image.convert("RGB")), q.astype(np.float32))
+    return Image.fromarray(arr)

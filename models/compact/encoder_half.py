@@ -1,0 +1,145 @@
+"""Encoder half of the ``compact`` family: page -> text lines (PP-OCR detector) -> vision tokens.
+
+``preprocess`` (CPU, per page): detect the text lines and fix page orientation
+(:class:`models.compact.detect.LineDetector`), order them for reading (columns, then top to bottom),
+crop each line and normalise it to a [1, 32, W] ink map (:func:`models.compact.lineimage.normalise_line`).
+Each line is then zero-padded (paper) to a width bucket (a multiple of ``BUCKET_PX`` = 64 pixels), so
+its vision tokens do not depend on which other lines share its forward pass.
+
+``encode_batch``: all lines of all pages in the batch are grouped by bucket width and run through the
+line encoder (timm ResNet trunk + conv token compressor + projector, :class:`models.compact.model.LineEncoder`);
+each line keeps its first ``width/16`` tokens (one vision token per 16 columns of the 32-px-high
+line). One :class:`SegmentTokens` per line, in reading order, with the line's box in the pixels of
+the page as received (for a page found sideways the box is mapped back through the rotation).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import torch
+from PIL import Image
+
+from inkstream.errors import InvalidInput
+from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, SegmentTokens
+from models.compact import checkpoint as ckpt
+from models.compact.detect import LineDetector, crop_line
+from models.compact.lineimage import LINE_HEIGHT, MAX_WIDTH, WIDTH_MULTIPLE, normalise_line, normalised_width
+from models.compact.model import EncoderConfig, LineEncoder
+
+BUCKET_PX = 64
+MAX_LINES_PER_FORWARD = 64
+# 200 dpi US letter (11 in x 200 = 2200 px long side): what the line crops were trained to resemble.
+MODES = {"lines": ModeSpec(name="lines", page_long_side_px=2200, max_vision_tokens=MAX_WIDTH // WIDTH_MULTIPLE)}
+MIN_PAGE_PX = 8
+
+
+def _unrotate_box(box: tuple[float, float, float, float], rotation: int, w: int, h: int) -> tuple[float, float, float, float]:
+    """Map a box in the upright image back to the received page (PIL ``rotate(deg, expand=True)``
+    turned the received ``w`` x ``h`` page counter-clockwise by ``rotation`` degrees)."""
+    x0, y0, x1, y1 = box
+    if rotation == 90:  # upright (u, v) <- received (x, y): u = y, v = w - x
+        return (w - y1, x0, w - y0, x1)
+    if rotation == 180:
+        return (w - x1, h - y1, w - x0, h - y0)
+    if rotation == 270:
+        return (y0, h - x1, y1, h - x0)
+    return box
+
+
+class CompactEncoderHalf(EncoderHalf):
+    """Line detector + line encoder; see the module docstring. Vision tokens are [n, hidden] in ``dtype``."""
+
+    family = "compact"
+
+    def __init__(self, encoder: LineEncoder, loaded: set[str], model_id: str, revision: str, hidden: int,
+                 device: torch.device, dtype: torch.dtype, detector: LineDetector) -> None:
+        self._encoder, self._loaded, self._detector = encoder, loaded, detector
+        self.model_id, self.revision, self.hidden_size = model_id, revision, hidden
+        self.device, self.dtype, self.default_mode = device, dtype, "lines"
+
+    @classmethod
+    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: torch.dtype = torch.float32,
+             detector_threads: int = 1) -> "CompactEncoderHalf":
+        """Read config.json and ONLY the ``encoder.*`` tensors; build the line encoder and the ONNX
+        line detector. Raises InvalidInput for a directory that is not a compact checkpoint."""
+        cfg = ckpt.read_config(checkpoint_dir)
+        enc_cfg = EncoderConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg["encoder"].items()})
+        hidden = int(cfg["decoder"]["hidden_size"])
+        state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.ENCODER_PREFIX)
+        enc = LineEncoder(enc_cfg, hidden)
+        enc.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+        enc = enc.to(device=device, dtype=dtype).eval()
+        model_id, revision = ckpt.checkpoint_identity(checkpoint_dir)
+        return cls(enc, loaded, model_id, revision, hidden, torch.device(device), dtype, LineDetector(threads=detector_threads))
+
+    def modes(self) -> list[ModeSpec]:
+        """One mode, ``lines``: pages rasterised at 2,200 px long side, <= 160 vision tokens per line."""
+        return list(MODES.values())
+
+    def prepare_lines(self, crops: list[Image.Image]) -> list[torch.Tensor]:
+        """Normalise line crops -> [1, 32, W_bucket] float32 each (W_bucket a multiple of 64)."""
+        out = []
+        for crop in crops:
+            x = normalise_line(crop)
+            bucket = min(MAX_WIDTH, -(-x.shape[-1] // BUCKET_PX) * BUCKET_PX)
+            padded = torch.zeros(1, LINE_HEIGHT, max(bucket, x.shape[-1]))
+            padded[:, :, : x.shape[-1]] = x
+            out.append(padded)
+        return out
+
+    def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
+        """Page -> PreparedPage with ``tensors["line_<i>"]`` [1, 32, W] per line and ``meta`` holding
+        ``n_tokens`` (list[int]), ``boxes`` (page pixels) and ``rotation``. Raises InvalidInput for an
+        unknown mode or a page smaller than 8 x 8 pixels."""
+        if mode not in MODES:
+            raise InvalidInput(f"unknown mode {mode!r}; known modes: {', '.join(MODES)}")
+        if image.width < MIN_PAGE_PX or image.height < MIN_PAGE_PX:
+            raise InvalidInput(f"page of {image.width}x{image.height} px is too small (min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
+        upright, lines, rotation = self._detector.detect(image)
+        crops = [crop_line(upright, ln) for ln in lines]
+        tensors, n_tokens = {}, []
+        for i, (crop, x) in enumerate(zip(crops, self.prepare_lines(crops))):
+            tensors[f"line_{i}"] = x
+            n_tokens.append(normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE)
+        boxes = [_unrotate_box(ln.box, rotation, image.width, image.height) for ln in lines]
+        return PreparedPage(batch_key="compact-lines", tensors=tensors, width=image.width, height=image.height,
+                            meta={"n_tokens": n_tokens, "boxes": boxes, "rotation": rotation})
+
+    def encode_lines(self, lines: list[torch.Tensor], n_tokens: list[int]) -> list[torch.Tensor]:
+        """Bucketed lines [1, 32, W] -> vision tokens [n_tokens[i], hidden] (``dtype``, CPU), same order."""
+        out: list[torch.Tensor | None] = [None] * len(lines)
+        by_width: dict[int, list[int]] = {}
+        for i, x in enumerate(lines):
+            by_width.setdefault(int(x.shape[-1]), []).append(i)
+        with torch.no_grad():
+            for width, idx in by_width.items():
+                for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
+                    chunk = idx[s: s + MAX_LINES_PER_FORWARD]
+                    batch = torch.stack([lines[i] for i in chunk]).to(self.device, self.dtype)
+                    tokens, _ = self._encoder(batch)
+                    for j, i in enumerate(chunk):
+                        out[i] = tokens[j, : n_tokens[i]].to("cpu").contiguous()
+        return out  # type: ignore[return-value]
+
+    def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
+        """Encode all lines of ``pages`` (grouped by width across pages); one EncodedPage per page."""
+        flat, ntok, owner = [], [], []
+        for p, page in enumerate(pages):
+            n = page.meta["n_tokens"]
+            for i in range(len(n)):
+                flat.append(page.tensors[f"line_{i}"])
+                ntok.append(n[i])
+                owner.append(p)
+        tokens = self.encode_lines(flat, ntok) if flat else []
+        result = [EncodedPage(segments=[], width=pg.width, height=pg.height) for pg in pages]
+        per_page_index = [0] * len(pages)
+        for t, p in zip(tokens, owner):
+            box = pages[p].meta["boxes"][per_page_index[p]]
+            per_page_index[p] += 1
+            result[p].segments.append(SegmentTokens(vision_tokens=t, box=tuple(float(v) for v in box)))
+        return result
+
+    def loaded_tensor_names(self) -> set[str]:
+        """Checkpoint names of the ``encoder.*`` tensors read at load time."""
+        return set(self._loaded)

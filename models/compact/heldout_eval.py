@@ -1,0 +1,76 @@
+"""Greedy CER of a compact checkpoint on held-out synthetic lines (held-out texts x held-out fonts,
+same degradations as training), through the serving halves (encoder half's line encoder + decoder
+half + :func:`models.compact.inprocess.greedy_segments`).
+
+Run: ``OMP_NUM_THREADS=1 python -m models.compact.heldout_eval [--model DIR] [--lines 2000]``.
+Prints corpus CER (total edits / total reference characters), exact-line accuracy and the worst
+examples; the last line is ``heldout_cer: X``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+import torch
+from rapidfuzz.distance import Levenshtein
+
+from models.compact.corpus import build_corpus
+from models.compact.data import fixed_eval_set
+from models.compact.decoder_half import CompactDecoderHalf
+from models.compact.encoder_half import CompactEncoderHalf
+from models.compact.inprocess import greedy_segments
+from models.compact.render import find_fonts
+
+DEFAULT_MODEL = pathlib.Path(__file__).resolve().parent / "weights"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Evaluate; returns 0."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=str(DEFAULT_MODEL))
+    p.add_argument("--lines", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--batch", type=int, default=48)
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    enc, dec = CompactEncoderHalf.load(args.model), CompactDecoderHalf.load(args.model)
+    corpus = build_corpus()
+    _, eval_fonts = find_fonts()
+    t0 = time.time()
+    samples = fixed_eval_set(corpus.eval, eval_fonts, args.lines, seed=args.seed)
+    t1 = time.time()
+    edits = chars = exact = 0
+    worst: list[tuple[float, str, str]] = []
+    for s in range(0, len(samples), args.batch):
+        chunk = samples[s: s + args.batch]
+        xs = [c[0] for c in chunk]
+        tokens = enc.encode_lines([_bucket(x) for x in xs], [x.shape[-1] // 16 for x in xs])
+        for ids, c in zip(greedy_segments(dec, tokens), chunk):
+            hyp, ref = dec.decode_text(ids), c[1]
+            d = Levenshtein.distance(hyp, ref)
+            edits, chars, exact = edits + d, chars + len(ref), exact + (hyp == ref)
+            worst.append((d / max(1, len(ref)), hyp, ref))
+    worst.sort(reverse=True)
+    print(f"{len(samples)} held-out lines ({len(eval_fonts)} held-out fonts), rendered in {t1 - t0:.0f}s, read in {time.time() - t1:.0f}s")
+    print(f"exact lines: {exact}/{len(samples)} ({100 * exact / len(samples):.1f}%)")
+    for e, hyp, ref in worst[:8]:
+        print(f"  cer {100 * e:5.1f}%  ref {ref!r}\n               hyp {hyp!r}")
+    print(f"heldout_cer: {edits / max(1, chars):.4f}")
+    return 0
+
+
+def _bucket(x: torch.Tensor) -> torch.Tensor:
+    """Pad a normalised line to the encoder half's 64-px width bucket (as ``prepare_lines`` does)."""
+    from models.compact.encoder_half import BUCKET_PX
+
+    w = -(-x.shape[-1] // BUCKET_PX) * BUCKET_PX
+    out = torch.zeros(1, x.shape[1], w)
+    out[:, :, : x.shape[-1]] = x
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,81 @@
+"""In-process OCR with an encoder half and a decoder half: no services, a simple batched greedy loop.
+
+This is the slow, obviously-correct reference path next to the served stack (gateway -> encoder ->
+decoder with continuous batching): all segments of a page are prefilled together (left padding,
+``attention_mask`` 0 on pads, ``position_ids = cumsum(mask) - 1``) and decoded greedily until each
+emits an end-of-sequence token or ``max_new_tokens``. Works with any family's halves.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from PIL import Image
+
+from models.base import DecoderHalf, EncoderHalf
+
+
+@dataclass
+class PageResult:
+    """Text of one page (segments joined by newlines) and timings in seconds."""
+
+    text: str
+    lines: list[str]
+    boxes: list[tuple[float, float, float, float]]
+    n_vision_tokens: int
+    encode_s: float
+    decode_s: float
+    extra: dict = field(default_factory=dict)
+
+
+def greedy_segments(dec: DecoderHalf, segments: list[torch.Tensor], task: str | None = None,
+                    max_new_tokens: int = 256, batch_size: int = 32) -> list[list[int]]:
+    """Greedy decoding of several segments' vision tokens ([n_i, H] each) in left-padded batches.
+    Returns the generated ids per segment (EOS excluded)."""
+    task = task or dec.default_task
+    out: list[list[int]] = [[] for _ in segments]
+    order = sorted(range(len(segments)), key=lambda i: segments[i].shape[0])
+    for s in range(0, len(order), batch_size):
+        idx = order[s: s + batch_size]
+        prompts = [dec.embed_prompt(segments[i], task) for i in idx]
+        L, B = max(p.shape[0] for p in prompts), len(prompts)
+        x = prompts[0].new_zeros(B, L, prompts[0].shape[-1])
+        mask = torch.zeros(B, L, dtype=torch.long)
+        for j, p in enumerate(prompts):
+            x[j, L - p.shape[0]:] = p
+            mask[j, L - p.shape[0]:] = 1
+        pos = (mask.cumsum(1) - 1).clamp(min=0)
+        cache = dec.new_cache()
+        limit = min(max_new_tokens, dec.max_positions - L)
+        logits = dec.forward(x, mask, pos, cache)
+        done = torch.zeros(B, dtype=torch.bool)
+        for _ in range(max(0, limit)):
+            nxt = logits.argmax(-1)
+            for j in range(B):
+                if not done[j]:
+                    if int(nxt[j]) in dec.eos_token_ids:
+                        done[j] = True
+                    else:
+                        out[idx[j]].append(int(nxt[j]))
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long)], 1)
+            pos = pos[:, -1:] + 1
+            logits = dec.forward(dec.embed_tokens(nxt[:, None]), mask, pos, cache)
+    return out
+
+
+def ocr_page(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, mode: str | None = None,
+             max_new_tokens: int = 256) -> PageResult:
+    """Encode one RGB page and greedily decode all its segments; segment texts joined by newlines."""
+    t0 = time.perf_counter()
+    prepared = enc.preprocess(image.convert("RGB"), mode or enc.default_mode)
+    page = enc.encode_batch([prepared])[0]
+    t1 = time.perf_counter()
+    ids = greedy_segments(dec, [s.vision_tokens for s in page.segments], max_new_tokens=max_new_tokens)
+    lines = [dec.decode_text(i).strip() for i in ids]
+    t2 = time.perf_counter()
+    return PageResult(text="\n".join(lines), lines=lines, boxes=[s.box for s in page.segments],
+                      n_vision_tokens=page.n_vision_tokens, encode_s=t1 - t0, decode_s=t2 - t1)

@@ -1,0 +1,51 @@
+"""Normalisation of one text-line image into the encoder's input tensor, shared by training and
+inference so that both see identical pixels statistics.
+
+A line image (any size, grayscale or RGB) is converted to 8-bit gray, resized to
+``LINE_HEIGHT`` = 32 pixels keeping its aspect ratio (bilinear, PIL's ``Image.resize`` with
+``reducing_gap`` for good downscaling), contrast-stretched between its 2nd and 98th gray percentile
+(robust to uneven illumination and faint print), inverted so ink is 1.0 and paper 0.0, and padded on
+the right with paper to a multiple of ``WIDTH_MULTIPLE`` = 16 pixels (the encoder's stride, so that
+every vision token sees real columns).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from PIL import Image
+
+LINE_HEIGHT = 32  # pixels: the height every line is resized to
+WIDTH_MULTIPLE = 16  # pixels per vision token (encoder stride 8 x compressor stride 2)
+MIN_WIDTH = 32  # pixels after resizing
+MAX_WIDTH = 2560  # pixels after resizing (=160 vision tokens, about 200 characters)
+
+
+def normalised_width(width: int, height: int) -> int:
+    """Width in pixels of a ``width`` x ``height`` line after resizing and padding (multiple of 16)."""
+    w = int(round(width * LINE_HEIGHT / max(1, height)))
+    w = min(MAX_WIDTH, max(MIN_WIDTH, w))
+    return int(-(-w // WIDTH_MULTIPLE) * WIDTH_MULTIPLE)
+
+
+def normalise_line(image: Image.Image) -> torch.Tensor:
+    """Line image -> float32 tensor [1, 32, W] with ink ~1 and paper ~0, W a multiple of 16.
+
+    Raises ValueError for an empty (zero-sized) image. Lines wider than ``MAX_WIDTH`` after
+    resizing are squeezed horizontally to ``MAX_WIDTH`` pixels.
+    """
+    if image.width < 1 or image.height < 1:
+        raise ValueError(f"empty line image {image.width}x{image.height}")
+    gray = image.convert("L")
+    w = int(round(gray.width * LINE_HEIGHT / gray.height))
+    w = min(MAX_WIDTH, max(MIN_WIDTH, w))
+    gray = gray.resize((w, LINE_HEIGHT), Image.BILINEAR, reducing_gap=2.0)
+    a = np.asarray(gray, dtype=np.float32)
+    lo, hi = np.percentile(a, (2.0, 98.0))
+    if hi - lo < 16.0:  # nearly uniform crop: keep absolute levels instead of amplifying noise
+        lo, hi = min(lo, 0.0), max(hi, 255.0)
+    ink = np.clip((hi - a) / (hi - lo), 0.0, 1.0)
+    full = normalised_width(w, LINE_HEIGHT)
+    out = np.zeros((1, LINE_HEIGHT, full), dtype=np.float32)
+    out[0, :, :w] = ink
+    return torch.from_numpy(out)

@@ -1,0 +1,216 @@
+"""``inkstream train-compact``: train the compact OCR model on synthetic lines (CPU, resumable).
+
+Teacher forcing with cross-entropy on the text (+ ``--ctc-weight`` x CTC on the encoder's stride-8
+features), AdamW, linear warm-up then cosine decay (``--steps`` total), gradient clipping at 1.0.
+Every ``--ckpt-every`` steps the full training state is saved to ``OUT/state.pt`` (atomic rename);
+rerunning the same command resumes from it. Every ``--eval-every`` steps greedy CER on a fixed set of
+held-out lines (held-out fonts and texts) is measured, the model is exported in Hugging Face layout to
+``OUT/export`` (see checkpoint.py), ``OUT/log.jsonl`` / ``OUT/train.log`` are appended and the
+learning curve ``OUT/curve.png`` (matplotlib) is redrawn.
+
+Example: ``nice -n 5 inkstream train-compact --out runs/compact --steps 8000``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import time
+
+import torch
+
+from models.compact.checkpoint import export_checkpoint
+from models.compact.corpus import Corpus, build_corpus, split_lines
+from models.compact.data import SyntheticLines, collate, fixed_eval_set
+from models.compact.model import CompactOCR, EncoderConfig, decoder_config
+from models.compact.render import find_fonts
+from models.compact.vocab import build_tokenizer, decode
+
+
+def texts_corpus(path: str) -> Corpus:
+    """A :class:`Corpus` from a text file (one line per text), split like :func:`build_corpus`."""
+    lines = [l.strip() for l in pathlib.Path(path).read_text(encoding="utf-8").splitlines() if l.strip()]
+    corpus = split_lines(lines)
+    if not corpus.eval:  # tiny files: evaluate on the training texts rather than on nothing
+        corpus.eval = list(corpus.train)
+    return corpus
+
+
+def cer(hyp: str, ref: str) -> float:
+    """Character error rate: Levenshtein distance / len(ref) (rapidfuzz)."""
+    from rapidfuzz.distance import Levenshtein
+
+    return Levenshtein.distance(hyp, ref) / max(1, len(ref))
+
+
+def evaluate_lines(model: CompactOCR, samples: list, batch: int = 32) -> tuple[float, list[tuple[str, str]]]:
+    """Greedy-decode ``samples`` [(image, text)]; returns (corpus CER = total edits / total chars, pairs)."""
+    from rapidfuzz.distance import Levenshtein
+
+    tok = build_tokenizer()
+    model.eval()
+    edits, chars, pairs = 0, 0, []
+    order = sorted(range(len(samples)), key=lambda i: samples[i][0].shape[-1])
+    for s in range(0, len(order), batch):
+        chunk = [samples[i] for i in order[s: s + batch]]
+        images, n_tokens, _, texts, _ = collate(chunk, tok)
+        for ids, ref in zip(model.greedy(images, n_tokens, max_new=min(250, int(1.3 * max(len(t) for t in texts)) + 10)), texts):
+            hyp = decode(tok, ids)
+            edits += Levenshtein.distance(hyp, ref)
+            chars += len(ref)
+            pairs.append((hyp, ref))
+    model.train()
+    return edits / max(1, chars), pairs
+
+
+def plot_curve(log_path: pathlib.Path, png: pathlib.Path) -> None:
+    """Redraw the learning curve (train loss, held-out CER vs step) from log.jsonl."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(l) for l in log_path.read_text().splitlines() if l.strip()]
+    tr = [r for r in rows if r["kind"] == "train"]
+    ev = [r for r in rows if r["kind"] == "eval"]
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    ax[0].plot([r["step"] for r in tr], [r["ce"] for r in tr], label="cross-entropy")
+    ax[0].plot([r["step"] for r in tr], [r["ctc"] for r in tr], label="CTC (aux)", alpha=0.6)
+    ax[0].set_yscale("log"); ax[0].set_xlabel("step"); ax[0].set_ylabel("train loss"); ax[0].legend()
+    ax[1].plot([r["step"] for r in ev], [100 * r["cer"] for r in ev], marker="o")
+    ax[1].set_yscale("log"); ax[1].set_xlabel("step"); ax[1].set_ylabel("held-out CER (%)")
+    ax[1].set_title("greedy CER, held-out fonts + texts")
+    fig.tight_layout(); fig.savefig(png, dpi=90); plt.close(fig)
+
+
+def progress(step: int, seconds: float, args: argparse.Namespace) -> float:
+    """Fraction of the schedule done: the larger of steps / --steps and seconds / --hours."""
+    p = step / max(1, args.steps)
+    if args.hours > 0:
+        p = max(p, seconds / (3600.0 * args.hours))
+    return min(1.0, p)
+
+
+def _lr(step: int, prog: float, peak: float, warmup: int) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine decay to 2 % of ``peak`` at progress 1."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    p = prog
+    return peak * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="inkstream train-compact", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="runs/compact", help="run directory (state, log, export)")
+    p.add_argument("--steps", type=int, default=8000, help="total optimiser steps (cosine schedule length)")
+    p.add_argument("--max-steps-this-run", type=int, default=0, help="stop after this many steps in this invocation (0 = no limit)")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1.5e-3)
+    p.add_argument("--warmup", type=int, default=300)
+    p.add_argument("--ctc-weight", type=float, default=0.3)
+    p.add_argument("--att-weight", type=float, default=0.5, help="weight of the supervised-attention loss (0 = off)")
+    p.add_argument("--hours", type=float, default=0.0, help="training-time budget: the schedule ends at whichever of --steps / --hours comes first (0 = steps only)")
+    p.add_argument("--hidden", type=int, default=160)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--max-chars", type=int, default=110)
+    p.add_argument("--eval-every", type=int, default=400)
+    p.add_argument("--eval-lines", type=int, default=128)
+    p.add_argument("--ckpt-every", type=int, default=200)
+    p.add_argument("--log-every", type=int, default=25)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--workers", type=int, default=1, help="DataLoader worker processes rendering lines")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--texts", default="", help="UTF-8 file of training texts, one per line, instead of the local corpus "
+                   "(held-out split by crc32 as in corpus.py; used by tests)")
+    p.add_argument("--enc-channels", default="32,64", help="trunk stage widths (tests use smaller ones)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train (or resume) the compact model; returns 0 when ``--steps`` are done."""
+    args = parse_args(list(argv or []))
+    torch.set_num_threads(args.threads)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_path, state_path = out / "log.jsonl", out / "state.pt"
+    textlog = open(out / "train.log", "a", buffering=1)
+
+    def say(msg: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {msg}"
+        print(line, flush=True)
+        textlog.write(line + "\n")
+
+    corpus = texts_corpus(args.texts) if args.texts else build_corpus()
+    train_fonts, eval_fonts = find_fonts()
+    say(f"corpus: {len(corpus.train)} train / {len(corpus.eval)} held-out text lines; fonts: {len(train_fonts)} train / {len(eval_fonts)} held-out")
+    tok = build_tokenizer()
+    enc_cfg = EncoderConfig(channels=tuple(int(c) for c in args.enc_channels.split(",")))
+    model = CompactOCR(enc_cfg, decoder_config(tok.get_vocab_size(), args.hidden, args.layers))
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    step, seconds = 0, 0.0
+    if state_path.is_file():
+        st = torch.load(state_path, map_location="cpu", weights_only=False)
+        model.load_state_dict(st["model"]); opt.load_state_dict(st["opt"])
+        step, seconds = st["step"], st.get("seconds", 0.0)
+        say(f"resumed from step {step} ({seconds / 3600:.2f} h trained)")
+    say(f"params: encoder {sum(p.numel() for p in model.encoder.parameters()) / 1e6:.2f} M, decoder {sum(p.numel() for p in model.lm.parameters()) / 1e6:.2f} M")
+    eval_set = fixed_eval_set(corpus.eval, eval_fonts, args.eval_lines, seed=7, max_chars=args.max_chars)
+    ds = SyntheticLines(corpus.train, train_fonts, args.batch, seed=args.seed + step, max_chars=args.max_chars)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers, prefetch_factor=4 if args.workers else None,
+                                         persistent_workers=bool(args.workers))
+    model.train()
+    t_last, started, agg = time.time(), step, {"ce": 0.0, "ctc": 0.0, "att": 0.0, "n": 0, "chars": 0, "tokens": 0}
+
+    def save_state() -> None:
+        tmp = state_path.with_suffix(".tmp")
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "seconds": seconds, "args": vars(args)}, tmp)
+        os.replace(tmp, state_path)
+
+    for images, n_tokens, ids, _texts, align in loader:
+        if progress(step, seconds, args) >= 1.0 or (args.max_steps_this_run and step - started >= args.max_steps_this_run):
+            break
+        for g in opt.param_groups:
+            g["lr"] = _lr(step, progress(step, seconds, args), args.lr, args.warmup)
+        ce, ctc = model(images, n_tokens, ids, align if args.att_weight > 0 else None)
+        att = model.last_attention_loss
+        loss = ce + args.ctc_weight * ctc + args.att_weight * att
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        now = time.time(); seconds += now - t_last; t_last = now
+        agg["ce"] += float(ce.detach()); agg["ctc"] += float(ctc.detach()); agg["att"] += float(att.detach()); agg["n"] += 1
+        agg["chars"] += sum(len(i) for i in ids); agg["tokens"] += int(n_tokens.sum())
+        if step % args.log_every == 0:
+            row = {"kind": "train", "step": step, "ce": agg["ce"] / agg["n"], "ctc": agg["ctc"] / agg["n"], "att": agg["att"] / agg["n"],
+                   "lr": opt.param_groups[0]["lr"], "hours": seconds / 3600, "chars_per_vision_token": agg["chars"] / max(1, agg["tokens"])}
+            with open(log_path, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            say(f"step {step} ce {row['ce']:.4f} ctc {row['ctc']:.4f} att {row['att']:.3f} lr {row['lr']:.2e} "
+                f"{seconds / max(1, step):.2f}s/step-avg chars/token {row['chars_per_vision_token']:.2f}")
+            agg = {"ce": 0.0, "ctc": 0.0, "att": 0.0, "n": 0, "chars": 0, "tokens": 0}
+        if step % args.ckpt_every == 0:
+            save_state()
+        if step % args.eval_every == 0 or progress(step, seconds, args) >= 1.0:
+            t0 = time.time()
+            c, pairs = evaluate_lines(model, eval_set)
+            with open(log_path, "a") as fh:
+                fh.write(json.dumps({"kind": "eval", "step": step, "cer": c, "hours": seconds / 3600}) + "\n")
+            say(f"eval step {step}: held-out CER {100 * c:.2f}% ({time.time() - t0:.0f}s); e.g. {pairs[len(pairs) // 2]}")
+            export_checkpoint(model, out / "export", revision=f"step{step}",
+                              training={"step": step, "hours": round(seconds / 3600, 3), "heldout_cer": round(c, 5)})
+            plot_curve(log_path, out / "curve.png")
+            t_last = time.time()
+    save_state()
+    say(f"done at step {step}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

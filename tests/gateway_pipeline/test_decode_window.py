@@ -1,0 +1,63 @@
+"""A page with many segments is decoded through a bounded window, never overflowing the decoder."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import torch
+
+from gateway.clients import VisionSegment, decode_segments
+from inkstream import wire
+from inkstream.pb import decoder_pb2, decoder_pb2_grpc
+
+
+class _CountingDecoder(decoder_pb2_grpc.TextDecoderServicer):
+    """Answers each segment with its id as text after a short delay; records the most segments that
+    were open (received, not yet answered) at once, like a decoder's running + waiting queue."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.peak = 0
+
+    async def Decode(self, request_iterator, context):  # noqa: N802 - gRPC method name
+        out: asyncio.Queue = asyncio.Queue()
+
+        async def finish(sid: int) -> None:
+            await asyncio.sleep(0.002)
+            self.open -= 1
+            await out.put(decoder_pb2.DecodeResponse(segment_id=sid, text_delta=f"s{sid}",
+                                                     finish_reason=decoder_pb2.FINISH_REASON_STOP))
+
+        async def reader() -> None:
+            async for req in request_iterator:
+                self.open += 1
+                self.peak = max(self.peak, self.open)
+                asyncio.ensure_future(finish(req.segment_id))
+
+        task = asyncio.ensure_future(reader())
+        answered = 0
+        while answered < 200:
+            yield await out.get()
+            answered += 1
+        await task
+
+
+async def test_two_hundred_segments_never_more_than_window_open():
+    servicer = _CountingDecoder()
+    server = grpc.aio.server()
+    decoder_pb2_grpc.add_TextDecoderServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        t = wire.to_wire(torch.zeros(3, 4))
+        segs = [VisionSegment(index=i, shape=(3, 4), dtype=t.dtype, data=t.data, box=(0.0, float(i), 10.0, i + 1.0))
+                for i in range(200)]
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+            attempt = await decode_segments(ch, segs, task="ocr", max_new_tokens=8, timeout_s=30,
+                                            max_segments_in_flight=16)
+        assert sorted(attempt.done) == list(range(200))
+        assert all(attempt.done[i].text == f"s{i}" for i in range(200))
+        assert 1 < servicer.peak <= 16
+    finally:
+        await server.stop(None)

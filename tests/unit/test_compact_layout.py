@@ -1,0 +1,65 @@
+"""Unit tests of the compact family's pure helpers: reading order, line normalisation, vocabulary,
+evaluation scoring (no model needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from inkstream.evaluate import find_documents, fold, score
+from models.compact.detect import LineBox, reading_order
+from models.compact.lineimage import LINE_HEIGHT, WIDTH_MULTIPLE, normalise_line
+from models.compact.vocab import UNK_ID, build_tokenizer, decode, encode
+
+
+def _box(x0, y0, x1, y1) -> LineBox:
+    q = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float32)
+    return LineBox(q, (x0, y0, x1, y1), 0.9)
+
+
+def test_two_columns_under_a_title_read_column_by_column():
+    title = _box(100, 50, 1500, 90)
+    left = [_box(100, 150 + 40 * i, 760, 180 + 40 * i) for i in range(10)]
+    right = [_box(840, 150 + 40 * i, 1500, 180 + 40 * i) for i in range(10)]
+    shuffled = right[::-1] + [title] + left[::2] + left[1::2]
+    assert reading_order(shuffled) == [title] + left + right
+
+
+def test_table_rows_stay_rows():
+    rows = []
+    for i in range(8):  # short cells in 3 columns, row-aligned: a table, not text columns
+        rows += [_box(100, 100 + 40 * i, 300, 130 + 40 * i), _box(500, 100 + 40 * i, 640, 130 + 40 * i),
+                 _box(900, 100 + 40 * i, 1000, 130 + 40 * i)]
+    assert reading_order(rows[::-1]) == rows
+
+
+def test_normalise_line_shape_and_polarity():
+    img = Image.new("L", (300, 60), 255)
+    img.paste(0, (20, 20, 120, 40))
+    x = normalise_line(img)
+    assert x.shape[:2] == (1, LINE_HEIGHT) and x.shape[2] % WIDTH_MULTIPLE == 0
+    assert x.shape[2] >= 160 and float(x.max()) == pytest.approx(1.0) and float(x[0, 0, 0]) == 0.0
+    with pytest.raises(ValueError):
+        normalise_line(Image.new("L", (0, 5)))
+
+
+def test_vocab_roundtrip_and_unknown():
+    tok = build_tokenizer()
+    text = "Prix: 12,50 € — «Grüße» naïve café §3 ½"
+    assert decode(tok, encode(tok, text)) == text
+    assert encode(tok, "漢")[0] == UNK_ID
+    assert decode(tok, encode(tok, "e\u0301")) == "é"  # NFC
+
+
+def test_score_folds_whitespace_and_pages(tmp_path):
+    s = score("Hello  world\n\fsecond page", "Hello world second page")
+    assert s.char_edits == 0 and s.word_edits == 0
+    s = score("Helo world", "Hello world")
+    assert s.char_edits == 1 and s.ref_chars == 11 and s.word_edits == 1 and s.ref_words == 2
+    assert fold(" a\t\tb \n") == "a b"
+    (tmp_path / "sub").mkdir()
+    Image.new("RGB", (10, 10)).save(tmp_path / "sub" / "p.png")
+    (tmp_path / "sub" / "p.gt.txt").write_text("x")
+    Image.new("RGB", (10, 10)).save(tmp_path / "nogt.png")
+    assert [d.name for d, _ in find_documents(tmp_path)] == ["p.png"]
