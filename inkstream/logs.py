@@ -176,4 +176,6 @@ def setup_logging(service: str, level: str | int | None = None, stream: TextIO |
         lg = logging.getLogger(name)
         lg.handlers = []
         lg.propagate = True
+        lg.setLevel(logging.NOTSET)  # follow the root level (an earlier uvicorn config may have raised it)
+        lg.disabled = False
     return handler
