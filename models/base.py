@@ -161,6 +161,26 @@ class DecoderHalf(abc.ABC):
         0 = padding), ``position_ids`` [B, T]; updates ``past_key_values`` in place and returns
         the last position's logits [B, V] as float32."""
 
+    def check_step_inputs(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor,
+                          position_ids: torch.Tensor, past_key_values: Any) -> None:
+        """Boundary check of :meth:`forward`'s arguments: ``inputs_embeds`` [B, T, H],
+        ``attention_mask`` [B, cached + T], ``position_ids`` [B, T], a cache from :meth:`new_cache`,
+        and cached + T <= ``max_positions``. Raises InvalidInput naming the expected shape."""
+        from inkstream.errors import InvalidInput
+
+        if past_key_values is None:
+            raise InvalidInput("past_key_values is required (use new_cache())")
+        if inputs_embeds.ndim != 3 or inputs_embeds.shape[-1] != self.hidden_size:
+            raise InvalidInput(f"inputs_embeds must be [B, T, {self.hidden_size}], got {list(inputs_embeds.shape)}")
+        b, t, _ = inputs_embeds.shape
+        s = past_key_values.get_seq_length() + t
+        if tuple(attention_mask.shape) != (b, s):
+            raise InvalidInput(f"attention_mask must be [{b}, {s}], got {list(attention_mask.shape)}")
+        if tuple(position_ids.shape) != (b, t):
+            raise InvalidInput(f"position_ids must be [{b}, {t}], got {list(position_ids.shape)}")
+        if s > self.max_positions:
+            raise InvalidInput(f"sequence of {s} positions exceeds the model's {self.max_positions}")
+
     @abc.abstractmethod
     def decode_text(self, token_ids: list[int]) -> str:
         """Token ids -> text (special tokens skipped)."""

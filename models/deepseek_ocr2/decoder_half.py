@@ -153,18 +153,7 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
         S = cached + T (1 = real token, 0 = pad), ``position_ids`` [B, T] (real-token positions, see
         module docstring). Appends T positions to ``past_key_values`` (from :meth:`new_cache`) and
         returns the last position's logits [B, V] float32. Raises InvalidInput on shape mismatches."""
-        if past_key_values is None:
-            raise InvalidInput("past_key_values is required (use new_cache())")
-        if inputs_embeds.ndim != 3 or inputs_embeds.shape[-1] != self.hidden_size:
-            raise InvalidInput(f"inputs_embeds must be [B, T, {self.hidden_size}], got {list(inputs_embeds.shape)}")
-        b, t, _ = inputs_embeds.shape
-        s = past_key_values.get_seq_length() + t
-        if tuple(attention_mask.shape) != (b, s):
-            raise InvalidInput(f"attention_mask must be [{b}, {s}], got {list(attention_mask.shape)}")
-        if tuple(position_ids.shape) != (b, t):
-            raise InvalidInput(f"position_ids must be [{b}, {t}], got {list(position_ids.shape)}")
-        if s > self.max_positions:
-            raise InvalidInput(f"sequence of {s} positions exceeds the model's {self.max_positions}")
+        self.check_step_inputs(inputs_embeds, attention_mask, position_ids, past_key_values)
         dev = self.device
         with torch.no_grad():
             out = self._text(inputs_embeds=inputs_embeds.to(dev, self.dtype), attention_mask=attention_mask.to(dev),
