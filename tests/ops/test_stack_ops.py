@@ -253,12 +253,15 @@ SLOW_DECODE_ENV = {
 
 
 @pytest.mark.timeout(180)
-def test_sigterm_drains_decoder_without_losing_pages(tmp_path):
+def test_sigterm_drains_decoder_without_losing_pages(tmp_path, tiny_ds_checkpoint):
     from gateway.local_stack import LocalStack
 
     n_docs, n_pages = 2, 3
     SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
-    with LocalStack(decoders=2, env=SLOW_DECODE_ENV, log_dir=tmp_path / "logs", startup_timeout_s=100) as stack:
+    # The tiny random checkpoint (its greedy output loops, see SLOW_DECODE_ENV), not the embedded
+    # model, whose short lines finish too fast to be caught in flight.
+    with LocalStack(tiny_ds_checkpoint, decoders=2, env=SLOW_DECODE_ENV, log_dir=tmp_path / "logs",
+                    startup_timeout_s=100) as stack:
         target, proc = stack.decoder_addrs[0], stack.procs["decoder"][0]
         events: list[tuple[float, object]] = []
         watcher = threading.Thread(target=_watch_health, args=(target, events, 170), daemon=True)
