@@ -138,10 +138,9 @@ def item_failure(code: str, message: str) -> CallFailure:
 
 
 def call_metadata(request_id: str) -> list[tuple[str, str]]:
-    """Outgoing metadata: ``x-request-id`` plus W3C trace context of the current span."""
-    from inkstream.telemetry import inject_metadata
-
-    return inject_metadata([("x-request-id", request_id)] if request_id else [])
+    """Outgoing metadata: ``x-request-id``. W3C trace context is added by the channel's client
+    interceptors (:func:`inkstream.tracing.client_interceptors`, installed in :mod:`gateway.replicas`)."""
+    return [("x-request-id", request_id)] if request_id else []
 
 
 # ---------------------------------------------------------------- encoder

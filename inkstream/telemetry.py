@@ -1,5 +1,5 @@
-"""OpenTelemetry set-up shared by the services: metrics on a Prometheus endpoint, traces, and W3C
-trace-context propagation through gRPC metadata.
+"""OpenTelemetry set-up shared by the services: metrics on a Prometheus endpoint and device memory
+gauges. Traces and W3C trace-context propagation live in :mod:`inkstream.tracing`.
 
 Metrics: an OTel ``MeterProvider`` with the Prometheus reader (opentelemetry-exporter-prometheus),
 served by prometheus_client on ``/metrics`` of a small HTTP server per gRPC service (the gateway
@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import resource
 import threading
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
-from opentelemetry import metrics, propagate
+from opentelemetry import metrics
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
@@ -98,19 +98,3 @@ def setup_tracing(service_name: str, provider: TracerProvider | None = None) -> 
     from inkstream import tracing
 
     return tracing.setup_tracing(service_name, provider=provider)
-
-
-def inject_metadata(metadata: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
-    """Client side: add W3C ``traceparent``/``tracestate`` of the current span to gRPC metadata."""
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier)
-    out = list(metadata or [])
-    out.extend((k.lower(), v) for k, v in carrier.items())
-    return out
-
-
-def extract_context(metadata: Iterable[tuple[str, Any]] | Mapping[str, Any] | None) -> Any:
-    """Server side: the OTel context carried in incoming gRPC metadata (``context.invocation_metadata()``)."""
-    items = metadata.items() if isinstance(metadata, Mapping) else (metadata or [])
-    carrier = {k.lower(): v for k, v in items if isinstance(v, str)}
-    return propagate.extract(carrier)
