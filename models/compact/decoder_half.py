@@ -10,6 +10,9 @@ Batching contract of :meth:`CompactDecoderHalf.forward` (continuous batching wit
 the caller passes 0 on pad slots (past and new) and per-row ``position_ids`` that count only real
 tokens (``attention_mask.cumsum(-1) - 1``), as ``GenerationMixin`` does.
 
+Attention runs with DeepSeek-V2's absorbed up-projections against the compressed (latent) KV cache
+(:mod:`models.compact.mla`); the cache holds exactly what transformers' own module would cache.
+
 Everything runs under ``torch.no_grad()`` so KV-cache tensors are ordinary tensors a scheduler may
 slice, pad or update in place.
 """
@@ -26,6 +29,7 @@ from inkstream.errors import InvalidInput
 from models.base import DecoderHalf
 from models.compact import checkpoint as ckpt
 from models.compact.lineimage import MAX_WIDTH, WIDTH_MULTIPLE
+from models.compact.mla import absorb_mla
 from models.compact.vocab import BOS_ID, EOS_ID, SPECIALS, load_tokenizer
 
 ATTN_IMPLEMENTATION = "sdpa"
@@ -61,6 +65,7 @@ class CompactDecoderHalf(DecoderHalf):
         lm = DeepseekV2ForCausalLM(dcfg)  # a few MB: initialising it first costs nothing worth avoiding
         lm.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
         lm = lm.to(device=device, dtype=dtype).eval()
+        absorb_mla(lm)  # inference-only attention against the latent KV cache (models/compact/mla.py)
         try:
             tok = load_tokenizer(checkpoint_dir)
         except FileNotFoundError as e:
