@@ -28,7 +28,7 @@ class DecoderConfig(BaseModel):
     metrics_port: int | None = Field(None, ge=0, le=65535, description="Prometheus /metrics port; None = off, 0 = free port")
     device: str = Field("cpu", description="torch device, e.g. cpu, cuda, cuda:1")
     dtype: str = Field("float32", pattern="^(float32|float16|bfloat16)$", description="weight / activation dtype")
-    max_running: int = Field(16, ge=1, description="sequences in the running batch at most")
+    max_running: int = Field(64, ge=1, description="sequences in the running batch at most (a line-level model such as compact runs one per text line)")
     max_waiting: int = Field(64, ge=0, description="queued sequences before RESOURCE_EXHAUSTED")
     kv_cache_budget_tokens: int = Field(131072, ge=1, description="KV-cache admission budget over running sequences, tokens")
     max_new_tokens: int = Field(4096, ge=1, description="default max_new_tokens when a request says 0, tokens")

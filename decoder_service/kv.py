@@ -6,8 +6,9 @@ the attention mask passed to the model and ``next_pos`` ``[B]`` (int64) the posi
 row's next token (its own length, independent of padding). This is the padded-batch scheme of
 Hugging Face ``generate`` with left padding, made dynamic:
 
-* a sequence joins after its own batch-1 prefill: the shorter of (batch, newcomer) is left-padded to
-  the longer length and the two are concatenated along the batch dimension;
+* sequences join after their prefill (one left-padded forward for all newcomers of a step): the
+  shorter of (batch, newcomers) is left-padded to the longer length and the two are concatenated
+  along the batch dimension;
 * a sequence leaves by ``index_select`` of the remaining rows, then leading columns that are padding
   in every row are cut, so ``S`` is always the longest remaining sequence's length.
 
@@ -117,32 +118,46 @@ class BatchedKVCache:
         """Cache positions held including padding, B x S (tokens)."""
         return self.batch_size * self.seq_len
 
-    def add(self, cache: Any, length: int) -> None:
-        """Append a batch-1 ``cache`` holding ``length`` real positions (a fresh prefill) as the last row."""
+    def add(self, cache: Any, mask: torch.Tensor | int, rows: list[int] | None = None) -> None:
+        """Append the rows of a fresh prefill as the last rows of the batch. ``cache`` holds ``b`` rows
+        of ``L`` positions, left-padded; ``mask`` [b, L] (1 = real) marks them, or an int ``L`` for one
+        unpadded row; ``rows`` picks which of the ``b`` rows join (default all, in order). Leading
+        columns that are padding in every joining row are dropped first."""
         new_layers = _layers(cache)
         dev = new_layers[0].keys.device
+        if isinstance(mask, int):
+            mask = torch.ones(1, mask, dtype=torch.long, device=dev)
+        mask = mask.to(device=dev, dtype=torch.long)
+        keys = [layer.keys for layer in new_layers]
+        values = [layer.values for layer in new_layers]
+        if rows is not None and rows != list(range(int(mask.shape[0]))):
+            idx = torch.tensor(rows, dtype=torch.long, device=dev)
+            mask = mask.index_select(0, idx)
+            keys = [k.index_select(0, idx) for k in keys]
+            values = [v.index_select(0, idx) for v in values]
+        cut = int((mask.sum(dim=0) > 0).to(torch.int8).argmax().item())
+        mask, length = mask[:, cut:], int(mask.shape[1]) - cut
+        keys = [k[:, :, cut:] for k in keys]
+        values = [v[:, :, cut:] for v in values]
+        next_pos = mask.sum(dim=1)
         if self.cache is None:
-            for i, layer in enumerate(new_layers):
-                cache.layers[i] = GrowableLayer(layer.keys, layer.values)
-            self.cache = cache
-            self.mask = torch.ones(1, length, dtype=torch.long, device=dev)
-            self.next_pos = torch.tensor([length], dtype=torch.long, device=dev)
+            for i in range(len(new_layers)):
+                cache.layers[i] = GrowableLayer(keys[i], values[i])
+            self.cache, self.mask, self.next_pos = cache, mask.contiguous(), next_pos
             return
         old_layers = _layers(self.cache)
         if len(old_layers) != len(new_layers):
             raise InternalError("KV caches with different layer counts cannot be batched")
         S = self.seq_len
         target = max(S, length)
-        for i, (old, new) in enumerate(zip(old_layers, new_layers)):
+        for i, old in enumerate(old_layers):
             self.cache.layers[i] = GrowableLayer(
-                torch.cat([_pad_left(old.keys, target - S), _pad_left(new.keys, target - length)], dim=0),
-                torch.cat([_pad_left(old.values, target - S), _pad_left(new.values, target - length)], dim=0),
+                torch.cat([_pad_left(old.keys, target - S), _pad_left(keys[i], target - length)], dim=0),
+                torch.cat([_pad_left(old.values, target - S), _pad_left(values[i], target - length)], dim=0),
             )
         assert self.mask is not None and self.next_pos is not None
-        row = torch.zeros(1, target, dtype=torch.long, device=dev)
-        row[:, target - length:] = 1
-        self.mask = torch.cat([F.pad(self.mask, (target - S, 0)), row], dim=0)
-        self.next_pos = torch.cat([self.next_pos, torch.tensor([length], dtype=torch.long, device=dev)])
+        self.mask = torch.cat([F.pad(self.mask, (target - S, 0)), F.pad(mask, (target - length, 0))], dim=0)
+        self.next_pos = torch.cat([self.next_pos, next_pos])
 
     def keep(self, rows: list[int]) -> None:
         """Keep only ``rows`` (in this order), freeing the others' KV at once; trims shared padding."""

@@ -7,8 +7,9 @@ Scheduling (iteration-level, as in Orca, Yu et al., OSDI 2022, and vLLM):
   ResourceExhausted with a retry hint (seconds until the earliest running sequence is expected to
   finish, from the measured time per decode step).
 * Between two decode steps the engine drops cancelled rows, admits waiting sequences while
-  ``max_running`` and the KV-cache token budget allow, prefills each newcomer on its own (batch 1)
-  and merges its KV cache into the running batch (:class:`~decoder_service.kv.BatchedKVCache`), then
+  ``max_running`` and the KV-cache token budget allow, prefills the newcomers together in left-padded
+  groups (:mod:`decoder_service.prefill`) and merges their KV cache into the running batch
+  (:class:`~decoder_service.kv.BatchedKVCache`), then
   runs one batched decode step for every running sequence. Finished rows leave right after the step.
 * KV budget: each sequence reserves ``prompt + max_new_tokens`` tokens. A sequence is admitted when
   the sum of reservations fits ``kv_cache_budget_tokens`` *and* so does the left-padded batch's worst
@@ -45,6 +46,7 @@ import torch
 from decoder_service import metrics
 from decoder_service.detok import IncrementalDetokenizer
 from decoder_service.kv import BatchedKVCache
+from decoder_service.prefill import prefill, prefill_groups
 from decoder_service.reference import effective_max_new_tokens
 from decoder_service.sampling import SamplingParams, make_generator, select_token
 from decoder_service.sequence import Seq, SequenceEvent, SequenceStream, Usage
@@ -75,7 +77,7 @@ class DecodeEngine:
     sequences (tokens). Use as ``await engine.start()`` ... ``await engine.stop()`` inside one loop.
     """
 
-    def __init__(self, half: DecoderHalf, *, max_running: int = 16, max_waiting: int = 64,
+    def __init__(self, half: DecoderHalf, *, max_running: int = 64, max_waiting: int = 64,
                  kv_cache_budget_tokens: int = 65536, name: str = "decoder"):
         if max_running < 1 or max_waiting < 0 or kv_cache_budget_tokens < 1:
             raise ValueError("max_running >= 1, max_waiting >= 0 and kv_cache_budget_tokens >= 1 are required")
@@ -278,15 +280,10 @@ class DecodeEngine:
         failed: list[Seq] = []
         with torch.inference_mode():
             self._keep(lambda s: not s.cancelled, removed)
-            for s in admits:
-                try:
-                    if not s.cancelled:
-                        self._prefill(s, events)
-                except Exception:  # noqa: BLE001 - only this sequence fails
-                    log.exception("prefill failed", extra={"prompt_tokens": s.prompt_len})
-                    failed.append(s)
-                if s.finish is not None or s.cancelled or s in failed:
-                    removed.append(s)
+            live = [s for s in admits if not s.cancelled]
+            for group in prefill_groups([s.prompt_len for s in live]):
+                self._prefill_group([live[i] for i in group], events, failed)
+            removed.extend(s for s in admits if s.finish is not None or s.cancelled or s in failed)
             try:
                 if self._running:
                     self._decode_step(events)
@@ -313,22 +310,26 @@ class DecodeEngine:
         self._batch.keep(rows)
         self._running = [self._running[i] for i in rows]
 
-    def _prefill(self, s: Seq, events: list) -> None:
-        assert s.embeds is not None
-        dev = s.embeds.device
-        L = s.prompt_len
-        cache = self.half.new_cache()
-        logits = self.half.forward(
-            s.embeds.unsqueeze(0),
-            torch.ones(1, L, dtype=torch.long, device=dev),
-            torch.arange(L, device=dev).unsqueeze(0),
-            cache,
-        )
-        s.embeds = None
-        self._accept(s, select_token(logits[0], s.params, s.generator), events)
-        if s.finish is None:
-            self._batch.add(cache, L)
-            self._running = [*self._running, s]
+    def _prefill_group(self, group: list[Seq], events: list, failed: list[Seq]) -> None:
+        """Prefill ``group`` in one left-padded forward; on an error, retry its sequences one by one
+        so that only the sequence that breaks the model fails."""
+        try:
+            logits, cache, mask = prefill(self.half, [s.embeds for s in group])
+        except Exception:  # noqa: BLE001 - isolate the culprit below
+            if len(group) > 1:
+                for s in group:
+                    self._prefill_group([s], events, failed)
+                return
+            log.exception("prefill failed", extra={"prompt_tokens": group[0].prompt_len})
+            failed.append(group[0])
+            return
+        for j, s in enumerate(group):
+            s.embeds = None
+            self._accept(s, select_token(logits[j], s.params, s.generator), events)
+        rows = [j for j, s in enumerate(group) if s.finish is None]
+        if rows:
+            self._batch.add(cache, mask, rows)
+            self._running = [*self._running, *(group[j] for j in rows)]
 
     def _decode_step(self, events: list) -> None:
         rows = self._running

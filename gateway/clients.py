@@ -250,7 +250,7 @@ async def decode_segments(
     timeout_s: float,
     request_id: str = "",
     attempt: DecodeAttempt | None = None,
-    max_segments_in_flight: int = 32,
+    max_segments_in_flight: int = 64,
 ) -> DecodeAttempt:
     """Decode ``segments`` of one page on one replica in one ``Decode`` stream, at most
     ``max_segments_in_flight`` open at a time (the next is sent as one finishes), so the decoder's

@@ -80,7 +80,7 @@ class GatewayConfig(BaseModel):
     pipeline: dict[str, Any] = Field(
         default_factory=dict,
         description="data-path settings for gateway.pipeline.PipelineConfig: max_pages_in_flight (gateway-wide "
-        "page bound, 429 beyond it), max_pages_per_request, encode_timeout_s, decode_timeout_s, retry ...")
+        "page bound, 429 beyond it), max_pages_per_request, encode_timeout_s, decode_timeout_s, decode_window_segments, retry ...")
 
     @field_validator("pipeline")
     @classmethod

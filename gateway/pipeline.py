@@ -266,7 +266,7 @@ class Pipeline:
             attempt.failed.clear()
             await decode_segments(r.channel, remaining, task=options.task, max_new_tokens=options.max_new_tokens,
                                   timeout_s=self.config.decode_timeout_s, request_id=options.request_id,
-                                  attempt=attempt)
+                                  attempt=attempt, max_segments_in_flight=self.config.decode_window_segments)
             if attempt.failed:
                 raise _worst(attempt.failed.values())
             return list(attempt.done.values())

@@ -18,6 +18,8 @@ class PipelineConfig:
     ``encode_timeout_s`` / ``decode_timeout_s``: deadline of one Encode call (one page) / one Decode
     call (all segments of one page), seconds. ``info_timeout_s``: deadline of Info, seconds;
     ``info_ttl_s``: seconds the encoders' Info is cached (a rollout to new weights shows within it).
+    ``decode_window_segments``: segments of one page open at once in its Decode call (the next is
+    sent as one finishes); keep it <= the decoders' ``max_running + max_waiting`` (default 64 + 64).
     ``resolve_interval_s``: seconds between DNS re-resolutions of replica names (headless Services);
     ``health_retry_s``: seconds between reconnects of a broken health watch.
     ``retry``: see :class:`gateway.retry.RetryPolicy`. ``retry_budget_tokens`` /
@@ -28,6 +30,7 @@ class PipelineConfig:
     max_pages_per_request: int = 8
     encode_timeout_s: float = 120.0
     decode_timeout_s: float = 600.0
+    decode_window_segments: int = 64
     info_timeout_s: float = 10.0
     info_ttl_s: float = 60.0
     resolve_interval_s: float = 10.0
@@ -52,7 +55,7 @@ class PipelineConfig:
                              f"{', '.join(sorted(own | retry_fields))}")
         cfg = cls(**d, retry=RetryPolicy(**retry))
         for name in ("max_pages_in_flight", "max_pages_per_request", "encode_timeout_s", "decode_timeout_s",
-                     "resolve_interval_s", "health_retry_s"):
+                     "decode_window_segments", "resolve_interval_s", "health_retry_s"):
             if getattr(cfg, name) <= 0:
                 raise ValueError(f"pipeline setting {name} must be > 0, got {getattr(cfg, name)}")
         if cfg.retry.max_attempts < 1:

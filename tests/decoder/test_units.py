@@ -123,3 +123,29 @@ def test_batched_kv_left_pads_on_join_and_trims_on_leave():
     assert (b.cache.layers[0].values[0] == 1.0).all() and b.cache.layers[0].values.shape == (2, 2, 5, 3)
     b.keep([])
     assert b.batch_size == 0 and b.cache is None
+
+
+def test_batched_kv_adds_a_left_padded_prefill_group_and_skips_finished_rows():
+    b = BatchedKVCache()
+    b.add(_cache(4, 1.0), 4)
+    group = DynamicCache()  # 3 rows, 6 positions, left-padded to lengths 2, 5, 3
+    keys = torch.zeros(3, 2, 6, 4)
+    for row, n in enumerate((2, 5, 3)):
+        keys[row, :, 6 - n:] = 10.0 + row
+    group.update(keys, keys[..., :3].clone(), 0)
+    mask = torch.tensor([[0, 0, 0, 0, 1, 1], [0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1]])
+    b.add(group, mask, rows=[0, 2])  # row 1 finished at its first token: it does not join
+    assert (b.batch_size, b.seq_len) == (3, 4)  # the column that is padding in both joining rows is cut
+    assert b.mask.tolist() == [[1, 1, 1, 1], [0, 0, 1, 1], [0, 1, 1, 1]]
+    assert b.next_pos.tolist() == [4, 2, 3]
+    k = b.cache.layers[0].keys
+    assert (k[1, :, 2:] == 10.0).all() and (k[2, :, 1:] == 12.0).all() and k[1, :, :2].abs().sum() == 0
+
+
+def test_prefill_groups_keep_order_and_respect_the_token_budget():
+    from decoder_service.prefill import prefill_groups
+
+    assert prefill_groups([10, 10, 10, 10], budget=30) == [[0, 1, 2], [3]]
+    assert prefill_groups([5, 40, 5], budget=60) == [[0], [1], [2]]  # 2 x 40 > 60; a 40-token prompt alone
+    assert prefill_groups([100], budget=50) == [[0]]  # longer than the budget: still prefilled, alone
+    assert prefill_groups([]) == []
