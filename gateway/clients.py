@@ -202,19 +202,26 @@ async def encode_page(
     call = encoder_pb2_grpc.VisionEncoderStub(channel).Encode(
         iter([req]), timeout=timeout_s, metadata=call_metadata(request_id)
     )
+    result: EncodedTokens | None = None
+    finished = False
     try:
-        # call.read() rather than ``async for``: breaking out of the call's response generator
-        # leaves it (and the call's C-core state) alive until garbage collection.
+        # call.read() to the end of the stream rather than ``async for`` + break: a call left
+        # unfinished keeps its C-core state (and, through the channel's interceptors, its Python
+        # wrappers) alive until garbage collection, which showed as RSS growing with page count.
         while (resp := await call.read()) is not grpc.aio.EOF:
-            if resp.page_index != page_index:
+            if resp.page_index != page_index or result is not None:
                 continue
             if resp.HasField("error") and resp.error.code:
                 raise item_failure(resp.error.code, resp.error.message)
-            return encoded_from_pb(resp)
+            result = encoded_from_pb(resp)
+        finished = True
     except grpc.RpcError as err:
         raise classify_rpc_error(err) from None
     finally:
-        call.cancel()
+        if not finished:
+            call.cancel()
+    if result is not None:
+        return result
     raise CallFailure(InternalError(f"encoder closed the stream without a result for page {page_index + 1}"),
                       suspect=True)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 from typing import Any, Sequence
 
@@ -177,6 +178,26 @@ def outgoing_metadata(metadata: Any, span_context: otel_context.Context | None =
     return out
 
 
+async def _end_span(call: Any, span: trace.Span) -> None:
+    """End ``span`` with the finished ``call``'s status code."""
+    try:
+        code = await call.code()
+    except BaseException:  # noqa: BLE001 - cancelled / interrupted
+        code = grpc.StatusCode.CANCELLED
+    span.set_attribute("rpc.grpc.status_code", code.value[0])
+    if code is not grpc.StatusCode.OK:
+        span.set_status(Status(StatusCode.ERROR, code.name))
+    span.end()
+
+
+def _end_span_when_done(span: trace.Span, call: Any) -> None:
+    """Done callback of a client call: end its span from a task (``code()`` is a coroutine)."""
+    try:
+        asyncio.get_running_loop().create_task(_end_span(call, span))
+    except RuntimeError:  # loop gone: end without a status
+        span.end()
+
+
 class _ClientInterceptor:
     """Shared body of the four grpc.aio client interceptor shapes."""
 
@@ -195,24 +216,12 @@ class _ClientInterceptor:
 
     @staticmethod
     def _end_when_done(call: Any, span: trace.Span) -> Any:
-        async def finish() -> None:
-            try:
-                code = await call.code()
-            except BaseException:  # noqa: BLE001 - cancelled / interrupted
-                code = grpc.StatusCode.CANCELLED
-            span.set_attribute("rpc.grpc.status_code", code.value[0])
-            if code is not grpc.StatusCode.OK:
-                span.set_status(Status(StatusCode.ERROR, code.name))
-            span.end()
-
-        def done(_call: Any) -> None:
-            try:
-                asyncio.get_running_loop().create_task(finish())
-            except RuntimeError:  # loop gone: end without a status
-                span.end()
-
+        # The done callback gets the call as its argument and closes over the span only: a closure
+        # that referenced ``call`` would form a cycle (call -> its callbacks -> closure -> call) that
+        # keeps every finished call, and the native gRPC memory behind it, alive until a full
+        # garbage collection; on a long document that showed as RSS growing with the page count.
         if hasattr(call, "add_done_callback"):
-            call.add_done_callback(done)
+            call.add_done_callback(functools.partial(_end_span_when_done, span))
         else:  # a plain response object (already finished)
             span.end()
         return call
