@@ -286,3 +286,27 @@ async def test_asgi_middleware_span_and_request_id(spans, fastapi_tracing):
     if not fastapi_tracing:
         assert [s.name for s in _by_kind(spans, "SERVER")] == ["GET /v1/thing", "GET /v1/thing"]  # not /healthz
         assert first.attributes["http.response.status_code"] == 200
+
+
+async def test_gateway_encode_call_runs_to_its_end(spans):
+    """The gateway reads an Encode stream to its end (status OK) instead of cancelling it after the
+    result: an unfinished intercepted call kept its native state alive and the gateway's RSS grew
+    with the page count (bench/memory.py)."""
+    from gateway.clients import encode_page
+    from gateway.replicas import Replica
+    from tests.gateway_pipeline.fakes import FakeEncoder, n_segments, start_server
+
+    server, addr = await start_server(FakeEncoder(), "encoder")
+    replica = Replica(addr)
+    try:
+        image = b"\x05page"
+        for _ in range(3):
+            got = await encode_page(replica.channel, 0, image, "base", timeout_s=10)
+            assert len(got.segments) == n_segments(image)
+        await _settle()
+        encodes = [s for s in _by_kind(spans, "CLIENT") if s.name.endswith("VisionEncoder/Encode")]
+        assert len(encodes) == 3
+        assert all(s.attributes["rpc.grpc.status_code"] == grpc.StatusCode.OK.value[0] for s in encodes)
+    finally:
+        await replica.channel.close()
+        await server.stop(None)
