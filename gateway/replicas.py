@@ -166,6 +166,7 @@ class ReplicaSet:
         self.max_message_bytes = max_message_bytes
         self.replicas: dict[str, Replica] = {}
         self._changed = asyncio.Event()
+        self._outage_since: float | None = None  # loop time since when no replica has been SERVING
         self._resolver: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -233,16 +234,30 @@ class ReplicaSet:
         rs = self.eligible(exclude)
         if not rs:
             return None
+        self._outage_since = None
         least = min(r.outstanding for r in rs)
         return random.choice([r for r in rs if r.outstanding == least])
+
+    def outage_s(self, now: float) -> float:
+        """Seconds (event-loop clock ``now``) since this set was first seen with no SERVING replica;
+        0 while one serves."""
+        if any(r.healthy and not r.retired for r in self.replicas.values()):
+            self._outage_since = None
+            return 0.0
+        if self._outage_since is None:
+            self._outage_since = now
+        return now - self._outage_since
 
     async def wait_pick(self, exclude: set[str], wait_s: float) -> Replica:
         """:meth:`pick`, waiting up to ``wait_s`` seconds for a replica to become eligible.
 
-        Raises Unavailable (UNAVAILABLE) naming the service when none becomes eligible in time.
+        The wait counts from the start of an outage (no replica SERVING at all), not from this call:
+        when every replica is down, the pages queued behind the first ones fail together after
+        ``wait_s`` instead of each waiting ``wait_s`` in turn. Raises Unavailable (UNAVAILABLE)
+        naming the service when none becomes eligible in time.
         """
         loop = asyncio.get_running_loop()
-        end = loop.time() + wait_s
+        end = loop.time() + max(0.0, wait_s - self.outage_s(loop.time()))
         while True:
             r = self.pick(exclude)
             if r is not None:

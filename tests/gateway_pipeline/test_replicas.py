@@ -47,6 +47,35 @@ async def test_least_outstanding_pick():
         await rs.close()
 
 
+async def test_an_outage_is_waited_for_once_not_once_per_page():
+    """With every replica down, the first pick waits ``wait_s``; picks made later in the same outage
+    fail at once (a long document must not wait ``wait_s`` per page); a recovery resets the clock."""
+    rs = ReplicaSet(["127.0.0.1:1"], name="decoder")
+    await rs.start()
+    loop = asyncio.get_running_loop()
+    try:
+        (r,) = rs.replicas.values()
+        r.healthy = False
+        t0 = loop.time()
+        first = [rs.wait_pick(set(), 0.4) for _ in range(3)]  # pages waiting together fail together
+        results = await asyncio.gather(*first, return_exceptions=True)
+        assert all(isinstance(x, errors.Unavailable) for x in results)
+        assert 0.35 <= loop.time() - t0 < 1.0
+        t1 = loop.time()
+        with pytest.raises(errors.Unavailable):
+            await rs.wait_pick(set(), 0.4)
+        assert loop.time() - t1 < 0.1
+        r.healthy = True
+        assert rs.pick() is r  # the outage is over
+        r.healthy = False
+        t2 = loop.time()
+        with pytest.raises(errors.Unavailable):
+            await rs.wait_pick(set(), 0.3)
+        assert loop.time() - t2 >= 0.25  # a new outage: waited for again
+    finally:
+        await rs.close()
+
+
 async def test_dns_reresolution_adds_and_retires(monkeypatch):
     answers = [["10.1.0.1"], ["10.1.0.1", "10.1.0.2"], ["10.1.0.2"]]
     loop = asyncio.get_running_loop()
