@@ -10,7 +10,7 @@ from decoder_service.scheduler import DecodeEngine, SequenceEvent
 from decoder_service.stopping import FinishReason
 from inkstream.errors import InkstreamError, InvalidInput
 from inkstream.pb import decoder_pb2, tensor_pb2
-from inkstream.wire import DTYPE_TO_WIRE, from_wire
+from inkstream.wire import DTYPE_TO_WIRE, from_wire, item_error
 
 FINISH_TO_PB = {
     FinishReason.STOP: decoder_pb2.FINISH_REASON_STOP,
@@ -62,8 +62,8 @@ def event_to_pb(segment_id: int, ev: SequenceEvent) -> decoder_pb2.DecodeRespons
 
 
 def error_to_pb(segment_id: int, exc: InkstreamError) -> decoder_pb2.DecodeResponse:
-    """Per-segment rejection: the segment's only response, with ``error`` (code name + message)."""
-    return decoder_pb2.DecodeResponse(segment_id=segment_id, error={"code": exc.code_name, "message": exc.message})
+    """Per-segment rejection: the segment's only response, with ``error`` (code name, message, retry hint)."""
+    return decoder_pb2.DecodeResponse(segment_id=segment_id, error=item_error(exc))
 
 
 def info_to_pb(engine: DecodeEngine, cfg: DecoderConfig) -> decoder_pb2.InfoResponse:

@@ -12,7 +12,7 @@ import torch
 
 from inkstream.errors import InkstreamError
 from inkstream.pb import encoder_pb2, tensor_pb2
-from inkstream.wire import DTYPE_TO_WIRE, to_wire
+from inkstream.wire import DTYPE_TO_WIRE, item_error, to_wire
 from models.base import EncodedPage, ModeSpec
 
 
@@ -75,12 +75,12 @@ def encode_response(
 
 
 def error_response(page_index: int, exc: InkstreamError, *, model_id: str, seconds: float = 0.0) -> encoder_pb2.EncodeResponse:
-    """A per-page failure: ``error`` = (code name, message); no segments."""
+    """A per-page failure: ``error`` = (code name, message, retry hint); no segments."""
     return encoder_pb2.EncodeResponse(
         page_index=page_index,
         model_id=model_id,
         encode_seconds=seconds,
-        error=tensor_pb2.ItemError(code=exc.code_name, message=exc.message),
+        error=item_error(exc),
     )
 
 

@@ -131,9 +131,10 @@ def classify_rpc_error(err: grpc.RpcError) -> CallFailure:
     return CallFailure(exc, transient=code in TRANSIENT_CODES, suspect=code in SUSPECT_CODES)
 
 
-def item_failure(code: str, message: str) -> CallFailure:
-    """A per-item error (``ItemError`` in a stream that otherwise succeeded) as a CallFailure."""
-    return CallFailure(error_for_code(code or "INTERNAL", message or "no message"),
+def item_failure(code: str, message: str, retry_after_s: float = 0.0) -> CallFailure:
+    """A per-item error (``ItemError`` in a stream that otherwise succeeded) as a CallFailure;
+    ``retry_after_s`` (0 = none) becomes the error's retry hint."""
+    return CallFailure(error_for_code(code or "INTERNAL", message or "no message", retry_after_s or None),
                        transient=code in TRANSIENT_CODES, suspect=code in SUSPECT_CODES)
 
 
@@ -212,7 +213,7 @@ async def encode_page(
             if resp.page_index != page_index or result is not None:
                 continue
             if resp.HasField("error") and resp.error.code:
-                raise item_failure(resp.error.code, resp.error.message)
+                raise item_failure(resp.error.code, resp.error.message, resp.error.retry_after_s)
             result = encoded_from_pb(resp)
         finished = True
     except grpc.RpcError as err:
@@ -289,7 +290,7 @@ async def decode_segments(
             if sid not in open_ids:
                 continue
             if resp.HasField("error") and resp.error.code:
-                attempt.failed[sid] = item_failure(resp.error.code, resp.error.message)
+                attempt.failed[sid] = item_failure(resp.error.code, resp.error.message, resp.error.retry_after_s)
                 open_ids.discard(sid)
                 window.release()
             else:

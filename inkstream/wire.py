@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from inkstream.errors import InvalidInput
+from inkstream.errors import InkstreamError, InvalidInput
 from inkstream.pb import tensor_pb2
 
 DTYPE_TO_WIRE: dict[torch.dtype, int] = {
@@ -106,3 +106,9 @@ def from_wire(
 def wire_nbytes(n_tokens: int, hidden: int, dtype: torch.dtype) -> int:
     """Payload bytes of an ``[n_tokens, hidden]`` tensor at ``dtype``."""
     return n_tokens * hidden * torch.empty((), dtype=dtype).element_size()
+
+
+def item_error(exc: InkstreamError) -> tensor_pb2.ItemError:
+    """The per-item error message for ``exc``: code name, message and its retry hint in seconds
+    (``retry_after_s``, 0 when it has none)."""
+    return tensor_pb2.ItemError(code=exc.code_name, message=exc.message, retry_after_s=float(exc.retry_after_s or 0.0))
