@@ -132,6 +132,13 @@ def _clip(v: float) -> float:
     return min(max(v, 0.0), GRID)
 
 
+def same_row(a: Box, b: Box) -> bool:
+    """True when box ``b`` continues box ``a``'s text row: it starts right of ``a``'s left edge and
+    their vertical extents overlap by at least half of the shorter box's height."""
+    overlap = min(a[3], b[3]) - max(a[1], b[1])
+    return b[0] >= a[0] and overlap >= 0.5 * min(a[3] - a[1], b[3] - b[1]) > 0
+
+
 def _scale_box(box: Box, sx: float, sy: float) -> Box:
     return (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
 
@@ -141,7 +148,8 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
 
     ``doc_size``: the page's (width, height) in document pixels (original image size; for PDFs the
     rendered size); boxes are scaled to it from the encoder's image (``outcome.width/height``).
-    Segments are taken in reading order (``SegmentText.index``); their texts are joined by newlines.
+    Segments are taken in reading order (``SegmentText.index``); consecutive segments of one text row
+    (:func:`same_row`) are joined by a space, rows by newlines.
     """
     if outcome.status != "ok":
         err = outcome.error or PageError("INTERNAL", "the page failed without a reason")
@@ -158,12 +166,17 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
     blocks: list[Block] = []
     segments = sorted(outcome.segments, key=lambda s: s.index)
     if segments:
+        prev: Box | None = None
         for seg in segments:
             whole = w and h and (seg.box[2] - seg.box[0]) * (seg.box[3] - seg.box[1]) >= 0.9 * w * h
             seg_box: Box = tuple(seg.box)  # type: ignore[assignment]
             clean, seg_blocks = parse_grounding(seg.text, seg_box, "text" if whole else "line")
             if clean:
-                texts.append(clean)
+                if texts and not whole and prev is not None and same_row(prev, seg_box):
+                    texts[-1] += " " + clean  # a long line read in pieces, or the cells of a table row
+                else:
+                    texts.append(clean)
+                prev = seg_box
             blocks.extend(seg_blocks)
     else:
         clean, blocks = parse_grounding(outcome.text, page_box, "text")

@@ -2,7 +2,9 @@
 
 ``preprocess`` (CPU, per page): detect the text lines and fix page orientation
 (:class:`models.compact.detect.LineDetector`), order them for reading (columns, then top to bottom),
-crop each line and normalise it to a [1, 32, W] ink map (:func:`models.compact.lineimage.normalise_line`).
+crop each line, split lines longer than the recogniser was trained on at inter-word gaps
+(:mod:`models.compact.linesplit`; each piece is a segment) and normalise each to a [1, 32, W] ink
+map (:func:`models.compact.lineimage.normalise_line`).
 Each line is then zero-padded (paper) to a width bucket (a multiple of ``BUCKET_PX`` = 64 pixels), so
 its vision tokens do not depend on which other lines share its forward pass.
 
@@ -25,6 +27,7 @@ from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, Segmen
 from models.compact import checkpoint as ckpt
 from models.compact.detect import LineDetector, crop_line
 from models.compact.lineimage import LINE_HEIGHT, MAX_WIDTH, WIDTH_MULTIPLE, normalise_line, normalised_width
+from models.compact.linesplit import split_line
 from models.compact.model import EncoderConfig, LineEncoder
 
 BUCKET_PX = 64
@@ -97,12 +100,13 @@ class CompactEncoderHalf(EncoderHalf):
         if image.width < MIN_PAGE_PX or image.height < MIN_PAGE_PX:
             raise InvalidInput(f"page of {image.width}x{image.height} px is too small (min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
         upright, lines, rotation = self._detector.detect(image)
-        crops = [crop_line(upright, ln) for ln in lines]
+        pieces = [p for ln in lines for p in split_line(crop_line(upright, ln), ln.box)]
+        crops = [crop for crop, _ in pieces]
         tensors, n_tokens = {}, []
         for i, (crop, x) in enumerate(zip(crops, self.prepare_lines(crops))):
             tensors[f"line_{i}"] = x
             n_tokens.append(normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE)
-        boxes = [_unrotate_box(ln.box, rotation, image.width, image.height) for ln in lines]
+        boxes = [_unrotate_box(box, rotation, image.width, image.height) for _, box in pieces]
         return PreparedPage(batch_key="compact-lines", tensors=tensors, width=image.width, height=image.height,
                             meta={"n_tokens": n_tokens, "boxes": boxes, "rotation": rotation})
 

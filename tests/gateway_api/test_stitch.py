@@ -74,3 +74,14 @@ def test_markup_cut_off_by_the_token_limit_is_dropped():
     clean, blocks = parse_grounding(text, (0, 0, 999, 999), "text")
     assert clean == "first" and [b.type for b in blocks] == ["text"]
     assert parse_grounding("done <|ref|>tit", (0, 0, 1, 1), "text")[0] == "done"
+
+
+def test_segments_of_one_row_are_joined_by_a_space():
+    """A long line read in pieces (compact splits it at word gaps) and the cells of a table row come
+    back as one text line; each piece keeps its own block and box."""
+    segs = [SegmentText(0, "The quick brown", (10, 100, 400, 130)), SegmentText(1, "fox jumps.", (405, 102, 700, 131)),
+            SegmentText(2, "Next line", (10, 140, 300, 170)), SegmentText(3, "Total", (10, 200, 80, 230)),
+            SegmentText(4, "$12.00", (500, 198, 600, 226))]
+    res = page_result(PageOutcome(0, "ok", segments=segs, width=800, height=1000))
+    assert res.text == "The quick brown fox jumps.\nNext line\nTotal $12.00"
+    assert [b.text for b in res.blocks] == ["The quick brown", "fox jumps.", "Next line", "Total", "$12.00"]

@@ -1,0 +1,83 @@
+"""Splitting text lines that are longer than the recogniser was trained on, at inter-word gaps.
+
+The compact recogniser is trained on lines of at most ``--max-chars`` = 110 characters
+(models/compact/train.py), most of them 10 to 90 characters long (models/compact/corpus.py
+``LineTexts.sample``). Longer lines (a full-width line of small print reaches 170 characters) are
+read markedly worse: the decoder drops or garbles words everywhere in the line. Such a line is cut into
+``ceil(width / SPLIT_PX)`` pieces of about equal width, each cut placed in the middle of the widest
+run of blank columns (no ink) within ±15 % of the line width around its ideal position, so cuts fall
+between words; when no blank column exists there (no space in sight) the line is cut at the ideal
+position. Each piece becomes its own segment; the gateway joins segments of one row with a space
+(gateway/stitch.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from PIL import Image
+
+from models.compact.lineimage import LINE_HEIGHT
+
+#: Longest piece, in pixels at the 32-pixel line height: 40 vision tokens, about 57 characters at
+#: the model's ~1.43 characters per token, inside the lengths most seen in training. Measured on
+#: the printed pages of ../shared/eval through the in-process path (weights at step 9,404): CER
+#: 7.3 % unsplit, 6.6 % at 1,024 px, 6.25 % at 640 px, 6.2 % at 512 px, 6.2 % at 384 px.
+SPLIT_PX = 640
+_SEARCH = 0.15  # cut search window, fraction of the line width on each side of the ideal cut
+
+
+def _ink_columns(crop: Image.Image) -> np.ndarray:
+    """Ink per column of ``crop``: bool [W], True where some pixel is darker than the crop's
+    midpoint between its 5th and 95th gray percentile."""
+    a = np.asarray(crop.convert("L"), dtype=np.float32)
+    lo, hi = np.percentile(a, (5.0, 95.0))
+    if hi - lo < 16.0:
+        return np.zeros(a.shape[1], dtype=bool)
+    return (a < (lo + hi) / 2).any(axis=0)
+
+
+def split_points(crop: Image.Image, max_px: int = SPLIT_PX) -> list[int]:
+    """Cut positions (x in ``crop`` pixels, increasing) that split the line into pieces of at most
+    about ``max_px`` pixels at the line height; [] when the line is short enough."""
+    scaled = crop.width * LINE_HEIGHT / max(1, crop.height)
+    parts = math.ceil(scaled / max_px)
+    if parts <= 1:
+        return []
+    ink = _ink_columns(crop)
+    w = crop.width
+    cuts: list[int] = []
+    for k in range(1, parts):
+        ideal = w * k // parts
+        lo, hi = max(1, ideal - int(_SEARCH * w)), min(w - 1, ideal + int(_SEARCH * w))
+        best: tuple[int, int] | None = None  # (run length, centre)
+        start = None
+        for x in range(lo, hi + 1):
+            blank = x < hi and not ink[x]
+            if blank and start is None:
+                start = x
+            elif not blank and start is not None:
+                run = (x - start, (start + x) // 2)
+                if best is None or run[0] > best[0] or (run[0] == best[0] and abs(run[1] - ideal) < abs(best[1] - ideal)):
+                    best = run
+                start = None
+        cut = best[1] if best else ideal
+        if not cuts or cut > cuts[-1] + 1:
+            cuts.append(cut)
+    return cuts
+
+
+def split_line(crop: Image.Image, box: tuple[float, float, float, float],
+               max_px: int = SPLIT_PX) -> list[tuple[Image.Image, tuple[float, float, float, float]]]:
+    """(piece image, piece box in page pixels) for each piece of the line ``crop`` whose page box is
+    ``box`` (x0, y0, x1, y1); the piece boxes divide the box's x range in proportion to the cuts.
+    A short line comes back whole, as the only piece."""
+    cuts = split_points(crop, max_px)
+    if not cuts:
+        return [(crop, box)]
+    x0, y0, x1, y1 = box
+    scale = (x1 - x0) / max(1, crop.width)
+    edges = [0, *cuts, crop.width]
+    return [(crop.crop((a, 0, b, crop.height)), (x0 + a * scale, y0, x0 + b * scale, y1))
+            for a, b in zip(edges, edges[1:]) if b - a >= 2]

@@ -1,0 +1,46 @@
+"""Over-long text lines are cut into pieces at inter-word gaps (models/compact/linesplit.py)."""
+
+from __future__ import annotations
+
+from PIL import Image, ImageDraw
+
+from models.compact.linesplit import SPLIT_PX, split_line, split_points
+
+
+def _words_line(words: int, word_px: int = 60, gap_px: int = 14, height: int = 32) -> tuple[Image.Image, list[tuple[int, int]]]:
+    """A white line with black 'words' (solid bars); returns it and the words' x ranges."""
+    width = words * (word_px + gap_px) + gap_px
+    im = Image.new("L", (width, height), 255)
+    d = ImageDraw.Draw(im)
+    spans = []
+    for i in range(words):
+        x0 = gap_px + i * (word_px + gap_px)
+        d.rectangle((x0, 6, x0 + word_px - 1, height - 7), fill=0)
+        spans.append((x0, x0 + word_px))
+    return im.convert("RGB"), spans
+
+
+def test_short_line_stays_whole():
+    im, _ = _words_line(5)
+    assert im.width < SPLIT_PX and split_points(im) == []
+    assert split_line(im, (0, 0, im.width, 32)) == [(im, (0, 0, im.width, 32))]
+
+
+def test_long_line_is_cut_between_words_into_short_pieces():
+    im, spans = _words_line(30)  # 2,234 px at the 32-px line height
+    cuts = split_points(im)
+    assert len(cuts) == -(-im.width // SPLIT_PX) - 1
+    for c in cuts:  # every cut lies in a gap, never inside a word
+        assert not any(a <= c < b for a, b in spans)
+    pieces = split_line(im, (100.0, 50.0, 100.0 + im.width, 82.0))
+    assert len(pieces) == len(cuts) + 1
+    assert all(p.width <= SPLIT_PX * 1.4 for p, _ in pieces)
+    boxes = [b for _, b in pieces]  # piece boxes tile the line's box, left to right
+    assert boxes[0][0] == 100.0 and boxes[-1][2] == 100.0 + im.width
+    assert all(a[2] == b[0] for a, b in zip(boxes, boxes[1:]))
+
+
+def test_line_without_gaps_is_cut_at_the_ideal_positions():
+    im = Image.new("RGB", (3 * SPLIT_PX, 32), 0)
+    im.paste((255, 255, 255), (0, 0, 3 * SPLIT_PX, 4))  # some paper so the ink threshold exists
+    assert split_points(im) == [SPLIT_PX, 2 * SPLIT_PX]
