@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import torch
 
-from models.base import DecoderHalf
+from models.base import DecoderHalf, left_pad
 
 # Padded prompt positions per prefill forward: 64 lines of ~100 positions, or one 8k-token page prompt.
 PREFILL_TOKEN_BUDGET = 8192
@@ -42,13 +42,7 @@ def prefill(half: DecoderHalf, embeds: Sequence[torch.Tensor]) -> tuple[torch.Te
     """One left-padded forward over prompts ``embeds`` ([L_i, H] each, model dtype and device).
     Returns (last-position logits [b, V] float32, the filled KV cache, attention mask [b, L] int64).
     Errors are those of ``half.forward``."""
-    b, L = len(embeds), max(int(e.shape[0]) for e in embeds)
-    x = embeds[0].new_zeros(b, L, embeds[0].shape[-1])
-    mask = torch.zeros(b, L, dtype=torch.long, device=embeds[0].device)
-    for j, e in enumerate(embeds):
-        x[j, L - e.shape[0]:] = e
-        mask[j, L - e.shape[0]:] = 1
-    pos = (mask.cumsum(1) - 1).clamp(min=0)
+    x, mask, pos = left_pad(list(embeds))
     cache = half.new_cache()
     logits = half.forward(x, mask, pos, cache)
     return logits, cache, mask

@@ -108,6 +108,20 @@ class EncoderHalf(abc.ABC):
         """Checkpoint tensor names (as in the safetensors files) this half materialised."""
 
 
+def left_pad(prompts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Batch prompt embeddings ([L_i, H] each, same dtype / device) with left padding, the layout
+    :meth:`DecoderHalf.forward` takes (Hugging Face ``generate``'s padding side "left"). Returns
+    ``inputs_embeds`` [B, L, H] (zeros on pads), ``attention_mask`` [B, L] int64 (1 = real) and
+    ``position_ids`` [B, L] int64 (``cumsum(mask) - 1``, 0 on pads)."""
+    b, L = len(prompts), max(int(p.shape[0]) for p in prompts)
+    x = prompts[0].new_zeros(b, L, prompts[0].shape[-1])
+    mask = torch.zeros(b, L, dtype=torch.long, device=prompts[0].device)
+    for j, p in enumerate(prompts):
+        x[j, L - p.shape[0]:] = p
+        mask[j, L - p.shape[0]:] = 1
+    return x, mask, (mask.cumsum(1) - 1).clamp(min=0)
+
+
 class DecoderHalf(abc.ABC):
     """Tokenizer + prompt template + causal (MoE) language model reading ``inputs_embeds``.
 

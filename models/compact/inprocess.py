@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 from PIL import Image
 
-from models.base import DecoderHalf, EncoderHalf
+from models.base import DecoderHalf, EncoderHalf, left_pad
 
 
 @dataclass
@@ -39,14 +39,8 @@ def greedy_segments(dec: DecoderHalf, segments: list[torch.Tensor], task: str | 
     order = sorted(range(len(segments)), key=lambda i: segments[i].shape[0])
     for s in range(0, len(order), batch_size):
         idx = order[s: s + batch_size]
-        prompts = [dec.embed_prompt(segments[i], task) for i in idx]
-        L, B = max(p.shape[0] for p in prompts), len(prompts)
-        x = prompts[0].new_zeros(B, L, prompts[0].shape[-1])
-        mask = torch.zeros(B, L, dtype=torch.long)
-        for j, p in enumerate(prompts):
-            x[j, L - p.shape[0]:] = p
-            mask[j, L - p.shape[0]:] = 1
-        pos = (mask.cumsum(1) - 1).clamp(min=0)
+        x, mask, pos = left_pad([dec.embed_prompt(segments[i], task) for i in idx])
+        B, L = int(x.shape[0]), int(x.shape[1])
         cache = dec.new_cache()
         limit = min(max_new_tokens, dec.max_positions - L)
         logits = dec.forward(x, mask, pos, cache)

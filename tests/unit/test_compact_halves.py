@@ -11,6 +11,7 @@ from inkstream.errors import InvalidInput
 from models.compact.checkpoint import export_checkpoint
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf, _unrotate_box
+from models.base import left_pad
 from models.compact.inprocess import greedy_segments
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
 from models.compact.vocab import build_tokenizer
@@ -68,13 +69,7 @@ def test_left_padded_batch_matches_unbatched(tiny_ckpt):
         nxt = logits.argmax(-1)
         step = dec.forward(dec.embed_tokens(nxt[:, None]), torch.ones(1, L + 1, dtype=torch.long), torch.tensor([[L]]), cache)
         alone.append((logits[0], step[0]))
-    L = max(p.shape[0] for p in prompts)
-    x = torch.zeros(3, L, 32)
-    mask = torch.zeros(3, L, dtype=torch.long)
-    for i, p in enumerate(prompts):
-        x[i, L - p.shape[0]:] = p
-        mask[i, L - p.shape[0]:] = 1
-    pos = (mask.cumsum(1) - 1).clamp(min=0)
+    x, mask, pos = left_pad(prompts)
     cache = dec.new_cache()
     logits = dec.forward(x, mask, pos, cache)
     nxt = logits.argmax(-1)
