@@ -16,6 +16,7 @@ carrying the page's segments (a bounded window of them open at a time), so the d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -167,13 +168,23 @@ async def fetch_encoder_info(channel: grpc.aio.Channel, timeout_s: float) -> Enc
     return encoder_info_from_pb(resp)
 
 
-async def fetch_decoder_tasks(channel: grpc.aio.Channel, timeout_s: float) -> tuple[str, ...]:
-    """Call ``TextDecoder/Info``; returns its task template names. Raises CallFailure."""
+@dataclass(frozen=True)
+class DecoderInfo:
+    """What the gateway uses of a decoder's ``Info``: task names and its sequence capacity
+    (``max_running`` + ``max_waiting``: segments it accepts at once without RESOURCE_EXHAUSTED;
+    0 when the decoder does not say)."""
+
+    tasks: tuple[str, ...]
+    capacity: int
+
+
+async def fetch_decoder_info(channel: grpc.aio.Channel, timeout_s: float) -> DecoderInfo:
+    """Call ``TextDecoder/Info``. Raises CallFailure."""
     try:
         resp = await decoder_pb2_grpc.TextDecoderStub(channel).Info(decoder_pb2.InfoRequest(), timeout=timeout_s)
     except grpc.RpcError as err:
         raise classify_rpc_error(err) from None
-    return tuple(resp.tasks)
+    return DecoderInfo(tuple(resp.tasks), max(0, int(resp.max_running) + int(resp.max_waiting)))
 
 
 def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
@@ -259,31 +270,49 @@ async def decode_segments(
     request_id: str = "",
     attempt: DecodeAttempt | None = None,
     max_segments_in_flight: int = 64,
+    replica_slots: asyncio.Semaphore | None = None,
 ) -> DecodeAttempt:
     """Decode ``segments`` of one page on one replica in one ``Decode`` stream, at most
-    ``max_segments_in_flight`` open at a time (the next is sent as one finishes), so the decoder's
-    continuous batching runs them together without overflowing its waiting queue.
+    ``max_segments_in_flight`` of this page open at a time and, when given, one of the replica's
+    ``replica_slots`` held per open segment (shared by every page sent to that replica, sized to its
+    ``max_running + max_waiting``), so the decoder's continuous batching runs them together without
+    its waiting queue ever overflowing (RESOURCE_EXHAUSTED). The next segment is sent as one finishes.
 
-    Fills and returns ``attempt`` (finished segments survive a later call failure, so a retry only
-    re-sends the unfinished ones). Raises CallFailure when the call itself fails; a segment whose
-    finish reason is CANCELLED (the replica drained) is reported in ``failed`` as transient.
+    Requests are written by a task of their own, which is cancelled and awaited on every exit, and
+    the response stream is read to its end, so neither a failed call nor a finished one leaves
+    a task or a half-open call behind. Fills and returns ``attempt`` (finished segments survive a
+    later call failure, so a retry only re-sends the unfinished ones). Raises CallFailure when the
+    call itself fails; a segment whose finish reason is CANCELLED (the replica drained) is reported
+    in ``failed`` as transient.
     """
     attempt = attempt if attempt is not None else DecodeAttempt()
     want = {s.index: s for s in segments}
     text: dict[int, list[str]] = {i: [] for i in want}
-    # At most ``window`` segments of the page are open on the replica at once: a page with hundreds
-    # of lines (compact) must not overflow the decoder's waiting queue (RESOURCE_EXHAUSTED).
     window = asyncio.Semaphore(max(1, max_segments_in_flight))
+    held = 0  # replica slots held by this call
 
-    async def requests():
+    def release() -> None:
+        nonlocal held
+        window.release()
+        if replica_slots is not None and held > 0:
+            held -= 1
+            replica_slots.release()
+
+    call = decoder_pb2_grpc.TextDecoderStub(channel).Decode(timeout=timeout_s, metadata=call_metadata(request_id))
+
+    async def writer() -> None:
+        nonlocal held
         for s in segments:
             await window.acquire()
-            yield decode_request(s, task=task, max_new_tokens=max_new_tokens)
+            if replica_slots is not None:
+                await replica_slots.acquire()
+                held += 1
+            await call.write(decode_request(s, task=task, max_new_tokens=max_new_tokens))
+        await call.done_writing()
 
-    call = decoder_pb2_grpc.TextDecoderStub(channel).Decode(
-        requests(), timeout=timeout_s, metadata=call_metadata(request_id)
-    )
+    writing = asyncio.create_task(writer())
     open_ids = set(want)
+    finished = False
     try:
         while (resp := await call.read()) is not grpc.aio.EOF:  # not ``async for``: see encode_page
             sid = int(resp.segment_id)
@@ -292,7 +321,7 @@ async def decode_segments(
             if resp.HasField("error") and resp.error.code:
                 attempt.failed[sid] = item_failure(resp.error.code, resp.error.message, resp.error.retry_after_s)
                 open_ids.discard(sid)
-                window.release()
+                release()
             else:
                 if resp.text_delta:
                     text[sid].append(resp.text_delta)
@@ -307,13 +336,20 @@ async def decode_segments(
                                                         finish_reason=reason,
                                                         generated_tokens=int(resp.usage.generated_tokens))
                     open_ids.discard(sid)
-                    window.release()
-            if not open_ids:
-                break
+                    release()
+        finished = True
     except grpc.RpcError as err:
         raise classify_rpc_error(err) from None
     finally:
-        call.cancel()
+        writing.cancel()
+        with contextlib.suppress(BaseException):
+            await writing
+        if not finished:
+            call.cancel()
+        if replica_slots is not None:
+            for _ in range(held):
+                replica_slots.release()
+            held = 0
     if open_ids:
         raise CallFailure(InternalError(f"decoder closed the stream with {len(open_ids)} segment(s) unfinished"),
                           suspect=True)

@@ -27,7 +27,7 @@ from opentelemetry import trace
 
 from gateway.admission import Admission, Ticket
 from gateway.clients import (CallFailure, DecodeAttempt, EncodedTokens, decode_segments, encode_page,
-                             fetch_decoder_tasks, fetch_encoder_info)
+                             fetch_decoder_info, fetch_encoder_info)
 from gateway.replicas import Replica, ReplicaSet
 from gateway.pipeline_config import PipelineConfig, PipelineStats
 from gateway.retry import PageFailed, RetryBudget, RetryCounters, with_retries
@@ -143,11 +143,25 @@ class Pipeline:
             if replica is None:
                 return self._tasks
             try:
-                self._tasks = await fetch_decoder_tasks(replica.channel, self.config.info_timeout_s)
+                self._tasks = (await fetch_decoder_info(replica.channel, self.config.info_timeout_s)).tasks
                 self._tasks_at = time.monotonic()
             except CallFailure as exc:
                 log.warning("decoder Info failed: %s", exc)
         return self._tasks
+
+    async def _segment_slots(self, r: Replica) -> asyncio.Semaphore | None:
+        """The decoder replica's shared segment window (its ``max_running + max_waiting``, from Info on
+        first use), so that all pages together never overflow its waiting queue; None when its Info
+        is unavailable or gives no capacity (the decoder's own admission then answers)."""
+        if r.segment_slots is None:
+            try:
+                info = await fetch_decoder_info(r.channel, self.config.info_timeout_s)
+            except CallFailure as exc:
+                log.warning("decoder %s Info failed: %s", r.address, exc)
+                return None
+            if info.capacity and r.segment_slots is None:
+                r.segment_slots = asyncio.Semaphore(info.capacity)
+        return r.segment_slots
 
     def admit(self, request_id: str) -> Ticket:
         """Reserve a request's slot in the global page bound (see :mod:`gateway.admission`)."""
@@ -266,7 +280,8 @@ class Pipeline:
             attempt.failed.clear()
             await decode_segments(r.channel, remaining, task=options.task, max_new_tokens=options.max_new_tokens,
                                   timeout_s=self.config.decode_timeout_s, request_id=options.request_id,
-                                  attempt=attempt, max_segments_in_flight=self.config.decode_window_segments)
+                                  attempt=attempt, max_segments_in_flight=self.config.decode_window_segments,
+                                  replica_slots=await self._segment_slots(r))
             if attempt.failed:
                 raise _worst(attempt.failed.values())
             return list(attempt.done.values())

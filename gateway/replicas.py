@@ -75,6 +75,9 @@ class Replica:
         self.channel = grpc.aio.insecure_channel(address, options=server_options(max_message_bytes),
                                                  interceptors=tracing.client_interceptors())
         self.outstanding = 0
+        # Segments this gateway may have open on the replica (decoders: max_running + max_waiting
+        # from its Info), shared by all pages; set by the pipeline on first use.
+        self.segment_slots: asyncio.Semaphore | None = None
         self.healthy = False
         self.retired = False  # removed from DNS: finishes its work, gets no new work
         self._watch_task: asyncio.Task | None = None

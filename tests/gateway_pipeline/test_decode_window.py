@@ -16,9 +16,10 @@ class _CountingDecoder(decoder_pb2_grpc.TextDecoderServicer):
     """Answers each segment with its id as text after a short delay; records the most segments that
     were open (received, not yet answered) at once, like a decoder's running + waiting queue."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_call: int = 200) -> None:
         self.open = 0
         self.peak = 0
+        self.per_call = per_call
 
     async def Decode(self, request_iterator, context):  # noqa: N802 - gRPC method name
         out: asyncio.Queue = asyncio.Queue()
@@ -37,7 +38,7 @@ class _CountingDecoder(decoder_pb2_grpc.TextDecoderServicer):
 
         task = asyncio.ensure_future(reader())
         answered = 0
-        while answered < 200:
+        while answered < self.per_call:
             yield await out.get()
             answered += 1
         await task
@@ -59,5 +60,58 @@ async def test_two_hundred_segments_never_more_than_window_open():
         assert sorted(attempt.done) == list(range(200))
         assert all(attempt.done[i].text == f"s{i}" for i in range(200))
         assert 1 < servicer.peak <= 16
+    finally:
+        await server.stop(None)
+
+
+async def test_pages_sharing_a_replica_never_exceed_its_capacity():
+    """Two pages of 100 segments on one replica whose capacity (max_running + max_waiting) is 24:
+    the replica's shared slots bound the open segments of both calls together."""
+    servicer = _CountingDecoder(per_call=100)
+    server = grpc.aio.server()
+    decoder_pb2_grpc.add_TextDecoderServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        t = wire.to_wire(torch.zeros(3, 4))
+        slots = asyncio.Semaphore(24)
+
+        def page(p: int) -> list[VisionSegment]:
+            return [VisionSegment(index=i, shape=(3, 4), dtype=t.dtype, data=t.data, box=(0.0, float(i), 10.0, i + 1.0))
+                    for i in range(100)]
+
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+            got = await asyncio.gather(*[decode_segments(ch, page(p), task="ocr", max_new_tokens=8, timeout_s=30,
+                                                         max_segments_in_flight=64, replica_slots=slots)
+                                         for p in range(2)])
+        assert all(sorted(a.done) == list(range(100)) for a in got)
+        assert 1 < servicer.peak <= 24
+        assert slots._value == 24  # every slot came back
+    finally:
+        await server.stop(None)
+
+
+async def test_failed_call_returns_the_replica_slots_and_leaves_no_task():
+    from gateway.clients import CallFailure
+
+    from .fakes import FakeDecoder, start_server
+
+    fake = FakeDecoder()
+    fake.fail_all = "UNAVAILABLE"
+    server, addr = await start_server(fake, "decoder")
+    try:
+        t = wire.to_wire(torch.zeros(3, 4))
+        segs = [VisionSegment(index=i, shape=(3, 4), dtype=t.dtype, data=t.data, box=(0.0, 0.0, 1.0, 1.0)) for i in range(5)]
+        slots = asyncio.Semaphore(8)
+        before = len(asyncio.all_tasks())
+        async with grpc.aio.insecure_channel(addr) as ch:
+            try:
+                await decode_segments(ch, segs, task="ocr", max_new_tokens=8, timeout_s=10, replica_slots=slots)
+            except CallFailure as f:
+                assert f.transient
+            else:
+                raise AssertionError("the call should have failed")
+        assert slots._value == 8
+        assert len(asyncio.all_tasks()) <= before
     finally:
         await server.stop(None)
