@@ -133,10 +133,16 @@ def _clip(v: float) -> float:
 
 
 def same_row(a: Box, b: Box) -> bool:
-    """True when box ``b`` continues box ``a``'s text row: it starts right of ``a``'s left edge and
-    their vertical extents overlap by at least half of the shorter box's height."""
+    """True when box ``b`` continues box ``a``'s line of text: both are horizontal (wider than tall;
+    a sideways page's lines are not joined), ``b`` starts right of ``a`` within one line height of
+    its end (pieces of one line cut apart, not the next column across a gutter), and their vertical
+    extents overlap by at least half of the shorter box's height."""
+    ha, hb = a[3] - a[1], b[3] - b[1]
+    if not (0 < ha < a[2] - a[0] and 0 < hb < b[2] - b[0]):
+        return False
+    gap = b[0] - a[2]
     overlap = min(a[3], b[3]) - max(a[1], b[1])
-    return b[0] >= a[0] and overlap >= 0.5 * min(a[3] - a[1], b[3] - b[1]) > 0
+    return -0.5 * min(ha, hb) <= gap <= max(ha, hb) and overlap >= 0.5 * min(ha, hb)
 
 
 def _scale_box(box: Box, sx: float, sy: float) -> Box:
@@ -173,7 +179,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
             clean, seg_blocks = parse_grounding(seg.text, seg_box, "text" if whole else "line")
             if clean:
                 if texts and not whole and prev is not None and same_row(prev, seg_box):
-                    texts[-1] += " " + clean  # a long line read in pieces, or the cells of a table row
+                    texts[-1] += " " + clean  # a long line read in pieces
                 else:
                     texts.append(clean)
                 prev = seg_box

@@ -4,10 +4,9 @@ The compact recogniser is trained on lines of at most ``--max-chars`` = 110 char
 (models/compact/train.py), most of them 10 to 90 characters long (models/compact/corpus.py
 ``LineTexts.sample``). Longer lines (a full-width line of small print reaches 170 characters) are
 read markedly worse: the decoder drops or garbles words everywhere in the line. Such a line is cut into
-``ceil(width / SPLIT_PX)`` pieces of about equal width, each cut placed in the middle of the widest
-run of blank columns (no ink) within ±15 % of the line width around its ideal position, so cuts fall
-between words; when no blank column exists there (no space in sight) the line is cut at the ideal
-position. Each piece becomes its own segment; the gateway joins segments of one row with a space
+``ceil(width / SPLIT_PX)`` pieces of about equal width, each cut placed in the middle of a wide run
+of blank columns (no ink) near its ideal position (:func:`split_points`), so cuts fall between
+words; when no blank column exists there (no space in sight) the line is cut at the ideal position. Each piece becomes its own segment; the gateway joins segments of one row with a space
 (gateway/stitch.py).
 """
 
@@ -25,7 +24,7 @@ from models.compact.lineimage import LINE_HEIGHT
 #: the printed pages of ../shared/eval through the in-process path (weights at step 9,404): CER
 #: 7.3 % unsplit, 6.6 % at 1,024 px, 6.25 % at 640 px, 6.2 % at 512 px, 6.2 % at 384 px.
 SPLIT_PX = 640
-_SEARCH = 0.15  # cut search window, fraction of the line width on each side of the ideal cut
+_SEARCH = 0.15  # cut search reach: 2 x this fraction of a piece's width on each side of the ideal cut
 
 
 def _ink_columns(crop: Image.Image) -> np.ndarray:
@@ -38,9 +37,27 @@ def _ink_columns(crop: Image.Image) -> np.ndarray:
     return (a < (lo + hi) / 2).any(axis=0)
 
 
+def _blank_runs(ink: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
+    """(start, end) of the runs of ink-free columns within [lo, hi)."""
+    runs, start = [], None
+    for x in range(lo, hi + 1):
+        blank = x < hi and not ink[x]
+        if blank and start is None:
+            start = x
+        elif not blank and start is not None:
+            runs.append((start, x))
+            start = None
+    return runs
+
+
 def split_points(crop: Image.Image, max_px: int = SPLIT_PX) -> list[int]:
     """Cut positions (x in ``crop`` pixels, increasing) that split the line into pieces of at most
-    about ``max_px`` pixels at the line height; [] when the line is short enough."""
+    about ``max_px`` pixels at the line height; [] when the line is short enough.
+
+    Cuts are placed one after the other: the ideal position divides what is left of the line evenly;
+    among the blank runs within ±``_SEARCH`` x 2 of a piece's width around it, those at least half as
+    wide as the widest (word gaps, not the slivers between letters) qualify and the one nearest the
+    ideal position wins; with none, the cut is at the ideal position."""
     scaled = crop.width * LINE_HEIGHT / max(1, crop.height)
     parts = math.ceil(scaled / max_px)
     if parts <= 1:
@@ -48,23 +65,18 @@ def split_points(crop: Image.Image, max_px: int = SPLIT_PX) -> list[int]:
     ink = _ink_columns(crop)
     w = crop.width
     cuts: list[int] = []
+    prev = 0
     for k in range(1, parts):
-        ideal = w * k // parts
-        lo, hi = max(1, ideal - int(_SEARCH * w)), min(w - 1, ideal + int(_SEARCH * w))
-        best: tuple[int, int] | None = None  # (run length, centre)
-        start = None
-        for x in range(lo, hi + 1):
-            blank = x < hi and not ink[x]
-            if blank and start is None:
-                start = x
-            elif not blank and start is not None:
-                run = (x - start, (start + x) // 2)
-                if best is None or run[0] > best[0] or (run[0] == best[0] and abs(run[1] - ideal) < abs(best[1] - ideal)):
-                    best = run
-                start = None
-        cut = best[1] if best else ideal
-        if not cuts or cut > cuts[-1] + 1:
-            cuts.append(cut)
+        piece = (w - prev) / (parts - k + 1)
+        ideal = int(prev + piece)
+        reach = int(2 * _SEARCH * piece)
+        runs = _blank_runs(ink, max(prev + 1, ideal - reach), min(w - 1, ideal + reach))
+        cut = ideal
+        if runs:
+            widest = max(b - a for a, b in runs)
+            cut = min(((a + b) // 2 for a, b in runs if b - a >= 0.5 * widest), key=lambda c: abs(c - ideal))
+        cuts.append(cut)
+        prev = cut
     return cuts
 
 

@@ -76,12 +76,17 @@ def test_markup_cut_off_by_the_token_limit_is_dropped():
     assert parse_grounding("done <|ref|>tit", (0, 0, 1, 1), "text")[0] == "done"
 
 
-def test_segments_of_one_row_are_joined_by_a_space():
-    """A long line read in pieces (compact splits it at word gaps) and the cells of a table row come
-    back as one text line; each piece keeps its own block and box."""
+def test_pieces_of_one_line_are_joined_by_a_space():
+    """A long line read in pieces (compact cuts it at word gaps) comes back as one text line; each
+    piece keeps its own block and box. Boxes across a column gutter, a sideways page's lines and
+    the next line down are not joined."""
     segs = [SegmentText(0, "The quick brown", (10, 100, 400, 130)), SegmentText(1, "fox jumps.", (405, 102, 700, 131)),
-            SegmentText(2, "Next line", (10, 140, 300, 170)), SegmentText(3, "Total", (10, 200, 80, 230)),
-            SegmentText(4, "$12.00", (500, 198, 600, 226))]
-    res = page_result(PageOutcome(0, "ok", segments=segs, width=800, height=1000))
-    assert res.text == "The quick brown fox jumps.\nNext line\nTotal $12.00"
-    assert [b.text for b in res.blocks] == ["The quick brown", "fox jumps.", "Next line", "Total", "$12.00"]
+            SegmentText(2, "Next line", (10, 140, 300, 170)),
+            SegmentText(3, "left column", (10, 200, 300, 230)), SegmentText(4, "right column", (500, 198, 800, 226))]
+    res = page_result(PageOutcome(0, "ok", segments=segs, width=900, height=1000))
+    assert res.text == "The quick brown fox jumps.\nNext line\nleft column\nright column"
+    assert [b.text for b in res.blocks] == ["The quick brown", "fox jumps.", "Next line", "left column", "right column"]
+    sideways = [SegmentText(0, "line one", (149, 863, 188, 1583)), SegmentText(1, "line two a", (206, 1189, 243, 1581)),
+                SegmentText(2, "line two b", (206, 832, 243, 1189))]
+    res = page_result(PageOutcome(0, "ok", segments=sideways, width=1700, height=2200))
+    assert res.text == "line one\nline two a\nline two b"
