@@ -11,8 +11,8 @@ image edge (single-line images) is still found, and downscaled so its long side 
 
 Orientation: if most detected boxes are taller than wide the page is rotated by 90 degrees and
 detected again; the rapidocr 0/180 text-direction classifier (``ch_ppocr_mobile_v2.0_cls``) then
-decides between the two 90-degree turns (upright pages are not second-guessed: the classifier is
-only consulted for pages found sideways). Boxes are reported in the pixels of the page as received.
+decides between the two 90-degree turns, and turns a page that looks upright by 180 degrees only on
+a clear vote over at least 4 lines (about 25 ms per page). Boxes are reported in the pixels of the page as received.
 
 Reading order (:func:`reading_order`): recursive XY-cut (Nagy & Seth 1984) on the line boxes. A
 vertical cut (a column gutter: an x-range crossed by at most 5 % of the boxes) is preferred, but only
@@ -87,11 +87,12 @@ class LineDetector:
                 out.append(LineBox(q, (x0, y0, x1, y1), float(s)))
         return out
 
-    def _upside_down(self, rgb: np.ndarray, lines: list[LineBox]) -> bool:
-        """Majority vote of the 0/180 classifier over up to 16 of the widest lines."""
-        if self.cls is None or not lines:
+    def _upside_down(self, rgb: np.ndarray, lines: list[LineBox], min_lines: int = 1, margin: float = 0.0) -> bool:
+        """Vote of the 0/180 classifier over up to 16 of the widest lines: True when at least
+        ``min_lines`` lines were classified and the mean of P(180) - P(0) exceeds ``margin``."""
+        if self.cls is None or len(lines) < min_lines:
             return False
-        votes = 0.0
+        votes, n = 0.0, 0
         for ln in sorted(lines, key=lambda l: l.box[2] - l.box[0], reverse=True)[:16]:
             x0, y0, x1, y1 = (int(round(v)) for v in ln.box)
             crop = Image.fromarray(rgb[y0:y1, x0:x1]).convert("RGB")
@@ -101,7 +102,8 @@ class LineDetector:
             inp[0, :, :, :w] = ((a - 0.5) / 0.5).transpose(2, 0, 1)
             prob = self.cls.run(None, {self.cls.get_inputs()[0].name: inp})[0][0]
             votes += float(prob[1] - prob[0])  # labels ["0", "180"]
-        return votes > 0
+            n += 1
+        return n >= min_lines and votes / n > margin
 
     def detect(self, image: Image.Image) -> tuple[Image.Image, list[LineBox], int]:
         """Find the text lines of ``image``. Returns (upright page image, lines in reading order with
@@ -115,7 +117,10 @@ class LineDetector:
             image, rotation = image.rotate(90, expand=True), 90
             rgb = np.asarray(image.convert("RGB"))
             lines = self._detect(rgb)
-        if rotation and self._upside_down(rgb, lines):  # 90 or 270: the classifier tells
+        # Found sideways: the classifier decides between 90 and 270. Upright-looking: turned only on a
+        # clear vote over several lines (one line's vote is unreliable: measured +0.9 on an upright
+        # UW-III line; upright eval pages vote -0.46 to -1.0 per line, a 180-degree page +0.28).
+        if self._upside_down(rgb, lines) if rotation else self._upside_down(rgb, lines, min_lines=4, margin=0.2):
             image, rotation = image.rotate(180, expand=True), (rotation + 180) % 360
             rgb = np.asarray(image.convert("RGB"))
             lines = self._detect(rgb)

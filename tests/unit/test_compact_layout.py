@@ -63,3 +63,25 @@ def test_score_folds_whitespace_and_pages(tmp_path):
     (tmp_path / "sub" / "p.gt.txt").write_text("x")
     Image.new("RGB", (10, 10)).save(tmp_path / "nogt.png")
     assert [d.name for d, _ in find_documents(tmp_path)] == ["p.png"]
+
+
+def test_upside_down_page_is_turned_and_upright_page_is_not():
+    """A page of real text turned by 180 degrees is detected as such (rapidocr's direction classifier,
+    voting over its lines); the same page upright is left alone."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    from models.compact.detect import LineDetector
+
+    font = ImageFont.load_default(size=28)
+    page = Image.new("RGB", (1100, 900), "white")
+    draw = ImageDraw.Draw(page)
+    text = ["The quick brown fox jumps over the lazy dog.", "Pack my box with five dozen liquor jugs.",
+            "Sphinx of black quartz, judge my vow today.", "How vexingly quick daft zebras jump!",
+            "The five boxing wizards jump quickly again.", "Jackdaws love my big sphinx of quartz."]
+    for i, line in enumerate(text * 2):
+        draw.text((60, 40 + 64 * i), line, fill="black", font=font)
+    det = LineDetector()
+    _, lines, rotation = det.detect(page)
+    assert rotation == 0 and len(lines) >= 10
+    _, lines, rotation = det.detect(page.rotate(180))
+    assert rotation == 180 and len(lines) >= 10
