@@ -217,9 +217,8 @@ class _ClientInterceptor:
     @staticmethod
     def _end_when_done(call: Any, span: trace.Span) -> Any:
         # The done callback gets the call as its argument and closes over the span only: a closure
-        # that referenced ``call`` would form a cycle (call -> its callbacks -> closure -> call) that
-        # keeps every finished call, and the native gRPC memory behind it, alive until a full
-        # garbage collection; on a long document that showed as RSS growing with the page count.
+        # that referenced ``call`` would form a cycle (call -> its callbacks -> closure -> call)
+        # keeping each finished call, and its native gRPC state, alive until a full collection.
         if hasattr(call, "add_done_callback"):
             call.add_done_callback(functools.partial(_end_span_when_done, span))
         else:  # a plain response object (already finished)
