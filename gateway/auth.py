@@ -156,8 +156,8 @@ def key_from_headers(headers: Mapping[str, str]) -> str | None:
 
 class ApiKeyMiddleware:
     """ASGI middleware: every HTTP request except :data:`OPEN_PATHS` needs a valid key, else
-    401 ``{"error": {"code": "UNAUTHENTICATED", "message": "missing or invalid API key"}}`` with
-    ``WWW-Authenticate: Bearer``. ``keys=None`` lets everything through.
+    401 ``{"error": {"code": "UNAUTHENTICATED", "reason": "UNAUTHENTICATED", "message": "missing or
+    invalid API key"}}`` with ``WWW-Authenticate: Bearer``. ``keys=None`` lets everything through.
     Install: ``app.add_middleware(ApiKeyMiddleware, keys=load_api_keys())``.
     """
 
@@ -174,7 +174,7 @@ class ApiKeyMiddleware:
         if self.keys.check(key_from_headers(headers)):
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"error": {"code": "UNAUTHENTICATED", "message": FAILURE_MESSAGE}}).encode()
+        body = json.dumps({"error": {"code": "UNAUTHENTICATED", "reason": "UNAUTHENTICATED", "message": FAILURE_MESSAGE}}).encode()
         await send({"type": "http.response.start", "status": 401, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"www-authenticate", b'Bearer realm="inkstream"')]})

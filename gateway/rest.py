@@ -2,7 +2,7 @@
 
 Handlers convert HTTP to :class:`gateway.service.OcrRequest` / uploads and back; the work is in
 :mod:`gateway.service` and :mod:`gateway.jobs`. Errors are mapped by :mod:`inkstream.errors` only
-(``{"error": {"code", "message"}}`` with the mapped status and ``Retry-After`` when hinted).
+(``{"error": {"code", "reason", "message"}}`` with the mapped status and ``Retry-After`` when hinted).
 
 NDJSON (``Accept: application/x-ndjson``): one ``{"page": {...}}`` line per page in page order as
 soon as it is ready, then ``{"summary": {...}}`` (its ``document`` is empty for format=json: the

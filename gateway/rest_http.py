@@ -44,6 +44,8 @@ UPLOAD_DOC = {
 
 ERROR_SCHEMA = {"application/json": {"schema": {"type": "object", "properties": {"error": {
     "type": "object", "properties": {"code": {"type": "string", "description": "gRPC status code name"},
+                                     "reason": {"type": "string", "description": "finer cause, e.g. PAYLOAD_TOO_LARGE, "
+                                                "UNSUPPORTED_MEDIA_TYPE, NOTHING_TO_READ, UPLOAD_TIMEOUT (else = code)"},
                                      "message": {"type": "string", "description": "for a person"}}}}}}}
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "invalid input (damaged file, bad option, bad page selection)", "content": ERROR_SCHEMA},
@@ -57,9 +59,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def error_response(exc: BaseException) -> JSONResponse:
-    """``{"error": {"code", "message"}}`` with the mapped HTTP status and ``Retry-After`` when hinted."""
+    """``{"error": {"code", "reason", "message"}}`` with the mapped HTTP status and ``Retry-After`` when hinted."""
     err = as_inkstream_error(exc)
-    return JSONResponse({"error": {"code": err.code_name, "message": err.message}},
+    return JSONResponse({"error": {"code": err.code_name, "reason": err.reason_name, "message": err.message}},
                         status_code=http_status(err), headers=retry_after_header(err))
 
 

@@ -28,6 +28,9 @@ class InkstreamError(Exception):
     grpc_code: grpc.StatusCode = grpc.StatusCode.INTERNAL
     http_status: int = 500
     transient: bool = False
+    #: Finer cause than the gRPC code (UPPER_SNAKE, as ``google.rpc.ErrorInfo.reason``, AIP-193); ""
+    #: means the code says it all.
+    reason: str = ""
 
     def __init__(self, message: str, *, retry_after_s: float | None = None):
         super().__init__(message)
@@ -38,6 +41,11 @@ class InkstreamError(Exception):
     def code_name(self) -> str:
         """gRPC status code name, e.g. ``"INVALID_ARGUMENT"``."""
         return self.grpc_code.name
+
+    @property
+    def reason_name(self) -> str:
+        """:attr:`reason`, or the code name when the class has none, e.g. ``"PAYLOAD_TOO_LARGE"``."""
+        return self.reason or self.code_name
 
 
 class InvalidInput(InkstreamError):
@@ -51,18 +59,21 @@ class PayloadTooLarge(InvalidInput):
     """Input over a configured size / pixel / page limit (HTTP 413, INVALID_ARGUMENT)."""
 
     http_status = 413
+    reason = "PAYLOAD_TOO_LARGE"
 
 
 class UnsupportedMediaType(InvalidInput):
     """File type not recognised by its magic bytes (HTTP 415, INVALID_ARGUMENT)."""
 
     http_status = 415
+    reason = "UNSUPPORTED_MEDIA_TYPE"
 
 
 class Unprocessable(InvalidInput):
     """Well-formed input that has nothing to process, e.g. zero pages (HTTP 422)."""
 
     http_status = 422
+    reason = "NOTHING_TO_READ"
 
 
 class NotFound(InkstreamError):
@@ -104,6 +115,7 @@ class RequestTimeout(DeadlineExceeded):
     section 15.5.9; DEADLINE_EXCEEDED on gRPC). A client-side failure, so not a 5xx."""
 
     http_status = 408
+    reason = "UPLOAD_TIMEOUT"
 
 
 class Cancelled(InkstreamError):
@@ -129,20 +141,32 @@ _BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
 }
 
 TRANSIENT_CODES = frozenset(c for c, k in _BY_CODE.items() if k.transient)
+_BY_REASON: dict[str, type[InkstreamError]] = {
+    k.reason: k for k in (PayloadTooLarge, UnsupportedMediaType, Unprocessable, RequestTimeout)}
+ERROR_DOMAIN = "inkstream"  # google.rpc.ErrorInfo.domain of inkstream's reasons
 
 
-def error_for_code(code_name: str, message: str, retry_after_s: float | None = None) -> InkstreamError:
-    """Build the exception for a gRPC status code name (``"UNAVAILABLE"``...); unknown -> InternalError."""
+def error_for_code(code_name: str, message: str, retry_after_s: float | None = None,
+                   reason: str = "") -> InkstreamError:
+    """Build the exception for a gRPC status code name (``"UNAVAILABLE"``...) and, when it names one
+    of inkstream's, its ``reason`` (e.g. ``"PAYLOAD_TOO_LARGE"`` -> PayloadTooLarge); unknown ->
+    InternalError."""
     code = getattr(grpc.StatusCode, code_name, grpc.StatusCode.INTERNAL)
     cls = _BY_CODE.get(code, InternalError)
+    by_reason = _BY_REASON.get(reason)
+    if by_reason is not None and by_reason.grpc_code == code:
+        cls = by_reason
     if cls is ResourceExhausted:
         return ResourceExhausted(message, retry_after_s=retry_after_s or 1.0)
     return cls(message, retry_after_s=retry_after_s)
 
 
 def to_status(exc: InkstreamError) -> status_pb2.Status:
-    """google.rpc.Status for ``exc``, with RetryInfo when it carries ``retry_after_s``."""
+    """google.rpc.Status for ``exc``, with RetryInfo when it carries ``retry_after_s`` and ErrorInfo
+    (``reason``, domain ``inkstream``) when its class has a :attr:`InkstreamError.reason`."""
     st = status_pb2.Status(code=getattr(code_pb2, exc.code_name, code_pb2.INTERNAL), message=exc.message)
+    if exc.reason:
+        st.details.add().Pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=ERROR_DOMAIN))
     if exc.retry_after_s is not None:
         secs = max(exc.retry_after_s, 0.0)
         info = error_details_pb2.RetryInfo(
@@ -152,27 +176,38 @@ def to_status(exc: InkstreamError) -> status_pb2.Status:
     return st
 
 
-def retry_after_of(err: grpc.RpcError) -> float | None:
-    """Seconds from a RetryInfo detail in ``err``'s trailing metadata, or None."""
+def _status_details(err: grpc.RpcError) -> tuple[float | None, str]:
+    """(seconds from a RetryInfo detail or None, reason from an inkstream ErrorInfo or "") of
+    ``err``'s trailing metadata."""
     try:
         st = rpc_status.from_call(err)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001 - malformed trailers: no hint
-        return None
-    if st is None:
-        return None
-    for d in st.details:
+    except Exception:  # noqa: BLE001 - malformed trailers: no details
+        return None, ""
+    retry, reason = None, ""
+    for d in st.details if st is not None else ():
         if d.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
             info = error_details_pb2.RetryInfo()
             d.Unpack(info)
-            return info.retry_delay.seconds + info.retry_delay.nanos / 1e9
-    return None
+            retry = info.retry_delay.seconds + info.retry_delay.nanos / 1e9
+        elif d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            ei = error_details_pb2.ErrorInfo()
+            d.Unpack(ei)
+            reason = ei.reason if ei.domain == ERROR_DOMAIN else ""
+    return retry, reason
+
+
+def retry_after_of(err: grpc.RpcError) -> float | None:
+    """Seconds from a RetryInfo detail in ``err``'s trailing metadata, or None."""
+    return _status_details(err)[0]
 
 
 def from_rpc_error(err: grpc.RpcError) -> InkstreamError:
-    """Client side: the inkstream exception for a failed call (keeps the server's message)."""
+    """Client side: the inkstream exception for a failed call (keeps the server's message, retry
+    hint and reason)."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNAVAILABLE
     details = (err.details() if hasattr(err, "details") else None) or str(err)
-    return error_for_code(code.name, details, retry_after_of(err))
+    retry, reason = _status_details(err)
+    return error_for_code(code.name, details, retry, reason)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -185,7 +220,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 async def abort(context: grpc.aio.ServicerContext, exc: InkstreamError) -> None:
-    """Abort an aio call with ``exc``'s code, message and RetryInfo details (raises AbortError)."""
+    """Abort an aio call with ``exc``'s code, message and RetryInfo / ErrorInfo details (raises AbortError)."""
     await context.abort_with_status(rpc_status.to_status(to_status(exc)))
 
 

@@ -8,7 +8,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from inkstream.errors import InvalidInput, ResourceExhausted
+from inkstream.errors import InvalidInput, PayloadTooLarge, ResourceExhausted
 
 from gateway.client import AsyncGatewayClient, DocumentSummary, GatewayClient
 from gateway.core import GatewayCore
@@ -122,7 +122,7 @@ async def test_too_large_upload_reports_its_status(gw_config, fake):
     server, port, _ = await build_grpc_server(core, 0)
     try:
         async with AsyncGatewayClient(f"127.0.0.1:{port}", chunk_bytes=4096) as c:
-            with pytest.raises(InvalidInput, match="too large"):  # 413 is INVALID_ARGUMENT on gRPC
+            with pytest.raises(PayloadTooLarge, match="too large"):  # INVALID_ARGUMENT + ErrorInfo reason on gRPC
                 await c.recognize(doc)
     finally:
         await server.stop(None)

@@ -164,6 +164,7 @@ async def test_upload_limit_streaming(gw_config, fake):
         r = await c.post("/v1/ocr", content=body(), headers={"content-type": "application/pdf"})
     await core.close()
     assert r.status_code == 413
+    assert r.json()["error"]["reason"] == "PAYLOAD_TOO_LARGE" and r.json()["error"]["code"] == "INVALID_ARGUMENT"
     assert "limit" in r.json()["error"]["message"]
 
 

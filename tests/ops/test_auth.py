@@ -102,7 +102,8 @@ async def test_rest_401_without_detail_leak():
             bodies.append(r.content)
         assert len(set(bodies)) == 1  # same answer whatever was wrong
         assert KEY_B.encode() not in bodies[1] and b"not-a-key" not in bodies[2]
-        assert r.json() == {"error": {"code": "UNAUTHENTICATED", "message": "missing or invalid API key"}}
+        assert r.json() == {"error": {"code": "UNAUTHENTICATED", "reason": "UNAUTHENTICATED",
+                                      "message": "missing or invalid API key"}}
         assert (await c.post("/v1/ocr", headers={"authorization": "Bearer " + KEY_A})).status_code == 200
         assert (await c.post("/v1/ocr", headers={"x-api-key": KEY_A})).status_code == 200
         assert (await c.get("/readyz")).status_code == 200  # probes are open
