@@ -23,12 +23,15 @@ def run_service(service: str, serve: Callable[[], Awaitable[int]]) -> int:
     ``serve()`` on a new event loop and map its outcome to an exit code (see module docstring)."""
     from inkstream import logs, tracing
 
+    from inkstream.malloc import pin_mmap_threshold
+
     prog = f"inkstream serve {service}"
     logs.setup_logging(service)
     try:
+        pin_mmap_threshold()
         tracing.setup_tracing(f"inkstream-{service}")
-    except (ValueError, RuntimeError) as exc:  # bad INKSTREAM_TRACES_* settings
-        print(f"{prog}: tracing: {exc}", file=sys.stderr)
+    except (ValueError, RuntimeError) as exc:  # bad INKSTREAM_TRACES_* / malloc settings
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     try:
         return int(asyncio.run(serve()) or 0)

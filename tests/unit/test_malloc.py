@@ -1,0 +1,27 @@
+"""inkstream.malloc: the services' fixed glibc mmap threshold and its settings."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from inkstream.malloc import DEFAULT_MMAP_THRESHOLD_BYTES, ENV, pin_mmap_threshold
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_default_threshold_is_set(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    assert pin_mmap_threshold() == DEFAULT_MMAP_THRESHOLD_BYTES
+
+
+def test_disabled_overridden_or_malformed(monkeypatch):
+    monkeypatch.setenv(ENV, "0")
+    assert pin_mmap_threshold() == 0
+    monkeypatch.setenv(ENV, "4194304")
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")  # the operator's glibc tunable wins
+    assert pin_mmap_threshold() == 0
+    monkeypatch.setenv(ENV, "lots")
+    with pytest.raises(ValueError, match=ENV):
+        pin_mmap_threshold()
