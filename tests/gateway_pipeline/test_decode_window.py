@@ -44,16 +44,25 @@ class _CountingDecoder(decoder_pb2_grpc.TextDecoderServicer):
         await task
 
 
-async def test_two_hundred_segments_never_more_than_window_open():
-    servicer = _CountingDecoder()
+def _segments(n: int) -> list[VisionSegment]:
+    t = wire.to_wire(torch.zeros(3, 4))
+    return [VisionSegment(index=i, shape=(3, 4), dtype=t.dtype, data=t.data, box=(0.0, float(i), 10.0, i + 1.0))
+            for i in range(n)]
+
+
+async def _serve(servicer: _CountingDecoder) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server()
     decoder_pb2_grpc.add_TextDecoderServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
+    return server, port
+
+
+async def test_two_hundred_segments_never_more_than_window_open():
+    servicer = _CountingDecoder()
+    server, port = await _serve(servicer)
     try:
-        t = wire.to_wire(torch.zeros(3, 4))
-        segs = [VisionSegment(index=i, shape=(3, 4), dtype=t.dtype, data=t.data, box=(0.0, float(i), 10.0, i + 1.0))
-                for i in range(200)]
+        segs = _segments(200)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
             attempt = await decode_segments(ch, segs, task="ocr", max_new_tokens=8, timeout_s=30,
                                             max_segments_in_flight=16)
@@ -68,22 +77,13 @@ async def test_pages_sharing_a_replica_never_exceed_its_capacity():
     """Two pages of 100 segments on one replica whose capacity (max_running + max_waiting) is 24:
     the replica's shared slots bound the open segments of both calls together."""
     servicer = _CountingDecoder(per_call=100)
-    server = grpc.aio.server()
-    decoder_pb2_grpc.add_TextDecoderServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    server, port = await _serve(servicer)
     try:
-        t = wire.to_wire(torch.zeros(3, 4))
         slots = asyncio.Semaphore(24)
-
-        def page(p: int) -> list[VisionSegment]:
-            return [VisionSegment(index=i, shape=(3, 4), dtype=t.dtype, data=t.data, box=(0.0, float(i), 10.0, i + 1.0))
-                    for i in range(100)]
-
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
-            got = await asyncio.gather(*[decode_segments(ch, page(p), task="ocr", max_new_tokens=8, timeout_s=30,
+            got = await asyncio.gather(*[decode_segments(ch, _segments(100), task="ocr", max_new_tokens=8, timeout_s=30,
                                                          max_segments_in_flight=64, replica_slots=slots)
-                                         for p in range(2)])
+                                         for _ in range(2)])
         assert all(sorted(a.done) == list(range(100)) for a in got)
         assert 1 < servicer.peak <= 24
         assert slots._value == 24  # every slot came back
@@ -100,8 +100,7 @@ async def test_failed_call_returns_the_replica_slots_and_leaves_no_task():
     fake.fail_all = "UNAVAILABLE"
     server, addr = await start_server(fake, "decoder")
     try:
-        t = wire.to_wire(torch.zeros(3, 4))
-        segs = [VisionSegment(index=i, shape=(3, 4), dtype=t.dtype, data=t.data, box=(0.0, 0.0, 1.0, 1.0)) for i in range(5)]
+        segs = _segments(5)
         slots = asyncio.Semaphore(8)
         before = len(asyncio.all_tasks())
         async with grpc.aio.insecure_channel(addr) as ch:
