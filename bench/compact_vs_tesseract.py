@@ -13,8 +13,8 @@ page while the decoder process writes another, i.e. use both cores); Tesseract r
 time with one thread, as the comparison asks. ``--concurrency 1`` gives the one-client latency view.
 
 Our side: by default a local stack (``gateway.local_stack.LocalStack``: gateway + 1 encoder + 1
-decoder process on loopback, OMP_NUM_THREADS=1 each, default settings) and ``POST /v1/ocr`` per document, timed from
-upload to full text; start-up is not timed. ``--in-process`` (or when the stack cannot start) runs the
+decoder process on loopback, OMP_NUM_THREADS=1 each, default settings) and ``POST /v1/ocr`` per
+document, timed from upload to full text; start-up is not timed. ``--in-process`` (or when the stack cannot start) runs the
 encoder and decoder halves in this process with one torch thread and a greedy loop instead.
 Tesseract: the ``tesseract`` CLI, ``OMP_THREAD_LIMIT=1``, PDF pages rasterised at 200 dpi
 (rasterisation is timed for both engines). CER / WER as in ``inkstream eval`` (inkstream/evaluate.py).

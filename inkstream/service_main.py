@@ -22,7 +22,6 @@ def run_service(service: str, serve: Callable[[], Awaitable[int]]) -> int:
     """Set up JSON logs and tracing for ``service`` ("encoder" | "decoder" | "gateway"), run
     ``serve()`` on a new event loop and map its outcome to an exit code (see module docstring)."""
     from inkstream import logs, tracing
-
     from inkstream.malloc import pin_mmap_threshold
 
     prog = f"inkstream serve {service}"

@@ -12,7 +12,8 @@ image edge (single-line images) is still found, and downscaled so its long side 
 Orientation: if most detected boxes are taller than wide the page is rotated by 90 degrees and
 detected again; the rapidocr 0/180 text-direction classifier (``ch_ppocr_mobile_v2.0_cls``) then
 decides between the two 90-degree turns, and turns a page that looks upright by 180 degrees only on
-a clear vote over at least 4 lines (about 25 ms per page). Boxes are reported in the pixels of the page as received.
+a clear vote over at least 4 lines (about 25 ms per page). Boxes are reported in the pixels of the
+page as received.
 
 Reading order (:func:`reading_order`): recursive XY-cut (Nagy & Seth 1984) on the line boxes. A
 vertical cut (a column gutter: an x-range crossed by at most 5 % of the boxes) is preferred, but only
