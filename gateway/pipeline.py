@@ -150,17 +150,28 @@ class Pipeline:
         return self._tasks
 
     async def _segment_slots(self, r: Replica) -> asyncio.Semaphore | None:
-        """The decoder replica's shared segment window (its ``max_running + max_waiting``, from Info on
-        first use), so that all pages together never overflow its waiting queue; None when its Info
-        is unavailable or gives no capacity (the decoder's own admission then answers)."""
-        if r.segment_slots is None:
-            try:
-                info = await fetch_decoder_info(r.channel, self.config.info_timeout_s)
-            except CallFailure as exc:
-                log.warning("decoder %s Info failed: %s", r.address, exc)
-                return None
-            if info.capacity and r.segment_slots is None:
-                r.segment_slots = asyncio.Semaphore(info.capacity)
+        """The decoder replica's shared segment window (its ``max_running + max_waiting``, from Info),
+        so that all pages together never overflow its waiting queue; None when its Info is
+        unavailable or gives no capacity (the decoder's own admission then answers).
+
+        Info is read on first use and again after the replica comes back SERVING (a restarted
+        replica may have other limits: the window is replaced only if the capacity changed).
+        Otherwise Info is tried at most once per ``info_ttl_s`` seconds, so that while it fails (or
+        gives no capacity) pages do not each wait ``info_timeout_s`` for it."""
+        if r.segment_slots is not None and not r.slots_stale:
+            return r.segment_slots
+        if not r.slots_stale and time.monotonic() - r.slots_checked_at < self.config.info_ttl_s:
+            return r.segment_slots
+        r.slots_stale, r.slots_checked_at = False, time.monotonic()
+        try:
+            info = await fetch_decoder_info(r.channel, self.config.info_timeout_s)
+        except CallFailure as exc:
+            log.warning("decoder %s Info failed: %s", r.address, exc)
+            return r.segment_slots
+        if info.capacity and info.capacity != r.slots_capacity:
+            if r.segment_slots is not None:
+                log.info("decoder %s capacity %d -> %d segments", r.address, r.slots_capacity, info.capacity)
+            r.segment_slots, r.slots_capacity = asyncio.Semaphore(info.capacity), info.capacity
         return r.segment_slots
 
     def admit(self, request_id: str) -> Ticket:

@@ -76,8 +76,13 @@ class Replica:
                                                  interceptors=tracing.client_interceptors())
         self.outstanding = 0
         # Segments this gateway may have open on the replica (decoders: max_running + max_waiting
-        # from its Info), shared by all pages; set by the pipeline on first use.
+        # from its Info), shared by all pages; set by the pipeline on first use. ``slots_capacity``
+        # is that size; ``slots_stale`` asks the pipeline to re-read Info (the replica came back,
+        # perhaps restarted with other limits); ``slots_checked_at``: monotonic time of the last try.
         self.segment_slots: asyncio.Semaphore | None = None
+        self.slots_capacity = 0
+        self.slots_stale = False
+        self.slots_checked_at = float("-inf")
         self.healthy = False
         self.retired = False  # removed from DNS: finishes its work, gets no new work
         self._watch_task: asyncio.Task | None = None
@@ -112,6 +117,7 @@ class Replica:
                     new = resp.status == _SERVING
                     if new != self.healthy:
                         log.info("replica %s %s", self.address, "SERVING" if new else "NOT_SERVING")
+                        self.slots_stale = self.slots_stale or new
                     self.healthy = new
                     on_change()
                 # The server ended the watch (shutting down): its state is unknown until re-watched.

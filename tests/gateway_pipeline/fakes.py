@@ -101,9 +101,16 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
         self.item_error: str | None = None  # per-segment ItemError code for segment 0
         self.slow_digests: dict[int, float] = {}  # extra seconds before answering these pages
         self.started = asyncio.Event()
+        self.info_calls = 0
+        self.info_fails = False
+        self.max_running = self.max_waiting = 0  # capacity reported by Info (0: none)
 
     async def Info(self, request, context):
-        return decoder_pb2.InfoResponse(model_id="fake/decoder", hidden_size=HIDDEN, tasks=["ocr"], default_task="ocr")
+        self.info_calls += 1
+        if self.info_fails:
+            await errors.abort(context, errors.error_for_code("UNAVAILABLE", "fake decoder Info fails"))
+        return decoder_pb2.InfoResponse(model_id="fake/decoder", hidden_size=HIDDEN, tasks=["ocr"], default_task="ocr",
+                                        max_running=self.max_running, max_waiting=self.max_waiting)
 
     async def Decode(self, request_iterator, context):
         reqs = [r async for r in request_iterator]

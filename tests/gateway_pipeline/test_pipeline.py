@@ -379,3 +379,40 @@ async def test_retry_budget_stops_retry_storms(cluster):
     assert any("retry budget exhausted" in o.error.message for o in outs)
     # 4 tokens, retries only while more than 2 remain: far fewer calls than 3 pages x 4 attempts.
     assert sum(sum(d.calls.values()) for d in c.decoders) < 3 * 4
+
+
+async def test_decoder_info_failing_is_not_retried_for_every_page(cluster):
+    """While a decoder's Info fails, pages are decoded without its window and Info is tried at most
+    once per info_ttl_s, not once per page."""
+    c = await cluster.start(max_pages_per_request=4, info_ttl_s=60.0)
+    c.decoders[0].info_fails = True
+    before = c.decoders[0].info_calls
+    images = make_pages(12, seed=5)
+    assert_all_pages(await collect(c.pipeline, PageSource(images)), images)
+    assert c.decoders[0].info_calls - before <= 1
+
+
+async def test_decoder_capacity_is_read_again_when_the_replica_comes_back(cluster):
+    """A replica restarted with other limits: after it reports SERVING again, its segment window
+    is rebuilt from the new Info (and kept when the capacity did not change)."""
+    c = await cluster.start(info_ttl_s=60.0)
+    dec = c.decoders[0]
+    dec.max_running, dec.max_waiting = 6, 2
+    images = make_pages(3, seed=6)
+    assert_all_pages(await collect(c.pipeline, PageSource(images)), images)
+    replica = c.pipeline.decoders.replicas[c.dec_addrs[0]]
+    first = replica.segment_slots
+    assert replica.slots_capacity == 8 and first is not None
+    assert_all_pages(await collect(c.pipeline, PageSource(images)), images)
+    assert replica.segment_slots is first  # not re-read while the replica stays up
+
+    dec.max_running = 14
+    await dec.lifecycle.set_not_serving()
+    for _ in range(100):
+        if not replica.healthy:
+            break
+        await asyncio.sleep(0.02)
+    await dec.lifecycle.set_serving()
+    await c.pipeline.decoders.wait_ready(5, count=1)
+    assert_all_pages(await collect(c.pipeline, PageSource(images)), images)
+    assert replica.slots_capacity == 16 and replica.segment_slots is not first
