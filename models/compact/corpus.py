@@ -161,13 +161,17 @@ class LineTexts:
     """Samples one line of text of a target length from a corpus split plus generated strings.
 
     ``sample(rng, max_chars)`` returns a string of 1..``max_chars`` characters, no leading/trailing
-    spaces, all in the vocabulary.
+    spaces, all in the vocabulary; ``last_kind`` then names what it drew (one of :data:`KINDS`), for
+    per-kind error reports. Recording it draws nothing from ``rng``.
     """
+
+    KINDS = ("prose", "mixed", "random", "upper")
 
     def __init__(self, lines: list[str]):
         if not lines:
             raise ValueError("empty corpus split")
         self.lines = lines
+        self.last_kind = ""
 
     def _words(self, rng: random.Random, n_chars: int) -> str:
         words: list[str] = []
@@ -183,10 +187,12 @@ class LineTexts:
         return " ".join(words)
 
     def sample(self, rng: random.Random, max_chars: int = 110) -> str:
-        """One line: mostly corpus prose windows, mixed with numbers / dates / codes / random runs."""
+        """One line: corpus prose windows (62 %), prose mixed with numbers / dates / codes (26 %), random
+        runs over the whole vocabulary (7 %) or upper-cased prose (5 %)."""
         target = int(min(max_chars, max(1, rng.choice([rng.randint(1, 12), rng.randint(10, 60),
                                                          rng.randint(30, max_chars), rng.randint(40, 90)]))))
         kind = rng.random()
+        self.last_kind = self.KINDS[0 if kind < 0.62 else 1 if kind < 0.88 else 2 if kind < 0.95 else 3]
         if kind < 0.62:
             text = self._words(rng, target)
         elif kind < 0.88:

@@ -72,7 +72,14 @@ class SyntheticLines(IterableDataset):
                 yield collate(b, tok)
 
 
-def fixed_eval_set(lines: list[str], fonts: list[str], n: int, seed: int, max_chars: int = 110) -> list[tuple[torch.Tensor, str]]:
-    """``n`` rendered held-out lines (held-out texts x held-out fonts), deterministic for ``seed``."""
+def fixed_eval_set(lines: list[str], fonts: list[str], n: int, seed: int, max_chars: int = 110,
+                   kinds: list[str] | None = None) -> list[tuple[torch.Tensor, str, list[int]]]:
+    """``n`` rendered held-out lines (held-out texts x held-out fonts), deterministic for ``seed``.
+    If ``kinds`` is a list, it receives each line's text kind (:attr:`LineTexts.KINDS`)."""
     rng, texts = random.Random(seed), LineTexts(lines)
-    return [make_sample(texts, fonts, rng, max_chars) for _ in range(n)]
+    out = []
+    for _ in range(n):
+        out.append(make_sample(texts, fonts, rng, max_chars))
+        if kinds is not None:
+            kinds.append(texts.last_kind)
+    return out

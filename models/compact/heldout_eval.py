@@ -3,8 +3,10 @@ same degradations as training), through the serving halves (encoder half's line 
 half + :func:`models.compact.inprocess.greedy_segments`).
 
 Run: ``OMP_NUM_THREADS=1 python -m models.compact.heldout_eval [--model DIR] [--lines 2000]``.
-Prints corpus CER (total edits / total reference characters), exact-line accuracy and the worst
-examples; the last line is ``heldout_cer: X``.
+Prints corpus CER (total edits / total reference characters), exact-line accuracy, CER per text kind
+(prose, prose mixed with numbers / dates / codes, random character runs over the whole vocabulary,
+upper case; see :class:`models.compact.corpus.LineTexts`) and the worst examples; the last line is
+``heldout_cer: X``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 import torch
 from rapidfuzz.distance import Levenshtein
 
-from models.compact.corpus import build_corpus
+from models.compact.corpus import LineTexts, build_corpus
 from models.compact.data import fixed_eval_set
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf
@@ -40,22 +42,28 @@ def main(argv: list[str] | None = None) -> int:
     corpus = build_corpus()
     _, eval_fonts = find_fonts()
     t0 = time.time()
-    samples = fixed_eval_set(corpus.eval, eval_fonts, args.lines, seed=args.seed)
+    kinds: list[str] = []
+    samples = fixed_eval_set(corpus.eval, eval_fonts, args.lines, seed=args.seed, kinds=kinds)
     t1 = time.time()
     edits = chars = exact = 0
+    per_kind: dict[str, list[int]] = {k: [0, 0, 0] for k in LineTexts.KINDS}  # edits, chars, lines
     worst: list[tuple[float, str, str]] = []
     for s in range(0, len(samples), args.batch):
         chunk = samples[s: s + args.batch]
         xs = [c[0] for c in chunk]
         tokens = enc.encode_lines([_bucket(x) for x in xs], [x.shape[-1] // 16 for x in xs])
-        for ids, c in zip(greedy_segments(dec, tokens), chunk):
+        for ids, c, kind in zip(greedy_segments(dec, tokens), chunk, kinds[s: s + args.batch]):
             hyp, ref = dec.decode_text(ids), c[1]
             d = Levenshtein.distance(hyp, ref)
             edits, chars, exact = edits + d, chars + len(ref), exact + (hyp == ref)
+            k = per_kind[kind]
+            k[0], k[1], k[2] = k[0] + d, k[1] + len(ref), k[2] + 1
             worst.append((d / max(1, len(ref)), hyp, ref))
     worst.sort(reverse=True)
     print(f"{len(samples)} held-out lines ({len(eval_fonts)} held-out fonts), rendered in {t1 - t0:.0f}s, read in {time.time() - t1:.0f}s")
     print(f"exact lines: {exact}/{len(samples)} ({100 * exact / len(samples):.1f}%)")
+    for kind, (e, c, n) in per_kind.items():
+        print(f"  {kind:>6}: CER {100 * e / max(1, c):5.2f}%  {n:4d} lines, {c:6d} chars, {100 * e / max(1, edits):4.1f}% of all edits")
     for e, hyp, ref in worst[:8]:
         print(f"  cer {100 * e:5.1f}%  ref {ref!r}\n               hyp {hyp!r}")
     print(f"heldout_cer: {edits / max(1, chars):.4f}")

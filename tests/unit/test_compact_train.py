@@ -63,3 +63,19 @@ def test_train_command_checkpoints_resumes_and_exports(tmp_path):
     cfg = json.loads((out / "export" / "config.json").read_text())
     assert cfg["inkstream_family"] == "compact" and cfg["training"]["step"] == 4
     assert CompactEncoderHalf.load(out / "export").hidden_size == CompactDecoderHalf.load(out / "export").hidden_size == 32
+
+
+def test_eval_set_reports_text_kinds_without_changing_the_lines():
+    from models.compact.data import fixed_eval_set
+
+    fonts, _ = find_fonts()
+    lines = TEXTS * 4
+    kinds: list[str] = []
+    with_kinds = fixed_eval_set(lines, fonts, 40, seed=3, max_chars=40, kinds=kinds)
+    plain = fixed_eval_set(lines, fonts, 40, seed=3, max_chars=40)
+    assert [s[1] for s in with_kinds] == [s[1] for s in plain]
+    assert len(kinds) == 40 and set(kinds) <= set(LineTexts.KINDS)
+    assert "prose" in kinds and len(set(kinds)) >= 2
+    for (img, text, _), kind in zip(with_kinds, kinds):
+        if kind == "upper":
+            assert text == text.upper()
