@@ -82,12 +82,15 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
                         vt = convert.vision_tokens_from_pb(req.vision_tokens, engine.half.hidden_size, engine.half.max_vision_tokens)
                         params = convert.sampling_from_pb(req.sampling, self.cfg)
                         stream = await engine.submit(vt, params, req.task or None, req.prompt or None)
-                    except InvalidInput as exc:
+                    except (InvalidInput, Unavailable) as exc:
+                        # Bad segment, or the replica began draining mid-call: refuse this segment
+                        # only; segments already running finish (drain_grace_s) and the gateway
+                        # sends the refused ones to another replica.
                         out.put_nowait(convert.error_to_pb(seg, exc))
                         continue
                     streams.append(stream)
                     tasks.append(asyncio.create_task(pump(seg, stream)))
-            except InkstreamError as exc:  # overload / draining: abort the call
+            except InkstreamError as exc:  # overload (decoder full): abort the call
                 out.put_nowait(exc)
             except (grpc.RpcError, asyncio.CancelledError):
                 raise

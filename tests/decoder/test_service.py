@@ -218,6 +218,36 @@ async def test_drain_finishes_in_flight_sequences_and_refuses_new_calls(served, 
     await asyncio.wait_for(drain, 30)
 
 
+async def test_segment_sent_after_drain_began_is_refused_alone(served, endless_half):
+    """A page's call is open when the replica starts draining: the segment it sends next gets an
+    UNAVAILABLE item error (for the gateway to send elsewhere); the running one still finishes."""
+    b, stub = await served(endless_half, drain_grace_s=30.0)
+    more = asyncio.Event()
+
+    async def gen():
+        yield _req(1, _vt(seed=1), max_new=120, disable_repetition_guard=True)
+        await more.wait()
+        yield _req(2, _vt(seed=2), max_new=4)
+
+    call = stub.Decode(gen())
+    first = await call.read()
+    assert first.segment_id == 1 and not first.HasField("error")
+    drain = asyncio.create_task(b.drain())
+    while not b.lifecycle.draining:
+        await asyncio.sleep(0.001)
+    more.set()
+    rest = []
+    while (r := await call.read()) is not grpc.aio.EOF:
+        rest.append(r)
+    refused = [r for r in rest if r.segment_id == 2]
+    assert len(refused) == 1 and refused[0].error.code == "UNAVAILABLE" and "draining" in refused[0].error.message
+    done = [r for r in rest if r.segment_id == 1]
+    assert done[-1].finish_reason == decoder_pb2.FINISH_REASON_LENGTH
+    assert sum(len(r.token_ids) for r in [first, *done]) == 120
+    assert (await call.code()) == grpc.StatusCode.OK
+    await asyncio.wait_for(drain, 30)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 async def test_largest_page_passes_the_message_limit(served, dtype):
     """1,120 vision tokens x 1,280 hidden (the real model's largest page): 5.7 MB fp32, 2.9 MB bf16.
