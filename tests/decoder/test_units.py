@@ -37,6 +37,17 @@ def test_loop_detector_ignores_non_repeating_and_old_repeats():
     assert _fires_at(det, seq) is None
 
 
+def test_loop_detector_lets_runs_of_one_character_through():
+    """Dot leaders / rules read one character per token: overlapping occurrences do not count, so a
+    run of one token trips (n=20, repeats=3) only at 60 tokens, not at 22."""
+    det = NGramLoopDetector(n=20, window=256, repeats=3)
+    assert _fires_at(det, [5, 6, 7] + [46] * 40 + [8, 9]) is None
+    det = NGramLoopDetector(n=20, window=256, repeats=3)
+    assert _fires_at(det, [46] * 100) == 59
+    det = NGramLoopDetector(n=4, window=64, repeats=3)
+    assert _fires_at(det, [1, 2] * 20) == 11  # period 2: (1,2,1,2) non-overlapping at 0, 4, 8
+
+
 def test_loop_detector_rejects_bad_settings():
     with pytest.raises(ValueError):
         NGramLoopDetector(n=4, window=8, repeats=3)
