@@ -27,6 +27,7 @@ from gateway.stitch import PageResult, render_document
 from gateway.stores import JobRecord
 
 SERVICE_NAME = "inkstream.gateway.v1.OcrGateway"
+DRAIN_S = 5.0  # longest wait for the rest of a refused upload (see OcrGatewayServicer._drain)
 
 
 # ---- conversions -------------------------------------------------------------------------------
@@ -80,14 +81,18 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
         return first.options
 
     async def _drain(self, requests: AsyncIterator[gateway_pb2.RecognizeRequest]) -> None:
-        """Discard the rest of a refused upload (at most ``max_upload_bytes`` more) before the error is
-        sent: a grpc.aio client still writing chunks to a call the server has ended reports a bare
-        INTERNAL ("Internal error from Core") instead of the real status (observed with grpcio 1.85)."""
+        """Discard the rest of a refused upload (at most ``max_upload_bytes`` more, for at most
+        ``DRAIN_S`` seconds) before the error is sent: a grpc.aio client still writing chunks to a
+        call the server has ended reports a bare INTERNAL ("Internal error from Core") instead of
+        the real status (observed with grpcio 1.85). Callers release the request's admission slot
+        first, so a client that keeps trickling holds nothing but this bounded wait."""
         seen = 0
-        async for msg in requests:
-            seen += len(msg.chunk)
-            if seen > self.core.config.limits.max_upload_bytes:
-                return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DRAIN_S):
+                async for msg in requests:
+                    seen += len(msg.chunk)
+                    if seen > self.core.config.limits.max_upload_bytes:
+                        return
 
     async def _receive(self, requests: AsyncIterator[gateway_pb2.RecognizeRequest], directory: Any,
                        options: gateway_pb2.OcrOptions | None = None) -> tuple[UploadedFile, OcrRequest, str]:
@@ -124,13 +129,14 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
         status = "OK"
         try:
             async with contextlib.AsyncExitStack() as stack:
-                try:  # refused before the whole upload was read: drain it, then report
+                try:  # refused before the whole upload was read: free the slot, drain it, then report
                     stack.enter_context(core.track())
                     options = await self._options(request_iterator)
                     await stack.enter_async_context(core.service.admit(request_id))
                     tmp = stack.enter_context(core.request_dir())
                     upload, opts, _ = await self._receive(request_iterator, tmp, options)
                 except InkstreamError:
+                    await stack.aclose()  # admission slot, temp dir and in-flight count, at once
                     await self._drain(request_iterator)
                     raise
                 prepared = await stack.enter_async_context(await core.service.prepare(upload, opts, request_id))

@@ -144,3 +144,35 @@ async def test_api_keys_required_when_configured(gw_config, fake):
     finally:
         await server.stop(None)
         await core.close()
+
+
+async def test_refused_upload_frees_its_slot_before_draining_the_rest(grpc_env):
+    """An upload refused mid-stream (here: an oversized chunk) while the client keeps trickling
+    chunks: the admission slot and in-flight count are released at once, the rest of the upload is
+    drained for at most DRAIN_S seconds, and the client gets the real error."""
+    from gateway.grpc_api import DRAIN_S
+    from inkstream.pb import gateway_pb2, gateway_pb2_grpc
+
+    target, fake, core = grpc_env
+    limit = core.config.limits.upload_chunk_bytes
+
+    async def trickle():
+        yield gateway_pb2.RecognizeRequest(options=gateway_pb2.OcrOptions())
+        yield gateway_pb2.RecognizeRequest(chunk=b"%PDF-1.7\n" + b"x" * limit)
+        for _ in range(int(4 * DRAIN_S) + 20):  # longer than DRAIN_S
+            yield gateway_pb2.RecognizeRequest(chunk=b"y" * 100)
+            await asyncio.sleep(0.25)
+
+    async with grpc.aio.insecure_channel(target) as ch:
+        call = gateway_pb2_grpc.OcrGatewayStub(ch).Recognize(trickle())
+        t0 = asyncio.get_running_loop().time()
+        answer = asyncio.ensure_future(call.code())
+        await asyncio.sleep(0.8)
+        assert fake.admitted == 0 and core.inflight == 0  # released while draining
+        code = await asyncio.wait_for(answer, 20)
+        assert asyncio.get_running_loop().time() - t0 < DRAIN_S + 2
+        # The client is still writing when the drain gives up: grpc.aio may then report its bare
+        # "Internal error from Core" instead of the status (see OcrGatewayServicer._drain).
+        assert code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INTERNAL)
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            assert f"at most {limit} bytes" in await call.details()
