@@ -61,7 +61,7 @@ class Pipeline:
         self._info: EncoderInfo | None = None
         self._info_at = 0.0
         self._tasks: tuple[str, ...] = ()
-        self._tasks_at = 0.0
+        self._tasks_next_at = float("-inf")  # monotonic time of the next decoder-Info try
         self._register_metrics()
 
     @classmethod
@@ -137,16 +137,19 @@ class Pipeline:
     async def decoder_tasks(self) -> tuple[str, ...]:
         """The decoders' task names (cached ``info_ttl_s`` seconds), so the gateway refuses an unknown
         ``task`` with 400 before any page is encoded. One try on one SERVING decoder within
-        ``info_timeout_s``; () when none answers (then the decoder rejects the task per page)."""
-        if not self._tasks or time.monotonic() - self._tasks_at > self.config.info_ttl_s:
+        ``info_timeout_s``, tried again 5 s after a failure; () when none answers (then the decoder
+        rejects the task per page)."""
+        if time.monotonic() >= self._tasks_next_at:
             replica = self.decoders.pick()
             if replica is None:
                 return self._tasks
             try:
                 self._tasks = (await fetch_decoder_info(replica.channel, self.config.info_timeout_s)).tasks
-                self._tasks_at = time.monotonic()
+                self._tasks_next_at = time.monotonic() + self.config.info_ttl_s
             except CallFailure as exc:
                 log.warning("decoder Info failed: %s", exc)
+                # Not again for a few seconds, so requests do not each wait info_timeout_s for it.
+                self._tasks_next_at = time.monotonic() + min(5.0, self.config.info_ttl_s)
         return self._tasks
 
     async def _segment_slots(self, r: Replica) -> asyncio.Semaphore | None:
@@ -160,19 +163,22 @@ class Pipeline:
         gives no capacity) pages do not each wait ``info_timeout_s`` for it."""
         if r.segment_slots is not None and not r.slots_stale:
             return r.segment_slots
-        if not r.slots_stale and time.monotonic() - r.slots_checked_at < self.config.info_ttl_s:
+        async with r.slots_lock:  # pages arriving meanwhile wait for this answer, not run unbounded
+            if r.segment_slots is not None and not r.slots_stale:
+                return r.segment_slots
+            if not r.slots_stale and time.monotonic() - r.slots_checked_at < self.config.info_ttl_s:
+                return r.segment_slots
+            r.slots_stale, r.slots_checked_at = False, time.monotonic()
+            try:
+                info = await fetch_decoder_info(r.channel, self.config.info_timeout_s)
+            except CallFailure as exc:
+                log.warning("decoder %s Info failed: %s", r.address, exc)
+                return r.segment_slots
+            if info.capacity and info.capacity != r.slots_capacity:
+                if r.segment_slots is not None:
+                    log.info("decoder %s capacity %d -> %d segments", r.address, r.slots_capacity, info.capacity)
+                r.segment_slots, r.slots_capacity = asyncio.Semaphore(info.capacity), info.capacity
             return r.segment_slots
-        r.slots_stale, r.slots_checked_at = False, time.monotonic()
-        try:
-            info = await fetch_decoder_info(r.channel, self.config.info_timeout_s)
-        except CallFailure as exc:
-            log.warning("decoder %s Info failed: %s", r.address, exc)
-            return r.segment_slots
-        if info.capacity and info.capacity != r.slots_capacity:
-            if r.segment_slots is not None:
-                log.info("decoder %s capacity %d -> %d segments", r.address, r.slots_capacity, info.capacity)
-            r.segment_slots, r.slots_capacity = asyncio.Semaphore(info.capacity), info.capacity
-        return r.segment_slots
 
     def admit(self, request_id: str) -> Ticket:
         """Reserve a request's slot in the global page bound (see :mod:`gateway.admission`)."""

@@ -83,6 +83,7 @@ class Replica:
         self.slots_capacity = 0
         self.slots_stale = False
         self.slots_checked_at = float("-inf")
+        self.slots_lock = asyncio.Lock()  # one Info call at a time; the other pages wait for its answer
         self.healthy = False
         self.retired = False  # removed from DNS: finishes its work, gets no new work
         self._watch_task: asyncio.Task | None = None
@@ -206,7 +207,8 @@ class ReplicaSet:
         return list(dict.fromkeys(out))
 
     async def refresh(self) -> None:
-        """Re-resolve: add replicas for new addresses, retire (close when idle) vanished ones."""
+        """Re-resolve: add replicas for new addresses, retire (close when idle) vanished ones, and
+        take back a retired one whose address came back before it was closed."""
         addrs = await self._resolve()
         for a in addrs:
             if a not in self.replicas:
@@ -214,6 +216,9 @@ class ReplicaSet:
                 self.replicas[a] = r
                 r.start_watch(self._notify, self.health_retry_s)
                 log.info("%s replica added: %s", self.name, a)
+            elif self.replicas[a].retired:  # vanished while busy, back before it went idle
+                self.replicas[a].retired = False
+                log.info("%s replica back: %s", self.name, a)
         for a, r in list(self.replicas.items()):
             if a not in addrs:
                 r.retired = True

@@ -107,6 +107,32 @@ async def test_dns_reresolution_adds_and_retires(monkeypatch):
         await rs.close()
 
 
+async def test_retired_replica_whose_address_comes_back_is_taken_back(monkeypatch):
+    """An address that vanishes from DNS while busy, then reappears before its work finished, is
+    un-retired (same replica, same channel), not left without new work until it drains."""
+    answers = [["10.1.0.1", "10.1.0.2"], ["10.1.0.2"], ["10.1.0.1", "10.1.0.2"]]
+    loop = asyncio.get_running_loop()
+
+    async def fake_getaddrinfo(host, port, **kw):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port)) for ip in answers[0]]
+
+    monkeypatch.setattr(loop, "getaddrinfo", fake_getaddrinfo)
+    rs = ReplicaSet(["decoder.ocr.svc.cluster.local:50051"], name="decoder", resolve_interval_s=3600)
+    await rs.start()
+    try:
+        busy = rs.replicas["10.1.0.1:50051"]
+        busy.outstanding = 1
+        answers.pop(0)
+        await rs.refresh()
+        assert busy.retired
+        answers.pop(0)
+        await rs.refresh()
+        assert rs.replicas["10.1.0.1:50051"] is busy and not busy.retired
+    finally:
+        busy.outstanding = 0
+        await rs.close()
+
+
 async def test_health_watch_follows_serving_state():
     svc = FakeDecoder()
     server, addr = await start_server(svc, "decoder")
