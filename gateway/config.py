@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from inkstream.config import load_config
+from inkstream.tls import TlsConfig, channel_credentials
 
 
 class Limits(BaseModel):
@@ -77,10 +78,21 @@ class GatewayConfig(BaseModel):
     drain_grace_s: float = Field(30.0, ge=0, description="SIGTERM: wait this long for in-flight requests")
     max_connections: int = Field(1000, gt=0, description="open HTTP connections before uvicorn answers 503")
     max_message_bytes: int = Field(64 * 1024 * 1024, gt=0, description="gRPC message limit, bytes")
+    replica_tls: TlsConfig = Field(
+        default_factory=TlsConfig,
+        description="TLS of the gateway's calls to encoders and decoders (client side: ca_file verifies the "
+        "services' certificates, cert_file + key_file present a client certificate for mutual TLS); off by default")
     pipeline: dict[str, Any] = Field(
         default_factory=dict,
         description="data-path settings for gateway.pipeline.PipelineConfig: max_pages_in_flight (gateway-wide "
         "page bound, 429 beyond it), max_pages_per_request, encode_timeout_s, decode_timeout_s, decode_window_segments, retry ...")
+
+    @field_validator("replica_tls")
+    @classmethod
+    def _readable_tls_files(cls, value: TlsConfig) -> TlsConfig:
+        if value.enabled:
+            channel_credentials(value)  # ValueError naming a missing / empty PEM file, at start-up
+        return value
 
     @field_validator("pipeline")
     @classmethod

@@ -72,7 +72,7 @@ async def _serve(cfg: GatewayConfig) -> int:
     if keys is None:
         log.warning("no API keys configured: the gateway's APIs are open to anyone who can reach them")
     pipeline = await Pipeline.connect(cfg.encoders, cfg.decoders, PipelineConfig.from_mapping(cfg.pipeline),
-                                      max_message_bytes=cfg.max_message_bytes)
+                                      max_message_bytes=cfg.max_message_bytes, tls=cfg.replica_tls)
     core = GatewayCore(cfg, pipeline)
     core.start()
     grpc_server: Any = None

@@ -34,6 +34,7 @@ from gateway.retry import PageFailed, RetryBudget, RetryCounters, with_retries
 from gateway.types import EncoderInfo, PageError, PageInput, PageOutcome, PipelineOptions, SegmentText
 from inkstream.errors import InternalError, as_inkstream_error
 from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES
+from inkstream.tls import TlsConfig
 
 log = logging.getLogger("inkstream.gateway.pipeline")
 # Spans per page stage; their W3C context goes to the replicas in gRPC metadata (clients.call_metadata).
@@ -72,12 +73,14 @@ class Pipeline:
         config: PipelineConfig = PipelineConfig(),
         *,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        tls: TlsConfig | None = None,
     ) -> "Pipeline":
         """Build replica sets for ``host:port`` address lists (names are re-resolved every
-        ``config.resolve_interval_s`` seconds; channels use ``max_message_bytes`` limits, bytes)
-        and start them. Raises ValueError for malformed addresses."""
+        ``config.resolve_interval_s`` seconds; channels use ``max_message_bytes`` limits, bytes, and
+        TLS when ``tls.enabled``) and start them. Raises ValueError for malformed addresses or
+        missing / empty TLS files."""
         kw = dict(resolve_interval_s=config.resolve_interval_s, health_retry_s=config.health_retry_s,
-                  max_message_bytes=max_message_bytes)
+                  max_message_bytes=max_message_bytes, tls=tls)
         p = cls(ReplicaSet(encoder_addrs, name="encoder", **kw), ReplicaSet(decoder_addrs, name="decoder", **kw),
                 config)
         await p.start()

@@ -33,6 +33,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from inkstream.errors import Unavailable
 from inkstream import tracing
 from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES, server_options
+from inkstream.tls import TlsConfig, open_channel
 
 log = logging.getLogger("inkstream.gateway.replicas")
 
@@ -69,11 +70,12 @@ class Replica:
     by this gateway and not finished.
     """
 
-    def __init__(self, address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+    def __init__(self, address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, tls: TlsConfig | None = None):
         self.address = address
         # Client interceptors: one CLIENT span per call, W3C trace context + request id in metadata.
-        self.channel = grpc.aio.insecure_channel(address, options=server_options(max_message_bytes),
-                                                 interceptors=tracing.client_interceptors())
+        # TLS / mutual TLS when ``tls.enabled`` (inkstream.tls), else plaintext.
+        self.channel = open_channel(address, tls, options=server_options(max_message_bytes),
+                                    interceptors=tracing.client_interceptors())
         self.outstanding = 0
         # Segments this gateway may have open on the replica (decoders: max_running + max_waiting
         # from its Info), shared by all pages; set by the pipeline on first use. ``slots_capacity``
@@ -155,6 +157,8 @@ class ReplicaSet:
     ``targets``: ``host:port`` strings (see the module docstring for static vs DNS targets).
     ``resolve_interval_s``: seconds between DNS re-resolutions. ``health_retry_s``: seconds between
     reconnect attempts of a broken health watch. ``name``: for logs and errors ("encoder").
+    ``tls``: client side of the hop (:class:`inkstream.tls.TlsConfig`; None or disabled = plaintext);
+    a missing or empty PEM file raises ValueError when the first replica is added.
     Call :meth:`start` inside the event loop before use and :meth:`close` at shutdown.
     """
 
@@ -166,8 +170,10 @@ class ReplicaSet:
         resolve_interval_s: float = 10.0,
         health_retry_s: float = 0.5,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        tls: TlsConfig | None = None,
     ):
         self.name = name
+        self.tls = tls
         self.targets = [split_target(t) for t in targets]
         if not self.targets:
             raise ValueError(f"no {name} addresses given")
@@ -212,7 +218,7 @@ class ReplicaSet:
         addrs = await self._resolve()
         for a in addrs:
             if a not in self.replicas:
-                r = Replica(a, self.max_message_bytes)
+                r = Replica(a, self.max_message_bytes, self.tls)
                 self.replicas[a] = r
                 r.start_watch(self._notify, self.health_retry_s)
                 log.info("%s replica added: %s", self.name, a)

@@ -225,3 +225,35 @@ def test_tls_config_errors_name_the_file(tmp_path):
         tls.channel_credentials(tls.TlsConfig(enabled=True, ca_file=str(tmp_path / "missing.pem")))
     with pytest.raises(ValueError, match="both cert_file and key_file"):
         tls.channel_credentials(tls.TlsConfig(enabled=True, cert_file="x.pem"))
+
+
+async def test_gateway_reaches_replicas_over_mutual_tls(pki, tmp_path):
+    """``replica_tls`` in the gateway's settings: its replica channels (health watch and calls) use
+    TLS with a client certificate; a plaintext gateway cannot reach the same TLS-only replica, and a
+    missing PEM file stops the gateway at start-up with the path in the message."""
+    from gateway.config import load_gateway_config
+    from gateway.replicas import ReplicaSet
+    from inkstream.config import ConfigError
+
+    server_cfg = tls.TlsConfig(enabled=True, cert_file=str(pki / "server.pem"), key_file=str(pki / "server.key"),
+                               client_ca_file=str(pki / "ca.pem"))
+    server = grpc.aio.server()
+    health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+    port = tls.add_port(server, "127.0.0.1:0", server_cfg)
+    await server.start()
+    cfg = load_gateway_config(overrides={"replica_tls": {
+        "enabled": True, "ca_file": str(pki / "ca.pem"), "cert_file": str(pki / "client.pem"),
+        "key_file": str(pki / "client.key"), "server_name_override": "localhost"}})
+    secure = ReplicaSet([f"127.0.0.1:{port}"], name="decoder", health_retry_s=0.1, tls=cfg.replica_tls)
+    plain = ReplicaSet([f"127.0.0.1:{port}"], name="decoder", health_retry_s=0.1)
+    try:
+        await secure.start()
+        await plain.start()
+        await secure.wait_ready(10)
+        assert not next(iter(plain.replicas.values())).healthy
+    finally:
+        await secure.close()
+        await plain.close()
+        await server.stop(None)
+    with pytest.raises(ConfigError, match="missing-ca.pem"):
+        load_gateway_config(overrides={"replica_tls": {"enabled": True, "ca_file": str(tmp_path / "missing-ca.pem")}})
