@@ -22,7 +22,7 @@ from __future__ import annotations
 import pathlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from inkstream.config import load_config
 from inkstream.tls import TlsConfig, channel_credentials
@@ -30,6 +30,8 @@ from inkstream.tls import TlsConfig, channel_credentials
 
 class Limits(BaseModel):
     """Input limits enforced by ingest, before decoding where possible."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error, not ignored
 
     max_upload_bytes: int = Field(100 * 1024 * 1024, gt=0, description="largest document, bytes")
     max_pages: int = Field(1000, gt=0, description="most pages per document (after page selection too)")
@@ -47,6 +49,8 @@ class Stores(BaseModel):
 the process that accepted them, so each gateway process needs its own ``data_dir`` (in k8s, a
 per-pod volume); a job's id is only known to that process."""
 
+    model_config = ConfigDict(extra="forbid")
+
     job_store: Literal["sqlite"] = "sqlite"
     result_store: Literal["dir"] = "dir"
     data_dir: str = ""
@@ -61,6 +65,8 @@ per-pod volume); a job's id is only known to that process."""
 
 class GatewayConfig(BaseModel):
     """All gateway settings; see the module docstring for sources and units."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error, not ignored
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535, description="REST port (0 = any free port)")

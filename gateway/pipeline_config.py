@@ -44,16 +44,22 @@ class PipelineConfig:
         """From a plain dict (the gateway config's ``pipeline:`` section): the fields above, plus the
         RetryPolicy fields either flat (``max_attempts: 3``) or under ``retry:``. Raises ValueError
         naming unknown keys or bad values."""
+        if d is not None and not isinstance(d, Mapping):
+            raise ValueError(f"the pipeline settings must be a mapping of name: value, got {d!r}")
         d = dict(d or {})
         retry_fields = {f.name for f in dataclasses.fields(RetryPolicy)}
         own = {f.name for f in dataclasses.fields(cls)} - {"retry"}
-        retry = dict(d.pop("retry", None) or {})
+        retry_section = d.pop("retry", None) or {}
+        if not isinstance(retry_section, Mapping):
+            raise ValueError(f"pipeline setting retry must be a mapping of {', '.join(sorted(retry_fields))}, "
+                             f"got {retry_section!r}")
+        retry = dict(retry_section)
         retry.update({k: d.pop(k) for k in list(d) if k in retry_fields})
         unknown = sorted(set(d) - own) + sorted(set(retry) - retry_fields)
         if unknown:
             raise ValueError(f"unknown pipeline setting(s): {', '.join(unknown)}; known: "
                              f"{', '.join(sorted(own | retry_fields))}")
-        cfg = cls(**d, retry=RetryPolicy(**retry))
+        cfg = cls(**_numbers(cls, d), retry=RetryPolicy(**_numbers(RetryPolicy, retry)))
         for name in ("max_pages_in_flight", "max_pages_per_request", "encode_timeout_s", "decode_timeout_s",
                      "decode_window_segments", "resolve_interval_s", "health_retry_s"):
             if getattr(cfg, name) <= 0:
@@ -61,6 +67,28 @@ class PipelineConfig:
         if cfg.retry.max_attempts < 1:
             raise ValueError("pipeline setting max_attempts must be >= 1")
         return cfg
+
+
+def _numbers(kind: type, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` converted to the type of ``kind``'s defaults (every setting here is an int or a
+    float; YAML strings such as "30" are accepted). Raises ValueError naming the setting."""
+    out = {}
+    for name, value in values.items():
+        want = type(getattr(kind, name))
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"pipeline setting {name} must be a number, got {value!r}")
+        try:
+            out[name] = want(value) if want is float or not isinstance(value, float) else _whole(name, value)
+        except ValueError:
+            raise ValueError(f"pipeline setting {name} must be {'an integer' if want is int else 'a number'}, "
+                             f"got {value!r}") from None
+    return out
+
+
+def _whole(name: str, value: float) -> int:
+    if not value.is_integer():
+        raise ValueError(name)
+    return int(value)
 
 
 @dataclass

@@ -18,11 +18,13 @@ from __future__ import annotations
 import pathlib
 
 import grpc
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class TlsConfig(BaseModel):
     """TLS settings of one side of a gRPC hop (paths to PEM files; empty = not used)."""
+
+    model_config = ConfigDict(extra="forbid")  # "enable: true" must not silently leave TLS off
 
     enabled: bool = Field(False, description="use TLS on this hop")
     cert_file: str = Field("", description="PEM certificate chain presented by this side")

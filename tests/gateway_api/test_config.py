@@ -26,6 +26,11 @@ def test_env_overrides_and_defaults():
     ({"INKSTREAM_GATEWAY__STORES__JOB_STORE": "redis"}, "stores.job_store"),
     ({"INKSTREAM_GATEWAY__LIMITS__MAX_UPLOAD_BYTES": "0"}, "limits.max_upload_bytes"),
     ({"INKSTREAM_GATEWAY__PORT": "70000"}, "port"),
+    ({"INKSTREAM_GATEWAY__LIMITS__MAX_PAGEZ": "3"}, "limits.max_pagez"),  # misspelt: not ignored
+    ({"INKSTREAM_GATEWAY__REPLICA_TLS__ENABLE": "true"}, "replica_tls.enable"),
+    ({"INKSTREAM_GATEWAY__PIPELINE__ENCODE_TIMEOUT_S": "fast"}, "encode_timeout_s must be a number"),
+    ({"INKSTREAM_GATEWAY__PIPELINE__RETRY": "5"}, "retry must be a mapping"),
+    ({"INKSTREAM_GATEWAY__PIPELINE__MAX_PAGES_PER_REQUEST": "2.5"}, "max_pages_per_request must be an integer"),
 ])
 def test_invalid_settings_are_named(env, needle):
     with pytest.raises(ConfigError, match=needle):
