@@ -12,7 +12,8 @@ that time, so this bound is what caps the gateway's memory. The bound is shared 
   them back as its pages finish, so a single long document cannot starve newly admitted requests.
 
 ``retry_after_s`` is an estimate: the smoothed time one page spends in flight (EWMA, alpha 0.2),
-clamped to [1, 30] seconds; a slot frees up about that often.
+clamped to [1, 30] seconds: by then every page now in flight has most likely finished, so it is a
+conservative hint (with N slots busy, one frees on average every T / N).
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
 """Python client of the gateway's gRPC API (``inkstream.gateway.v1.OcrGateway``), sync and asyncio.
 
-    with GatewayClient("127.0.0.1:50051") as c:
+    with GatewayClient("127.0.0.1:50050") as c:          # the gateway's gRPC port
         result = c.recognize("scan.pdf", format="markdown", pages="1-3")
         print(result.document)
 
-    async with AsyncGatewayClient("127.0.0.1:50051") as c:
+    async with AsyncGatewayClient("127.0.0.1:50050", api_key=KEY) as c:  # key: when the gateway has keys
         async for item in c.recognize_stream(pdf_bytes):   # PageResult ..., then DocumentSummary
             ...
+
+``api_key`` is sent as ``authorization: Bearer <key>`` metadata on every call (gateway/auth.py);
+``credentials`` (``grpc.ssl_channel_credentials(...)``) makes the channel TLS.
 
 Documents are sent in chunks of at most 1 MiB (the proto's limit) read lazily from a path, file
 object or bytes. Failed calls raise the :mod:`inkstream.errors` exception for their status code
@@ -122,14 +125,25 @@ def _collect(items) -> RecognizeResult:  # type: ignore[no-untyped-def]
     return res
 
 
-class GatewayClient:
-    """Blocking client. ``target`` "host:port"; ``timeout_s`` per call (None = no deadline)."""
+def _metadata(api_key: str) -> tuple[tuple[str, str], ...] | None:
+    """Call metadata carrying ``api_key`` (None without one)."""
+    return (("authorization", f"Bearer {api_key}"),) if api_key else None
 
-    def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES):
-        self._channel = grpc.insecure_channel(target, options=server_options())
+
+class GatewayClient:
+    """Blocking client. ``target`` "host:port"; ``timeout_s`` per call (None = no deadline);
+    ``api_key`` / ``credentials``: see the module docstring."""
+
+    def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES,
+                 api_key: str = "", credentials: grpc.ChannelCredentials | None = None):
+        if credentials is not None:
+            self._channel = grpc.secure_channel(target, credentials, options=server_options())
+        else:
+            self._channel = grpc.insecure_channel(target, options=server_options())
         self._stub = gateway_pb2_grpc.OcrGatewayStub(self._channel)
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes
+        self._md = _metadata(api_key)
 
     def __enter__(self) -> "GatewayClient":
         return self
@@ -147,7 +161,7 @@ class GatewayClient:
         """Page results as each page is ready (page order), then a DocumentSummary."""
         reqs = _requests(document, _options(format, pages, mode, task, password), self.chunk_bytes)
         try:
-            for msg in self._stub.Recognize(reqs, timeout=self.timeout_s):
+            for msg in self._stub.Recognize(reqs, timeout=self.timeout_s, metadata=self._md):
                 yield _item(msg)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
@@ -161,7 +175,7 @@ class GatewayClient:
         """Start an asynchronous job; the same ``idempotency_key`` returns the same job."""
         reqs = _requests(document, _options(format, pages, mode, task, password, idempotency_key), self.chunk_bytes)
         try:
-            return _job(self._stub.SubmitJob(reqs, timeout=self.timeout_s))
+            return _job(self._stub.SubmitJob(reqs, timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
@@ -178,13 +192,13 @@ class GatewayClient:
         error when it did not finish."""
         try:
             return _collect(_item(m) for m in self._stub.GetJobResult(gateway_pb2.JobRef(job_id=job_id),
-                                                                      timeout=self.timeout_s))
+                                                                      timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
     def _unary(self, method, job_id: str) -> JobStatus:  # type: ignore[no-untyped-def]
         try:
-            return _job(method(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s))
+            return _job(method(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
@@ -192,11 +206,16 @@ class GatewayClient:
 class AsyncGatewayClient:
     """asyncio client with the same methods as :class:`GatewayClient` (coroutines / async iterators)."""
 
-    def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES):
-        self._channel = grpc.aio.insecure_channel(target, options=server_options())
+    def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES,
+                 api_key: str = "", credentials: grpc.ChannelCredentials | None = None):
+        if credentials is not None:
+            self._channel = grpc.aio.secure_channel(target, credentials, options=server_options())
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options=server_options())
         self._stub = gateway_pb2_grpc.OcrGatewayStub(self._channel)
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes
+        self._md = _metadata(api_key)
 
     async def __aenter__(self) -> "AsyncGatewayClient":
         return self
@@ -214,7 +233,7 @@ class AsyncGatewayClient:
         """Page results as each page is ready (page order), then a DocumentSummary."""
         reqs = _requests(document, _options(format, pages, mode, task, password), self.chunk_bytes)
         try:
-            async for msg in self._stub.Recognize(reqs, timeout=self.timeout_s):
+            async for msg in self._stub.Recognize(reqs, timeout=self.timeout_s, metadata=self._md):
                 yield _item(msg)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
@@ -234,7 +253,7 @@ class AsyncGatewayClient:
         """Start an asynchronous job; the same ``idempotency_key`` returns the same job."""
         reqs = _requests(document, _options(format, pages, mode, task, password, idempotency_key), self.chunk_bytes)
         try:
-            return _job(await self._stub.SubmitJob(reqs, timeout=self.timeout_s))
+            return _job(await self._stub.SubmitJob(reqs, timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
@@ -250,7 +269,7 @@ class AsyncGatewayClient:
         """Result of a done job (see :meth:`GatewayClient.job_result`)."""
         res = RecognizeResult()
         try:
-            async for msg in self._stub.GetJobResult(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s):
+            async for msg in self._stub.GetJobResult(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s, metadata=self._md):
                 it = _item(msg)
                 if isinstance(it, DocumentSummary):
                     res.summary = it
@@ -262,6 +281,6 @@ class AsyncGatewayClient:
 
     async def _unary(self, method, job_id: str) -> JobStatus:  # type: ignore[no-untyped-def]
         try:
-            return _job(await method(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s))
+            return _job(await method(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None

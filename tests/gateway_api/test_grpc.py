@@ -135,12 +135,24 @@ async def test_api_keys_required_when_configured(gw_config, fake):
     from inkstream.errors import Unauthenticated
 
     core = GatewayCore(gw_config, fake)
+    core.start()
     key = "k" * 32
     server, port, _ = await build_grpc_server(core, 0, api_keys=ApiKeys([key]))
     try:
         async with AsyncGatewayClient(f"127.0.0.1:{port}") as c:
             with pytest.raises(Unauthenticated):
                 await c.get_job("x")
+        async with AsyncGatewayClient(f"127.0.0.1:{port}", api_key=key) as c:
+            res = await c.recognize(marked_pdf([3]))
+            assert [p.text for p in res.pages] == [expected_text(3)]
+            job = await c.submit_job(marked_pdf([2]))
+            assert (await c.get_job(job.job_id)).job_id == job.job_id
+
+        def sync_read() -> list[str]:  # the blocking client, off the event loop that runs the server
+            with GatewayClient(f"127.0.0.1:{port}", api_key=key, timeout_s=30) as c:
+                return [p.text for p in c.recognize(marked_pdf([4])).pages]
+
+        assert await asyncio.to_thread(sync_read) == [expected_text(4)]
     finally:
         await server.stop(None)
         await core.close()
