@@ -65,6 +65,9 @@ class GrowableLayer(DynamicLayer):
         self.keys, self.values = self._kbuf[..., :n, :], self._vbuf[..., :n, :]
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``key_states`` [B, heads, t, dk] / ``value_states`` [B, heads, t, dv] (the layer's new
+        positions) and return the whole cache (keys [B, heads, S + t, dk], values [B, heads, S + t, dv]);
+        the buffers grow by a quarter (at least 64 positions) only when full."""
         t = int(key_states.shape[-2])
         if self._n + t > self._kbuf.shape[-2]:
             self._store(self.keys, self.values, extra=t)
@@ -75,12 +78,16 @@ class GrowableLayer(DynamicLayer):
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
+        """Cached positions S (tokens)."""
         return self._n
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the rows ``indices`` (int64 [B']) of the batch (copies into new buffers)."""
         self._store(self.keys[indices, ...], self.values[indices, ...])
 
     def crop(self, tokens_to_remove: int) -> None:
+        """transformers' ``crop`` contract: a negative value drops that many positions from the end,
+        a positive one keeps the first ``tokens_to_remove`` positions."""
         if tokens_to_remove < 0:
             self._store(self.keys[..., :tokens_to_remove, :], self.values[..., :tokens_to_remove, :])
         else:

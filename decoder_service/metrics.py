@@ -68,14 +68,17 @@ def register(engine: Any) -> None:
 
 
 def unregister(engine: Any) -> None:
+    """Stop observing ``engine``'s gauges (its process-wide registration ends)."""
     _engines.discard(engine)
 
 
 def ttft(engine: Any, seconds: float) -> None:
+    """Record one sequence's time to first token (seconds, arrival to first generated token)."""
     _instruments()["ttft"].record(seconds, {"engine": engine.name})
 
 
 def generated(engine: Any, n_tokens: int) -> None:
+    """Count ``n_tokens`` generated tokens of ``engine`` (one decode step's worth)."""
     _instruments()["tokens"].add(n_tokens, {"engine": engine.name})
 
 

@@ -69,9 +69,11 @@ class Seq:
 
     @property
     def reserve(self) -> int:
+        """KV cache positions (tokens) reserved for this sequence at admission: prompt + max_new."""
         return self.prompt_len + self.max_new
 
     def usage(self) -> Usage:
+        """Token counts and timings so far: prompt / vision / generated tokens, TTFT and TPOT (seconds)."""
         n = len(self.generated)
         ttft = (self.first_t - self.arrival) if self.first_t else 0.0
         tpot = (self.last_t - self.first_t) / (n - 1) if n > 1 else 0.0
@@ -90,10 +92,12 @@ class SequenceStream:
 
     @property
     def seq_id(self) -> int:
+        """The engine's id of this sequence."""
         return self._seq.id
 
     @property
     def prompt_tokens(self) -> int:
+        """Prompt length in tokens (vision tokens + task prompt tokens)."""
         return self._seq.prompt_len
 
     def cancel(self) -> None:

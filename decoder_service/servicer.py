@@ -47,6 +47,7 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
 
     @grpc_guard
     async def Info(self, request: decoder_pb2.InfoRequest, context: grpc.aio.ServicerContext) -> decoder_pb2.InfoResponse:
+        """The loaded model and limits (UNAVAILABLE while the model loads)."""
         if self.engine is None:
             raise Unavailable("this replica is still loading its model; retry shortly")
         return convert.info_to_pb(self.engine, self.cfg)
@@ -54,6 +55,9 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
     @grpc_guard
     async def Decode(self, request_iterator: AsyncIterator[decoder_pb2.DecodeRequest],
                      context: grpc.aio.ServicerContext) -> AsyncIterator[decoder_pb2.DecodeResponse]:
+        """Segments in, text deltas out (interleaved by segment_id) as the engine decodes them. A bad
+        segment, or one sent after a drain began, gets an item error; a full decoder aborts the call
+        with RESOURCE_EXHAUSTED + retry hint; ending the call cancels its sequences."""
         engine = self._engine()
         out: asyncio.Queue[Any] = asyncio.Queue()
         streams: list[SequenceStream] = []

@@ -61,9 +61,11 @@ class RetryBudget:
         self.tokens = max_tokens
 
     def on_success(self) -> None:
+        """A call succeeded: earn ``token_ratio`` tokens (at most ``max_tokens``)."""
         self.tokens = min(self.max_tokens, self.tokens + self.token_ratio)
 
     def on_failure(self) -> None:
+        """A try failed: spend one token (not below 0)."""
         self.tokens = max(0.0, self.tokens - 1.0)
 
     def can_retry(self) -> bool:

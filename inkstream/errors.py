@@ -77,11 +77,15 @@ class Unprocessable(InvalidInput):
 
 
 class NotFound(InkstreamError):
+    """Unknown job id (HTTP 404, NOT_FOUND)."""
+
     grpc_code = grpc.StatusCode.NOT_FOUND
     http_status = 404
 
 
 class Unauthenticated(InkstreamError):
+    """Missing or invalid API key (HTTP 401, UNAUTHENTICATED)."""
+
     grpc_code = grpc.StatusCode.UNAUTHENTICATED
     http_status = 401
 
@@ -106,6 +110,8 @@ class Unavailable(InkstreamError):
 
 
 class DeadlineExceeded(InkstreamError):
+    """A call or request ran past its deadline (HTTP 504, DEADLINE_EXCEEDED)."""
+
     grpc_code = grpc.StatusCode.DEADLINE_EXCEEDED
     http_status = 504
 
@@ -119,6 +125,8 @@ class RequestTimeout(DeadlineExceeded):
 
 
 class Cancelled(InkstreamError):
+    """The client went away or cancelled the job (HTTP 499 as nginx logs it, CANCELLED)."""
+
     grpc_code = grpc.StatusCode.CANCELLED
     http_status = 499
 
