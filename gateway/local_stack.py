@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -302,8 +303,11 @@ def main(argv: list[str]) -> int:
         nonlocal stopping
         stopping = True
 
+    # The logs go to a directory of their own, kept when the stack fails (the scratch directory is
+    # a TemporaryDirectory, deleted at exit whatever happened) and removed after a clean stop.
+    log_dir = pathlib.Path(args.log_dir or tempfile.mkdtemp(prefix="inkstream-up-logs-"))
     stack = LocalStack(args.model, encoders=args.encoders, decoders=args.decoders, gateway_port=args.port,
-                       log_dir=args.log_dir, startup_timeout_s=args.startup_timeout)
+                       log_dir=log_dir, startup_timeout_s=args.startup_timeout)
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         print(f"inkstream up: starting {args.encoders} encoder(s), {args.decoders} decoder(s) and the gateway "
@@ -326,7 +330,7 @@ def main(argv: list[str]) -> int:
     finally:
         stack.stop()
         if args.log_dir is None and not failed:
-            stack._scratch.cleanup()
+            shutil.rmtree(log_dir, ignore_errors=True)
         for s, h in old.items():
             signal.signal(s, h)
 

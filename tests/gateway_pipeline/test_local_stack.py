@@ -71,3 +71,4 @@ def test_up_rejects_bad_counts(capsys):
     with pytest.raises(SystemExit):
         local_stack.main(["--encoders", "0"])
     assert "must be >= 1" in capsys.readouterr().err
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import re
 import signal
 import socket
@@ -55,3 +56,18 @@ def test_up_serves_and_stops_cleanly(tiny_ds_checkpoint, shared_dir, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_failed_up_keeps_its_logs(tmp_path):
+    """A stack that cannot start says where its logs are, and they are still there after exit."""
+    import shutil
+
+    proc = subprocess.run([sys.executable, "-m", "inkstream.cli", "up", "--model", str(tmp_path / "no-such-model")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    logs = re.search(r"logs in (\S+?)\)", proc.stderr)
+    assert logs, proc.stderr
+    try:
+        assert pathlib.Path(logs.group(1)).is_dir(), proc.stderr
+    finally:
+        shutil.rmtree(logs.group(1), ignore_errors=True)
