@@ -191,18 +191,18 @@ class LineTexts:
         runs over the whole vocabulary (7 %) or upper-cased prose (5 %)."""
         target = int(min(max_chars, max(1, rng.choice([rng.randint(1, 12), rng.randint(10, 60),
                                                          rng.randint(30, max_chars), rng.randint(40, 90)]))))
-        kind = rng.random()
-        self.last_kind = self.KINDS[0 if kind < 0.62 else 1 if kind < 0.88 else 2 if kind < 0.95 else 3]
-        if kind < 0.62:
+        draw = rng.random()
+        kind = self.last_kind = self.KINDS[0 if draw < 0.62 else 1 if draw < 0.88 else 2 if draw < 0.95 else 3]
+        if kind == "prose":
             text = self._words(rng, target)
-        elif kind < 0.88:
+        elif kind == "mixed":
             parts: list[str] = []
             while sum(len(p) + 1 for p in parts) < target:
                 r = rng.random()
                 gen = _number if r < 0.35 else _date if r < 0.55 else _code if r < 0.75 else None
                 parts.append(gen(rng) if gen else self._words(rng, rng.randint(3, 25)))
             text = " ".join(parts)
-        elif kind < 0.95:
+        elif kind == "random":
             text = _random_chars(rng, target)
         else:
             text = self._words(rng, target).upper()
