@@ -163,15 +163,23 @@ class LineTexts:
     ``sample(rng, max_chars)`` returns a string of 1..``max_chars`` characters, no leading/trailing
     spaces, all in the vocabulary; ``last_kind`` then names what it drew (one of :data:`KINDS`), for
     per-kind error reports. Recording it draws nothing from ``rng``.
+
+    ``shares``: probability of each kind, in :data:`KINDS` order (default :data:`SHARES`, which the
+    held-out set always uses); training may over-sample a hard kind (``train.py --kind-shares``).
+    Raises ValueError for an empty ``lines`` or shares that are not 4 non-negative numbers summing to 1.
     """
 
     KINDS = ("prose", "mixed", "random", "upper")
+    SHARES = (0.62, 0.26, 0.07, 0.05)
 
-    def __init__(self, lines: list[str]):
+    def __init__(self, lines: list[str], shares: tuple[float, ...] = SHARES):
         if not lines:
             raise ValueError("empty corpus split")
+        if len(shares) != len(self.KINDS) or min(shares) < 0 or abs(sum(shares) - 1.0) > 1e-6:
+            raise ValueError(f"kind shares must be {len(self.KINDS)} non-negative numbers summing to 1, got {shares}")
         self.lines = lines
         self.last_kind = ""
+        self._bounds = [sum(shares[: i + 1]) for i in range(len(shares) - 1)]
 
     def _words(self, rng: random.Random, n_chars: int) -> str:
         words: list[str] = []
@@ -187,12 +195,12 @@ class LineTexts:
         return " ".join(words)
 
     def sample(self, rng: random.Random, max_chars: int = 110) -> str:
-        """One line: corpus prose windows (62 %), prose mixed with numbers / dates / codes (26 %), random
-        runs over the whole vocabulary (7 %) or upper-cased prose (5 %)."""
+        """One line: corpus prose windows, prose mixed with numbers / dates / codes, random runs over
+        the whole vocabulary or upper-cased prose (by default 62 / 26 / 7 / 5 %, see ``shares``)."""
         target = int(min(max_chars, max(1, rng.choice([rng.randint(1, 12), rng.randint(10, 60),
                                                          rng.randint(30, max_chars), rng.randint(40, 90)]))))
         draw = rng.random()
-        kind = self.last_kind = self.KINDS[0 if draw < 0.62 else 1 if draw < 0.88 else 2 if draw < 0.95 else 3]
+        kind = self.last_kind = self.KINDS[sum(draw >= b for b in self._bounds)]
         if kind == "prose":
             text = self._words(rng, target)
         elif kind == "mixed":

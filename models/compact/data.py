@@ -55,14 +55,15 @@ class SyntheticLines(IterableDataset):
     """Endless stream of length-bucketed batches. ``seed`` + worker id seed each worker, so a resumed
     run (new seed = base seed + step) does not replay the same lines."""
 
-    def __init__(self, lines: list[str], fonts: list[str], batch_size: int, seed: int, max_chars: int = 110, pool: int = 6):
+    def __init__(self, lines: list[str], fonts: list[str], batch_size: int, seed: int, max_chars: int = 110, pool: int = 6,
+                 shares: tuple[float, ...] = LineTexts.SHARES):
         self.lines, self.fonts, self.batch_size, self.seed = lines, fonts, batch_size, seed
-        self.max_chars, self.pool = max_chars, pool
+        self.max_chars, self.pool, self.shares = max_chars, pool, tuple(shares)
 
     def __iter__(self):
         info = get_worker_info()
         rng = random.Random(self.seed * 1000 + (info.id if info else 0))
-        texts, tok = LineTexts(self.lines), build_tokenizer()
+        texts, tok = LineTexts(self.lines, self.shares), build_tokenizer()
         while True:
             samples = [make_sample(texts, self.fonts, rng, self.max_chars) for _ in range(self.batch_size * self.pool)]
             samples.sort(key=lambda s: s[0].shape[-1])

@@ -125,6 +125,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--texts", default="", help="UTF-8 file of training texts, one per line, instead of the local corpus "
                    "(held-out split by crc32 as in corpus.py; used by tests)")
+    p.add_argument("--kind-shares", default="0.62,0.26,0.07,0.05",
+                   help="training share of each text kind: prose, mixed, random characters, upper case (the held-out set keeps the default)")
     p.add_argument("--enc-channels", default="32,64", help="trunk stage widths (tests use smaller ones)")
     return p.parse_args(argv)
 
@@ -158,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         say(f"resumed from step {step} ({seconds / 3600:.2f} h trained)")
     say(f"params: encoder {sum(p.numel() for p in model.encoder.parameters()) / 1e6:.2f} M, decoder {sum(p.numel() for p in model.lm.parameters()) / 1e6:.2f} M")
     eval_set = fixed_eval_set(corpus.eval, eval_fonts, args.eval_lines, seed=7, max_chars=args.max_chars)
-    ds = SyntheticLines(corpus.train, train_fonts, args.batch, seed=args.seed + step, max_chars=args.max_chars)
+    ds = SyntheticLines(corpus.train, train_fonts, args.batch, seed=args.seed + step, max_chars=args.max_chars,
+                        shares=tuple(float(x) for x in args.kind_shares.split(",")))
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers, prefetch_factor=4 if args.workers else None,
                                          persistent_workers=bool(args.workers))
     model.train()

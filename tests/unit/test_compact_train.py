@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 import torch
 
 from models.compact import train
@@ -79,3 +80,14 @@ def test_eval_set_reports_text_kinds_without_changing_the_lines():
     for (img, text, _), kind in zip(with_kinds, kinds):
         if kind == "upper":
             assert text == text.upper()
+
+
+def test_training_can_over_sample_a_text_kind_and_rejects_bad_shares():
+    rng = random.Random(11)
+    texts = LineTexts(TEXTS * 4, shares=(0.0, 0.0, 1.0, 0.0))
+    for _ in range(20):
+        texts.sample(rng, 30)
+        assert texts.last_kind == "random"
+    for bad in [(0.5, 0.5), (0.7, 0.3, 0.1, -0.1), (0.5, 0.5, 0.5, 0.0)]:
+        with pytest.raises(ValueError, match="kind shares"):
+            LineTexts(TEXTS, shares=bad)
