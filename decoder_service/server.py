@@ -23,7 +23,7 @@ from decoder_service.scheduler import DecodeEngine
 from decoder_service.servicer import TextDecoderServicer
 from inkstream import telemetry, tls, tracing
 from inkstream.errors import InvalidInput
-from inkstream.lifecycle import Lifecycle, server_options
+from inkstream.lifecycle import Lifecycle, listener_options
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
 from inkstream.wire import dtype_from_name
 from models.base import DecoderHalf
@@ -108,7 +108,7 @@ async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, w
     if cfg.metrics_port is not None:
         telemetry.setup_metrics("inkstream-decoder")
         metrics_port = telemetry.serve_metrics(cfg.metrics_port, cfg.host)
-    server = grpc.aio.server(options=server_options(cfg.max_message_bytes), interceptors=tracing.server_interceptors())
+    server = grpc.aio.server(options=listener_options(cfg.max_message_bytes), interceptors=tracing.server_interceptors())
     lifecycle = Lifecycle([SERVICE_NAME])
     lifecycle.register(server)
     await lifecycle.set_not_serving()

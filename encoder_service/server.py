@@ -33,7 +33,7 @@ from encoder_service.metrics import EncoderMetrics
 from encoder_service.servicer import VisionEncoderServicer
 from inkstream import telemetry, tls, tracing
 from inkstream.errors import InvalidInput
-from inkstream.lifecycle import Lifecycle, server_options
+from inkstream.lifecycle import Lifecycle, listener_options
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 from inkstream.wire import dtype_from_name
 from models.base import EncoderHalf
@@ -198,7 +198,7 @@ async def build_server(
     )
     batcher = MicroBatcher(limits, metrics)
     lifecycle = Lifecycle([SERVICE_NAME])
-    server = grpc.aio.server(options=server_options(config.max_message_bytes), interceptors=tracing.server_interceptors())
+    server = grpc.aio.server(options=listener_options(config.max_message_bytes), interceptors=tracing.server_interceptors())
     servicer = VisionEncoderServicer(batcher, lifecycle, config.max_message_bytes)
     encoder_pb2_grpc.add_VisionEncoderServicer_to_server(servicer, server)
     lifecycle.register(server)

@@ -16,7 +16,7 @@ import grpc
 
 from inkstream.errors import Cancelled, InkstreamError, InvalidInput, error_for_code, grpc_guard
 from inkstream import tracing
-from inkstream.lifecycle import Lifecycle, server_options
+from inkstream.lifecycle import Lifecycle, listener_options
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 
 from gateway.auth import ApiKeyInterceptor, ApiKeys
@@ -205,7 +205,7 @@ async def build_grpc_server(core: GatewayCore, port: int = 0, host: str = "127.0
     Interceptors: trace context / request id (:mod:`inkstream.tracing`) and, with ``api_keys``, the
     API-key check (:mod:`gateway.auth`). Raises OSError when the port cannot be bound."""
     interceptors = [*tracing.server_interceptors(), ApiKeyInterceptor(api_keys)]
-    server = grpc.aio.server(options=server_options(core.config.max_message_bytes), interceptors=interceptors)
+    server = grpc.aio.server(options=listener_options(core.config.max_message_bytes), interceptors=interceptors)
     gateway_pb2_grpc.add_OcrGatewayServicer_to_server(OcrGatewayServicer(core), server)
     lifecycle = Lifecycle([SERVICE_NAME])
     lifecycle.register(server)

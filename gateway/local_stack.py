@@ -30,6 +30,9 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 SERVICES = ("encoder", "decoder", "gateway")
+PORT_RACE_RETRIES = 3  # respawns (per start) of replicas that lost a free_port race
+# What a child logs when its port was taken: grpc (server.add_*_port), uvicorn / http.server (errno 98).
+_BIND_FAILURES = ("failed to bind", "could not bind", "cannot bind", "address already in use")
 
 
 def default_model_dir() -> pathlib.Path:
@@ -40,7 +43,8 @@ def default_model_dir() -> pathlib.Path:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now (the OS picks it; tiny race until the child binds)."""
+    """A TCP port free on ``host`` right now (the OS picks it). Another process may take it before
+    the child binds; :class:`LocalStack` then respawns the child on new ports."""
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
@@ -134,6 +138,7 @@ class LocalStack:
         self.addrs: dict[str, list[str]] = {s: [] for s in SERVICES}
         self.metrics_ports: dict[str, list[int]] = {s: [] for s in SERVICES}
         self.gateway_grpc_addr = ""
+        self._log_start: dict[tuple[str, int], int] = {}  # log size when each replica was (re)spawned
 
     # ------------------------------------------------------------ public view
 
@@ -194,25 +199,50 @@ class LocalStack:
             self.model_dir = resolve_model(self.model_dir_arg, pathlib.Path(self._scratch.name))
             for service in ("encoder", "decoder"):
                 for i in range(self.n[service]):
-                    port, mport = free_port(), free_port()
-                    self.procs[service].append(self._spawn(service, i, [
-                        "--model", str(self.model_dir), "--port", str(port), "--metrics-port", str(mport)]))
-                    self.addrs[service].append(f"127.0.0.1:{port}")
-                    self.metrics_ports[service].append(mport)
+                    self._launch(service, i)
             self._wait(("encoder", "decoder"))
             if self.n["gateway"]:
-                port, gport = self.gateway_port or free_port(), free_port()
-                # A free gRPC port too, so several stacks never collide on the gateway's default one.
-                self.procs["gateway"].append(self._spawn("gateway", 0, [
-                    "--encoders", ",".join(self.addrs["encoder"]), "--decoders", ",".join(self.addrs["decoder"]),
-                    "--port", str(port), "--grpc-port", str(gport)]))
-                self.gateway_grpc_addr = f"127.0.0.1:{gport}"
-                self.addrs["gateway"].append(f"127.0.0.1:{port}")
+                self._launch("gateway", 0)
                 self._wait(("gateway",))
         except BaseException:
             self.stop(grace_s=2)
             raise
         return self
+
+    def _launch(self, service: str, i: int) -> None:
+        """Pick free ports for replica ``i`` of ``service`` and spawn it (again, if it lost a port race)."""
+        if service == "gateway":
+            # A free gRPC port too, so several stacks never collide on the gateway's default one.
+            port, extra = self.gateway_port or free_port(), free_port()
+            args = ["--encoders", ",".join(self.addrs["encoder"]), "--decoders", ",".join(self.addrs["decoder"]),
+                    "--port", str(port), "--grpc-port", str(extra)]
+            self.gateway_grpc_addr = f"127.0.0.1:{extra}"
+        else:
+            port, extra = free_port(), free_port()
+            args = ["--model", str(self.model_dir), "--port", str(port), "--metrics-port", str(extra)]
+        log = self.log_path(service, i)
+        self._log_start[(service, i)] = log.stat().st_size if log.exists() else 0
+        proc = self._spawn(service, i, args)
+        if i < len(self.procs[service]):
+            self.procs[service][i], self.addrs[service][i] = proc, f"127.0.0.1:{port}"
+            if service != "gateway":
+                self.metrics_ports[service][i] = extra
+        else:
+            self.procs[service].append(proc)
+            self.addrs[service].append(f"127.0.0.1:{port}")
+            if service != "gateway":
+                self.metrics_ports[service].append(extra)
+
+    def _lost_port_race(self, service: str, i: int) -> bool:
+        """Whether replica ``i`` exited because a port :func:`free_port` picked was taken before it
+        bound (another process on this machine got there first): its log since the last spawn says so."""
+        log = self.log_path(service, i)
+        if not log.exists():
+            return False
+        with open(log, "rb") as fh:
+            fh.seek(self._log_start.get((service, i), 0))
+            text = fh.read().decode(errors="replace").lower()
+        return any(m in text for m in _BIND_FAILURES)
 
     def _ready(self, service: str, i: int) -> bool:
         if service == "gateway":
@@ -222,9 +252,14 @@ class LocalStack:
     def _wait(self, services: Sequence[str]) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
         pending = [(s, i) for s in services for i in range(len(self.procs[s]))]
+        respawns = 0
         while pending:
             for s, i in list(pending):
                 rc = self.procs[s][i].poll()
+                if rc is not None and respawns < PORT_RACE_RETRIES and self._lost_port_race(s, i):
+                    respawns += 1
+                    self._launch(s, i)
+                    continue
                 if rc is not None:
                     raise RuntimeError(f"{s} {i} exited with code {rc} while starting; log "
                                        f"{self.log_path(s, i)}:\n{self.log_tail(s, i)}")

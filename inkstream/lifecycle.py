@@ -48,6 +48,13 @@ def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[t
     ]
 
 
+def listener_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """:func:`server_options` for a gRPC server, plus ``grpc.so_reuseport`` 0: gRPC sets SO_REUSEPORT
+    by default on Linux, so a second server started on a port already in use would bind it too and
+    silently share its connections; without it the bind fails (``add_*_port`` returns 0)."""
+    return [*server_options(max_message_bytes), ("grpc.so_reuseport", 0)]
+
+
 class Lifecycle:
     """Readiness, in-flight accounting and drain for one gRPC server.
 

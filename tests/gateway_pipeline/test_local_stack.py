@@ -72,3 +72,47 @@ def test_up_rejects_bad_counts(capsys):
         local_stack.main(["--encoders", "0"])
     assert "must be >= 1" in capsys.readouterr().err
 
+
+
+def test_replica_that_lost_a_port_race_is_respawned_on_new_ports(tiny_ds_checkpoint, monkeypatch):
+    # Another process takes the port free_port() handed out before the child binds it: the child
+    # exits with a bind error, and the stack starts it again on fresh ports instead of failing.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        real = local_stack.free_port
+        picks = iter([busy])
+        monkeypatch.setattr(local_stack, "free_port", lambda host="127.0.0.1": next(picks, None) or real(host))
+        with LocalStack(tiny_ds_checkpoint, decoders=0, gateway=False, startup_timeout_s=120) as st:
+            assert st.alive()["encoder"] == [True]
+            assert st.encoder_addrs != [f"127.0.0.1:{busy}"]
+            assert local_stack.grpc_serving(st.encoder_addrs[0])
+            log = st.log_tail("encoder")
+            assert "bind" in log.lower()  # the first child's failure stays in the log
+
+
+def test_grpc_servers_do_not_share_a_port_in_use():
+    # gRPC's default SO_REUSEPORT would let a second server bind a port in use and take half its
+    # connections; listener_options turns it off, so the bind fails.
+    import asyncio
+
+    import grpc
+
+    from inkstream.lifecycle import listener_options
+
+    async def bind_twice() -> tuple[int, int]:
+        a, b = grpc.aio.server(options=listener_options()), grpc.aio.server(options=listener_options())
+        port = a.add_insecure_port("127.0.0.1:0")
+        await a.start()
+        try:
+            try:
+                second = b.add_insecure_port(f"127.0.0.1:{port}")
+            except RuntimeError:
+                second = 0
+            return port, second
+        finally:
+            await a.stop(None)
+
+    port, second = asyncio.run(bind_twice())
+    assert port > 0 and second == 0
