@@ -30,6 +30,11 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 SERVICES = ("encoder", "decoder", "gateway")
+# The gateway drains for up to drain_grace_s (30 s by default, gateway/config.py) so that documents
+# in flight finish or fail page by page (a page with no replica left fails after replica_wait_s,
+# 10 s); the stack waits that long plus a margin before SIGKILL.
+GATEWAY_STOP_GRACE_S = 35.0
+BACKEND_STOP_GRACE_S = 10.0
 PORT_RACE_RETRIES = 3  # respawns (per start) of replicas that lost a free_port race
 # What a child logs when its port was taken: grpc (server.add_*_port), uvicorn / http.server (errno 98).
 _BIND_FAILURES = ("failed to bind", "could not bind", "cannot bind", "address already in use")
@@ -286,15 +291,17 @@ class LocalStack:
         """Whether each process is still running."""
         return {s: [p.poll() is None for p in ps] for s, ps in self.procs.items()}
 
-    def stop(self, grace_s: float = 10.0) -> None:
+    def stop(self, grace_s: float | None = None) -> None:
         """SIGTERM (drain) the gateway first, then the encoders and decoders; SIGKILL what is left
-        after ``grace_s`` seconds. Safe to call twice."""
-        for group in (("gateway",), ("encoder", "decoder")):
+        after ``grace_s`` seconds (default: :data:`GATEWAY_STOP_GRACE_S` for the gateway, whose own
+        drain lets in-flight requests finish or fail cleanly, and :data:`BACKEND_STOP_GRACE_S` for the
+        then idle encoders and decoders). Safe to call twice; :meth:`kill_all` cuts it short."""
+        for group, default in ((("gateway",), GATEWAY_STOP_GRACE_S), (("encoder", "decoder"), BACKEND_STOP_GRACE_S)):
             ps = [p for s in group for p in self.procs[s] if p.poll() is None]
             for p in ps:
                 with contextlib.suppress(ProcessLookupError):
                     p.send_signal(signal.SIGTERM)
-            end = time.monotonic() + grace_s
+            end = time.monotonic() + (default if grace_s is None else grace_s)
             for p in ps:
                 try:
                     p.wait(timeout=max(0.1, end - time.monotonic()))
@@ -302,6 +309,15 @@ class LocalStack:
                     with contextlib.suppress(ProcessLookupError):
                         p.kill()
                     p.wait(timeout=10)
+
+    def kill_all(self) -> None:
+        """SIGKILL every child still running (a second Ctrl-C during :meth:`stop`); reaping is left
+        to :meth:`stop`. Only signals, so it is safe inside a signal handler."""
+        for ps in self.procs.values():
+            for p in ps:
+                if p.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(p.pid, signal.SIGKILL)
 
     def close(self) -> None:
         """:meth:`stop`, then delete the scratch directory (logs too unless ``log_dir`` was given)."""
@@ -336,6 +352,8 @@ def main(argv: list[str]) -> int:
 
     def on_signal(signum, _frame):  # type: ignore[no-untyped-def]
         nonlocal stopping
+        if stopping:  # a second Ctrl-C: do not wait for the drain
+            stack.kill_all()
         stopping = True
 
     # The logs go to a directory of their own, kept when the stack fails (the scratch directory is
@@ -360,7 +378,8 @@ def main(argv: list[str]) -> int:
         if failed:
             print(f"inkstream up: {failed}; stopping (logs kept in {stack.log_dir})", file=sys.stderr)
             return 1
-        print("inkstream up: stopping (draining) ...", file=sys.stderr, flush=True)
+        print(f"inkstream up: stopping (draining requests in flight, up to {GATEWAY_STOP_GRACE_S:.0f} s; "
+              "Ctrl-C again stops at once) ...", file=sys.stderr, flush=True)
         return 0
     finally:
         stack.stop()

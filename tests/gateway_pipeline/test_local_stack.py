@@ -116,3 +116,25 @@ def test_grpc_servers_do_not_share_a_port_in_use():
 
     port, second = asyncio.run(bind_twice())
     assert port > 0 and second == 0
+
+
+def test_kill_all_cuts_a_drain_short():
+    import subprocess
+    import sys
+    import time
+
+    st = LocalStack(gateway=False)
+    # A child that ignores SIGTERM, like a gateway still draining a long document.
+    child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
+    st.procs["encoder"].append(child)
+    try:
+        time.sleep(0.5)
+        st.kill_all()
+        assert child.wait(timeout=10) == -9
+        t0 = time.monotonic()
+        st.stop()  # nothing left to wait for
+        assert time.monotonic() - t0 < 5
+    finally:
+        if child.poll() is None:
+            child.kill()
+        st.close()
