@@ -83,6 +83,7 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
                             raise InvalidInput(f"segment_id {seg} was already used in this call; ids must be unique")
                         seen.add(seg)
                         self.lifecycle.check_accepting()
+                        convert.check_vision_revision(req.vision_revision, engine.half.revision)
                         vt = convert.vision_tokens_from_pb(req.vision_tokens, engine.half.hidden_size, engine.half.max_vision_tokens)
                         params = convert.sampling_from_pb(req.sampling, self.cfg)
                         stream = await engine.submit(vt, params, req.task or None, req.prompt or None)

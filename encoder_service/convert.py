@@ -49,9 +49,10 @@ def page_request(msg: encoder_pb2.EncodeRequest) -> PageRequest:
 
 
 def encode_response(
-    page_index: int, page: EncodedPage, *, wire_dtype: torch.dtype, model_id: str, seconds: float
+    page_index: int, page: EncodedPage, *, wire_dtype: torch.dtype, model_id: str, seconds: float, revision: str = ""
 ) -> encoder_pb2.EncodeResponse:
-    """EncodedPage -> EncodeResponse; each segment's vision tokens [n_tokens, H] cast to ``wire_dtype``."""
+    """EncodedPage -> EncodeResponse; each segment's vision tokens [n_tokens, H] cast to ``wire_dtype``;
+    ``revision``: the weights fingerprint, which decoders check (DecodeRequest.vision_revision)."""
     resp = encoder_pb2.EncodeResponse(
         page_index=page_index,
         width=page.width,
@@ -60,6 +61,7 @@ def encode_response(
         tile_rows=page.tile_rows,
         tile_cols=page.tile_cols,
         model_id=model_id,
+        revision=revision,
         encode_seconds=seconds,
     )
     for i, seg in enumerate(page.segments):

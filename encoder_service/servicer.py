@@ -137,7 +137,8 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
                     raise Unavailable("this replica started draining; retry this page on another replica")
                 res = await self.batcher.submit(image, mode, stream_id=stream_id)
                 resp = await asyncio.to_thread(
-                    encode_response, index, res.page, wire_dtype=info.wire_dtype, model_id=info.model_id, seconds=res.seconds
+                    encode_response, index, res.page, wire_dtype=info.wire_dtype, model_id=info.model_id, seconds=res.seconds,
+                    revision=info.revision
                 )
                 size = resp.ByteSize()
                 if size + _RESPONSE_OVERHEAD_BYTES > self.max_message_bytes:

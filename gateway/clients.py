@@ -71,7 +71,8 @@ class VisionSegment:
 
 @dataclass
 class EncodedTokens:
-    """One page's encoder result: segments in reading order, page size in pixels, encoder model id."""
+    """One page's encoder result: segments in reading order, page size in pixels, encoder model id
+    and weights ``revision`` (only a decoder of the same revision may decode the segments)."""
 
     page_index: int
     segments: list[VisionSegment]
@@ -80,6 +81,7 @@ class EncodedTokens:
     n_vision_tokens: int
     model_id: str = ""
     encode_seconds: float = 0.0
+    revision: str = ""
 
 
 @dataclass
@@ -89,13 +91,15 @@ class CallFailure(Exception):
     ``error``: the inkstream error (code + message for the page error). ``transient``: retry on
     another replica. ``suspect``: counts towards quarantine (INTERNAL, or the connection was lost
     mid-call, i.e. the replica may have crashed on this page). ``unreachable``: the replica should
-    get no new work until its health watch reports SERVING again.
+    get no new work until its health watch reports SERVING again. ``misrouted``: the replica cannot
+    serve this page (it runs other weights); the page goes elsewhere without spending retry budget.
     """
 
     error: InkstreamError
     transient: bool = False
     suspect: bool = False
     unreachable: bool = False
+    misrouted: bool = False
 
     def __str__(self) -> str:
         return f"{self.error.code_name}: {self.error.message}"
@@ -172,10 +176,11 @@ async def fetch_encoder_info(channel: grpc.aio.Channel, timeout_s: float) -> Enc
 class DecoderInfo:
     """What the gateway uses of a decoder's ``Info``: task names and its sequence capacity
     (``max_running`` + ``max_waiting``: segments it accepts at once without RESOURCE_EXHAUSTED;
-    0 when the decoder does not say)."""
+    0 when the decoder does not say); ``revision``: its weights fingerprint ("" when unknown)."""
 
     tasks: tuple[str, ...]
     capacity: int
+    revision: str = ""
 
 
 async def fetch_decoder_info(channel: grpc.aio.Channel, timeout_s: float) -> DecoderInfo:
@@ -184,7 +189,7 @@ async def fetch_decoder_info(channel: grpc.aio.Channel, timeout_s: float) -> Dec
         resp = await decoder_pb2_grpc.TextDecoderStub(channel).Info(decoder_pb2.InfoRequest(), timeout=timeout_s)
     except grpc.RpcError as err:
         raise classify_rpc_error(err) from None
-    return DecoderInfo(tuple(resp.tasks), max(0, int(resp.max_running) + int(resp.max_waiting)))
+    return DecoderInfo(tuple(resp.tasks), max(0, int(resp.max_running) + int(resp.max_waiting)), resp.revision)
 
 
 def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
@@ -203,7 +208,7 @@ def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
     n = int(resp.n_vision_tokens) or sum(s.n_tokens for s in segs)
     return EncodedTokens(page_index=int(resp.page_index), segments=segs, width=int(resp.width),
                          height=int(resp.height), n_vision_tokens=n, model_id=resp.model_id,
-                         encode_seconds=float(resp.encode_seconds))
+                         encode_seconds=float(resp.encode_seconds), revision=resp.revision)
 
 
 async def encode_page(
@@ -241,13 +246,15 @@ async def encode_page(
 # ---------------------------------------------------------------- decoder
 
 
-def decode_request(seg: VisionSegment, *, task: str, max_new_tokens: int) -> decoder_pb2.DecodeRequest:
-    """One segment -> ``DecodeRequest`` (``segment_id`` = segment index; vision tokens forwarded as is)."""
+def decode_request(seg: VisionSegment, *, task: str, max_new_tokens: int, vision_revision: str = "") -> decoder_pb2.DecodeRequest:
+    """One segment -> ``DecodeRequest`` (``segment_id`` = segment index; vision tokens forwarded as is;
+    ``vision_revision``: the encoder's weights revision, checked by the decoder)."""
     return decoder_pb2.DecodeRequest(
         segment_id=seg.index,
         vision_tokens=tensor_pb2.Tensor(shape=list(seg.shape), dtype=seg.dtype, data=seg.data),
         task=task,
         sampling=decoder_pb2.SamplingParams(max_new_tokens=max_new_tokens),
+        vision_revision=vision_revision,
     )
 
 
@@ -271,6 +278,7 @@ async def decode_segments(
     attempt: DecodeAttempt | None = None,
     max_segments_in_flight: int = 64,
     replica_slots: asyncio.Semaphore | None = None,
+    vision_revision: str = "",
 ) -> DecodeAttempt:
     """Decode ``segments`` of one page on one replica in one ``Decode`` stream, at most
     ``max_segments_in_flight`` of this page open at a time and, when given, one of the replica's
@@ -307,7 +315,7 @@ async def decode_segments(
             if replica_slots is not None:
                 await replica_slots.acquire()
                 held += 1
-            await call.write(decode_request(s, task=task, max_new_tokens=max_new_tokens))
+            await call.write(decode_request(s, task=task, max_new_tokens=max_new_tokens, vision_revision=vision_revision))
         await call.done_writing()
 
     writing = asyncio.create_task(writer())

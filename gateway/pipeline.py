@@ -32,7 +32,7 @@ from gateway.replicas import Replica, ReplicaSet
 from gateway.pipeline_config import PipelineConfig, PipelineStats
 from gateway.retry import PageFailed, RetryBudget, RetryCounters, with_retries
 from gateway.types import EncoderInfo, PageError, PageInput, PageOutcome, PipelineOptions, SegmentText
-from inkstream.errors import InternalError, as_inkstream_error
+from inkstream.errors import InternalError, Unavailable, as_inkstream_error
 from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES
 from inkstream.tls import TlsConfig
 
@@ -177,6 +177,7 @@ class Pipeline:
             except CallFailure as exc:
                 log.warning("decoder %s Info failed: %s", r.address, exc)
                 return r.segment_slots
+            r.model_revision = info.revision
             if info.capacity and info.capacity != r.slots_capacity:
                 if r.segment_slots is not None:
                     log.info("decoder %s capacity %d -> %d segments", r.address, r.slots_capacity, info.capacity)
@@ -295,19 +296,31 @@ class Pipeline:
     async def _decode(self, encoded: EncodedTokens, options: PipelineOptions) -> list[SegmentText]:
         attempt = DecodeAttempt()
 
+        def same_weights(r: Replica) -> bool:
+            # The decoder must run the weights of the encoder that made these vision tokens (they
+            # differ while a rollout replaces one checkpoint by another); unknown revisions pass.
+            return not (encoded.revision and r.model_revision and r.model_revision != encoded.revision)
+
         async def call(r: Replica) -> list[SegmentText]:
+            slots = await self._segment_slots(r)  # also learns the replica's weights revision
+            if not same_weights(r):
+                raise CallFailure(Unavailable(
+                    f"decoder {r.address} serves weights revision {r.model_revision}, but the page was encoded "
+                    f"by revision {encoded.revision}"), transient=True, misrouted=True)
             remaining = [s for s in encoded.segments if s.index not in attempt.done]
             attempt.failed.clear()
             await decode_segments(r.channel, remaining, task=options.task, max_new_tokens=options.max_new_tokens,
                                   timeout_s=self.config.decode_timeout_s, request_id=options.request_id,
                                   attempt=attempt, max_segments_in_flight=self.config.decode_window_segments,
-                                  replica_slots=await self._segment_slots(r))
+                                  replica_slots=slots, vision_revision=encoded.revision)
             if attempt.failed:
                 raise _worst(attempt.failed.values())
             return list(attempt.done.values())
 
         return await with_retries(self.decoders, call, policy=self.config.retry, budget=self.budget,
-                                  counters=self.stats.decode, what=f"page {encoded.page_index + 1} decode")
+                                  counters=self.stats.decode, what=f"page {encoded.page_index + 1} decode",
+                                  accept=same_weights,
+                                  unaccepted=f"serving other weights than revision {encoded.revision} of the page's encoder")
 
     # ------------------------------------------------------------ metrics
 

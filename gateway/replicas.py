@@ -86,6 +86,7 @@ class Replica:
         self.slots_stale = False
         self.slots_checked_at = float("-inf")
         self.slots_lock = asyncio.Lock()  # one Info call at a time; the other pages wait for its answer
+        self.model_revision = ""  # weights revision from its Info ("" until read): pages go to matching ones
         self.healthy = False
         self.retired = False  # removed from DNS: finishes its work, gets no new work
         self._watch_task: asyncio.Task | None = None
@@ -245,13 +246,17 @@ class ReplicaSet:
     def _notify(self) -> None:
         self._changed.set()
 
-    def eligible(self, exclude: set[str] = frozenset()) -> list[Replica]:  # type: ignore[assignment]
-        """Healthy, non-retired replicas not in ``exclude`` (addresses)."""
-        return [r for r in self.replicas.values() if r.healthy and not r.retired and r.address not in exclude]
+    def eligible(self, exclude: set[str] = frozenset(),  # type: ignore[assignment]
+                 accept: Callable[[Replica], bool] | None = None) -> list[Replica]:
+        """Healthy, non-retired replicas not in ``exclude`` (addresses) for which ``accept`` (when
+        given) is true."""
+        return [r for r in self.replicas.values() if r.healthy and not r.retired and r.address not in exclude
+                and (accept is None or accept(r))]
 
-    def pick(self, exclude: set[str] = frozenset()) -> Replica | None:  # type: ignore[assignment]
+    def pick(self, exclude: set[str] = frozenset(),  # type: ignore[assignment]
+             accept: Callable[[Replica], bool] | None = None) -> Replica | None:
         """The eligible replica with the fewest outstanding pages (random among ties), or None."""
-        rs = self.eligible(exclude)
+        rs = self.eligible(exclude, accept)
         if not rs:
             return None
         self._outage_since = None
@@ -268,8 +273,10 @@ class ReplicaSet:
             self._outage_since = now
         return now - self._outage_since
 
-    async def wait_pick(self, exclude: set[str], wait_s: float) -> Replica:
-        """:meth:`pick`, waiting up to ``wait_s`` seconds for a replica to become eligible.
+    async def wait_pick(self, exclude: set[str], wait_s: float, accept: Callable[[Replica], bool] | None = None,
+                        unaccepted: str = "") -> Replica:
+        """:meth:`pick`, waiting up to ``wait_s`` seconds for a replica to become eligible (and
+        accepted by ``accept``; ``unaccepted`` says why a serving replica was not, for the error).
 
         The wait counts from the start of an outage (no replica SERVING at all), not from this call:
         when every replica is down, the pages queued behind the first ones fail together after
@@ -279,7 +286,7 @@ class ReplicaSet:
         loop = asyncio.get_running_loop()
         end = loop.time() + max(0.0, wait_s - self.outage_s(loop.time()))
         while True:
-            r = self.pick(exclude)
+            r = self.pick(exclude, accept)
             if r is not None:
                 return r
             left = end - loop.time()
@@ -287,7 +294,9 @@ class ReplicaSet:
                 known = ", ".join(f"{a} ({'serving' if x.healthy else 'not serving'})"
                                   for a, x in self.replicas.items())
                 tried = f"; already tried: {', '.join(sorted(exclude))}" if exclude else ""
-                raise Unavailable(f"no {self.name} replica is available (known: {known or 'none'}{tried})")
+                refused = [a for a, x in self.replicas.items() if accept is not None and not accept(x)]
+                why = f"; {unaccepted}: {', '.join(refused)}" if refused and unaccepted else ""
+                raise Unavailable(f"no {self.name} replica is available (known: {known or 'none'}{tried}{why})")
             self._changed.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout=min(left, 0.25))

@@ -13,6 +13,9 @@ Policy (DESIGN.md: only transient codes are retried):
 - At most ``max_attempts`` attempts per page and stage; between attempts an exponential backoff with
   full jitter (``uniform(0, min(cap, base * 2**n))``, AWS Architecture Blog "Exponential Backoff And
   Jitter", 2015), or the server's RetryInfo hint when retrying the same replica.
+- A replica that cannot serve the page at all (a decoder running other weights than the encoder that
+  made the page's vision tokens, during a rollout) is skipped: the page moves on without backoff,
+  retry budget or an attempt spent.
 - A gateway-wide retry budget (token bucket of gRPC retry throttling, gRFC A6): every retryable
   failure costs one token, every success adds ``token_ratio``; retries are allowed only while more than half of
   ``max_tokens`` remain, so a fleet-wide outage does not turn into a retry storm.
@@ -99,28 +102,38 @@ async def with_retries(
     budget: RetryBudget,
     counters: RetryCounters,
     what: str,
+    accept: Callable[[Replica], bool] | None = None,
+    unaccepted: str = "",
 ) -> T:
     """Run ``fn(replica)`` until it succeeds, following the module's policy.
 
     ``fn`` raises :class:`CallFailure` on failure. ``what`` names the work in errors ("page 3 decode").
+    ``accept``: only replicas for which it is true are picked (``unaccepted`` says why the others
+    were not, for the error when none is left). A ``misrouted`` failure (the replica turned out not
+    to be acceptable) moves the page to another replica without spending retry budget.
     Raises :class:`PageFailed` with the error the page should report.
     """
     tried: set[str] = set()
     suspects: dict[str, str] = {}  # replica address -> failure
     last: CallFailure | None = None
-    for attempt in range(1, policy.max_attempts + 1):
-        replica = replicas.pick(tried) or replicas.pick(set(suspects))
+    attempt, misroutes = 0, 0
+    while attempt < policy.max_attempts:
+        replica = replicas.pick(tried, accept) or replicas.pick(set(suspects), accept)
         if replica is None:
             try:
-                replica = await replicas.wait_pick(set(suspects), policy.replica_wait_s)
+                replica = await replicas.wait_pick(set(suspects), policy.replica_wait_s, accept, unaccepted)
             except Unavailable as exc:
                 if last is not None:
                     raise PageFailed(_reword(last.error, f"{what}: {last.error.message} (and {exc.message})")) from None
                 raise PageFailed(_reword(exc, f"{what}: {exc.message}")) from None
-        if attempt > 1:
-            counters.retries += 1
-            same = replica.address in tried
-            await asyncio.sleep(policy.backoff_s(attempt - 1, last.error.retry_after_s if (last and same) else None))
+        if last is not None and last.misrouted and misroutes <= len(replicas.replicas):
+            pass  # the last replica ran other weights: no backoff, and it does not count as an attempt
+        else:
+            attempt += 1
+            if attempt > 1:
+                counters.retries += 1
+                same = replica.address in tried
+                await asyncio.sleep(policy.backoff_s(attempt - 1, last.error.retry_after_s if (last and same) else None))
         counters.calls += 1
         async with replicas.lease(replica):
             try:
@@ -130,9 +143,10 @@ async def with_retries(
             else:
                 budget.on_success()
                 return result
-        if last.transient or last.suspect:  # gRFC A6: only retryable failures drain the budget
+        if (last.transient or last.suspect) and not last.misrouted:  # gRFC A6: only retryable failures drain the budget
             budget.on_failure()
         tried.add(replica.address)
+        misroutes += last.misrouted
         if last.unreachable:
             replica.mark_unreachable()
         log.info("%s failed on %s: %s", what, replica.address, last)
@@ -145,7 +159,7 @@ async def with_retries(
                 raise PageFailed(InternalError(msg), quarantined=True)
         if not (last.transient or last.suspect):
             raise PageFailed(_reword(last.error, f"{what}: {last.error.message}"))
-        if not budget.can_retry():
+        if not last.misrouted and not budget.can_retry():
             raise PageFailed(_reword(last.error, f"{what}: {last.error.message} (gateway retry budget exhausted)"))
     assert last is not None
     msg = f"{what}: {last.error.message} (gave up after {policy.max_attempts} attempts)"

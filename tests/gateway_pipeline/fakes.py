@@ -57,6 +57,7 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
         self.max_active = 0
         self.metadata: list[dict] = []  # invocation metadata of each Encode call
         self.tokens_shape = (TOKENS, HIDDEN)  # [n_tokens, hidden] of every segment
+        self.revision = ""  # weights revision put on every EncodeResponse
 
     async def Info(self, request, context):
         return encoder_pb2.InfoResponse(
@@ -85,7 +86,7 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
                 await errors.abort(context, errors.error_for_code(code, f"fake encoder fails with {code}"))
             yield encoder_pb2.EncodeResponse(
                 page_index=req.page_index, width=100, height=200, n_vision_tokens=self.tokens_shape[0] * n_segments(req.image),
-                model_id="fake/encoder",
+                model_id="fake/encoder", revision=self.revision,
                 segments=[encoder_pb2.Segment(index=i, vision_tokens=_tokens(d, i, self.tokens_shape), box={"x0": 0, "y0": i, "x1": 100, "y1": i + 1})
                           for i in reversed(range(n_segments(req.image)))])
 
@@ -104,16 +105,20 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
         self.info_calls = 0
         self.info_fails = False
         self.max_running = self.max_waiting = 0  # capacity reported by Info (0: none)
+        self.revision = ""  # weights revision reported by Info and checked like the real decoder does
+        self.vision_revisions: list[str] = []  # DecodeRequest.vision_revision of every segment
 
     async def Info(self, request, context):
         self.info_calls += 1
         if self.info_fails:
             await errors.abort(context, errors.error_for_code("UNAVAILABLE", "fake decoder Info fails"))
         return decoder_pb2.InfoResponse(model_id="fake/decoder", hidden_size=HIDDEN, tasks=["ocr"], default_task="ocr",
-                                        max_running=self.max_running, max_waiting=self.max_waiting)
+                                        max_running=self.max_running, max_waiting=self.max_waiting,
+                                        revision=self.revision)
 
     async def Decode(self, request_iterator, context):
         reqs = [r async for r in request_iterator]
+        self.vision_revisions += [r.vision_revision for r in reqs]
         vals = [struct.unpack_from("<2f", r.vision_tokens.data) for r in reqs]
         d = int(vals[0][0])
         self.calls[d] += 1
@@ -126,13 +131,16 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
             await asyncio.sleep(3600)
         await asyncio.sleep(self.slow_digests.get(d, 0.0))
         for r, (dd, seg) in zip(reqs, vals):
+            if r.vision_revision and self.revision and r.vision_revision != self.revision:
+                yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, error={"code": "UNAVAILABLE", "message": "other weights"})
+                continue
             if self.item_error and int(seg) == 0:
                 yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, error={"code": self.item_error, "message": "bad segment"})
                 continue
             yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, text_delta=f"page-{int(dd):06x}")
         await asyncio.sleep(self.delay_s)
         for r, (dd, seg) in zip(reqs, vals):
-            if self.item_error and int(seg) == 0:
+            if (self.item_error and int(seg) == 0) or (r.vision_revision and self.revision and r.vision_revision != self.revision):
                 continue
             yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, text_delta=f"-seg{int(seg)}",
                                              finish_reason=decoder_pb2.FINISH_REASON_STOP,
