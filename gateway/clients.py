@@ -159,8 +159,9 @@ def encoder_info_from_pb(resp: encoder_pb2.InfoResponse) -> EncoderInfo:
         for m in resp.modes
     )
     default = resp.default_mode or (modes[0].name if modes else "")
+    capacity = int(resp.max_queue_pages) + int(resp.max_batch_size) if resp.max_queue_pages > 0 else 0
     return EncoderInfo(model_id=resp.model_id, modes=modes, default_mode=default,
-                       max_image_bytes=int(resp.max_image_bytes))
+                       max_image_bytes=int(resp.max_image_bytes), capacity=capacity, revision=resp.revision)
 
 
 async def fetch_encoder_info(channel: grpc.aio.Channel, timeout_s: float) -> EncoderInfo:

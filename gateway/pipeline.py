@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import time
 from typing import AsyncIterator, Sequence
@@ -157,8 +158,20 @@ class Pipeline:
 
     async def _segment_slots(self, r: Replica) -> asyncio.Semaphore | None:
         """The decoder replica's shared segment window (its ``max_running + max_waiting``, from Info),
-        so that all pages together never overflow its waiting queue; None when its Info is
-        unavailable or gives no capacity (the decoder's own admission then answers).
+        so that all pages together never overflow its waiting queue; see :meth:`_slots`."""
+        return await self._slots(r, fetch_decoder_info)
+
+    async def _page_slots(self, r: Replica) -> asyncio.Semaphore | None:
+        """The encoder replica's shared page window (its ``max_queue_pages + max_batch_size``, from
+        Info): pages beyond it wait here, bounded by admission, instead of being refused by the
+        encoder's queue with RESOURCE_EXHAUSTED and failing after a few retries; see :meth:`_slots`."""
+        return await self._slots(r, fetch_encoder_info)
+
+    async def _slots(self, r: Replica, fetch) -> asyncio.Semaphore | None:  # type: ignore[no-untyped-def]
+        """The replica's work window (a semaphore of its Info's ``capacity``, shared by every page of
+        this gateway), learning its weights ``revision`` too; None when its Info is unavailable or
+        gives no capacity (the replica's own admission then answers). ``fetch(channel, timeout_s)``
+        is :func:`fetch_decoder_info` or :func:`fetch_encoder_info`.
 
         Info is read on first use and again after the replica comes back SERVING (a restarted
         replica may have other limits: the window is replaced only if the capacity changed).
@@ -173,14 +186,14 @@ class Pipeline:
                 return r.segment_slots
             r.slots_stale, r.slots_checked_at = False, time.monotonic()
             try:
-                info = await fetch_decoder_info(r.channel, self.config.info_timeout_s)
+                info = await fetch(r.channel, self.config.info_timeout_s)
             except CallFailure as exc:
-                log.warning("decoder %s Info failed: %s", r.address, exc)
+                log.warning("replica %s Info failed: %s", r.address, exc)
                 return r.segment_slots
             r.model_revision = info.revision
             if info.capacity and info.capacity != r.slots_capacity:
                 if r.segment_slots is not None:
-                    log.info("decoder %s capacity %d -> %d segments", r.address, r.slots_capacity, info.capacity)
+                    log.info("replica %s capacity %d -> %d", r.address, r.slots_capacity, info.capacity)
                 r.segment_slots, r.slots_capacity = asyncio.Semaphore(info.capacity), info.capacity
             return r.segment_slots
 
@@ -287,8 +300,10 @@ class Pipeline:
 
     async def _encode(self, page: PageInput, options: PipelineOptions) -> EncodedTokens:
         async def call(r: Replica) -> EncodedTokens:
-            return await encode_page(r.channel, page.index, page.image or b"", options.mode,
-                                     timeout_s=self.config.encode_timeout_s, request_id=options.request_id)
+            slots = await self._page_slots(r)
+            async with slots if slots is not None else contextlib.nullcontext():
+                return await encode_page(r.channel, page.index, page.image or b"", options.mode,
+                                         timeout_s=self.config.encode_timeout_s, request_id=options.request_id)
 
         return await with_retries(self.encoders, call, policy=self.config.retry, budget=self.budget,
                                   counters=self.stats.encode, what=f"page {page.index + 1} encode")

@@ -77,8 +77,9 @@ class Replica:
         self.channel = open_channel(address, tls, options=server_options(max_message_bytes),
                                     interceptors=tracing.client_interceptors())
         self.outstanding = 0
-        # Segments this gateway may have open on the replica (decoders: max_running + max_waiting
-        # from its Info), shared by all pages; set by the pipeline on first use. ``slots_capacity``
+        # Work this gateway may have open on the replica (decoders: segments, max_running +
+        # max_waiting; encoders: pages, max_queue_pages + max_batch_size; both from its Info),
+        # shared by all pages; set by the pipeline on first use. ``slots_capacity``
         # is that size; ``slots_stale`` asks the pipeline to re-read Info (the replica came back,
         # perhaps restarted with other limits); ``slots_checked_at``: monotonic time of the last try.
         self.segment_slots: asyncio.Semaphore | None = None

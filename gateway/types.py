@@ -41,12 +41,16 @@ class ModeInfo:
 
 @dataclass(frozen=True)
 class EncoderInfo:
-    """What the gateway needs from the encoders' Info: model id, modes, default mode, image limit."""
+    """What the gateway needs from the encoders' Info: model id, modes, default mode, image limit
+    (bytes), ``capacity`` (pages one replica holds before RESOURCE_EXHAUSTED: ``max_queue_pages`` +
+    ``max_batch_size``; 0 when it does not say) and weights ``revision``."""
 
     model_id: str
     modes: tuple[ModeInfo, ...]
     default_mode: str
     max_image_bytes: int = 0
+    capacity: int = 0
+    revision: str = ""
 
     def mode(self, name: str | None) -> ModeInfo:
         """The named mode (default when empty), matched case-insensitively like ``format`` and ``task``

@@ -58,13 +58,15 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
         self.metadata: list[dict] = []  # invocation metadata of each Encode call
         self.tokens_shape = (TOKENS, HIDDEN)  # [n_tokens, hidden] of every segment
         self.revision = ""  # weights revision put on every EncodeResponse
+        self.max_queue_pages = self.max_batch_size = 0  # capacity reported by Info (0: none)
 
     async def Info(self, request, context):
         return encoder_pb2.InfoResponse(
             model_id="fake/encoder", family="fake", hidden_size=HIDDEN, wire_dtype=tensor_pb2.DTYPE_FLOAT32,
             modes=[encoder_pb2.ModeInfo(name="base", page_long_side_px=1024, max_vision_tokens=9),
                    encoder_pb2.ModeInfo(name="small", page_long_side_px=640, max_vision_tokens=9)],
-            default_mode="base", max_image_bytes=1 << 20)
+            default_mode="base", max_image_bytes=1 << 20, revision=self.revision,
+            max_queue_pages=self.max_queue_pages, max_batch_size=self.max_batch_size)
 
     async def Encode(self, request_iterator, context):
         self.metadata.append(dict(context.invocation_metadata()))

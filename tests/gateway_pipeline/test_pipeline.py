@@ -456,3 +456,17 @@ async def test_decoder_refuses_vision_tokens_of_other_weights_itself(cluster):
     images = make_pages(6, seed=23)
     outs = await collect(c.pipeline, PageSource(images))
     assert_all_pages(outs, images)
+
+
+async def test_pages_wait_at_the_gateway_rather_than_overflow_an_encoders_queue(cluster):
+    # The encoder holds max_queue_pages + max_batch_size pages (3 here); a burst of 16 pages must
+    # not get RESOURCE_EXHAUSTED from it: the surplus waits in the gateway (bounded by admission).
+    c = await cluster.start(max_pages_per_request=16, enc_delay=0.05)
+    c.encoders[0].max_queue_pages, c.encoders[0].max_batch_size = 2, 1
+    images = make_pages(16, seed=24)
+    outs = await collect(c.pipeline, PageSource(images))
+    assert_all_pages(outs, images)
+    assert c.encoders[0].max_active <= 3
+    replica = next(iter(c.pipeline.encoders.replicas.values()))
+    assert replica.slots_capacity == 3
+    assert c.pipeline.stats.encode.retries == 0
