@@ -106,8 +106,8 @@ class LocalStack:
 
     ``model_dir``: checkpoint for both halves (None: embedded model, see :func:`resolve_model`).
     ``encoders`` / ``decoders``: replica counts. ``gateway``: also start ``inkstream serve gateway``
-    (tests of the data path alone run the pipeline in-process and pass False). ``gateway_port``: 0
-    picks a free one. ``extra_args``: more CLI flags per service name. ``env``: extra environment
+    (tests of the data path alone run the pipeline in-process and pass False). ``gateway_port`` /
+    ``gateway_grpc_port``: its REST / gRPC ports, 0 picks a free one. ``extra_args``: more CLI flags per service name. ``env``: extra environment
     for the children (``OMP_NUM_THREADS`` defaults to 1 and ``MALLOC_ARENA_MAX`` to 2 per process).
     ``startup_timeout_s``: seconds to wait for all processes to be ready. Raises RuntimeError (with
     the log tail) if one fails. ``log_dir``: where the per-process logs go (default: the scratch dir).
@@ -121,6 +121,7 @@ class LocalStack:
         decoders: int = 1,
         gateway: bool = True,
         gateway_port: int = 0,
+        gateway_grpc_port: int = 0,
         extra_args: dict[str, Sequence[str]] | None = None,
         env: dict[str, str] | None = None,
         log_dir: str | os.PathLike | None = None,
@@ -133,6 +134,7 @@ class LocalStack:
         self.model_dir: pathlib.Path | None = None
         self.n = {"encoder": encoders, "decoder": decoders, "gateway": 1 if gateway else 0}
         self.gateway_port = gateway_port
+        self.gateway_grpc_port = gateway_grpc_port
         self.extra_args = {k: list(v) for k, v in (extra_args or {}).items()}
         # MALLOC_ARENA_MAX=2: glibc otherwise gives every thread (gRPC, preprocessing, torch) its own
         # malloc arena, and the fragmentation shows as RSS creeping up over hundreds of pages
@@ -218,7 +220,7 @@ class LocalStack:
         """Pick free ports for replica ``i`` of ``service`` and spawn it (again, if it lost a port race)."""
         if service == "gateway":
             # A free gRPC port too, so several stacks never collide on the gateway's default one.
-            port, extra = self.gateway_port or free_port(), free_port()
+            port, extra = self.gateway_port or free_port(), self.gateway_grpc_port or free_port()
             args = ["--encoders", ",".join(self.addrs["encoder"]), "--decoders", ",".join(self.addrs["decoder"]),
                     "--port", str(port), "--grpc-port", str(extra)]
             self.gateway_grpc_addr = f"127.0.0.1:{extra}"
@@ -332,10 +334,11 @@ class LocalStack:
 
 
 def main(argv: list[str]) -> int:
-    """``inkstream up [--model DIR] [--port P] [--encoders N] [--decoders N]``; returns the exit code."""
+    """``inkstream up [--model DIR] [--port P] [--grpc-port P] [--encoders N] [--decoders N]``; returns the exit code."""
     ap = argparse.ArgumentParser(prog="inkstream up", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", help="checkpoint directory (default: the embedded compact model)")
     ap.add_argument("--port", type=int, default=8080, help="gateway HTTP port (default 8080; 0 = any free port)")
+    ap.add_argument("--grpc-port", type=int, default=50050, help="gateway gRPC port (default 50050; 0 = any free port)")
     ap.add_argument("--encoders", type=int, default=1, help="encoder replicas (default 1)")
     ap.add_argument("--decoders", type=int, default=1, help="decoder replicas (default 1)")
     ap.add_argument("--log-dir", help="directory for the processes' logs (default: a temporary one)")
@@ -343,9 +346,10 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.encoders < 1 or args.decoders < 1:
         ap.error("--encoders and --decoders must be >= 1")
-    if args.port and not _port_free(args.port):
-        print(f"inkstream up: port {args.port} is in use; choose another with --port", file=sys.stderr)
-        return 2
+    for flag, port in (("--port", args.port), ("--grpc-port", args.grpc_port)):
+        if port and not _port_free(port):
+            print(f"inkstream up: port {port} is in use; choose another with {flag} (0 = any free port)", file=sys.stderr)
+            return 2
 
     stopping = False
     failed = ""
@@ -360,7 +364,7 @@ def main(argv: list[str]) -> int:
     # a TemporaryDirectory, deleted at exit whatever happened) and removed after a clean stop.
     log_dir = pathlib.Path(args.log_dir or tempfile.mkdtemp(prefix="inkstream-up-logs-"))
     stack = LocalStack(args.model, encoders=args.encoders, decoders=args.decoders, gateway_port=args.port,
-                       log_dir=log_dir, startup_timeout_s=args.startup_timeout)
+                       gateway_grpc_port=args.grpc_port, log_dir=log_dir, startup_timeout_s=args.startup_timeout)
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         print(f"inkstream up: starting {args.encoders} encoder(s), {args.decoders} decoder(s) and the gateway "
@@ -371,7 +375,7 @@ def main(argv: list[str]) -> int:
             failed = str(exc)
             print(f"inkstream up: {exc}", file=sys.stderr)
             return 1
-        print(f"inkstream is up: {stack.gateway_url}  (model {stack.model_dir}; encoders "
+        print(f"inkstream is up: {stack.gateway_url}  (gRPC {stack.gateway_grpc_addr}; model {stack.model_dir}; encoders "
               f"{', '.join(stack.encoder_addrs)}; decoders {', '.join(stack.decoder_addrs)}). Ctrl-C stops.",
               flush=True)
         failed = _watch(stack, lambda: stopping)

@@ -138,3 +138,13 @@ def test_kill_all_cuts_a_drain_short():
         if child.poll() is None:
             child.kill()
         st.close()
+
+
+def test_up_refuses_a_grpc_port_in_use(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        assert local_stack.main(["--port", "0", "--grpc-port", str(busy)]) == 2
+    err = capsys.readouterr().err
+    assert f"port {busy} is in use" in err and "--grpc-port" in err

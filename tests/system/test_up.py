@@ -26,11 +26,11 @@ def _refused(addr: str) -> bool:
 
 
 def test_up_serves_and_stops_cleanly(tiny_ds_checkpoint, shared_dir, tmp_path):
-    port = free_port()
+    port, gport = free_port(), free_port()
     out = tmp_path / "up.out"
     with open(out, "w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "up", "--model", str(tiny_ds_checkpoint),
-                                 "--port", str(port), "--log-dir", str(tmp_path / "logs")],
+                                 "--port", str(port), "--grpc-port", str(gport), "--log-dir", str(tmp_path / "logs")],
                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
@@ -39,7 +39,7 @@ def test_up_serves_and_stops_cleanly(tiny_ds_checkpoint, shared_dir, tmp_path):
             assert time.monotonic() < deadline, out.read_text()
             time.sleep(0.2)
         line = next(ln for ln in out.read_text().splitlines() if "inkstream is up" in ln)
-        assert f"http://127.0.0.1:{port}" in line
+        assert f"http://127.0.0.1:{port}" in line and f"gRPC 127.0.0.1:{gport}" in line
         replicas = re.findall(r"127\.0\.0\.1:\d+", line.split("encoders", 1)[1])
         assert len(replicas) == 2  # one encoder, one decoder
         assert httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=10).status_code == 200
@@ -50,7 +50,7 @@ def test_up_serves_and_stops_cleanly(tiny_ds_checkpoint, shared_dir, tmp_path):
         assert [p["status"] for p in r.json()["pages"]] == ["ok"]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 0, out.read_text()
-        for addr in [f"127.0.0.1:{port}", *replicas]:
+        for addr in [f"127.0.0.1:{port}", f"127.0.0.1:{gport}", *replicas]:
             assert _refused(addr), f"{addr} still accepts connections after inkstream up stopped"
     finally:
         if proc.poll() is None:
