@@ -118,7 +118,10 @@ async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, w
     port = tls.add_port(server, f"{cfg.host}:{cfg.port}", cfg.tls)
     if port == 0:
         raise RuntimeError(f"cannot bind the decoder to {cfg.host}:{cfg.port}")
+    if cfg.tls.enabled and cfg.tls.health_port:
+        lifecycle.add_plain_health(f"{cfg.host}:{cfg.tls.health_port}")
     await server.start()
+    await lifecycle.start_plain_health()
 
     def make_engine(h: DecoderHalf) -> DecodeEngine:
         return DecodeEngine(h, max_running=cfg.max_running, max_waiting=cfg.max_waiting,

@@ -110,6 +110,7 @@ class EncoderServer:
         await self.lifecycle.set_not_serving()
         await self.lifecycle.set_alive()
         await self.server.start()
+        await self.lifecycle.start_plain_health()
         self.ready_task = asyncio.get_running_loop().create_task(self._load_and_warm_up(), name="encoder-load")
 
     async def wait_ready(self, timeout: float | None = None) -> None:
@@ -206,5 +207,7 @@ async def build_server(
     port = tls.add_port(server, address, config.tls)
     if port == 0:
         raise RuntimeError(f"could not bind the encoder's gRPC port at {address}")
+    if config.tls.enabled and config.tls.health_port:
+        lifecycle.add_plain_health(f"{config.host}:{config.tls.health_port}")
     loader: Callable[[], EncoderHalf] = (lambda: half) if half is not None else (lambda: load_half(config))
     return EncoderServer(config, server, port, batcher, lifecycle, servicer, loader, metrics_port)

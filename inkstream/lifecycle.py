@@ -72,10 +72,33 @@ class Lifecycle:
         self._idle = asyncio.Event()
         self._idle.set()
         self.stopped = asyncio.Event()
+        self._health_servers: list[grpc.aio.Server] = []  # plaintext health-only servers (TLS setups)
 
     def register(self, server: grpc.aio.Server) -> None:
         """Add the health service to ``server``."""
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+
+    def add_plain_health(self, address: str) -> int:
+        """A second server on ``address`` serving only this health service, without TLS (kubelet's
+        gRPC probes cannot do TLS; the health status is not secret). Started by
+        :meth:`start_plain_health`, stopped after the main server by :meth:`drain`. Returns the
+        bound port; raises RuntimeError when it cannot be bound."""
+        server = grpc.aio.server(options=listener_options())
+        self.register(server)
+        port = server.add_insecure_port(address)
+        if port == 0:
+            raise RuntimeError(f"could not bind the plaintext health port at {address}")
+        self._health_servers.append(server)
+        return port
+
+    async def start_plain_health(self) -> None:
+        """Start the servers of :meth:`add_plain_health`."""
+        for server in self._health_servers:
+            await server.start()
+
+    async def _stop_plain_health(self) -> None:
+        for server in self._health_servers:
+            await server.stop(grace=None)
 
     async def set_alive(self) -> None:
         """Liveness SERVING (the process and its event loop answer); never cleared by a drain."""
@@ -136,6 +159,7 @@ class Lifecycle:
         except asyncio.TimeoutError:
             log.warning("drain grace period over with work in flight", extra={"inflight": self._inflight})
         await server.stop(grace=1.0)
+        await self._stop_plain_health()
         self.stopped.set()
 
     def install_signal_handlers(self, server: grpc.aio.Server, grace_s: float) -> None:

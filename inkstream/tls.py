@@ -32,6 +32,9 @@ class TlsConfig(BaseModel):
     ca_file: str = Field("", description="client: CA bundle that signed the server certificate")
     client_ca_file: str = Field("", description="server: CA of accepted client certificates (mutual TLS)")
     server_name_override: str = Field("", description="client: expected server name when dialing by IP")
+    health_port: int = Field(0, ge=0, le=65535, description=(
+        "server, with TLS on: also serve grpc.health.v1 (and nothing else) in plaintext on this port, "
+        "for Kubernetes gRPC probes, which cannot speak TLS; 0 = off"))
 
 
 def _read(path: str, what: str) -> bytes:

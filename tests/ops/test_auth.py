@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import shutil
+import socket
 import subprocess
 
 import grpc
@@ -257,3 +259,42 @@ async def test_gateway_reaches_replicas_over_mutual_tls(pki, tmp_path):
         await server.stop(None)
     with pytest.raises(ConfigError, match="missing-ca.pem"):
         load_gateway_config(overrides={"replica_tls": {"enabled": True, "ca_file": str(tmp_path / "missing-ca.pem")}})
+
+
+async def test_tls_replica_serves_plaintext_health_for_kubelet_probes(pki, tmp_path):
+    """With ``tls.health_port`` an encoder on a TLS-only port also answers grpc.health.v1 in plaintext
+    on that port (kubelet's gRPC probes cannot do TLS), and only health: the Encode service is not
+    there. A drain stops both servers."""
+    from encoder_service.config import EncoderConfig
+    from encoder_service.server import build_server
+    from gateway.local_stack import free_port
+    from inkstream.lifecycle import LIVENESS_SERVICE
+    from inkstream.pb import encoder_pb2, encoder_pb2_grpc
+
+    hport = free_port()
+    cfg = EncoderConfig(model_dir=str(tmp_path / "no-model"), port=0, tls={
+        "enabled": True, "cert_file": str(pki / "server.pem"), "key_file": str(pki / "server.key"),
+        "health_port": hport})
+    srv = await build_server(cfg)
+    await srv.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{hport}") as ch:
+            stub = health_pb2_grpc.HealthStub(ch)
+            live = await stub.Check(health_pb2.HealthCheckRequest(service=LIVENESS_SERVICE), timeout=10)
+            assert live.status == health_pb2.HealthCheckResponse.SERVING
+            ready = await stub.Check(health_pb2.HealthCheckRequest(), timeout=10)
+            assert ready.status == health_pb2.HealthCheckResponse.NOT_SERVING  # the model never loads
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await encoder_pb2_grpc.VisionEncoderStub(ch).Info(encoder_pb2.InfoRequest(), timeout=10)
+            assert err.value.code() is grpc.StatusCode.UNIMPLEMENTED
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as ch:  # the main port wants TLS
+            with pytest.raises(grpc.aio.AioRpcError):
+                await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5)
+    finally:
+        await srv.lifecycle.drain(srv.server, 0.1)
+        with contextlib.suppress(Exception):
+            await srv.ready_task  # failed: there is no model
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT of the probe's connection is fine
+        s.bind(("127.0.0.1", hport))  # a listener left open would refuse this
+        s.listen()
