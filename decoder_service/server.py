@@ -23,7 +23,7 @@ from decoder_service.scheduler import DecodeEngine
 from decoder_service.servicer import TextDecoderServicer
 from inkstream import telemetry, tls, tracing
 from inkstream.errors import InvalidInput
-from inkstream.lifecycle import Lifecycle, listener_options
+from inkstream.lifecycle import Lifecycle, in_daemon_thread, listener_options
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
 from inkstream.wire import dtype_from_name
 from models.base import DecoderHalf
@@ -132,7 +132,7 @@ async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, w
 
     async def get_ready() -> None:
         if bundle.engine is None:
-            h = await asyncio.get_running_loop().run_in_executor(None, loader, cfg)
+            h = await in_daemon_thread(loader, cfg)
             bundle.engine = make_engine(h)
         await bundle.engine.start()
         await warm_up(bundle.engine)

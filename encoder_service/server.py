@@ -33,7 +33,7 @@ from encoder_service.metrics import EncoderMetrics
 from encoder_service.servicer import VisionEncoderServicer
 from inkstream import telemetry, tls, tracing
 from inkstream.errors import InvalidInput
-from inkstream.lifecycle import Lifecycle, listener_options
+from inkstream.lifecycle import Lifecycle, in_daemon_thread, listener_options
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 from inkstream.wire import dtype_from_name
 from models.base import EncoderHalf
@@ -119,7 +119,7 @@ class EncoderServer:
         await asyncio.wait_for(asyncio.shield(self.ready_task), timeout)
 
     async def _load_and_warm_up(self) -> None:
-        half = await asyncio.to_thread(self.loader)
+        half = await in_daemon_thread(self.loader)
         self.half = half
         cfg = self.config
         modes = tuple(half.modes())
@@ -143,7 +143,7 @@ class EncoderServer:
         page_png = warmup_page_png(long_side, cfg.max_image_pixels)
         res = await self.batcher.submit(page_png, half.default_mode)
         log.info("encoder warm-up page done", extra={"seconds": res.seconds, "vision_tokens": res.page.n_vision_tokens})
-        await asyncio.to_thread(warm_full_batch, half, page_png, half.default_mode, cfg.max_batch_size)
+        await in_daemon_thread(warm_full_batch, half, page_png, half.default_mode, cfg.max_batch_size)
         if not self.lifecycle.draining:
             await self.lifecycle.set_serving()
 

@@ -18,12 +18,15 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import AsyncIterator, Iterable
+import threading
+from typing import AsyncIterator, Callable, Iterable, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from inkstream.errors import Unavailable
+
+T = TypeVar("T")
 
 log = logging.getLogger("inkstream.lifecycle")
 
@@ -46,6 +49,38 @@ def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[t
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.keepalive_permit_without_calls", 1),
     ]
+
+
+async def in_daemon_thread(fn: Callable[..., T], *args: object) -> T:
+    """Run ``fn(*args)`` on a new daemon thread and await its result (its exception is re-raised).
+
+    For model loading and warm-up (seconds to minutes): ``asyncio.to_thread`` uses the loop's default
+    executor, which ``asyncio.run`` joins at exit, so a SIGTERM during loading would drain at once
+    and then wait for the load to finish before the process exits (and be SIGKILLed by Kubernetes
+    meanwhile). A daemon thread is abandoned at exit instead."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: object, exc: BaseException | None) -> None:
+        if fut.done():  # the awaiting task was cancelled
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result, exc = fn(*args), None
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
+            result, exc = None, e
+        try:
+            loop.call_soon_threadsafe(settle, result, exc)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    threading.Thread(target=run, name=f"inkstream-{getattr(fn, '__name__', 'task')}", daemon=True).start()
+    return await fut
 
 
 def listener_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:

@@ -130,3 +130,35 @@ async def test_warm_up_finishing_during_drain_does_not_reopen(served):
     await asyncio.wait_for(drain, 5)
     assert lc.health._server_status[""] == NOT_SERVING
     assert lc.health._server_status[LIVENESS_SERVICE] == SERVING
+
+
+async def test_in_daemon_thread_returns_and_raises():
+    from inkstream.lifecycle import in_daemon_thread
+
+    assert await in_daemon_thread(lambda a, b: a + b, 2, 3) == 5
+    with pytest.raises(ValueError, match="bad checkpoint"):
+        await in_daemon_thread(_raise_value_error)
+
+
+def _raise_value_error():
+    raise ValueError("bad checkpoint")
+
+
+def test_a_stop_during_model_loading_does_not_wait_for_the_load():
+    """asyncio.run joins the default executor at exit; loading on a daemon thread is abandoned, so a
+    process told to stop while its (here: 60 s) load runs exits at once."""
+    import subprocess
+    import sys
+    import time
+
+    script = ("import asyncio, time\n"
+              "from inkstream.lifecycle import in_daemon_thread\n"
+              "async def main():\n"
+              "    asyncio.ensure_future(in_daemon_thread(time.sleep, 60))\n"
+              "    await asyncio.sleep(0.2)\n"
+              "    return 0\n"
+              "raise SystemExit(asyncio.run(main()))\n")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - t0 < 30
