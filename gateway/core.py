@@ -43,7 +43,8 @@ class GatewayCore:
                       if st.cache_enabled else None)
         self.service = OcrService(config, pipeline, self.cache, render_timeout_s=config.render_timeout_s)
         self.jobs = JobManager(self.service, self.job_store, self.results, self.data_dir / "spool",
-                               max_running=st.max_jobs_running, max_queued=st.max_jobs_queued, ttl_s=st.job_ttl_s)
+                               max_running=st.max_jobs_running, max_queued=st.max_jobs_queued, ttl_s=st.job_ttl_s,
+                               on_running=self.metrics.inflight.add)
         self.draining = False
         self.inflight = 0  # synchronous OCR requests being served (REST + gRPC)
         self._started = False

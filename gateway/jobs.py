@@ -15,6 +15,7 @@ by an earlier process are marked failed at start.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import pathlib
@@ -22,7 +23,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, AsyncIterator, Callable
 
 from inkstream.errors import (InkstreamError, InvalidInput, NotFound, ResourceExhausted, Unprocessable,
                               as_inkstream_error)
@@ -52,10 +53,11 @@ class JobResult:
 
 class JobManager:
     """Creates, runs, cancels and expires jobs. ``spool``: local directory holding the documents of
-    unfinished jobs (one folder per job, removed when the job ends)."""
+    unfinished jobs (one folder per job, removed when the job ends). ``on_running(+1 / -1)`` is
+    called as a job starts / stops running (the gateway adds it to its in-flight gauge)."""
 
     def __init__(self, service: OcrService, jobs: JobStore, results: ResultStore, spool: pathlib.Path, *,
-                 max_running: int, max_queued: int, ttl_s: float):
+                 max_running: int, max_queued: int, ttl_s: float, on_running: Callable[[int], None] | None = None):
         self.service = service
         self.jobs = jobs
         self.results = results
@@ -66,6 +68,7 @@ class JobManager:
         self._running = asyncio.Semaphore(max_running)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._closing = False
+        self._on_running = on_running or (lambda _delta: None)  # +1 / -1 as a job starts / ends running
 
     def start(self) -> None:
         """Mark jobs of an earlier process failed and remove expired ones (call once at start-up)."""
@@ -136,7 +139,7 @@ class JobManager:
     async def _run(self, job_id: str, upload: UploadedFile, request: OcrRequest) -> None:
         started = time.monotonic()
         try:
-            async with self._running:
+            async with self._running, self._counted_running():
                 self.jobs.update(job_id, status="running")
                 for attempt in range(JOB_ATTEMPTS):
                     try:
@@ -165,6 +168,15 @@ class JobManager:
         finally:
             self._tasks.pop(job_id, None)
             shutil.rmtree(self.spool / job_id, ignore_errors=True)
+
+    @contextlib.asynccontextmanager
+    async def _counted_running(self) -> AsyncIterator[None]:
+        """Report a running job to ``on_running`` (the gateway's in-flight autoscaling gauge)."""
+        self._on_running(1)
+        try:
+            yield
+        finally:
+            self._on_running(-1)
 
     async def _admitted(self, job_id: str) -> Any:
         """Enter the pipeline's admission, waiting (not failing) while the gateway is full."""

@@ -29,7 +29,7 @@ class GatewayMetrics:
         m = telemetry.meter("inkstream.gateway")
         self.inflight = m.create_up_down_counter(
             "inkstream.gateway.requests.inflight", unit="{request}",
-            description="synchronous OCR requests being served (REST + gRPC), the autoscaling signal")
+            description="OCR requests being served (REST + gRPC) plus asynchronous jobs running, the autoscaling signal")
         self.requests = m.create_counter(
             "inkstream.gateway.requests", unit="{request}", description="finished requests by api, route and status")
         self.pages = m.create_counter(

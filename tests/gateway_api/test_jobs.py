@@ -150,3 +150,21 @@ def test_unfinished_jobs_of_earlier_process_fail_and_expire(tmp_path):
     existing, created2 = store.create(JobRecord(job_id="e", idempotency_key="k"))
     assert created and not created2 and existing.job_id == "d"
     store.close()
+
+
+async def test_running_jobs_count_in_the_autoscaling_gauge(env):
+    # The gateway HPA scales on inkstream_gateway_requests_inflight: a gateway busy with jobs only
+    # must not look idle.
+    c, fake, core = env
+    assert core.jobs._on_running == core.metrics.inflight.add
+    deltas: list[int] = []
+    core.jobs._on_running = deltas.append
+    fake.delay_s = 0.3
+    job = (await submit(c, marked_pdf([1, 2]))).json()
+    for _ in range(100):
+        if deltas:
+            break
+        await asyncio.sleep(0.02)
+    assert deltas == [1]  # counted while it runs
+    await wait_status(c, job["job_id"], ("done", "failed"))
+    assert deltas == [1, -1]
