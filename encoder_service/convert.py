@@ -12,6 +12,7 @@ import torch
 
 from inkstream.errors import InkstreamError
 from inkstream.pb import encoder_pb2, tensor_pb2
+from inkstream.segments import JOINS
 from inkstream.wire import DTYPE_TO_WIRE, item_error, to_wire
 from models.base import EncodedPage, ModeSpec
 
@@ -71,6 +72,7 @@ def encode_response(
                 index=i,
                 vision_tokens=to_wire(seg.vision_tokens, wire_dtype),
                 box=tensor_pb2.Box(x0=x0, y0=y0, x1=x1, y1=y1),
+                join=JOINS.index(seg.join),
             )
         )
     return resp

@@ -27,6 +27,7 @@ from gateway.types import EncoderInfo, ModeInfo, SegmentText
 from inkstream.errors import (DeadlineExceeded, InkstreamError, InternalError, Unavailable, error_for_code,
                               from_rpc_error)
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc, encoder_pb2, encoder_pb2_grpc, tensor_pb2
+from inkstream.segments import JOIN_LINE, JOINS
 
 # Item / status codes worth retrying on another replica. CANCELLED that the gateway did not ask for
 # comes from a replica cancelling work as it drains (DESIGN.md: readiness drops on drain).
@@ -49,7 +50,8 @@ class VisionSegment:
 
     ``shape``: ``(n_tokens, hidden)``; ``dtype``: ``inkstream.common.v1.DType`` enum value;
     ``data``: raw little-endian row-major bytes (``n_tokens * hidden * itemsize`` bytes);
-    ``box``: (x0, y0, x1, y1) in page pixels; ``index``: reading order within the page.
+    ``box``: (x0, y0, x1, y1) in page pixels; ``index``: reading order within the page; ``join``:
+    how its text goes on from the previous segment's (:data:`inkstream.segments.JOINS`).
     """
 
     index: int
@@ -57,6 +59,7 @@ class VisionSegment:
     dtype: int
     data: bytes
     box: tuple[float, float, float, float]
+    join: str = JOIN_LINE
 
     @property
     def n_tokens(self) -> int:
@@ -202,6 +205,7 @@ def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
             dtype=int(s.vision_tokens.dtype),
             data=s.vision_tokens.data,
             box=(s.box.x0, s.box.y0, s.box.x1, s.box.y1),
+            join=JOINS[s.join] if 0 <= s.join < len(JOINS) else JOIN_LINE,
         )
         for s in resp.segments
     ]
@@ -341,7 +345,7 @@ async def decode_segments(
                             "CANCELLED", "the decoder replica cancelled the segment (draining)")
                     else:
                         seg = want[sid]
-                        attempt.done[sid] = SegmentText(index=sid, text="".join(text[sid]), box=seg.box,
+                        attempt.done[sid] = SegmentText(index=sid, text="".join(text[sid]), box=seg.box, join=seg.join,
                                                         finish_reason=reason,
                                                         generated_tokens=int(resp.usage.generated_tokens))
                     open_ids.discard(sid)

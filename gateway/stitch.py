@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 from gateway.types import PageError, PageOutcome
+from inkstream.segments import JOIN_LINE, JOINS, join_lines
 
 FORMATS = ("markdown", "text", "json")
 GRID = 999.0
@@ -132,19 +133,6 @@ def _clip(v: float) -> float:
     return min(max(v, 0.0), GRID)
 
 
-def same_row(a: Box, b: Box) -> bool:
-    """True when box ``b`` continues box ``a``'s line of text: both are horizontal (wider than tall;
-    a sideways page's lines are not joined), ``b`` starts right of ``a`` within one line height of
-    its end (pieces of one line cut apart, not the next column across a gutter), and their vertical
-    extents overlap by at least half of the shorter box's height."""
-    ha, hb = a[3] - a[1], b[3] - b[1]
-    if not (0 < ha < a[2] - a[0] and 0 < hb < b[2] - b[0]):
-        return False
-    gap = b[0] - a[2]
-    overlap = min(a[3], b[3]) - max(a[1], b[1])
-    return -0.5 * min(ha, hb) <= gap <= max(ha, hb) and overlap >= 0.5 * min(ha, hb)
-
-
 def _scale_box(box: Box, sx: float, sy: float) -> Box:
     return (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
 
@@ -154,8 +142,9 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
 
     ``doc_size``: the page's (width, height) in document pixels (original image size; for PDFs the
     rendered size); boxes are scaled to it from the encoder's image (``outcome.width/height``).
-    Segments are taken in reading order (``SegmentText.index``); consecutive segments of one text row
-    (:func:`same_row`) are joined by a space, rows by newlines.
+    Segments are taken in reading order (``SegmentText.index``); the pieces of one text line that
+    the encoder cut apart are joined as it marked them (``SegmentText.join``: with a space or
+    directly, :func:`inkstream.segments.join_lines`), lines by newlines.
     """
     if outcome.status != "ok":
         err = outcome.error or PageError("INTERNAL", "the page failed without a reason")
@@ -172,18 +161,14 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
     blocks: list[Block] = []
     segments = sorted(outcome.segments, key=lambda s: s.index)
     if segments:
-        prev: Box | None = None
+        cleans: list[str] = []
         for seg in segments:
             whole = w and h and (seg.box[2] - seg.box[0]) * (seg.box[3] - seg.box[1]) >= 0.9 * w * h
             seg_box: Box = tuple(seg.box)  # type: ignore[assignment]
             clean, seg_blocks = parse_grounding(seg.text, seg_box, "text" if whole else "line")
-            if clean:
-                if texts and not whole and prev is not None and same_row(prev, seg_box):
-                    texts[-1] += " " + clean  # a long line read in pieces
-                else:
-                    texts.append(clean)
-                prev = seg_box
+            cleans.append(clean)
             blocks.extend(seg_blocks)
+        texts = join_lines(cleans, [s.join if s.join in JOINS else JOIN_LINE for s in segments])
     else:
         clean, blocks = parse_grounding(outcome.text, page_box, "text")
         if clean:

@@ -69,13 +69,15 @@ class EncoderInfo:
 
 @dataclass
 class SegmentText:
-    """Decoded text of one segment, ``box`` (x0, y0, x1, y1) in page pixels."""
+    """Decoded text of one segment, ``box`` (x0, y0, x1, y1) in page pixels, ``join``: how it goes
+    on from the previous segment's text (:data:`inkstream.segments.JOINS`)."""
 
     index: int
     text: str
     box: tuple[float, float, float, float]
     finish_reason: str = "stop"
     generated_tokens: int = 0
+    join: str = "line"
 
 
 @dataclass

@@ -111,10 +111,12 @@ def iter_pages(path: pathlib.Path, long_side_px: int | None = None, dpi: float =
         finally:
             pdf.close()
         return
+    from encoder_service.images import to_rgb
+
     with Image.open(path) as im:
         for frame in range(getattr(im, "n_frames", 1)):
             im.seek(frame)
-            yield ImageOps.exif_transpose(im).convert("RGB")
+            yield to_rgb(ImageOps.exif_transpose(im))  # as the encoder service converts it
 
 
 class Engine(Protocol):

@@ -47,10 +47,13 @@ class PreparedPage:
 @dataclass
 class SegmentTokens:
     """Vision tokens of one segment: ``vision_tokens`` [n_tokens, H] in the model dtype on CPU;
-    ``box`` (x0, y0, x1, y1) in page pixels."""
+    ``box`` (x0, y0, x1, y1) in page pixels; ``join``: how its text goes on from the previous
+    segment's (:data:`inkstream.segments.JOINS`: a line of its own, or the next piece of a line
+    that was cut in pieces, at a word gap or inside a word)."""
 
     vision_tokens: torch.Tensor
     box: tuple[float, float, float, float]
+    join: str = "line"
 
 
 @dataclass

@@ -93,7 +93,8 @@ class CompactEncoderHalf(EncoderHalf):
 
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
         """Page -> PreparedPage with ``tensors["line_<i>"]`` [1, 32, W] per line and ``meta`` holding
-        ``n_tokens`` (list[int]), ``boxes`` (page pixels) and ``rotation``. Raises InvalidInput for an
+        ``n_tokens`` (list[int]), ``boxes`` (page pixels), ``joins`` (how each piece goes on from the
+        previous one, :func:`models.compact.linesplit.split_line`) and ``rotation``. Raises InvalidInput for an
         unknown mode or a page smaller than 8 x 8 pixels."""
         if mode not in MODES:
             raise InvalidInput(f"unknown mode {mode!r}; known modes: {', '.join(MODES)}")
@@ -101,14 +102,15 @@ class CompactEncoderHalf(EncoderHalf):
             raise InvalidInput(f"page of {image.width}x{image.height} px is too small (min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
         upright, lines, rotation = self._detector.detect(image)
         pieces = [p for ln in lines for p in split_line(crop_line(upright, ln), ln.box)]
-        crops = [crop for crop, _ in pieces]
+        crops = [crop for crop, _, _ in pieces]
         tensors, n_tokens = {}, []
         for i, (crop, x) in enumerate(zip(crops, self.prepare_lines(crops))):
             tensors[f"line_{i}"] = x
             n_tokens.append(normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE)
-        boxes = [_unrotate_box(box, rotation, image.width, image.height) for _, box in pieces]
+        boxes = [_unrotate_box(box, rotation, image.width, image.height) for _, box, _ in pieces]
         return PreparedPage(batch_key="compact-lines", tensors=tensors, width=image.width, height=image.height,
-                            meta={"n_tokens": n_tokens, "boxes": boxes, "rotation": rotation})
+                            meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [j for _, _, j in pieces],
+                                  "rotation": rotation})
 
     def encode_lines(self, lines: list[torch.Tensor], n_tokens: list[int]) -> list[torch.Tensor]:
         """Bucketed lines [1, 32, W] -> vision tokens [n_tokens[i], hidden] (``dtype``, CPU), same order."""
@@ -139,9 +141,10 @@ class CompactEncoderHalf(EncoderHalf):
         result = [EncodedPage(segments=[], width=pg.width, height=pg.height) for pg in pages]
         per_page_index = [0] * len(pages)
         for t, p in zip(tokens, owner):
-            box = pages[p].meta["boxes"][per_page_index[p]]
+            i = per_page_index[p]
+            box, join = pages[p].meta["boxes"][i], pages[p].meta["joins"][i]
             per_page_index[p] += 1
-            result[p].segments.append(SegmentTokens(vision_tokens=t, box=tuple(float(v) for v in box)))
+            result[p].segments.append(SegmentTokens(vision_tokens=t, box=tuple(float(v) for v in box), join=join))
         return result
 
     def loaded_tensor_names(self) -> set[str]:

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 import torch
 from PIL import Image
 
+from inkstream.segments import join_lines
 from models.base import DecoderHalf, EncoderHalf, left_pad
 
 
 @dataclass
 class PageResult:
-    """Text of one page (segments joined by newlines) and timings in seconds."""
+    """Text of one page (``lines`` joined by newlines), the segments' ``boxes`` (page pixels) and
+    timings in seconds."""
 
     text: str
     lines: list[str]
@@ -63,13 +65,18 @@ def greedy_segments(dec: DecoderHalf, segments: list[torch.Tensor], task: str | 
 
 def ocr_page(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, mode: str | None = None,
              max_new_tokens: int = 256) -> PageResult:
-    """Encode one RGB page and greedily decode all its segments; segment texts joined by newlines."""
+    """Encode one page and greedily decode all its segments; its text is assembled as the gateway
+    does it: the image converted to RGB like the encoder service does (alpha over white, 16-bit
+    rescaled), pieces of a cut line joined as marked (:func:`inkstream.segments.join_lines`), lines
+    by newlines. Raises InvalidInput for an image mode a page cannot have."""
+    from encoder_service.images import to_rgb
+
     t0 = time.perf_counter()
-    prepared = enc.preprocess(image.convert("RGB"), mode or enc.default_mode)
+    prepared = enc.preprocess(to_rgb(image), mode or enc.default_mode)
     page = enc.encode_batch([prepared])[0]
     t1 = time.perf_counter()
     ids = greedy_segments(dec, [s.vision_tokens for s in page.segments], max_new_tokens=max_new_tokens)
-    lines = [dec.decode_text(i).strip() for i in ids]
+    lines = join_lines([dec.decode_text(i).strip() for i in ids], [s.join for s in page.segments])
     t2 = time.perf_counter()
     return PageResult(text="\n".join(lines), lines=lines, boxes=[s.box for s in page.segments],
                       n_vision_tokens=page.n_vision_tokens, encode_s=t1 - t0, decode_s=t2 - t1)

@@ -76,17 +76,24 @@ def test_markup_cut_off_by_the_token_limit_is_dropped():
     assert parse_grounding("done <|ref|>tit", (0, 0, 1, 1), "text")[0] == "done"
 
 
-def test_pieces_of_one_line_are_joined_by_a_space():
-    """A long line read in pieces (compact cuts it at word gaps) comes back as one text line; each
-    piece keeps its own block and box. Boxes across a column gutter, a sideways page's lines and
-    the next line down are not joined."""
-    segs = [SegmentText(0, "The quick brown", (10, 100, 400, 130)), SegmentText(1, "fox jumps.", (405, 102, 700, 131)),
-            SegmentText(2, "Next line", (10, 140, 300, 170)),
-            SegmentText(3, "left column", (10, 200, 300, 230)), SegmentText(4, "right column", (500, 198, 800, 226))]
+def test_pieces_of_one_line_are_joined_as_the_encoder_marked_them():
+    """A long line read in pieces comes back as one text line (a space after a cut at a word gap,
+    nothing after a cut inside a word); each piece keeps its own block and box. Segments not marked
+    as pieces are lines of their own, even side by side (two columns)."""
+    segs = [SegmentText(0, "The quick brown", (10, 100, 400, 130)),
+            SegmentText(1, "fox jum", (405, 102, 700, 131), join="space"),
+            SegmentText(2, "ps.", (700, 102, 760, 131), join="direct"),
+            SegmentText(3, "Next line", (10, 140, 300, 170)),
+            SegmentText(4, "left column", (10, 200, 300, 230)), SegmentText(5, "right column", (500, 198, 800, 226))]
     res = page_result(PageOutcome(0, "ok", segments=segs, width=900, height=1000))
     assert res.text == "The quick brown fox jumps.\nNext line\nleft column\nright column"
-    assert [b.text for b in res.blocks] == ["The quick brown", "fox jumps.", "Next line", "left column", "right column"]
+    assert [b.text for b in res.blocks] == ["The quick brown", "fox jum", "ps.", "Next line", "left column", "right column"]
+    # An upside-down page: the second piece lies left of the first in page pixels; a sideways page:
+    # the pieces are taller than wide. The marks, not the geometry, decide.
+    upside_down = [SegmentText(0, "first half", (600, 500, 1000, 530)),
+                   SegmentText(1, "second half", (200, 500, 600, 530), join="space")]
+    assert page_result(PageOutcome(0, "ok", segments=upside_down, width=1200, height=1000)).text == "first half second half"
     sideways = [SegmentText(0, "line one", (149, 863, 188, 1583)), SegmentText(1, "line two a", (206, 1189, 243, 1581)),
-                SegmentText(2, "line two b", (206, 832, 243, 1189))]
+                SegmentText(2, "line two b", (206, 832, 243, 1189), join="space")]
     res = page_result(PageOutcome(0, "ok", segments=sideways, width=1700, height=2200))
-    assert res.text == "line one\nline two a\nline two b"
+    assert res.text == "line one\nline two a line two b"

@@ -85,3 +85,25 @@ def test_upside_down_page_is_turned_and_upright_page_is_not():
     assert rotation == 0 and len(lines) >= 10
     _, lines, rotation = det.detect(page.rotate(180))
     assert rotation == 180 and len(lines) >= 10
+
+
+def test_pieces_of_long_lines_are_marked_whatever_the_page_rotation():
+    """A line too long for the recogniser is cut into pieces; every piece after the first is marked
+    as the next piece of its line (joined with a space: cut at a word gap), on an upright page as on
+    the same page upside down or sideways, where the pieces' page boxes run the other way."""
+    from PIL import ImageDraw, ImageFont
+
+    from models.compact.encoder_half import CompactEncoderHalf
+    from gateway.local_stack import default_model_dir
+
+    enc = CompactEncoderHalf.load(default_model_dir())
+    font = ImageFont.load_default(size=24)
+    page = Image.new("RGB", (1700, 700), "white")
+    draw = ImageDraw.Draw(page)
+    long_line = "The quick brown fox jumps over the lazy dog while five boxing wizards jump quickly past."
+    for i in range(5):
+        draw.text((40, 60 + 110 * i), long_line, fill="black", font=font)
+    for rot in (0, 180, 90):
+        joins = enc.preprocess(page.rotate(rot, expand=True), "lines").meta["joins"]
+        assert joins.count("line") == 5, (rot, joins)
+        assert set(joins) == {"line", "space"} and len(joins) >= 10, (rot, joins)

@@ -23,7 +23,7 @@ def _words_line(words: int, word_px: int = 60, gap_px: int = 14, height: int = 3
 def test_short_line_stays_whole():
     im, _ = _words_line(5)
     assert im.width < SPLIT_PX and split_points(im) == []
-    assert split_line(im, (0, 0, im.width, 32)) == [(im, (0, 0, im.width, 32))]
+    assert split_line(im, (0, 0, im.width, 32)) == [(im, (0, 0, im.width, 32), "line")]
 
 
 def test_long_line_is_cut_between_words_into_short_pieces():
@@ -34,8 +34,9 @@ def test_long_line_is_cut_between_words_into_short_pieces():
         assert not any(a <= c < b for a, b in spans)
     pieces = split_line(im, (100.0, 50.0, 100.0 + im.width, 82.0))
     assert len(pieces) == len(cuts) + 1
-    assert all(p.width <= SPLIT_PX * 1.4 for p, _ in pieces)
-    boxes = [b for _, b in pieces]  # piece boxes tile the line's box, left to right
+    assert all(p.width <= SPLIT_PX * 1.4 for p, _, _ in pieces)
+    assert [j for _, _, j in pieces] == ["line"] + ["space"] * len(cuts)  # cut at word gaps
+    boxes = [b for _, b, _ in pieces]  # piece boxes tile the line's box, left to right
     assert boxes[0][0] == 100.0 and boxes[-1][2] == 100.0 + im.width
     assert all(a[2] == b[0] for a, b in zip(boxes, boxes[1:]))
 
@@ -44,3 +45,20 @@ def test_line_without_gaps_is_cut_at_the_ideal_positions():
     im = Image.new("RGB", (3 * SPLIT_PX, 32), 0)
     im.paste((255, 255, 255), (0, 0, 3 * SPLIT_PX, 4))  # some paper so the ink threshold exists
     assert split_points(im) == [SPLIT_PX, 2 * SPLIT_PX]
+    pieces = split_line(im, (0.0, 0.0, float(im.width), 32.0))
+    assert [j for _, _, j in pieces] == ["line", "direct", "direct"]  # cut inside "words": no space
+
+
+def test_an_underline_does_not_hide_the_word_gaps():
+    im, spans = _words_line(30, height=40)
+    d = ImageDraw.Draw(im)
+    d.rectangle((0, 36, im.width - 1, 37), fill=(0, 0, 0))  # underline through every gap
+    cuts = split_points(im)
+    assert cuts and all(not any(a <= c < b for a, b in spans) for c in cuts)
+
+
+def test_light_text_on_a_dark_background_is_cut_at_its_gaps():
+    im, spans = _words_line(30)
+    inverted = Image.eval(im, lambda v: 255 - v)
+    cuts = split_points(inverted)
+    assert cuts and all(not any(a <= c < b for a, b in spans) for c in cuts)
