@@ -180,15 +180,44 @@ def _straddler_cut(lines: list[LineBox], x_mid: float, med_h: float) -> float | 
     cross = [l for l in lines if l.box[0] < x_mid - med_h and l.box[2] > x_mid + med_h]
     if not cross:
         return None
+    gaps = [(g0 + g1) / 2 for g0, g1 in _gaps([(l.box[1], l.box[3]) for l in lines])]
     best = None
-    for g0, g1 in _gaps([(l.box[1], l.box[3]) for l in lines]):
-        y = (g0 + g1) / 2
-        above = [l for l in lines if (l.box[1] + l.box[3]) / 2 < y]
-        side = above if all((c.box[1] + c.box[3]) / 2 < y for c in cross) else (
-            [l for l in lines if (l.box[1] + l.box[3]) / 2 >= y] if all((c.box[1] + c.box[3]) / 2 >= y for c in cross) else None)
+    for y in gaps:
+        above = [l for l in lines if _cy(l) < y]
+        side = above if all(_cy(c) < y for c in cross) else (
+            [l for l in lines if _cy(l) >= y] if all(_cy(c) >= y for c in cross) else None)
         if side is not None and (best is None or len(side) < best[0]):
             best = (len(side), y)
+    if best is None:
+        # Straddlers above and below the columns (a title and a centred page number): cut off the
+        # top ones or the bottom ones, whichever takes fewer lines; the recursion does the rest.
+        top, bottom = min(_cy(c) for c in cross), max(_cy(c) for c in cross)
+        below_top = [y for y in gaps if y > top]
+        above_bottom = [y for y in gaps if y < bottom]
+        for y, side in ((min(below_top, default=None), "above"), (max(above_bottom, default=None), "below")):
+            if y is None:
+                continue
+            n = sum(1 for l in lines if (_cy(l) < y) == (side == "above"))
+            if best is None or n < best[0]:
+                best = (n, y)
     return None if best is None else best[1]
+
+
+def _cy(line: LineBox) -> float:
+    return (line.box[1] + line.box[3]) / 2
+
+
+def _rows(lines: list[LineBox], med_h: float) -> list[LineBox]:
+    """Boxes that overlap everywhere, read as rows top to bottom, each left to right: a box joins
+    the row whose mean centre is within half a line height of its own (so cells of one table row,
+    whose centres differ by a few pixels of descenders, stay in one row, in x order)."""
+    rows: list[list[LineBox]] = []
+    for l in sorted(lines, key=_cy):
+        if rows and abs(_cy(l) - sum(_cy(r) for r in rows[-1]) / len(rows[-1])) < 0.5 * med_h:
+            rows[-1].append(l)
+        else:
+            rows.append([l])
+    return [l for row in rows for l in sorted(row, key=lambda l: l.box[0])]
 
 
 def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
@@ -209,7 +238,7 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
             if best is None or score > best[0]:
                 best = (score, "y", (g0 + g1) / 2)
     if best is None:  # overlapping boxes everywhere: rows top to bottom, then left to right
-        return sorted(lines, key=lambda l: ((l.box[1] + l.box[3]) / 2 // max(1.0, med_h * 0.5), l.box[0]))
+        return _rows(lines, med_h)
     _, axis, mid = best
     if axis == "x":  # a title / running head spanning the columns is read before (or after) them
         y_cut = _straddler_cut(lines, mid, med_h)
@@ -219,7 +248,7 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
     first = [l for l in lines if (l.box[k] + l.box[k + 2]) / 2 < mid]
     second = [l for l in lines if (l.box[k] + l.box[k + 2]) / 2 >= mid]
     if not first or not second:
-        return sorted(lines, key=lambda l: (l.box[1], l.box[0]))
+        return _rows(lines, med_h)
     return _xy_cut(first, med_h) + _xy_cut(second, med_h)
 
 

@@ -107,3 +107,20 @@ def test_pieces_of_long_lines_are_marked_whatever_the_page_rotation():
         joins = enc.preprocess(page.rotate(rot, expand=True), "lines").meta["joins"]
         assert joins.count("line") == 5, (rot, joins)
         assert set(joins) == {"line", "space"} and len(joins) >= 10, (rot, joins)
+
+
+def test_cells_of_one_row_stay_in_x_order_when_their_centres_differ():
+    # "Payment (gross)" has descenders, "$1,234" none: their centres differ by a few pixels, which
+    # must not put the right cell first (a bucket boundary between the two centres did).
+    row = [_box(100, 100, 400, 131), _box(600, 100, 760, 126)]  # centres 115.5 and 113
+    for y in range(0, 40, 3):
+        shifted = [_box(b.box[0], b.box[1] + y, b.box[2], b.box[3] + y) for b in row]
+        assert reading_order(shifted[::-1]) == shifted, y
+
+
+def test_title_and_centred_page_number_around_two_columns():
+    title = _box(100, 50, 1500, 90)
+    left = [_box(100, 150 + 40 * i, 760, 180 + 40 * i) for i in range(20)]
+    right = [_box(840, 150 + 40 * i, 1500, 180 + 40 * i) for i in range(20)]
+    footer = _box(700, 1000, 900, 1030)  # "- 3 -", centred across the gutter
+    assert reading_order([footer] + right + [title] + left) == [title] + left + right + [footer]
