@@ -57,7 +57,7 @@ _TEXT_RENAMES = [
     (r"^model\.layers\.", "model.language_model.layers."),
     (r"^model\.norm\.", "model.language_model.norm."),
 ]
-_FINGERPRINT_BYTES = 1 << 20
+_TENSOR_SAMPLE_BYTES = 4096  # per tensor, from its start and from its end
 _EXPERT_RE = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
 
@@ -166,16 +166,30 @@ def materialize(factory: Callable[[], torch.nn.Module], state: dict[str, torch.T
 def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
     """(model_id, revision): the directory name and a 12-hex-digit content fingerprint.
 
-    The fingerprint is sha256 over config.json and, per safetensors file, its size plus its first
-    and last MiB (cheap on multi-GB weights, yet different for differently-initialised or
-    fine-tuned weights). A weights directory is versioned by its contents (DESIGN.md)."""
+    The fingerprint is sha256 over config.json and, per safetensors file, its size, its header
+    (tensor names, dtypes, shapes, offsets; safetensors format: 8-byte little-endian length + JSON)
+    and the first and last :data:`_TENSOR_SAMPLE_BYTES` of EVERY tensor's data: a few MB read from
+    multi-GB weights, yet a fine-tune of any tensor (the vision half alone, say: training changes a
+    tensor's values throughout) changes it. The gateway sends a page's vision tokens only to decoders of the same revision, so two
+    different checkpoints must not share one. A weights directory is versioned by its contents
+    (DESIGN.md). Raises InvalidInput for a safetensors file whose header cannot be read."""
     root = pathlib.Path(checkpoint_dir).resolve()
     digest = hashlib.sha256((root / "config.json").read_bytes())
     for path in safetensors_files(root):
         size = path.stat().st_size
         digest.update(f"{path.name}:{size}".encode())
         with path.open("rb") as f:
-            digest.update(f.read(_FINGERPRINT_BYTES))
-            f.seek(max(0, size - _FINGERPRINT_BYTES))
-            digest.update(f.read(_FINGERPRINT_BYTES))
+            try:
+                n = int.from_bytes(f.read(8), "little")
+                header = f.read(n)
+                entries = json.loads(header)
+            except ValueError as exc:
+                raise InvalidInput(f"{path}: not a safetensors file (unreadable header: {exc})") from exc
+            digest.update(header)
+            for name in sorted(k for k in entries if k != "__metadata__"):
+                begin, end = entries[name]["data_offsets"]
+                k = min(_TENSOR_SAMPLE_BYTES, end - begin)
+                for at in sorted({begin, end - k}):
+                    f.seek(8 + n + at)
+                    digest.update(f.read(k))
     return root.name, digest.hexdigest()[:12]

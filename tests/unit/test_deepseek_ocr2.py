@@ -275,3 +275,25 @@ def test_make_tiny_checkpoint_cli(tmp_path, capsys):
     seed1 = ckpt.checkpoint_identity(out)[1]
     assert tiny_main([str(out), "--force"]) == 0
     assert ckpt.checkpoint_identity(out)[1] != seed1  # seed 0 weights -> another revision
+
+
+def test_revision_changes_when_any_one_tensor_changes(tmp_path):
+    """A fine-tune of one tensor in the middle of a weights file (not its first or last bytes) is
+    another revision: the gateway routes vision tokens by it. (Training changes a tensor's values
+    throughout; the fingerprint samples each tensor's first and last 4 KiB.)"""
+    from safetensors.torch import load_file, save_file
+
+    out = tmp_path / "ck"
+    assert tiny_main([str(out), "--seed", "1"]) == 0
+    before = ckpt.checkpoint_identity(out)[1]
+    assert ckpt.checkpoint_identity(out)[1] == before  # deterministic
+    files = ckpt.safetensors_files(out)
+    tensors = load_file(str(files[0]))
+    names = sorted(tensors)
+    middle = names[len(names) // 2]
+    tensors[middle] = tensors[middle] + 0.01
+    save_file(tensors, str(files[0]), metadata={"format": "pt"})
+    assert ckpt.checkpoint_identity(out)[1] != before
+    (files[0]).write_bytes(b"\x00" * 4)
+    with pytest.raises(InvalidInput, match="not a safetensors file"):
+        ckpt.checkpoint_identity(out)
