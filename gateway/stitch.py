@@ -193,15 +193,37 @@ def render_page(page: PageResult, fmt: str) -> str:
         head = f"<!-- page {page.index} -->"
         if page.status != "ok":
             err = page.error or PageError("INTERNAL", "unknown error")
-            return f"{head}\n\n<!-- page {page.index}: error {err.code}: {err.message} -->"
+            return f"{head}\n\n<!-- page {page.index}: error {err.code}: {_comment_safe(err.message)} -->"
         note = finish_note(page)
-        body = page.text + (f"\n\n<!-- page {page.index}: {note} -->" if note else "")
+        text = page.text
+        if page.blocks and all(b.type == "line" for b in page.blocks):
+            text = "\n".join(_plain_line_markdown(line) for line in text.split("\n"))
+        body = text + (f"\n\n<!-- page {page.index}: {_comment_safe(note)} -->" if note else "")
         return f"{head}\n\n{body}".rstrip()
     if page.status != "ok":
         err = page.error or PageError("INTERNAL", "unknown error")
         return f"[page {page.index}: error {err.code}: {err.message}]"
     note = finish_note(page)
     return page.text + (f"\n[page {page.index}: {note}]" if note else "")
+
+
+_MD_LEAD = re.compile(r"^(\s*)([#>+*=|`~-])")
+_MD_ORDERED = re.compile(r"^(\s*\d+)([.)])")
+
+
+def _plain_line_markdown(line: str) -> str:
+    """A line of plain OCR text (a line-level model's output, not markdown) as literal markdown text:
+    ``<`` and ``&`` as entities (no HTML, no comment that would hide what follows) and a leading
+    heading / quote / list / table / fence marker escaped with a backslash (CommonMark 2.4,
+    backslash escapes)."""
+    line = line.replace("&", "&amp;").replace("<", "&lt;")
+    line = _MD_ORDERED.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)  # "1\." is no list
+    return _MD_LEAD.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)
+
+
+def _comment_safe(text: str) -> str:
+    """``text`` inside an HTML comment: no ``--`` that could end it early."""
+    return text.replace("--", "- -")
 
 
 def render_document(pages: Iterable[PageResult], fmt: str, model_id: str = "") -> str:

@@ -97,3 +97,16 @@ def test_pieces_of_one_line_are_joined_as_the_encoder_marked_them():
                 SegmentText(2, "line two b", (206, 832, 243, 1189), join="space")]
     res = page_result(PageOutcome(0, "ok", segments=sideways, width=1700, height=2200))
     assert res.text == "line one\nline two a line two b"
+
+
+def test_plain_ocr_lines_are_literal_in_markdown():
+    """A line-level model's text is not markdown: a line reading "# 3", "1. item" or "<!-- x" must
+    not become a heading, a list or a comment that hides the rest of the document."""
+    segs = [SegmentText(0, "# 3 items", (0, 0, 100, 10)), SegmentText(1, "1. first", (0, 20, 100, 30)),
+            SegmentText(2, "<!-- hidden? & more", (0, 40, 100, 50)), SegmentText(3, "plain text", (0, 60, 100, 70))]
+    page = page_result(PageOutcome(0, "ok", segments=segs, width=200, height=100))
+    md = render_document([page], "markdown")
+    assert "\\# 3 items\n1\\. first\n&lt;!-- hidden? &amp; more\nplain text" in md
+    assert render_document([page], "text").startswith("# 3 items\n1. first\n<!-- hidden? & more")
+    err = error_page(1, "INTERNAL", "boom --> after")
+    assert "-->" not in render_document([err], "markdown").split("boom", 1)[1].split("after")[0]
