@@ -8,8 +8,9 @@ from decoder_service.config import DecoderConfig
 from decoder_service.sampling import SamplingParams
 from decoder_service.scheduler import DecodeEngine, SequenceEvent
 from decoder_service.stopping import FinishReason
-from inkstream.errors import InkstreamError, InvalidInput, Unavailable
+from inkstream.errors import InkstreamError, InvalidInput, WeightsMismatch
 from inkstream.pb import decoder_pb2, tensor_pb2
+from inkstream.revision import known_different
 from inkstream.wire import DTYPE_TO_WIRE, from_wire, item_error
 
 FINISH_TO_PB = {
@@ -31,11 +32,12 @@ def vision_tokens_from_pb(msg: tensor_pb2.Tensor, hidden: int, max_vision_tokens
 
 def check_vision_revision(vision_revision: str, own_revision: str) -> None:
     """Refuse vision tokens made by other weights (``DecodeRequest.vision_revision`` vs this decoder's
-    ``InfoResponse.revision``; either empty: unchecked). During a rollout of new weights, encoders and
-    decoders of both revisions run side by side; decoding tokens of the other revision gives wrong
-    text without any error. Raises Unavailable, so the gateway tries another replica."""
-    if vision_revision and own_revision and vision_revision != own_revision:
-        raise Unavailable(f"vision tokens come from encoder weights revision {vision_revision}, but this decoder "
+    ``InfoResponse.revision``, compared by :func:`inkstream.revision.known_different`: empty or
+    differently-tagged revisions pass). During a rollout of new weights, encoders and decoders of
+    both revisions run side by side; decoding tokens of the other revision gives wrong text without
+    any error. Raises WeightsMismatch (UNAVAILABLE), so the gateway tries another replica."""
+    if known_different(vision_revision, own_revision):
+        raise WeightsMismatch(f"vision tokens come from encoder weights revision {vision_revision}, but this decoder "
                           f"serves revision {own_revision}; send them to a decoder of the same checkpoint")
 
 

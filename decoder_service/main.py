@@ -63,6 +63,7 @@ async def _serve(cfg) -> int:  # type: ignore[no-untyped-def]
 
     bundle = await build_server(cfg, wait_ready=False)
     bundle.install_signal_handlers()
+    print(f"inkstream decoder: listening on {cfg.host}:{bundle.port} (loading {cfg.model_dir})", flush=True)
     log.info("decoder listening (NOT_SERVING until loaded and warmed up)",
              extra={"host": cfg.host, "port": bundle.port, "metrics_port": bundle.metrics_port})
     stopped = asyncio.create_task(bundle.lifecycle.stopped.wait())

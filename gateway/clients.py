@@ -24,8 +24,8 @@ from typing import Sequence
 import grpc
 
 from gateway.types import EncoderInfo, ModeInfo, SegmentText
-from inkstream.errors import (DeadlineExceeded, InkstreamError, InternalError, Unavailable, error_for_code,
-                              from_rpc_error)
+from inkstream.errors import (DeadlineExceeded, InkstreamError, InternalError, Unavailable, WeightsMismatch,
+                              error_for_code, from_rpc_error)
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc, encoder_pb2, encoder_pb2_grpc, tensor_pb2
 from inkstream.segments import JOIN_LINE, JOINS
 
@@ -139,11 +139,13 @@ def classify_rpc_error(err: grpc.RpcError) -> CallFailure:
     return CallFailure(exc, transient=code in TRANSIENT_CODES, suspect=code in SUSPECT_CODES)
 
 
-def item_failure(code: str, message: str, retry_after_s: float = 0.0) -> CallFailure:
+def item_failure(code: str, message: str, retry_after_s: float = 0.0, reason: str = "") -> CallFailure:
     """A per-item error (``ItemError`` in a stream that otherwise succeeded) as a CallFailure;
-    ``retry_after_s`` (0 = none) becomes the error's retry hint."""
-    return CallFailure(error_for_code(code or "INTERNAL", message or "no message", retry_after_s or None),
-                       transient=code in TRANSIENT_CODES, suspect=code in SUSPECT_CODES)
+    ``retry_after_s`` (0 = none) becomes the error's retry hint; ``reason`` WEIGHTS_MISMATCH (the
+    decoder runs other weights than the page's encoder) makes it ``misrouted``."""
+    err = error_for_code(code or "INTERNAL", message or "no message", retry_after_s or None, reason)
+    return CallFailure(err, transient=code in TRANSIENT_CODES, suspect=code in SUSPECT_CODES,
+                       misrouted=isinstance(err, WeightsMismatch))
 
 
 def call_metadata(request_id: str) -> list[tuple[str, str]]:
@@ -234,7 +236,7 @@ async def encode_page(
             if resp.page_index != page_index or result is not None:
                 continue
             if resp.HasField("error") and resp.error.code:
-                raise item_failure(resp.error.code, resp.error.message, resp.error.retry_after_s)
+                raise item_failure(resp.error.code, resp.error.message, resp.error.retry_after_s, resp.error.reason)
             result = encoded_from_pb(resp)
         finished = True
     except grpc.RpcError as err:
@@ -332,7 +334,7 @@ async def decode_segments(
             if sid not in open_ids:
                 continue
             if resp.HasField("error") and resp.error.code:
-                attempt.failed[sid] = item_failure(resp.error.code, resp.error.message, resp.error.retry_after_s)
+                attempt.failed[sid] = item_failure(resp.error.code, resp.error.message, resp.error.retry_after_s, resp.error.reason)
                 open_ids.discard(sid)
                 release()
             else:

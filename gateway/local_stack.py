@@ -32,8 +32,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 SERVICES = ("encoder", "decoder", "gateway")
 # The gateway drains for up to drain_grace_s (30 s by default, gateway/config.py) so that documents
 # in flight finish or fail page by page (a page with no replica left fails after replica_wait_s,
-# 10 s); the stack waits that long plus a margin before SIGKILL.
-GATEWAY_STOP_GRACE_S = 35.0
+# 10 s), then gives uvicorn up to min(drain_grace_s, 30 s) to close (gateway/main.py); the stack
+# waits that long plus a margin before SIGKILL.
+GATEWAY_STOP_GRACE_S = 65.0
 BACKEND_STOP_GRACE_S = 10.0
 PORT_RACE_RETRIES = 3  # respawns (per start) of replicas that lost a free_port race
 # What a child logs when its port was taken: grpc (server.add_*_port), uvicorn / http.server (errno 98).
@@ -243,18 +244,32 @@ class LocalStack:
     def _lost_port_race(self, service: str, i: int) -> bool:
         """Whether replica ``i`` exited because a port :func:`free_port` picked was taken before it
         bound (another process on this machine got there first): its log since the last spawn says so."""
-        log = self.log_path(service, i)
-        if not log.exists():
-            return False
-        with open(log, "rb") as fh:
-            fh.seek(self._log_start.get((service, i), 0))
-            text = fh.read().decode(errors="replace").lower()
+        text = self._log_since_spawn(service, i).lower()
         return any(m in text for m in _BIND_FAILURES)
 
     def _ready(self, service: str, i: int) -> bool:
+        # Our child must have said it bound its port: another process that took the port before it
+        # (a free_port race) would otherwise answer the readiness probe in its place.
+        if not self._bound(service, i):
+            return False
         if service == "gateway":
             return http_up(f"{self.gateway_url}/readyz")
         return grpc_serving(self.addrs[service][i])
+
+    def _log_since_spawn(self, service: str, i: int) -> str:
+        log = self.log_path(service, i)
+        if not log.exists():
+            return ""
+        with open(log, "rb") as fh:
+            fh.seek(self._log_start.get((service, i), 0))
+            return fh.read().decode(errors="replace")
+
+    def _bound(self, service: str, i: int) -> bool:
+        """Whether replica ``i`` of ``service`` logged, since its last spawn, that it listens on its port
+        (``inkstream encoder|decoder: listening on HOST:PORT``, ``inkstream gateway: REST on http://HOST:PORT``)."""
+        addr = self.addrs[service][i]
+        marker = f"REST on http://{addr}" if service == "gateway" else f"listening on {addr}"
+        return marker in self._log_since_spawn(service, i)
 
     def _wait(self, services: Sequence[str]) -> None:
         deadline = time.monotonic() + self.startup_timeout_s

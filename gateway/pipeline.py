@@ -35,6 +35,7 @@ from gateway.retry import PageFailed, RetryBudget, RetryCounters, with_retries
 from gateway.types import EncoderInfo, PageError, PageInput, PageOutcome, PipelineOptions, SegmentText
 from inkstream.errors import InternalError, Unavailable, as_inkstream_error
 from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES
+from inkstream.revision import known_different
 from inkstream.tls import TlsConfig
 
 log = logging.getLogger("inkstream.gateway.pipeline")
@@ -306,19 +307,30 @@ class Pipeline:
                                          timeout_s=self.config.encode_timeout_s, request_id=options.request_id)
 
         return await with_retries(self.encoders, call, policy=self.config.retry, budget=self.budget,
-                                  counters=self.stats.encode, what=f"page {page.index + 1} encode")
+                                  counters=self.stats.encode, what=f"page {page.index + 1} encode",
+                                  accept=self._decodable, unaccepted="whose weights no ready decoder serves yet")
+
+    def _decodable(self, encoder: Replica) -> bool:
+        """Whether some ready decoder may decode what ``encoder`` makes: during a weights rollout
+        the first new encoders are often ready before any new decoder; pages then go to the old
+        encoders instead of failing at the decode step. True while revisions are unknown."""
+        if not encoder.model_revision:
+            return True
+        return any(d.slots_stale or not known_different(encoder.model_revision, d.model_revision)
+                   for d in self.decoders.eligible()) or not self.decoders.eligible()
 
     async def _decode(self, encoded: EncodedTokens, options: PipelineOptions) -> list[SegmentText]:
         attempt = DecodeAttempt()
 
         def same_weights(r: Replica) -> bool:
             # The decoder must run the weights of the encoder that made these vision tokens (they
-            # differ while a rollout replaces one checkpoint by another); unknown revisions pass.
-            return not (encoded.revision and r.model_revision and r.model_revision != encoded.revision)
+            # differ while a rollout replaces one checkpoint by another); unknown revisions pass,
+            # and so does a replica whose Info is to be read again (it came back, maybe restarted).
+            return r.slots_stale or not known_different(encoded.revision, r.model_revision)
 
         async def call(r: Replica) -> list[SegmentText]:
             slots = await self._segment_slots(r)  # also learns the replica's weights revision
-            if not same_weights(r):
+            if known_different(encoded.revision, r.model_revision):
                 raise CallFailure(Unavailable(
                     f"decoder {r.address} serves weights revision {r.model_revision}, but the page was encoded "
                     f"by revision {encoded.revision}"), transient=True, misrouted=True)
@@ -329,7 +341,10 @@ class Pipeline:
                                   attempt=attempt, max_segments_in_flight=self.config.decode_window_segments,
                                   replica_slots=slots, vision_revision=encoded.revision)
             if attempt.failed:
-                raise _worst(attempt.failed.values())
+                worst = _worst(attempt.failed.values())
+                if worst.misrouted:  # the decoder itself refused other weights: its Info is stale
+                    r.slots_stale = True
+                raise worst
             return list(attempt.done.values())
 
         return await with_retries(self.decoders, call, policy=self.config.retry, budget=self.budget,

@@ -207,23 +207,23 @@ def render_page(page: PageResult, fmt: str) -> str:
     return page.text + (f"\n[page {page.index}: {note}]" if note else "")
 
 
-_MD_LEAD = re.compile(r"^(\s*)([#>+*=|`~-])")
+_MD_LEAD = re.compile(r"^(\s*)([#>+*=|`~_\[-])")
 _MD_ORDERED = re.compile(r"^(\s*\d+)([.)])")
 
 
 def _plain_line_markdown(line: str) -> str:
     """A line of plain OCR text (a line-level model's output, not markdown) as literal markdown text:
     ``<`` and ``&`` as entities (no HTML, no comment that would hide what follows) and a leading
-    heading / quote / list / table / fence marker escaped with a backslash (CommonMark 2.4,
-    backslash escapes)."""
+    heading / quote / list / rule / table / fence / link-definition marker escaped with a backslash
+    (CommonMark 2.4, backslash escapes)."""
     line = line.replace("&", "&amp;").replace("<", "&lt;")
     line = _MD_ORDERED.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)  # "1\." is no list
     return _MD_LEAD.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)
 
 
 def _comment_safe(text: str) -> str:
-    """``text`` inside an HTML comment: no ``--`` that could end it early."""
-    return text.replace("--", "- -")
+    """``text`` inside an HTML comment: no ``--`` that could end it early (``--->`` too)."""
+    return re.sub(r"-(?=-)", "- ", text)
 
 
 def render_document(pages: Iterable[PageResult], fmt: str, model_id: str = "") -> str:

@@ -109,6 +109,13 @@ class Unavailable(InkstreamError):
     transient = True
 
 
+class WeightsMismatch(Unavailable):
+    """A decoder was sent vision tokens made by other weights than its own (UNAVAILABLE, reason
+    WEIGHTS_MISMATCH): another replica may serve them; the gateway re-reads this one's Info."""
+
+    reason = "WEIGHTS_MISMATCH"
+
+
 class DeadlineExceeded(InkstreamError):
     """A call or request ran past its deadline (HTTP 504, DEADLINE_EXCEEDED)."""
 
@@ -150,7 +157,7 @@ _BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
 
 TRANSIENT_CODES = frozenset(c for c, k in _BY_CODE.items() if k.transient)
 _BY_REASON: dict[str, type[InkstreamError]] = {
-    k.reason: k for k in (PayloadTooLarge, UnsupportedMediaType, Unprocessable, RequestTimeout)}
+    k.reason: k for k in (PayloadTooLarge, UnsupportedMediaType, Unprocessable, RequestTimeout, WeightsMismatch)}
 ERROR_DOMAIN = "inkstream"  # google.rpc.ErrorInfo.domain of inkstream's reasons
 
 

@@ -109,6 +109,7 @@ def wire_nbytes(n_tokens: int, hidden: int, dtype: torch.dtype) -> int:
 
 
 def item_error(exc: InkstreamError) -> tensor_pb2.ItemError:
-    """The per-item error message for ``exc``: code name, message and its retry hint in seconds
-    (``retry_after_s``, 0 when it has none)."""
-    return tensor_pb2.ItemError(code=exc.code_name, message=exc.message, retry_after_s=float(exc.retry_after_s or 0.0))
+    """The per-item error message for ``exc``: code name, message, its retry hint in seconds
+    (``retry_after_s``, 0 when it has none) and its ``reason`` ("" when it has none)."""
+    return tensor_pb2.ItemError(code=exc.code_name, message=exc.message, retry_after_s=float(exc.retry_after_s or 0.0),
+                                reason=exc.reason)

@@ -111,8 +111,12 @@ def split_line(crop: Image.Image, box: tuple[float, float, float, float], max_px
     edges = [0, *(c for c, _ in cuts), crop.width]
     joins = [JOIN_LINE, *(JOIN_SPACE if gap else JOIN_DIRECT for _, gap in cuts)]
     out: list[tuple[Image.Image, tuple[float, float, float, float], str]] = []
+    gap = False  # a dropped sliver's cut was at a word gap: the next piece keeps the space
     for (a, b), join in zip(zip(edges, edges[1:]), joins):
-        if b - a >= 2:
-            out.append((crop.crop((a, 0, b, crop.height)), (x0 + a * scale, y0, x0 + b * scale, y1),
-                        join if out else JOIN_LINE))
+        gap = gap or join == JOIN_SPACE
+        if b - a < 2:
+            continue
+        kept = JOIN_LINE if not out else JOIN_SPACE if gap else join
+        out.append((crop.crop((a, 0, b, crop.height)), (x0 + a * scale, y0, x0 + b * scale, y1), kept))
+        gap = False
     return out

@@ -58,6 +58,9 @@ _TEXT_RENAMES = [
     (r"^model\.norm\.", "model.language_model.norm."),
 ]
 _TENSOR_SAMPLE_BYTES = 4096  # per tensor, from its start and from its end
+# Tag of this fingerprint scheme (inkstream.revision): replicas of older code fingerprinted the same
+# weights differently (each file's first and last MiB), and must not look like other weights.
+_FINGERPRINT_SCHEME = "fp2"
 _EXPERT_RE = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
 
@@ -164,7 +167,7 @@ def materialize(factory: Callable[[], torch.nn.Module], state: dict[str, torch.T
 
 
 def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
-    """(model_id, revision): the directory name and a 12-hex-digit content fingerprint.
+    """(model_id, revision): the directory name and ``"fp2-"`` + a 12-hex-digit content fingerprint.
 
     The fingerprint is sha256 over config.json and, per safetensors file, its size, its header
     (tensor names, dtypes, shapes, offsets; safetensors format: 8-byte little-endian length + JSON)
@@ -192,4 +195,4 @@ def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
                 for at in sorted({begin, end - k}):
                     f.seek(8 + n + at)
                     digest.update(f.read(k))
-    return root.name, digest.hexdigest()[:12]
+    return root.name, f"{_FINGERPRINT_SCHEME}-{digest.hexdigest()[:12]}"

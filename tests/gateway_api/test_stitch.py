@@ -108,5 +108,9 @@ def test_plain_ocr_lines_are_literal_in_markdown():
     md = render_document([page], "markdown")
     assert "\\# 3 items\n1\\. first\n&lt;!-- hidden? &amp; more\nplain text" in md
     assert render_document([page], "text").startswith("# 3 items\n1. first\n<!-- hidden? & more")
-    err = error_page(1, "INTERNAL", "boom --> after")
-    assert "-->" not in render_document([err], "markdown").split("boom", 1)[1].split("after")[0]
+    for msg in ("boom --> after", "boom ---> after", "boom ----> after"):
+        err = error_page(1, "INTERNAL", msg)
+        assert "-->" not in render_document([err], "markdown").split("boom", 1)[1].split("after")[0], msg
+    rule = page_result(PageOutcome(0, "ok", segments=[SegmentText(0, "___", (0, 0, 9, 9)),
+                                                      SegmentText(1, "[1]: http://x", (0, 20, 9, 29))], width=20, height=40))
+    assert "\\___\n\\[1]: http://x" in render_document([rule], "markdown")

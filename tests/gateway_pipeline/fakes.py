@@ -134,7 +134,8 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
         await asyncio.sleep(self.slow_digests.get(d, 0.0))
         for r, (dd, seg) in zip(reqs, vals):
             if r.vision_revision and self.revision and r.vision_revision != self.revision:
-                yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, error={"code": "UNAVAILABLE", "message": "other weights"})
+                yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, error={
+                    "code": "UNAVAILABLE", "message": "other weights", "reason": "WEIGHTS_MISMATCH"})
                 continue
             if self.item_error and int(seg) == 0:
                 yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, error={"code": self.item_error, "message": "bad segment"})

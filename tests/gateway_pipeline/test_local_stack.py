@@ -75,12 +75,20 @@ def test_up_rejects_bad_counts(capsys):
 
 
 def test_replica_that_lost_a_port_race_is_respawned_on_new_ports(tiny_ds_checkpoint, monkeypatch):
-    # Another process takes the port free_port() handed out before the child binds it: the child
-    # exits with a bind error, and the stack starts it again on fresh ports instead of failing.
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        busy = taken.getsockname()[1]
+    # Another process takes the port free_port() handed out before the child binds it: here a
+    # foreign gRPC server that even answers health checks SERVING. The child exits with a bind
+    # error; the stack must not mistake the foreign server for its replica, and starts the child
+    # again on fresh ports instead of failing.
+    from concurrent import futures
+
+    import grpc
+    from grpc_health.v1 import health, health_pb2_grpc
+
+    foreign = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), foreign)  # "" is SERVING
+    busy = foreign.add_insecure_port("127.0.0.1:0")
+    foreign.start()
+    try:
         real = local_stack.free_port
         picks = iter([busy])
         monkeypatch.setattr(local_stack, "free_port", lambda host="127.0.0.1": next(picks, None) or real(host))
@@ -88,8 +96,9 @@ def test_replica_that_lost_a_port_race_is_respawned_on_new_ports(tiny_ds_checkpo
             assert st.alive()["encoder"] == [True]
             assert st.encoder_addrs != [f"127.0.0.1:{busy}"]
             assert local_stack.grpc_serving(st.encoder_addrs[0])
-            log = st.log_tail("encoder")
-            assert "bind" in log.lower()  # the first child's failure stays in the log
+            assert "bind" in st.log_tail("encoder").lower()  # the first child's failure stays in the log
+    finally:
+        foreign.stop(None)
 
 
 def test_grpc_servers_do_not_share_a_port_in_use():

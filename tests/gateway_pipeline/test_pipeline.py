@@ -425,12 +425,14 @@ async def test_pages_go_to_decoders_of_the_encoders_weights(cluster):
     c = await cluster.start(n_dec=2)
     c.encoders[0].revision = "new0000000ab"
     c.decoders[0].revision, c.decoders[1].revision = "old0000000cd", "new0000000ab"
+    c.pipeline.budget.token_ratio = 0.0  # successes refund nothing: any token spent shows
     images = make_pages(12, seed=21)
     outs = await collect(c.pipeline, PageSource(images))
     assert_all_pages(outs, images)
     assert sum(c.decoders[0].calls.values()) == 0
     assert set(c.decoders[1].vision_revisions) == {"new0000000ab"}
     assert c.pipeline.budget.tokens == c.pipeline.budget.max_tokens
+    assert c.pipeline.stats.decode.retries == 0
 
 
 async def test_no_decoder_of_the_encoders_weights_is_a_clear_page_error(cluster):
@@ -453,9 +455,13 @@ async def test_decoder_refuses_vision_tokens_of_other_weights_itself(cluster):
         await c.pipeline._segment_slots(r)
         r.model_revision = ""  # forget what Info said
     c.pipeline._segment_slots = lambda r: asyncio.sleep(0)  # and never read it again
+    c.pipeline.budget.token_ratio = 0.0
     images = make_pages(6, seed=23)
     outs = await collect(c.pipeline, PageSource(images))
     assert_all_pages(outs, images)
+    assert c.pipeline.budget.tokens == c.pipeline.budget.max_tokens  # a refusal is a misroute, not a failure
+    old = next(r for r in c.pipeline.decoders.replicas.values() if r.address == c.dec_addrs[0])
+    assert old.slots_stale  # its Info is read again before the next page goes there
 
 
 async def test_pages_wait_at_the_gateway_rather_than_overflow_an_encoders_queue(cluster):
@@ -470,3 +476,17 @@ async def test_pages_wait_at_the_gateway_rather_than_overflow_an_encoders_queue(
     replica = next(iter(c.pipeline.encoders.replicas.values()))
     assert replica.slots_capacity == 3
     assert c.pipeline.stats.encode.retries == 0
+
+
+async def test_pages_go_to_encoders_whose_weights_a_ready_decoder_serves(cluster):
+    # Rollout: a new encoder is ready before any new decoder. Pages must not be encoded there
+    # (they could not be decoded) while an old encoder can take them.
+    c = await cluster.start(n_enc=2)
+    c.encoders[0].revision, c.encoders[1].revision = "old0000000cd", "new0000000ab"
+    c.decoders[0].revision = "old0000000cd"
+    for r in list(c.pipeline.encoders.replicas.values()) + list(c.pipeline.decoders.replicas.values()):
+        await c.pipeline._page_slots(r) if r.address in c.enc_addrs else await c.pipeline._segment_slots(r)
+    images = make_pages(10, seed=25)
+    outs = await collect(c.pipeline, PageSource(images))
+    assert_all_pages(outs, images)
+    assert sum(c.encoders[1].calls.values()) == 0 and sum(c.encoders[0].calls.values()) == 10

@@ -286,7 +286,7 @@ def test_revision_changes_when_any_one_tensor_changes(tmp_path):
     out = tmp_path / "ck"
     assert tiny_main([str(out), "--seed", "1"]) == 0
     before = ckpt.checkpoint_identity(out)[1]
-    assert ckpt.checkpoint_identity(out)[1] == before  # deterministic
+    assert ckpt.checkpoint_identity(out)[1] == before and before.startswith("fp2-")  # deterministic, tagged
     files = ckpt.safetensors_files(out)
     tensors = load_file(str(files[0]))
     names = sorted(tensors)

@@ -16,6 +16,8 @@ def test_pieces_join_with_a_space_or_directly_and_lines_start_anew():
 
 def test_an_empty_piece_does_not_break_its_line_and_an_empty_line_makes_none():
     assert join_lines(["left", "", "right"], ["line", "space", "space"]) == ["left right"]
+    assert join_lines(["left", "", "right"], ["line", "space", "direct"]) == ["left right"]  # the gap's space stays
+    assert join_lines(["le", "", "ft"], ["line", "direct", "direct"]) == ["left"]
     assert join_lines(["", "tail", "next"], ["line", "space", "line"]) == ["tail", "next"]
     assert join_lines(["", ""], ["line", "line"]) == []
 
