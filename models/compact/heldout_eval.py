@@ -5,13 +5,14 @@ half + :func:`models.compact.inprocess.greedy_segments`).
 Run: ``OMP_NUM_THREADS=1 python -m models.compact.heldout_eval [--model DIR] [--lines 2000]``.
 Prints corpus CER (total edits / total reference characters), exact-line accuracy, CER per text kind
 (prose, prose mixed with numbers / dates / codes, random character runs over the whole vocabulary,
-upper case; see :class:`models.compact.corpus.LineTexts`) and the worst examples; the last line is
-``heldout_cer: X``.
+upper case; see :class:`models.compact.corpus.LineTexts`), the most frequent character edits
+(``--confusions``) and the worst examples; the last line is ``heldout_cer: X``.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import pathlib
 import sys
 import time
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lines", type=int, default=2000)
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--batch", type=int, default=48)
+    p.add_argument("--confusions", type=int, default=20, help="print the N most frequent character edits (0 = none)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     enc, dec = CompactEncoderHalf.load(args.model), CompactDecoderHalf.load(args.model)
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     edits = chars = exact = 0
     per_kind: dict[str, list[int]] = {k: [0, 0, 0] for k in LineTexts.KINDS}  # edits, chars, lines
     worst: list[tuple[float, str, str]] = []
+    confusions: collections.Counter[tuple[str, str]] = collections.Counter()  # (reference, read) -> count
     for s in range(0, len(samples), args.batch):
         chunk = samples[s: s + args.batch]
         xs = [c[0] for c in chunk]
@@ -59,11 +62,18 @@ def main(argv: list[str] | None = None) -> int:
             k = per_kind[kind]
             k[0], k[1], k[2] = k[0] + d, k[1] + len(ref), k[2] + 1
             worst.append((d / max(1, len(ref)), hyp, ref))
+            for op in Levenshtein.editops(hyp, ref):  # hyp -> ref: what was read instead of what
+                read = hyp[op.src_pos] if op.tag != "insert" else ""
+                confusions[(ref[op.dest_pos] if op.tag != "delete" else "", read)] += 1
     worst.sort(reverse=True)
     print(f"{len(samples)} held-out lines ({len(eval_fonts)} held-out fonts), rendered in {t1 - t0:.0f}s, read in {time.time() - t1:.0f}s")
     print(f"exact lines: {exact}/{len(samples)} ({100 * exact / len(samples):.1f}%)")
     for kind, (e, c, n) in per_kind.items():
         print(f"  {kind:>6}: CER {100 * e / max(1, c):5.2f}%  {n:4d} lines, {c:6d} chars, {100 * e / max(1, edits):4.1f}% of all edits")
+    if args.confusions:
+        total = sum(confusions.values())
+        top = ", ".join(f"{r or '∅'!r}→{h or '∅'!r} {n}" for (r, h), n in confusions.most_common(args.confusions))
+        print(f"most frequent edits (reference→read, of {total}): {top}")
     for e, hyp, ref in worst[:8]:
         print(f"  cer {100 * e:5.1f}%  ref {ref!r}\n               hyp {hyp!r}")
     print(f"heldout_cer: {edits / max(1, chars):.4f}")

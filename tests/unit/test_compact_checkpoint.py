@@ -85,3 +85,15 @@ def test_reads_a_real_page(halves):
     ref = " ".join(PHOTOTEST.with_name("tess_phototest.gt.txt").read_text().split())
     hyp = " ".join(res.text.split())
     assert Levenshtein.distance(hyp, ref) / len(ref) <= 0.10
+
+
+def test_heldout_eval_reports_cer_kinds_and_confusions(capsys):
+    """``python -m models.compact.heldout_eval`` on a few held-out lines with the committed weights."""
+    from models.compact import heldout_eval
+
+    assert heldout_eval.main(["--lines", "12", "--confusions", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "12 held-out lines" in out and "prose: CER" in out
+    cer = float(out.strip().splitlines()[-1].split("heldout_cer:")[1])
+    assert 0.0 <= cer < 0.5
+    assert "most frequent edits" in out or cer == 0.0
