@@ -208,8 +208,9 @@ async def test_reused_client_request_id_gets_its_own_admission(client, fake):
         return orig(request_id)
 
     fake.admit = spy  # type: ignore[method-assign]
+    doc = marked_pdf([1])  # once: Pillow's PDF writer stamps the creation time, and the cache keys on the bytes
     for _ in range(2):
-        r = await client.post("/v1/ocr", files={"file": ("d", marked_pdf([1]))}, headers={"X-Request-Id": "retry-1"})
+        r = await client.post("/v1/ocr", files={"file": ("d", doc)}, headers={"X-Request-Id": "retry-1"})
         assert r.status_code == 200 and r.headers["x-request-id"] == "retry-1"
     await ocr(client, marked_pdf([2]))
     assert seen[0].startswith("retry-1.") and seen[1].startswith("retry-1.") and seen[0] != seen[1], seen
