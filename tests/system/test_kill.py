@@ -45,15 +45,22 @@ async def _collect(p: Pipeline, images: list[bytes], n: int, rid: str):
     return [o async for o in p.run(_pages(images, n), opts)]
 
 
-async def _kill_when_busy(stack: LocalStack, p: Pipeline, service: str, idx: int) -> int:
-    """SIGKILL replica ``idx`` of ``service`` as soon as it holds at least one page; returns the
-    pages it held at that moment."""
+async def _kill_when_busy(stack: LocalStack, p: Pipeline, service: str, idx: int, busy: int = 1) -> int:
+    """SIGKILL replica ``idx`` of ``service`` as soon as it holds ``busy`` pages; returns the pages
+    it held at that moment. The signal is sent synchronously, with
+    no await between the check and the kill, so the pages counted are still in its hands (a page
+    on a fast random-weight decoder otherwise finished during the hop to a thread, and nothing was
+    left to retry)."""
+    import os
+    import signal
+
     rs = p.encoders if service == "encoder" else p.decoders
     addr = (stack.encoder_addrs if service == "encoder" else stack.decoder_addrs)[idx]
-    while rs.replicas[addr].outstanding < 1:
-        await asyncio.sleep(0.005)
+    while rs.replicas[addr].outstanding < busy:
+        await asyncio.sleep(0.002)
     held = rs.replicas[addr].outstanding
-    await asyncio.to_thread(stack.kill, service, idx)
+    os.kill(stack.procs[service][idx].pid, signal.SIGKILL)
+    await asyncio.to_thread(stack.kill, service, idx)  # reap
     return held
 
 
