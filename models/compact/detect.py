@@ -23,7 +23,6 @@ numbers stay with their rows; otherwise the block is cut at its widest horizonta
 
 from __future__ import annotations
 
-import os
 import pathlib
 from dataclasses import dataclass
 
