@@ -41,9 +41,9 @@ def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, trainin
     tmp = pathlib.Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".export-"))
     tensors = {}
     for k, v in model.encoder.state_dict().items():
-        tensors[ENCODER_PREFIX + k] = v.detach().to(dtype if v.is_floating_point() else v.dtype).contiguous().clone()
+        tensors[ENCODER_PREFIX + k] = v.detach().cpu().to(dtype if v.is_floating_point() else v.dtype).contiguous().clone()
     for k, v in model.lm.state_dict().items():
-        tensors[DECODER_PREFIX + k] = v.detach().to(dtype if v.is_floating_point() else v.dtype).contiguous().clone()
+        tensors[DECODER_PREFIX + k] = v.detach().cpu().to(dtype if v.is_floating_point() else v.dtype).contiguous().clone()
     save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt"})
     cfg = {
         "inkstream_family": "compact",

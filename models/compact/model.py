@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import timm
 import torch
 import torch.nn.functional as F
@@ -92,8 +93,9 @@ def attention_supervision(att: torch.Tensor, n_tokens: torch.Tensor, align: list
     tokens ``align[b][k] +- radius``. Returns mean over supervised queries and heads of
     -log(mass + 1e-6), float32 scalar (0 when no line carries an alignment)."""
     B, _, S, _ = att.shape
-    target = torch.zeros(B, S, S, dtype=att.dtype)
-    valid = torch.zeros(B, S, dtype=att.dtype)
+    lo = np.zeros((B, S), dtype=np.int64)  # supervised key window [lo, hi) per query, built on the host
+    hi = np.zeros((B, S), dtype=np.int64)
+    valid = np.zeros((B, S), dtype=np.float32)
     for b, al in enumerate(align):
         if al is None:
             continue
@@ -101,13 +103,16 @@ def attention_supervision(att: torch.Tensor, n_tokens: torch.Tensor, align: list
         for k, j in enumerate(al):
             q = n + k
             if q < S:
-                target[b, q, max(0, j - radius): min(n, j + radius + 1)] = 1.0
-                valid[b, q] = 1.0
+                lo[b, q], hi[b, q], valid[b, q] = max(0, j - radius), min(n, j + radius + 1), 1.0
     if float(valid.sum()) == 0.0:
-        return torch.zeros(())
-    mass = (att[:, list(SUPERVISED_HEADS)] * target[:, None]).sum(-1)  # [B, h, S]
-    nll = -(torch.log(mass.float() + 1e-6) * valid[:, None])
-    return nll.sum() / (valid.sum() * len(SUPERVISED_HEADS))
+        return torch.zeros((), device=att.device)
+    heads = att[:, list(SUPERVISED_HEADS)].float()
+    cum = F.pad(heads.cumsum(-1), (1, 0))  # [B, h, S, S+1]; window mass = cum[hi] - cum[lo]
+    idx = lambda a: torch.from_numpy(a).to(att.device)[:, None, :, None].expand(B, heads.shape[1], S, 1)  # noqa: E731
+    mass = (cum.gather(-1, idx(hi)) - cum.gather(-1, idx(lo))).squeeze(-1)  # [B, h, S]
+    valid_t = torch.from_numpy(valid).to(att.device)
+    nll = -(torch.log(mass.clamp(min=0) + 1e-6) * valid_t[:, None])
+    return nll.sum() / (float(valid.sum()) * len(SUPERVISED_HEADS))
 
 
 class CompactOCR(nn.Module):
@@ -154,13 +159,13 @@ class CompactOCR(nn.Module):
         out = self.lm(inputs_embeds=x, attention_mask=mask, position_ids=pos, output_attentions=want_att)
         logits = out.logits
         self.last_attention_loss = (
-            attention_supervision(out.attentions[-1], n_tokens, align) if want_att else torch.zeros(()))
+            attention_supervision(out.attentions[-1], n_tokens, align) if want_att else torch.zeros((), device=logits.device))
         # y is already aligned with the inputs: position p (BOS or a text token) predicts y[p].
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1), ignore_index=-100)
         log_probs = self.ctc_head(feats).float().log_softmax(-1).transpose(0, 1)  # [T, B, V]
-        in_len = (n_tokens * 2).clamp(max=feats.shape[1])
-        tgt = torch.tensor([t for ids in text_ids for t in ids], dtype=torch.long)
-        tgt_len = torch.tensor([len(ids) for ids in text_ids], dtype=torch.long)
+        in_len = (n_tokens * 2).clamp(max=feats.shape[1]).to(log_probs.device)
+        tgt = torch.tensor([t for ids in text_ids for t in ids], dtype=torch.long, device=log_probs.device)
+        tgt_len = torch.tensor([len(ids) for ids in text_ids], dtype=torch.long, device=log_probs.device)
         ctc = F.ctc_loss(log_probs, tgt, in_len, tgt_len, blank=PAD_ID, zero_infinity=True)
         return ce, ctc
 
@@ -186,15 +191,16 @@ class CompactOCR(nn.Module):
         result: list[list[int]] = [[] for _ in range(B)]
         nxt = out.logits[:, -1].argmax(-1)
         for _ in range(max_new):
+            host = nxt.tolist()  # one device-to-host copy per decode step
             for i in range(B):
                 if not done[i]:
-                    if int(nxt[i]) == EOS_ID:
+                    if host[i] == EOS_ID:
                         done[i] = True
                     else:
-                        result[i].append(int(nxt[i]))
+                        result[i].append(host[i])
             if bool(done.all()):
                 break
-            mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long)], 1)
+            mask = torch.cat([mask, mask.new_ones(B, 1)], 1)
             pos = pos[:, -1:] + 1
             out = self.lm(inputs_embeds=emb(nxt[:, None]), attention_mask=mask, position_ids=pos,
                           past_key_values=cache, use_cache=True)

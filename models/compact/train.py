@@ -9,6 +9,12 @@ held-out lines (held-out fonts and texts) is measured, the model is exported in 
 learning curve ``OUT/curve.png`` (matplotlib) is redrawn.
 
 Example: ``nice -n 5 inkstream train-compact --out runs/compact --steps 8000``
+
+On an accelerator (``--device cuda``) the CPU workers that render lines are the bottleneck: use a
+large ``--batch``, ``--workers`` = cores - 2, ``--replay-uses`` > 1 (replay.py) and
+``--budget-seconds`` (a schedule of this invocation alone). Where the machine lacks this machine's
+text sources, write the exact corpus split first (``--write-corpus corpus.json``) and train with
+``--texts corpus.json``; fonts must be installed under the same file names (render.py).
 """
 
 from __future__ import annotations
@@ -27,11 +33,17 @@ from models.compact.corpus import Corpus, build_corpus, split_lines
 from models.compact.data import SyntheticLines, collate, fixed_eval_set
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
 from models.compact.render import find_fonts
+from models.compact.replay import ReplayBatches
 from models.compact.vocab import build_tokenizer, decode
 
 
 def texts_corpus(path: str) -> Corpus:
-    """A :class:`Corpus` from a text file (one line per text), split like :func:`build_corpus`."""
+    """A :class:`Corpus` from a text file (one line per text), split like :func:`build_corpus`, or
+    from a ``.json`` file ``{"train": [...], "eval": [...]}`` written from :func:`build_corpus` on
+    another machine (the exact split, for training where the local sources differ)."""
+    if path.endswith(".json"):
+        d = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+        return Corpus(train=list(d["train"]), eval=list(d["eval"]))
     lines = [l.strip() for l in pathlib.Path(path).read_text(encoding="utf-8").splitlines() if l.strip()]
     corpus = split_lines(lines)
     if not corpus.eval:  # tiny files: evaluate on the training texts rather than on nothing
@@ -57,6 +69,7 @@ def evaluate_lines(model: CompactOCR, samples: list, batch: int = 32) -> tuple[f
     for s in range(0, len(order), batch):
         chunk = [samples[i] for i in order[s: s + batch]]
         images, n_tokens, _, texts, _ = collate(chunk, tok)
+        images = images.to(next(model.parameters()).device)
         for ids, ref in zip(model.greedy(images, n_tokens, max_new=min(250, int(1.3 * max(len(t) for t in texts)) + 10)), texts):
             hyp = decode(tok, ids)
             edits += Levenshtein.distance(hyp, ref)
@@ -87,7 +100,10 @@ def plot_curve(log_path: pathlib.Path, png: pathlib.Path) -> None:
 
 
 def progress(step: int, seconds: float, args: argparse.Namespace) -> float:
-    """Fraction of the schedule done: the larger of steps / --steps and seconds / --hours."""
+    """Fraction of the schedule done: the larger of steps / --steps and seconds / --hours, or, with
+    --budget-seconds, the seconds trained since this invocation resumed / --budget-seconds."""
+    if args.budget_seconds > 0:
+        return min(1.0, (seconds - args.seconds_at_start) / args.budget_seconds)
     p = step / max(1, args.steps)
     if args.hours > 0:
         p = max(p, seconds / (3600.0 * args.hours))
@@ -123,10 +139,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--workers", type=int, default=1, help="DataLoader worker processes rendering lines")
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--texts", default="", help="UTF-8 file of training texts, one per line, instead of the local corpus "
+    p.add_argument("--texts", default="", help="UTF-8 file of training texts, one per line (or a .json corpus split, see texts_corpus), instead of the local corpus "
                    "(held-out split by crc32 as in corpus.py; used by tests)")
     p.add_argument("--kind-shares", default="0.62,0.26,0.07,0.05",
                    help="training share of each text kind: prose, mixed, random characters, upper case (the held-out set keeps the default)")
+    p.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
+    p.add_argument("--budget-seconds", type=float, default=0.0,
+                   help="schedule of this invocation alone: warm-up from the resumed step, cosine to 2 %% after this many seconds of training")
+    p.add_argument("--replay-uses", type=int, default=1,
+                   help="with a fast accelerator: serve each rendered batch up to this many times while no fresh batch waits (replay.py)")
+    p.add_argument("--write-corpus", default="", help="write the local corpus split as JSON to this path and exit")
     p.add_argument("--enc-channels", default="32,64", help="trunk stage widths (tests use smaller ones)")
     return p.parse_args(argv)
 
@@ -146,15 +168,21 @@ def main(argv: list[str] | None = None) -> int:
         textlog.write(line + "\n")
 
     corpus = texts_corpus(args.texts) if args.texts else build_corpus()
+    if args.write_corpus:
+        pathlib.Path(args.write_corpus).write_text(json.dumps({"train": corpus.train, "eval": corpus.eval}), encoding="utf-8")
+        say(f"wrote {args.write_corpus}")
+        return 0
     train_fonts, eval_fonts = find_fonts()
     say(f"corpus: {len(corpus.train)} train / {len(corpus.eval)} held-out text lines; fonts: {len(train_fonts)} train / {len(eval_fonts)} held-out")
     tok = build_tokenizer()
     enc_cfg = EncoderConfig(channels=tuple(int(c) for c in args.enc_channels.split(",")))
-    model = CompactOCR(enc_cfg, decoder_config(tok.get_vocab_size(), args.hidden, args.layers))
+    model = CompactOCR(enc_cfg, decoder_config(tok.get_vocab_size(), args.hidden, args.layers)).to(args.device)
+    if args.device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
     step, seconds = 0, 0.0
     if state_path.is_file():
-        st = torch.load(state_path, map_location="cpu", weights_only=False)
+        st = torch.load(state_path, map_location=args.device, weights_only=False)
         model.load_state_dict(st["model"]); opt.load_state_dict(st["opt"])
         step, seconds = st["step"], st.get("seconds", 0.0)
         say(f"resumed from step {step} ({seconds / 3600:.2f} h trained)")
@@ -164,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
                         shares=tuple(float(x) for x in args.kind_shares.split(",")))
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers, prefetch_factor=4 if args.workers else None,
                                          persistent_workers=bool(args.workers))
+    batches = ReplayBatches(loader, max_uses=args.replay_uses, seed=args.seed + step) if args.replay_uses > 1 else loader
+    args.seconds_at_start = seconds
+    warm_from = step if args.budget_seconds > 0 else 0
     model.train()
     t_last, started, agg = time.time(), step, {"ce": 0.0, "ctc": 0.0, "att": 0.0, "n": 0, "chars": 0, "tokens": 0}
 
@@ -172,12 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "seconds": seconds, "args": vars(args)}, tmp)
         os.replace(tmp, state_path)
 
-    for images, n_tokens, ids, _texts, align in loader:
+    for images, n_tokens, ids, _texts, align in batches:
         if progress(step, seconds, args) >= 1.0 or (args.max_steps_this_run and step - started >= args.max_steps_this_run):
             break
         for g in opt.param_groups:
-            g["lr"] = _lr(step, progress(step, seconds, args), args.lr, args.warmup)
-        ce, ctc = model(images, n_tokens, ids, align if args.att_weight > 0 else None)
+            g["lr"] = _lr(step - warm_from, progress(step, seconds, args), args.lr, args.warmup)
+        ce, ctc = model(images.to(args.device, non_blocking=True), n_tokens, ids, align if args.att_weight > 0 else None)
         att = model.last_attention_loss
         loss = ce + args.ctc_weight * ctc + args.att_weight * att
         opt.zero_grad(set_to_none=True)
@@ -190,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         agg["chars"] += sum(len(i) for i in ids); agg["tokens"] += int(n_tokens.sum())
         if step % args.log_every == 0:
             row = {"kind": "train", "step": step, "ce": agg["ce"] / agg["n"], "ctc": agg["ctc"] / agg["n"], "att": agg["att"] / agg["n"],
-                   "lr": opt.param_groups[0]["lr"], "hours": seconds / 3600, "chars_per_vision_token": agg["chars"] / max(1, agg["tokens"])}
+                   "lr": opt.param_groups[0]["lr"], "hours": seconds / 3600, "chars_per_vision_token": agg["chars"] / max(1, agg["tokens"]),
+                   "device": args.device, "batch": args.batch}
+            if batches is not loader:
+                row["fresh_batches"], row["replayed_batches"] = batches.stats()
             with open(log_path, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
             say(f"step {step} ce {row['ce']:.4f} ctc {row['ctc']:.4f} att {row['att']:.3f} lr {row['lr']:.2e} "

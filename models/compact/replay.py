@@ -1,0 +1,75 @@
+"""Batch replay for training on an accelerator faster than the CPU workers that render lines.
+
+On a GPU the compact model takes a few tens of milliseconds per batch while rendering a batch of
+synthetic lines takes seconds of CPU time, so the accelerator would sit idle. :class:`ReplayBatches`
+reads rendered batches from the DataLoader on a background thread and, whenever no fresh batch is
+waiting, hands out a recently seen one again (uniformly from the last ``capacity`` batches, each at
+most ``max_uses`` times). Fresh batches are always served first, so with ``max_uses = 1`` it is the
+plain stream. Re-using data a few times is the usual remedy when data loading bounds training speed
+("data echoing", Choi et al. 2019, arXiv:1907.05550); the compact model is under-fitted (its
+training and held-out error are equal), so a few repeats cost little.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import random
+import threading
+from typing import Any, Iterable, Iterator
+
+
+class ReplayBatches:
+    """Iterator over batches of ``source`` with replay. ``capacity``: batches kept for replay;
+    ``max_uses``: most times one batch is returned (>= 1). ``stats()`` gives (fresh, replayed) counts.
+    Raises whatever the source raises (re-raised in the consumer's thread)."""
+
+    def __init__(self, source: Iterable[Any], capacity: int = 256, max_uses: int = 4, seed: int = 0):
+        if max_uses < 1 or capacity < 1:
+            raise ValueError("max_uses and capacity must be >= 1")
+        self._q: queue.Queue = queue.Queue(maxsize=64)
+        self._kept: collections.deque = collections.deque(maxlen=capacity)
+        self._max_uses, self._rng = max_uses, random.Random(seed)
+        self.fresh = self.replayed = 0
+        threading.Thread(target=self._pump, args=(iter(source),), daemon=True, name="replay-pump").start()
+
+    def _pump(self, it: Iterator[Any]) -> None:
+        try:
+            for batch in it:
+                self._q.put(("batch", batch))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            self._q.put(("error", exc))
+        else:
+            self._q.put(("end", None))
+
+    def _take(self, item: tuple[str, Any]) -> Any:
+        kind, value = item
+        if kind == "error":
+            raise value
+        if kind == "end":
+            raise StopIteration
+        entry = [value, 1]
+        if self._max_uses > 1:
+            self._kept.append(entry)
+        self.fresh += 1
+        return value
+
+    def __iter__(self) -> "ReplayBatches":
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return self._take(self._q.get_nowait())
+        except queue.Empty:
+            pass
+        usable = [e for e in self._kept if e[1] < self._max_uses]
+        if not usable:
+            return self._take(self._q.get())
+        entry = self._rng.choice(usable)
+        entry[1] += 1
+        self.replayed += 1
+        return entry[0]
+
+    def stats(self) -> tuple[int, int]:
+        """(fresh batches served, replayed batches served)."""
+        return self.fresh, self.replayed

@@ -1,0 +1,85 @@
+"""Batch replay (models/compact/replay.py) and the per-invocation schedule (--budget-seconds) used
+for accelerator runs of ``inkstream train-compact``."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import threading
+import time
+
+import pytest
+import torch
+
+from models.compact import train
+from models.compact.replay import ReplayBatches
+from tests.unit.test_compact_train import TEXTS
+
+
+def test_max_uses_one_is_the_plain_stream():
+    assert list(ReplayBatches(range(50), max_uses=1)) == list(range(50))
+
+
+def test_fresh_batches_first_then_replays_capped_per_batch():
+    gate = threading.Event()
+
+    def slow_source():
+        yield from range(3)  # ready at once
+        gate.wait(5)  # the consumer outruns the source from here on
+        yield from range(3, 6)
+
+    it = ReplayBatches(slow_source(), max_uses=3, capacity=8, seed=1)
+    deadline = time.monotonic() + 10
+    while it._q.qsize() < 3 and time.monotonic() < deadline:  # the pump thread has queued the ready ones
+        time.sleep(0.01)
+    got = [next(it) for _ in range(9)]  # 3 fresh + 6 replays, without the gated items
+    assert sorted(got[:3]) == [0, 1, 2]
+    counts = collections.Counter(got)
+    assert set(counts) == {0, 1, 2} and max(counts.values()) == 3
+    assert it.stats() == (3, 6)
+    gate.set()
+    assert next(it) == 3  # every kept batch used up: waits for the fresh one
+    rest = list(it)
+    assert set(rest) <= set(range(6)) and collections.Counter(got + [3] + rest)[3] <= 3
+
+
+def test_source_errors_reach_the_consumer():
+    def broken():
+        yield 1
+        raise OSError("font file vanished")
+
+    it = ReplayBatches(broken(), max_uses=1)
+    assert next(it) == 1
+    with pytest.raises(OSError, match="font file vanished"):
+        next(it)
+    with pytest.raises(ValueError):
+        ReplayBatches([], max_uses=0)
+
+
+def test_budget_seconds_schedule_starts_at_the_resumed_step():
+    args = argparse.Namespace(budget_seconds=100.0, seconds_at_start=5000.0, steps=10, hours=0.1)
+    assert train.progress(10**6, 5050.0, args) == pytest.approx(0.5)  # --steps / --hours ignored
+    assert train.progress(0, 5200.0, args) == 1.0
+    assert train._lr(0, 0.0, 1e-3, 10) == pytest.approx(1e-4)  # warm-up counts from the resumed step
+    assert train._lr(10, 1.0, 1e-3, 10) == pytest.approx(2e-5)  # cosine ends at 2 % of the peak
+
+
+def test_train_command_with_replay_and_a_json_corpus(tmp_path):
+    corpus = tmp_path / "corpus.json"
+    corpus.write_text(json.dumps({"train": TEXTS * 3, "eval": TEXTS[:2]}))
+    out = tmp_path / "run"
+    assert train.main(["--out", str(out), "--texts", str(corpus), "--steps", "6", "--batch", "4", "--hidden", "32",
+                       "--enc-channels", "8,16", "--eval-every", "6", "--eval-lines", "2", "--ckpt-every", "3",
+                       "--log-every", "3", "--workers", "0", "--threads", "1", "--warmup", "2", "--max-chars", "30",
+                       "--replay-uses", "2"]) == 0
+    rows = [json.loads(l) for l in (out / "log.jsonl").read_text().splitlines()]
+    train_rows = [r for r in rows if r["kind"] == "train"]
+    assert [r["step"] for r in train_rows] == [3, 6]
+    fresh, replayed = train_rows[-1]["fresh_batches"], train_rows[-1]["replayed_batches"]
+    assert fresh + replayed >= 6 and fresh >= 3 and train_rows[-1]["device"] == "cpu"
+    assert "2 held-out text lines" in (out / "train.log").read_text()
+    assert torch.load(out / "state.pt", weights_only=False)["step"] == 6
+    again = tmp_path / "again.json"
+    assert train.main(["--out", str(tmp_path / "w"), "--texts", str(corpus), "--write-corpus", str(again)]) == 0
+    assert json.loads(again.read_text()) == json.loads(corpus.read_text())
