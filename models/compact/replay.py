@@ -21,8 +21,9 @@ from typing import Any, Iterable, Iterator
 
 class ReplayBatches:
     """Iterator over batches of ``source`` with replay. ``capacity``: batches kept for replay;
-    ``max_uses``: most times one batch is returned (>= 1). ``stats()`` gives (fresh, replayed) counts.
-    Raises whatever the source raises (re-raised in the consumer's thread)."""
+    ``max_uses``: most times one batch is returned (>= 1). ``stats()`` gives (fresh, replayed) counts;
+    ``close()`` stops the reading thread. Raises whatever the source raises (re-raised in the
+    consumer's thread); ValueError for ``max_uses`` or ``capacity`` < 1."""
 
     def __init__(self, source: Iterable[Any], capacity: int = 256, max_uses: int = 4, seed: int = 0):
         if max_uses < 1 or capacity < 1:
@@ -31,16 +32,28 @@ class ReplayBatches:
         self._kept: collections.deque = collections.deque(maxlen=capacity)
         self._max_uses, self._rng = max_uses, random.Random(seed)
         self.fresh = self.replayed = 0
+        self._closed = threading.Event()
         threading.Thread(target=self._pump, args=(iter(source),), daemon=True, name="replay-pump").start()
 
     def _pump(self, it: Iterator[Any]) -> None:
         try:
             for batch in it:
-                self._q.put(("batch", batch))
+                if not self._put(("batch", batch)):
+                    return
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            self._q.put(("error", exc))
+            self._put(("error", exc))
         else:
-            self._q.put(("end", None))
+            self._put(("end", None))
+
+    def _put(self, item: tuple[str, Any]) -> bool:
+        """Queue ``item`` unless closed meanwhile; False when closed."""
+        while not self._closed.is_set():
+            try:
+                self._q.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def _take(self, item: tuple[str, Any]) -> Any:
         kind, value = item
@@ -69,6 +82,10 @@ class ReplayBatches:
         entry[1] += 1
         self.replayed += 1
         return entry[0]
+
+    def close(self) -> None:
+        """Stop reading the source (the thread ends at its next batch); idempotent."""
+        self._closed.set()
 
     def stats(self) -> tuple[int, int]:
         """(fresh batches served, replayed batches served)."""

@@ -242,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
                               training={"step": step, "hours": round(seconds / 3600, 3), "heldout_cer": round(c, 5)})
             plot_curve(log_path, out / "curve.png")
             t_last = time.time()
+    if batches is not loader:
+        batches.close()
     save_state()
     say(f"done at step {step}")
     return 0

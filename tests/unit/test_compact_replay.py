@@ -44,6 +44,25 @@ def test_fresh_batches_first_then_replays_capped_per_batch():
     assert set(rest) <= set(range(6)) and collections.Counter(got + [3] + rest)[3] <= 3
 
 
+def test_close_stops_the_reading_thread():
+    pulled = []
+
+    def endless():
+        while True:
+            pulled.append(1)
+            yield len(pulled)
+
+    it = ReplayBatches(endless(), max_uses=2)
+    assert next(it) == 1
+    it.close()
+    time.sleep(0.5)
+    while not it._q.empty():  # room again: a thread still running would go on pulling
+        it._q.get_nowait()
+    n = len(pulled)
+    time.sleep(0.5)
+    assert len(pulled) == n <= 67
+
+
 def test_source_errors_reach_the_consumer():
     def broken():
         yield 1
