@@ -69,6 +69,32 @@ class LineDetector:
                                   score_mode="fast", use_dilation=True)
 
     def _detect(self, rgb: np.ndarray) -> list[LineBox]:
+        """Lines of ``rgb`` [H, W, 3] uint8. A tall page (receipt, long scroll: height > 2 x width and
+        > ``det_long_side``) is detected in overlapping horizontal bands of ``max(det_long_side, W)``
+        pixels, so its text is not shrunk below the detector's reach by fitting the whole height
+        into ``det_long_side``; each band keeps the lines whose centre lies in its own part, away
+        from the overlaps (``max(256, band / 5)`` pixels: lines up to half that tall are never
+        cut or found twice)."""
+        h, w = rgb.shape[:2]
+        band = max(self.det_long_side, w)
+        if h <= 2 * w or h <= self.det_long_side:
+            return self._detect_band(rgb)
+        overlap = max(256, band // 5)
+        starts = list(range(0, h - band, band - overlap)) + [h - band]
+        starts = sorted(set(starts))
+        # Band i owns the page rows between the middles of its overlaps with its neighbours.
+        cuts = [0.0] + [(starts[i + 1] + starts[i] + band) / 2 for i in range(len(starts) - 1)] + [float(h)]
+        out: list[LineBox] = []
+        for i, y in enumerate(starts):
+            for ln in self._detect_band(rgb[y: y + band]):
+                x0, y0, x1, y1 = ln.box
+                if cuts[i] <= (y0 + y1) / 2 + y < cuts[i + 1]:
+                    q = ln.quad.copy()
+                    q[:, 1] += y
+                    out.append(LineBox(q, (x0, y0 + y, x1, y1 + y), ln.score))
+        return out
+
+    def _detect_band(self, rgb: np.ndarray) -> list[LineBox]:
         p = self.pad
         padded = np.pad(rgb, ((p, p), (p, p), (0, 0)), constant_values=255)
         x = self.pre(padded[:, :, ::-1].copy())  # rapidocr works on BGR like OpenCV
