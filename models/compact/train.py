@@ -145,7 +145,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="training share of each text kind: prose, mixed, random characters, upper case (the held-out set keeps the default)")
     p.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
     p.add_argument("--budget-seconds", type=float, default=0.0,
-                   help="schedule of this invocation alone: warm-up from the resumed step, cosine to 2 %% after this many seconds of training")
+                   help="schedule of this invocation alone: warm-up from the resumed step, cosine to 2 %% after this many seconds "
+                   "of training (rerunning the same command after an interruption continues it; once finished, a rerun starts a new one)")
     p.add_argument("--replay-uses", type=int, default=1,
                    help="with a fast accelerator: serve each rendered batch up to this many times while no fresh batch waits (replay.py)")
     p.add_argument("--write-corpus", default="", help="write the local corpus split as JSON to this path and exit")
@@ -180,11 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
-    step, seconds = 0, 0.0
+    step, seconds, schedule = 0, 0.0, None
     if state_path.is_file():
         st = torch.load(state_path, map_location=args.device, weights_only=False)
         model.load_state_dict(st["model"]); opt.load_state_dict(st["opt"])
-        step, seconds = st["step"], st.get("seconds", 0.0)
+        step, seconds, schedule = st["step"], st.get("seconds", 0.0), st.get("schedule")
         say(f"resumed from step {step} ({seconds / 3600:.2f} h trained)")
     say(f"params: encoder {sum(p.numel() for p in model.encoder.parameters()) / 1e6:.2f} M, decoder {sum(p.numel() for p in model.lm.parameters()) / 1e6:.2f} M")
     eval_set = fixed_eval_set(corpus.eval, eval_fonts, args.eval_lines, seed=7, max_chars=args.max_chars)
@@ -193,14 +194,19 @@ def main(argv: list[str] | None = None) -> int:
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers, prefetch_factor=4 if args.workers else None,
                                          persistent_workers=bool(args.workers))
     batches = ReplayBatches(loader, max_uses=args.replay_uses, seed=args.seed + step) if args.replay_uses > 1 else loader
-    args.seconds_at_start = seconds
-    warm_from = step if args.budget_seconds > 0 else 0
+    args.seconds_at_start, warm_from = seconds, step if args.budget_seconds > 0 else 0
+    if (args.budget_seconds > 0 and schedule and schedule["budget_seconds"] == args.budget_seconds
+            and seconds - schedule["seconds_at_start"] < args.budget_seconds):  # an interrupted run of this command
+        args.seconds_at_start, warm_from = schedule["seconds_at_start"], schedule["step_at_start"]
+        say(f"continuing the --budget-seconds schedule begun at step {warm_from}")
     model.train()
     t_last, started, agg = time.time(), step, {"ce": 0.0, "ctc": 0.0, "att": 0.0, "n": 0, "chars": 0, "tokens": 0}
 
     def save_state() -> None:
         tmp = state_path.with_suffix(".tmp")
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "seconds": seconds, "args": vars(args)}, tmp)
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "seconds": seconds, "args": vars(args),
+                    "schedule": {"budget_seconds": args.budget_seconds, "seconds_at_start": args.seconds_at_start,
+                                 "step_at_start": warm_from} if args.budget_seconds > 0 else None}, tmp)
         os.replace(tmp, state_path)
 
     for images, n_tokens, ids, _texts, align in batches:

@@ -102,3 +102,26 @@ def test_train_command_with_replay_and_a_json_corpus(tmp_path):
     again = tmp_path / "again.json"
     assert train.main(["--out", str(tmp_path / "w"), "--texts", str(corpus), "--write-corpus", str(again)]) == 0
     assert json.loads(again.read_text()) == json.loads(corpus.read_text())
+
+
+def test_budget_schedule_survives_an_interruption_and_restarts_once_finished(tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(TEXTS * 3))
+    out = tmp_path / "run"
+    common = ["--out", str(out), "--texts", str(texts), "--batch", "4", "--hidden", "32", "--enc-channels", "8,16",
+              "--eval-every", "1000", "--eval-lines", "2", "--ckpt-every", "1000", "--log-every", "1", "--workers", "0",
+              "--threads", "1", "--warmup", "2", "--max-chars", "30", "--budget-seconds", "3600"]
+    assert train.main(common + ["--max-steps-this-run", "2"]) == 0  # interrupted after 2 steps
+    st = torch.load(out / "state.pt", weights_only=False)
+    assert st["schedule"]["step_at_start"] == 0 and st["schedule"]["budget_seconds"] == 3600
+    assert train.main(common + ["--max-steps-this-run", "2"]) == 0
+    log = (out / "train.log").read_text()
+    assert "continuing the --budget-seconds schedule begun at step 0" in log
+    lrs = [json.loads(l)["lr"] for l in (out / "log.jsonl").read_text().splitlines()]
+    assert lrs[2] == pytest.approx(lrs[1], rel=1e-3)  # past the 2-step warm-up (a restarted one: half the peak)
+    st = torch.load(out / "state.pt", weights_only=False)
+    st["seconds"] = st["schedule"]["seconds_at_start"] + 3600  # as if the budget had been spent
+    torch.save(st, out / "state.pt")
+    assert train.main(common + ["--max-steps-this-run", "1"]) == 0
+    assert "continuing" not in (out / "train.log").read_text().split("resumed from step 4")[-1]
+    assert torch.load(out / "state.pt", weights_only=False)["schedule"]["step_at_start"] == 4
