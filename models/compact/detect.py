@@ -57,6 +57,14 @@ def _session(path: pathlib.Path, threads: int):
     return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
+def _same_line(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    """Whether two boxes (x0, y0, x1, y1) are one line found twice: each overlaps the other by more
+    than half of the smaller box's height and width."""
+    dy = min(a[3], b[3]) - max(a[1], b[1])
+    dx = min(a[2], b[2]) - max(a[0], b[0])
+    return dy > 0.5 * min(a[3] - a[1], b[3] - b[1]) and dx > 0.5 * min(a[2] - a[0], b[2] - b[0])
+
+
 class LineDetector:
     """PP-OCR line detector + orientation fix. ``threads``: onnxruntime intra-op threads."""
 
@@ -72,9 +80,10 @@ class LineDetector:
         """Lines of ``rgb`` [H, W, 3] uint8. A tall page (receipt, long scroll: height > 2 x width and
         > ``det_long_side``) is detected in overlapping horizontal bands of ``max(det_long_side, W)``
         pixels, so its text is not shrunk below the detector's reach by fitting the whole height
-        into ``det_long_side``; each band keeps the lines whose centre lies in its own part, away
-        from the overlaps (``max(256, band / 5)`` pixels: lines up to half that tall are never
-        cut or found twice)."""
+        into ``det_long_side``; each band keeps the lines whose centre lies in its own part (between
+        the middles of its overlaps, ``max(256, band / 5)`` pixels), and of a line found by two
+        bands the copy farther from its band's edge (lines up to a quarter of the overlap tall are
+        never cut)."""
         h, w = rgb.shape[:2]
         band = max(self.det_long_side, w)
         if h <= 2 * w or h <= self.det_long_side:
@@ -82,17 +91,25 @@ class LineDetector:
         overlap = max(256, band // 5)
         starts = list(range(0, h - band, band - overlap)) + [h - band]
         starts = sorted(set(starts))
-        # Band i owns the page rows between the middles of its overlaps with its neighbours.
+        # Band i owns the page rows between the middles of its overlaps with its neighbours. The
+        # same line comes back a pixel or two apart from two bands, so a line whose centre lies
+        # near a cut is taken from both and the copy nearer its band's edge is dropped.
         cuts = [0.0] + [(starts[i + 1] + starts[i] + band) / 2 for i in range(len(starts) - 1)] + [float(h)]
-        out: list[LineBox] = []
+        slack = overlap / 4
+        found: list[tuple[float, int, LineBox]] = []  # (distance to the band's edge, band, line)
         for i, y in enumerate(starts):
             for ln in self._detect_band(rgb[y: y + band]):
                 x0, y0, x1, y1 = ln.box
-                if cuts[i] <= (y0 + y1) / 2 + y < cuts[i + 1]:
+                if cuts[i] - slack <= (y0 + y1) / 2 + y < cuts[i + 1] + slack:
                     q = ln.quad.copy()
                     q[:, 1] += y
-                    out.append(LineBox(q, (x0, y0 + y, x1, y1 + y), ln.score))
-        return out
+                    edge = min(y0, band - y1) if 0 < i < len(starts) - 1 else (band - y1 if i == 0 else y0)
+                    found.append((edge, i, LineBox(q, (x0, y0 + y, x1, y1 + y), ln.score)))
+        kept: list[tuple[int, LineBox]] = []
+        for _, i, ln in sorted(found, key=lambda f: -f[0]):
+            if not any(j != i and _same_line(ln.box, other.box) for j, other in kept):
+                kept.append((i, ln))
+        return [ln for _, ln in kept]
 
     def _detect_band(self, rgb: np.ndarray) -> list[LineBox]:
         p = self.pad

@@ -106,12 +106,12 @@ def attention_supervision(att: torch.Tensor, n_tokens: torch.Tensor, align: list
                 lo[b, q], hi[b, q], valid[b, q] = max(0, j - radius), min(n, j + radius + 1), 1.0
     if float(valid.sum()) == 0.0:
         return torch.zeros((), device=att.device)
-    heads = att[:, list(SUPERVISED_HEADS)].float()
-    cum = F.pad(heads.cumsum(-1), (1, 0))  # [B, h, S, S+1]; window mass = cum[hi] - cum[lo]
-    idx = lambda a: torch.from_numpy(a).to(att.device)[:, None, :, None].expand(B, heads.shape[1], S, 1)  # noqa: E731
-    mass = (cum.gather(-1, idx(hi)) - cum.gather(-1, idx(lo))).squeeze(-1)  # [B, h, S]
+    keys = torch.arange(S, device=att.device)
+    lo_t, hi_t = torch.from_numpy(lo).to(att.device), torch.from_numpy(hi).to(att.device)
+    window = (keys >= lo_t[..., None]) & (keys < hi_t[..., None])  # [B, S queries, S keys] bool
+    mass = (att[:, list(SUPERVISED_HEADS)].float() * window[:, None]).sum(-1)  # [B, h, S]
     valid_t = torch.from_numpy(valid).to(att.device)
-    nll = -(torch.log(mass.clamp(min=0) + 1e-6) * valid_t[:, None])
+    nll = -(torch.log(mass + 1e-6) * valid_t[:, None])
     return nll.sum() / (float(valid.sum()) * len(SUPERVISED_HEADS))
 
 

@@ -20,12 +20,13 @@ from typing import Any, Iterable, Iterator
 
 
 class ReplayBatches:
-    """Iterator over batches of ``source`` with replay. ``capacity``: batches kept for replay;
+    """Iterator over batches of ``source`` with replay. ``capacity``: batches kept for replay (host
+    memory: up to ``capacity`` + 64 queued batches, e.g. ~20 MB each for 256 lines of 600 x 32 float32);
     ``max_uses``: most times one batch is returned (>= 1). ``stats()`` gives (fresh, replayed) counts;
     ``close()`` stops the reading thread. Raises whatever the source raises (re-raised in the
     consumer's thread); ValueError for ``max_uses`` or ``capacity`` < 1."""
 
-    def __init__(self, source: Iterable[Any], capacity: int = 256, max_uses: int = 4, seed: int = 0):
+    def __init__(self, source: Iterable[Any], capacity: int = 128, max_uses: int = 4, seed: int = 0):
         if max_uses < 1 or capacity < 1:
             raise ValueError("max_uses and capacity must be >= 1")
         self._q: queue.Queue = queue.Queue(maxsize=64)
@@ -33,6 +34,7 @@ class ReplayBatches:
         self._max_uses, self._rng = max_uses, random.Random(seed)
         self.fresh = self.replayed = 0
         self._closed = threading.Event()
+        self._final: tuple[str, Any] | None = None  # ("end" | "error", ...) once the source is done
         threading.Thread(target=self._pump, args=(iter(source),), daemon=True, name="replay-pump").start()
 
     def _pump(self, it: Iterator[Any]) -> None:
@@ -57,6 +59,8 @@ class ReplayBatches:
 
     def _take(self, item: tuple[str, Any]) -> Any:
         kind, value = item
+        if kind != "batch":
+            self._final = item
         if kind == "error":
             raise value
         if kind == "end":
@@ -71,6 +75,8 @@ class ReplayBatches:
         return self
 
     def __next__(self) -> Any:
+        if self._final is not None:  # ended or failed: stays so
+            return self._take(self._final)
         try:
             return self._take(self._q.get_nowait())
         except queue.Empty:

@@ -12,7 +12,7 @@ Example: ``nice -n 5 inkstream train-compact --out runs/compact --steps 8000``
 
 On an accelerator (``--device cuda``) the CPU workers that render lines are the bottleneck: use a
 large ``--batch``, ``--workers`` = cores - 2, ``--replay-uses`` > 1 (replay.py) and
-``--budget-seconds`` (a schedule of this invocation alone). Where the machine lacks this machine's
+``--budget-seconds`` (a schedule of its own, begun by this command). Where the machine lacks this machine's
 text sources, write the exact corpus split first (``--write-corpus corpus.json``) and train with
 ``--texts corpus.json``; fonts must be installed under the same file names (render.py).
 """
@@ -101,7 +101,7 @@ def plot_curve(log_path: pathlib.Path, png: pathlib.Path) -> None:
 
 def progress(step: int, seconds: float, args: argparse.Namespace) -> float:
     """Fraction of the schedule done: the larger of steps / --steps and seconds / --hours, or, with
-    --budget-seconds, the seconds trained since this invocation resumed / --budget-seconds."""
+    --budget-seconds, the seconds trained since that schedule began / --budget-seconds."""
     if args.budget_seconds > 0:
         return min(1.0, (seconds - args.seconds_at_start) / args.budget_seconds)
     p = step / max(1, args.steps)
@@ -183,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
     step, seconds, schedule = 0, 0.0, None
     if state_path.is_file():
-        st = torch.load(state_path, map_location=args.device, weights_only=False)
+        # On the host: load_state_dict moves the tensors to the parameters' device, but leaves AdamW's
+        # step counters where they are, and counters on a GPU cost a sync per tensor and step.
+        st = torch.load(state_path, map_location="cpu", weights_only=False)
         model.load_state_dict(st["model"]); opt.load_state_dict(st["opt"])
         step, seconds, schedule = st["step"], st.get("seconds", 0.0), st.get("schedule")
         say(f"resumed from step {step} ({seconds / 3600:.2f} h trained)")
@@ -209,47 +211,52 @@ def main(argv: list[str] | None = None) -> int:
                                  "step_at_start": warm_from} if args.budget_seconds > 0 else None}, tmp)
         os.replace(tmp, state_path)
 
-    for images, n_tokens, ids, _texts, align in batches:
-        if progress(step, seconds, args) >= 1.0 or (args.max_steps_this_run and step - started >= args.max_steps_this_run):
-            break
-        for g in opt.param_groups:
-            g["lr"] = _lr(step - warm_from, progress(step, seconds, args), args.lr, args.warmup)
-        ce, ctc = model(images.to(args.device, non_blocking=True), n_tokens, ids, align if args.att_weight > 0 else None)
-        att = model.last_attention_loss
-        loss = ce + args.ctc_weight * ctc + args.att_weight * att
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        now = time.time(); seconds += now - t_last; t_last = now
-        agg["ce"] += float(ce.detach()); agg["ctc"] += float(ctc.detach()); agg["att"] += float(att.detach()); agg["n"] += 1
-        agg["chars"] += sum(len(i) for i in ids); agg["tokens"] += int(n_tokens.sum())
-        if step % args.log_every == 0:
-            row = {"kind": "train", "step": step, "ce": agg["ce"] / agg["n"], "ctc": agg["ctc"] / agg["n"], "att": agg["att"] / agg["n"],
-                   "lr": opt.param_groups[0]["lr"], "hours": seconds / 3600, "chars_per_vision_token": agg["chars"] / max(1, agg["tokens"]),
-                   "device": args.device, "batch": args.batch}
-            if batches is not loader:
-                row["fresh_batches"], row["replayed_batches"] = batches.stats()
-            with open(log_path, "a") as fh:
-                fh.write(json.dumps(row) + "\n")
-            say(f"step {step} ce {row['ce']:.4f} ctc {row['ctc']:.4f} att {row['att']:.3f} lr {row['lr']:.2e} "
-                f"{seconds / max(1, step):.2f}s/step-avg chars/token {row['chars_per_vision_token']:.2f}")
-            agg = {"ce": 0.0, "ctc": 0.0, "att": 0.0, "n": 0, "chars": 0, "tokens": 0}
-        if step % args.ckpt_every == 0:
-            save_state()
-        if step % args.eval_every == 0 or progress(step, seconds, args) >= 1.0:
-            t0 = time.time()
-            c, pairs = evaluate_lines(model, eval_set)
-            with open(log_path, "a") as fh:
-                fh.write(json.dumps({"kind": "eval", "step": step, "cer": c, "hours": seconds / 3600}) + "\n")
-            say(f"eval step {step}: held-out CER {100 * c:.2f}% ({time.time() - t0:.0f}s); e.g. {pairs[len(pairs) // 2]}")
-            export_checkpoint(model, out / "export", revision=f"step{step}",
-                              training={"step": step, "hours": round(seconds / 3600, 3), "heldout_cer": round(c, 5)})
-            plot_curve(log_path, out / "curve.png")
-            t_last = time.time()
-    if batches is not loader:
-        batches.close()
+    try:
+        first = True
+        for images, n_tokens, ids, _texts, align in batches:
+            if first:  # worker start-up and the first batch's rendering are not training time
+                t_last, first = time.time(), False
+            if progress(step, seconds, args) >= 1.0 or (args.max_steps_this_run and step - started >= args.max_steps_this_run):
+                break
+            for g in opt.param_groups:
+                g["lr"] = _lr(step - warm_from, progress(step, seconds, args), args.lr, args.warmup)
+            ce, ctc = model(images.to(args.device, non_blocking=True), n_tokens, ids, align if args.att_weight > 0 else None)
+            att = model.last_attention_loss
+            loss = ce + args.ctc_weight * ctc + args.att_weight * att
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            step += 1
+            now = time.time(); seconds += now - t_last; t_last = now
+            agg["ce"] += float(ce.detach()); agg["ctc"] += float(ctc.detach()); agg["att"] += float(att.detach()); agg["n"] += 1
+            agg["chars"] += sum(len(i) for i in ids); agg["tokens"] += int(n_tokens.sum())
+            if step % args.log_every == 0:
+                row = {"kind": "train", "step": step, "ce": agg["ce"] / agg["n"], "ctc": agg["ctc"] / agg["n"], "att": agg["att"] / agg["n"],
+                       "lr": opt.param_groups[0]["lr"], "hours": seconds / 3600, "chars_per_vision_token": agg["chars"] / max(1, agg["tokens"]),
+                       "device": args.device, "batch": args.batch}
+                if batches is not loader:
+                    row["fresh_batches"], row["replayed_batches"] = batches.stats()
+                with open(log_path, "a") as fh:
+                    fh.write(json.dumps(row) + "\n")
+                say(f"step {step} ce {row['ce']:.4f} ctc {row['ctc']:.4f} att {row['att']:.3f} lr {row['lr']:.2e} "
+                    f"{seconds / max(1, step):.2f}s/step-avg chars/token {row['chars_per_vision_token']:.2f}")
+                agg = {"ce": 0.0, "ctc": 0.0, "att": 0.0, "n": 0, "chars": 0, "tokens": 0}
+            if step % args.ckpt_every == 0:
+                save_state()
+            if step % args.eval_every == 0 or progress(step, seconds, args) >= 1.0:
+                t0 = time.time()
+                c, pairs = evaluate_lines(model, eval_set)
+                with open(log_path, "a") as fh:
+                    fh.write(json.dumps({"kind": "eval", "step": step, "cer": c, "hours": seconds / 3600}) + "\n")
+                say(f"eval step {step}: held-out CER {100 * c:.2f}% ({time.time() - t0:.0f}s); e.g. {pairs[len(pairs) // 2]}")
+                export_checkpoint(model, out / "export", revision=f"step{step}",
+                                  training={"step": step, "hours": round(seconds / 3600, 3), "heldout_cer": round(c, 5)})
+                plot_curve(log_path, out / "curve.png")
+                t_last = time.time()
+    finally:
+        if batches is not loader:
+            batches.close()
     save_state()
     say(f"done at step {step}")
     return 0

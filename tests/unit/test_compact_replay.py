@@ -68,19 +68,31 @@ def test_source_errors_reach_the_consumer():
         yield 1
         raise OSError("font file vanished")
 
-    it = ReplayBatches(broken(), max_uses=1)
+    it = ReplayBatches(broken(), max_uses=2)
     assert next(it) == 1
-    with pytest.raises(OSError, match="font file vanished"):
-        next(it)
+    deadline = time.monotonic() + 10
+    while it._q.qsize() < 1 and time.monotonic() < deadline:  # the error is queued
+        time.sleep(0.01)
+    for _ in range(3):  # and stays: no replay of batch 1 after it, no hang
+        with pytest.raises(OSError, match="font file vanished"):
+            next(it)
+
+
+def test_an_ended_source_stays_ended():
+    it = ReplayBatches(range(3), max_uses=2)
+    items = list(it)  # replays may come before the end is seen
+    assert set(items) == {0, 1, 2} and max(collections.Counter(items).values()) <= 2
+    for _ in range(3):
+        with pytest.raises(StopIteration):
+            next(it)
     with pytest.raises(ValueError):
         ReplayBatches([], max_uses=0)
 
 
-def test_budget_seconds_schedule_starts_at_the_resumed_step():
+def test_budget_seconds_progress_counts_from_the_schedule_start():
     args = argparse.Namespace(budget_seconds=100.0, seconds_at_start=5000.0, steps=10, hours=0.1)
     assert train.progress(10**6, 5050.0, args) == pytest.approx(0.5)  # --steps / --hours ignored
     assert train.progress(0, 5200.0, args) == 1.0
-    assert train._lr(0, 0.0, 1e-3, 10) == pytest.approx(1e-4)  # warm-up counts from the resumed step
     assert train._lr(10, 1.0, 1e-3, 10) == pytest.approx(2e-5)  # cosine ends at 2 % of the peak
 
 
@@ -96,7 +108,7 @@ def test_train_command_with_replay_and_a_json_corpus(tmp_path):
     train_rows = [r for r in rows if r["kind"] == "train"]
     assert [r["step"] for r in train_rows] == [3, 6]
     fresh, replayed = train_rows[-1]["fresh_batches"], train_rows[-1]["replayed_batches"]
-    assert fresh + replayed >= 6 and fresh >= 3 and train_rows[-1]["device"] == "cpu"
+    assert fresh + replayed == 6 and 2 * fresh >= 6 and train_rows[-1]["device"] == "cpu"  # each batch at most twice
     assert "2 held-out text lines" in (out / "train.log").read_text()
     assert torch.load(out / "state.pt", weights_only=False)["step"] == 6
     again = tmp_path / "again.json"
@@ -125,3 +137,4 @@ def test_budget_schedule_survives_an_interruption_and_restarts_once_finished(tmp
     assert train.main(common + ["--max-steps-this-run", "1"]) == 0
     assert "continuing" not in (out / "train.log").read_text().split("resumed from step 4")[-1]
     assert torch.load(out / "state.pt", weights_only=False)["schedule"]["step_at_start"] == 4
+    assert json.loads((out / "log.jsonl").read_text().splitlines()[-1])["lr"] == pytest.approx(lrs[0])  # a new warm-up
