@@ -241,6 +241,18 @@ class LocalStack:
             if service != "gateway":
                 self.metrics_ports[service].append(extra)
 
+    def restart(self, service: str, i: int) -> None:
+        """Start encoder or decoder replica ``i`` again on the ports it had (the gateway's replica list
+        and health watch then find it back); its log continues in the same file. ValueError for the
+        gateway."""
+        if service == "gateway":
+            raise ValueError("the gateway is not restarted: it holds the stack's public ports")
+        port = int(self.addrs[service][i].rsplit(":", 1)[1])
+        args = ["--model", str(self.model_dir), "--port", str(port), "--metrics-port", str(self.metrics_ports[service][i])]
+        log = self.log_path(service, i)
+        self._log_start[(service, i)] = log.stat().st_size if log.exists() else 0
+        self.procs[service][i] = self._spawn(service, i, args)
+
     def _lost_port_race(self, service: str, i: int) -> bool:
         """Whether replica ``i`` exited because a port :func:`free_port` picked was taken before it
         bound (another process on this machine got there first): its log since the last spawn says so."""
@@ -408,24 +420,42 @@ def main(argv: list[str]) -> int:
             signal.signal(s, h)
 
 
-def _watch(stack: LocalStack, stopping: Callable[[], bool], poll_s: float = 0.5) -> str:
+def _watch(stack: LocalStack, stopping: Callable[[], bool], poll_s: float = 0.5, max_restarts: int = 3,
+           window_s: float = 120.0) -> str:
     """Supervise the running stack until ``stopping()``; returns "" or why the stack cannot go on.
 
-    One replica exiting while others of its service still run is reported once and tolerated (the
-    gateway routes around it, as it would in a cluster); the gateway exiting, or the last replica
-    of a service, ends the stack.
+    An encoder or decoder replica that exits is started again on its ports (:meth:`LocalStack.restart`;
+    the gateway routes around it meanwhile and its health watch sees it come back, as a Kubernetes
+    Deployment would restart a pod), at most ``max_restarts`` times in ``window_s`` seconds; one that
+    exits faster is left down and reported (a crash loop: its log says why). The gateway exiting,
+    or every replica of a service left down, ends the stack.
     """
-    reported: set[str] = set()
+    restarts: dict[tuple[str, int], list[float]] = {}
+    given_up: set[tuple[str, int]] = set()
     while not stopping():
         for service, flags in stack.alive().items():
             dead = [i for i, ok in enumerate(flags) if not ok]
-            if dead and len(dead) == len(flags):
-                return f"every {service} process exited"
+            if service == "gateway":
+                if dead:
+                    return "every gateway process exited"
+                continue
             for i in dead:
-                if f"{service}-{i}" not in reported:
-                    reported.add(f"{service}-{i}")
-                    print(f"inkstream up: {service} {i} exited (log {stack.log_path(service, i)}); "
-                          f"{len(flags) - len(dead)} {service} replica(s) still serving", file=sys.stderr)
+                if (service, i) in given_up:
+                    continue
+                now = time.monotonic()
+                recent = [t for t in restarts.get((service, i), []) if now - t < window_s] + [now]
+                restarts[(service, i)] = recent
+                if len(recent) <= max_restarts:
+                    print(f"inkstream up: {service} {i} exited (log {stack.log_path(service, i)}); starting it again "
+                          f"({len(recent)} of at most {max_restarts} restarts in {window_s:.0f} s)", file=sys.stderr)
+                    stack.restart(service, i)
+                else:
+                    given_up.add((service, i))
+                    left = len(flags) - sum(1 for j in range(len(flags)) if (service, j) in given_up)
+                    print(f"inkstream up: {service} {i} keeps exiting ({max_restarts} restarts in {window_s:.0f} s); "
+                          f"left down (log {stack.log_path(service, i)}); {left} {service} replica(s) left", file=sys.stderr)
+            if flags and all((service, j) in given_up for j in range(len(flags))):
+                return f"every {service} process exited"
         time.sleep(poll_s)
     return ""
 

@@ -1,5 +1,5 @@
 """``inkstream ocr FILE [--gateway URL] [--format markdown|text|json] [-o OUT] [--pages 1-5,9]
-[--mode M] [--task ocr|markdown] [--password P] [--model DIR] [--api-key K]``.
+[--mode M] [--task T] [--password P] [--model DIR] [--api-key K]``.
 
 Sends FILE to a running gateway's REST API (``POST /v1/ocr`` with ``Accept: application/x-ndjson``)
 and shows a per-page progress bar (tqdm, on stderr; the total comes from the ``X-Pages-Total``
@@ -8,8 +8,9 @@ response header) while the page lines stream in. Without ``--gateway`` a tempora
 duration. The document goes to ``-o OUT`` or stdout.
 
 Exit codes: 0 every page read; 3 the document came back but some pages carry errors (listed on
-stderr); 1 the request failed (the gateway's message on stderr) or the stack did not start;
-2 bad command line or unreadable FILE.
+stderr); 1 the request failed (the gateway's message on stderr: unreachable, overloaded, 5xx) or
+the stack did not start; 2 bad command line, unreadable FILE, or the gateway refused the request's
+document or options (HTTP 4xx other than 408 / 429, e.g. ``--pages 5`` of a 1-page file).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT", help="write the document here (default stdout)")
     p.add_argument("--pages", default="", help='1-based page selection, e.g. "1-5,9" (default all)')
     p.add_argument("--mode", default="", help="encoder resolution mode (default: the encoder's default)")
-    p.add_argument("--task", default="", help="ocr (free OCR) or markdown (layout with boxes); default: the model's")
+    p.add_argument("--task", default="", help="what the model is asked to do: ocr (free OCR; the only task of the embedded compact model) or markdown (deepseek_ocr2: layout with boxes); default: the model's")
     p.add_argument("--password", default="", help="PDF password")
     p.add_argument("--model", metavar="DIR", help="checkpoint for the temporary local stack (default: embedded)")
     p.add_argument("--api-key", default=os.environ.get("INKSTREAM_API_KEY", ""),
@@ -48,6 +49,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the whole document")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
+
+
+class GatewayRefused(RuntimeError):
+    """A non-200 answer of the gateway; ``status`` is its HTTP status."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def bad_request(self) -> bool:
+        """True for the client's own fault (4xx except 408 Request Timeout and 429 Too Many Requests)."""
+        return 400 <= self.status < 500 and self.status not in (408, 429)
 
 
 def _error_message(r: httpx.Response) -> str:
@@ -62,7 +76,8 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
                  timeout_s: float = 3600.0, progress: bool = True) -> tuple[list[PageResult], dict[str, Any]]:
     """POST ``path`` to ``url``/v1/ocr as NDJSON; returns (pages in order, summary dict).
 
-    Raises RuntimeError with the gateway's error message for a non-200 answer or a broken stream.
+    Raises GatewayRefused (a RuntimeError) with the gateway's error message for a non-200 answer,
+    RuntimeError for a broken stream, httpx.HTTPError when the gateway cannot be reached.
     """
     from tqdm import tqdm
 
@@ -77,7 +92,7 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
         with client.stream("POST", url.rstrip("/") + "/v1/ocr", files=files, data=options, headers=headers) as r:
             if r.status_code != 200:
                 r.read()
-                raise RuntimeError(_error_message(r))
+                raise GatewayRefused(_error_message(r), r.status_code)
             total = int(r.headers.get("x-pages-total", "0")) or None
             bar = tqdm(total=total, unit="page", file=sys.stderr, disable=not progress, desc=path.name)
             with bar:
@@ -114,6 +129,10 @@ def main(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    if args.gateway and not args.gateway.startswith(("http://", "https://")):
+        print(f"inkstream ocr: --gateway {args.gateway!r}: give the gateway's REST URL with its scheme, "
+              "e.g. http://127.0.0.1:8080", file=sys.stderr)
+        return 2
     path = pathlib.Path(args.file)
     if not path.is_file():
         print(f"inkstream ocr: {path}: no such file", file=sys.stderr)
@@ -126,6 +145,10 @@ def main(argv: list[str]) -> int:
                                           progress=not args.no_progress)
     except (RuntimeError, FileNotFoundError) as exc:
         print(f"inkstream ocr: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, GatewayRefused) and exc.bad_request else 1
+    except httpx.RemoteProtocolError as exc:
+        print(f"inkstream ocr: {args.gateway} did not answer HTTP ({exc}); is it the gateway's gRPC port? "
+              "Give its REST URL, e.g. http://127.0.0.1:8080", file=sys.stderr)
         return 1
     except httpx.HTTPError as exc:
         print(f"inkstream ocr: cannot reach the gateway: {exc}", file=sys.stderr)

@@ -22,11 +22,13 @@ import time
 from typing import Any, AsyncIterator
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from inkstream import tracing
-from inkstream.errors import InkstreamError, error_for_code, http_status
+from inkstream.errors import InkstreamError, InvalidInput, MethodNotAllowed, NotFound, error_for_code, http_status
 
 from gateway.auth import ApiKeyMiddleware, ApiKeys
 from gateway.config import GatewayConfig
@@ -86,6 +88,26 @@ def create_app(config: GatewayConfig, pipeline: PagePipeline, core: GatewayCore 
     @app.exception_handler(InkstreamError)
     async def _inkstream_error(_: Request, exc: InkstreamError) -> JSONResponse:
         return error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _route_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Unknown routes and wrong methods answer in the same error shape as everything else."""
+        what = f"{request.method} {request.url.path}"
+        if exc.status_code == 405:
+            resp = error_response(MethodNotAllowed(f"{what}: method not allowed (allowed: {exc.headers.get('Allow', '?') if exc.headers else '?'})"))
+        elif exc.status_code == 404:
+            resp = error_response(NotFound(f"{what}: no such route (the API is described at /docs and /openapi.json)"))
+        else:
+            resp = error_response(InvalidInput(f"{what}: {exc.detail}"))
+            resp.status_code = exc.status_code
+        for k, v in (exc.headers or {}).items():
+            resp.headers[k] = v
+        return resp
+
+    @app.exception_handler(RequestValidationError)
+    async def _params_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(x) for x in e.get('loc', ()))}: {e.get('msg', '')}" for e in exc.errors())
+        return error_response(InvalidInput(f"{request.method} {request.url.path}: {problems}"))
 
     app.add_middleware(CatchAll)
     app.add_middleware(InflightMiddleware, core=core)

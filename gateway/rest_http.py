@@ -12,11 +12,11 @@ from typing import Any, AsyncIterator
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from inkstream.errors import Cancelled, InkstreamError, as_inkstream_error, http_status, retry_after_header
+from inkstream.errors import Cancelled, InkstreamError, InvalidInput, as_inkstream_error, http_status, retry_after_header
 
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, too_large, upload_too_slow
-from gateway.ingest.multipart import MultipartUpload
+from gateway.ingest.multipart import MultipartUpload, unknown_option
 from gateway.service import OcrRequest
 from gateway.stitch import PageResult
 
@@ -85,10 +85,14 @@ async def receive_upload(request: Request, core: GatewayCore, directory: Any) ->
 
     A declared ``Content-Length`` over the limit is refused (413) before any byte is read; otherwise
     the running count stops the upload at the limit. Multipart bodies: the ``file`` part is the
-    document; any other body is the document itself. Raises InvalidInput / PayloadTooLarge, and
+    document; any other body is the document itself. Form fields and query parameters other than
+    ``file`` and :data:`OPTION_NAMES` are refused (InvalidInput). Raises InvalidInput / PayloadTooLarge, and
     DeadlineExceeded when the body takes longer than ``limits.upload_timeout_s`` (a slow client would
     otherwise hold its admission slot)."""
     limits = core.config.limits
+    for name in request.query_params:
+        if name not in OPTION_NAMES:
+            raise InvalidInput(unknown_option(name, OPTION_NAMES, "query parameter"))
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limits.max_upload_bytes + MULTIPART_SLACK:
         raise too_large(limits.max_upload_bytes, int(declared))
@@ -96,7 +100,7 @@ async def receive_upload(request: Request, core: GatewayCore, directory: Any) ->
     ctype = request.headers.get("content-type", "")
     form = None
     if ctype.startswith("multipart/form-data"):
-        form = MultipartUpload(ctype, sink, limits.max_form_field_bytes)
+        form = MultipartUpload(ctype, sink, limits.max_form_field_bytes, known_fields=OPTION_NAMES)
     try:
         async with asyncio.timeout(limits.upload_timeout_s):
             async for chunk in request.stream():

@@ -76,8 +76,15 @@ class Unprocessable(InvalidInput):
     reason = "NOTHING_TO_READ"
 
 
+class MethodNotAllowed(InvalidInput):
+    """A route called with a method it does not take, e.g. ``GET /v1/ocr`` (HTTP 405, INVALID_ARGUMENT)."""
+
+    http_status = 405
+    reason = "METHOD_NOT_ALLOWED"
+
+
 class NotFound(InkstreamError):
-    """Unknown job id (HTTP 404, NOT_FOUND)."""
+    """Unknown job id or route (HTTP 404, NOT_FOUND)."""
 
     grpc_code = grpc.StatusCode.NOT_FOUND
     http_status = 404

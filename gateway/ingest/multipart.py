@@ -18,15 +18,23 @@ from gateway.ingest.upload import UploadSink
 FILE_FIELD = "file"
 
 
+def unknown_option(name: str, known: tuple[str, ...], what: str) -> str:
+    """The message for an unexpected option ``name`` (``what``: "form field" or "query parameter")."""
+    return (f"unknown {what} {name!r}: send the document as the multipart field '{FILE_FIELD}' "
+            f"(or as the raw body), and options among: {', '.join(known)}")
+
+
 class MultipartUpload:
     """Feed body chunks with :meth:`write`, then :meth:`close`. Afterwards ``fields`` holds the text
     fields (str) and ``sink`` the finished file part (None when the body had no ``file`` part).
 
-    Raises InvalidInput (400) for a malformed body, a second file part or an oversized text field
-    (over ``max_field_bytes``); PayloadTooLarge (413) from the sink.
+    Raises InvalidInput (400) for a malformed body, a second file part, a field not in
+    ``known_fields`` (when given; a misnamed file field or a misspelt option would otherwise be
+    ignored) or an oversized text field (over ``max_field_bytes``); PayloadTooLarge (413) from the sink.
     """
 
-    def __init__(self, content_type: str, sink: UploadSink, max_field_bytes: int = 16 * 1024):
+    def __init__(self, content_type: str, sink: UploadSink, max_field_bytes: int = 16 * 1024,
+                 known_fields: tuple[str, ...] | None = None):
         _, params = parse_options_header(content_type)
         boundary = params.get(b"boundary")
         if not boundary:
@@ -35,6 +43,7 @@ class MultipartUpload:
         self.fields: dict[str, str] = {}
         self.has_file = False
         self._max_field = max_field_bytes
+        self._known = known_fields
         self._header_name = b""
         self._header_value = b""
         self._headers: dict[bytes, bytes] = {}
@@ -69,6 +78,8 @@ class MultipartUpload:
         if disp != b"form-data" or b"name" not in params:
             raise InvalidInput("a multipart part lacks 'Content-Disposition: form-data; name=...'")
         self._name = params[b"name"].decode("utf-8", "replace")
+        if self._known is not None and self._name != FILE_FIELD and self._name not in self._known:
+            raise InvalidInput(unknown_option(self._name, self._known, "form field"))
         if self._name == FILE_FIELD:
             if self.has_file:
                 raise InvalidInput("send exactly one 'file' part per request")

@@ -73,7 +73,7 @@ async def gateway_proc(tmp_path):
         await ds.stop(None)
 
 
-async def test_cli_and_grpc_through_real_pipeline(gateway_proc, tmp_path):
+async def test_cli_and_grpc_through_real_pipeline(gateway_proc, tmp_path, capsys):
     url, grpc_addr, proc, _ = gateway_proc
     pdf = tmp_path / "doc.pdf"
     pdf.write_bytes(marked_pdf([1, 2, 3]))
@@ -101,7 +101,13 @@ async def test_cli_and_grpc_through_real_pipeline(gateway_proc, tmp_path):
     bad = tmp_path / "bad.pdf"
     bad.write_bytes(b"%PDF-1.4 broken")
     rc = await asyncio.to_thread(ocr_cli.main, [str(bad), "--gateway", url, "--no-progress"])
-    assert rc == 1
+    assert rc == 2  # the gateway refused the file itself (400): the caller's input, like a bad argument
+    rc = await asyncio.to_thread(ocr_cli.main, [str(pdf), "--gateway", url, "--no-progress", "--pages", "7"])
+    assert rc == 2 and "page" in capsys.readouterr().err
+    rc = await asyncio.to_thread(ocr_cli.main, [str(pdf), "--gateway", url.removeprefix("http://"), "--no-progress"])
+    assert rc == 2 and "with its scheme" in capsys.readouterr().err
+    rc = await asyncio.to_thread(ocr_cli.main, [str(pdf), "--gateway", f"http://{grpc_addr}", "--no-progress"])
+    assert rc == 1 and "gRPC port" in capsys.readouterr().err
 
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)

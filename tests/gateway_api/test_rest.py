@@ -239,3 +239,19 @@ async def test_animated_gif_reads_its_first_frame(client):
     frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=100)
     r = await ocr(client, buf.getvalue(), format="json")
     assert [p["text"] for p in r.json()["pages"]] == [expected_text(5)]
+
+
+async def test_unknown_options_wrong_methods_and_routes_answer_in_the_error_shape(client):
+    r = await client.post("/v1/ocr", files={"upload": ("d.pdf", marked_pdf([1]) + b"%" * 40000)})
+    assert r.status_code == 400
+    msg = r.json()["error"]["message"]
+    assert "unknown form field 'upload'" in msg and "'file'" in msg  # not "longer than 16384 bytes"
+    r = await ocr(client, marked_pdf([1]), fromat="text")
+    assert r.status_code == 400 and "unknown form field 'fromat'" in r.json()["error"]["message"]
+    r = await client.post("/v1/ocr?fromat=text", content=marked_tiff([21]), headers={"content-type": "application/octet-stream"})
+    assert r.status_code == 400 and "unknown query parameter 'fromat'" in r.json()["error"]["message"]
+    r = await client.get("/v1/ocr")
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    assert r.json()["error"]["reason"] == "METHOD_NOT_ALLOWED" and "GET /v1/ocr" in r.json()["error"]["message"]
+    r = await client.get("/v1/nothing-here")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND"

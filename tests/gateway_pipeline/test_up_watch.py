@@ -1,4 +1,5 @@
-"""``inkstream up`` supervision: one replica of several exiting is tolerated, the last one is not."""
+"""``inkstream up`` supervision: an exited encoder / decoder replica is started again (a crash loop
+is left down), the gateway exiting or every replica of a service left down ends the stack."""
 
 from __future__ import annotations
 
@@ -8,32 +9,49 @@ from gateway.local_stack import _watch
 
 
 class _Stack:
-    """Scripted ``alive()`` answers, one per poll."""
+    """``alive()`` from a script of per-replica crashes; ``restart`` brings the replica back."""
 
-    def __init__(self, answers: list[dict[str, list[bool]]]):
-        self.answers = answers
+    def __init__(self, replicas: dict[str, int], crashes: list[tuple[int, str, int]]):
+        self.flags = {s: [True] * n for s, n in replicas.items()}
+        self.crashes = crashes  # (poll number, service, replica)
         self.polls = 0
+        self.restarted: list[tuple[str, int]] = []
 
     def alive(self) -> dict[str, list[bool]]:
-        answer = self.answers[min(self.polls, len(self.answers) - 1)]
+        for when, s, i in self.crashes:
+            if when == self.polls:
+                self.flags[s][i] = False
         self.polls += 1
-        return answer
+        return {s: list(f) for s, f in self.flags.items()}
+
+    def restart(self, service: str, i: int) -> None:
+        self.restarted.append((service, i))
+        self.flags[service][i] = True
 
     def log_path(self, service: str, i: int) -> pathlib.Path:
         return pathlib.Path(f"/tmp/{service}-{i}.log")
 
 
-def test_one_of_two_decoders_exiting_keeps_the_stack_up(capsys):
-    up = {"encoder": [True], "decoder": [True, True], "gateway": [True]}
-    one_down = {"encoder": [True], "decoder": [True, False], "gateway": [True]}
-    stack = _Stack([up, one_down, one_down, one_down])
-    assert _watch(stack, lambda: stack.polls >= 4, poll_s=0) == ""
+def test_an_exited_replica_is_started_again(capsys):
+    stack = _Stack({"encoder": 1, "decoder": 1, "gateway": 1}, [(1, "decoder", 0), (3, "encoder", 0)])
+    assert _watch(stack, lambda: stack.polls >= 6, poll_s=0) == ""
+    assert stack.restarted == [("decoder", 0), ("encoder", 0)]
     err = capsys.readouterr().err
-    assert err.count("decoder 1 exited") == 1 and "1 decoder replica(s) still serving" in err
+    assert "decoder 0 exited" in err and "starting it again (1 of at most 3" in err
 
 
-def test_last_replica_or_gateway_exiting_stops_the_stack():
-    stack = _Stack([{"encoder": [True], "decoder": [False, False], "gateway": [True]}])
-    assert _watch(stack, lambda: False, poll_s=0) == "every decoder process exited"
-    stack = _Stack([{"encoder": [True], "decoder": [True], "gateway": [False]}])
+def test_a_crash_loop_is_left_down_and_ends_the_stack_when_it_was_the_last(capsys):
+    crashes = [(n, "decoder", 1) for n in range(1, 6)]
+    stack = _Stack({"encoder": 1, "decoder": 2, "gateway": 1}, crashes)
+    assert _watch(stack, lambda: stack.polls >= 8, poll_s=0, max_restarts=3) == ""
+    assert stack.restarted == [("decoder", 1)] * 3
+    assert "decoder 1 keeps exiting (3 restarts in 120 s); left down" in capsys.readouterr().err
+    stack = _Stack({"encoder": 1, "decoder": 1, "gateway": 1}, [(n, "decoder", 0) for n in range(0, 9)])
+    assert _watch(stack, lambda: False, poll_s=0, max_restarts=2) == "every decoder process exited"
+    assert len(stack.restarted) == 2
+
+
+def test_the_gateway_exiting_stops_the_stack():
+    stack = _Stack({"encoder": 1, "decoder": 1, "gateway": 1}, [(0, "gateway", 0)])
     assert _watch(stack, lambda: False, poll_s=0) == "every gateway process exited"
+    assert stack.restarted == []

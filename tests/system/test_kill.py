@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import time
 
 import pytest
 
-from gateway.local_stack import LocalStack
+from gateway.local_stack import LocalStack, grpc_serving
 from gateway.pipeline import Pipeline, PipelineConfig
 from gateway.retry import RetryPolicy
 from gateway.types import PageInput, PipelineOptions
@@ -135,3 +136,10 @@ def test_kill_encoder_mid_document(tiny_ds_checkpoint, line_images):
         # The pages lost with the killed encoder were encoded again (on the survivor).
         assert encode_calls > N_PAGES
         assert encoded_total(stack, 1) - before >= 1
+        # ``inkstream up`` starts a killed replica again on its ports: it comes back SERVING there.
+        stack.restart("encoder", 0)
+        deadline = time.monotonic() + 120
+        while not grpc_serving(stack.encoder_addrs[0]) and time.monotonic() < deadline:
+            assert stack.alive()["encoder"][0], stack.log_tail("encoder", 0)
+            time.sleep(0.5)
+        assert grpc_serving(stack.encoder_addrs[0])
