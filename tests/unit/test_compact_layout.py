@@ -26,6 +26,18 @@ def test_two_columns_under_a_title_read_column_by_column():
     assert reading_order(shuffled) == [title] + left + right
 
 
+def test_column_beside_a_labelled_figure_is_still_a_column():
+    """Two columns where the right one holds a diagram with many small labels (more boxes than its
+    lines, as on page 2 of the tracemonkey paper): still read column by column."""
+    left = [_box(100, 150 + 40 * i, 760, 180 + 40 * i) for i in range(30)]
+    right_top = [_box(840, 150 + 40 * i, 1500, 180 + 40 * i) for i in range(6)]
+    labels = [_box(860 + 160 * (k % 4), 420 + 60 * (k // 4), 960 + 160 * (k % 4), 450 + 60 * (k // 4)) for k in range(28)]
+    right_bottom = [_box(840, 900 + 40 * i, 1500, 930 + 40 * i) for i in range(6)]
+    order = reading_order(labels + right_bottom + left[::-1] + right_top)
+    assert order[:30] == left
+    assert order[30:36] == right_top and order[-6:] == right_bottom
+
+
 def test_table_rows_stay_rows():
     rows = []
     for i in range(8):  # short cells in 3 columns, row-aligned: a table, not text columns
