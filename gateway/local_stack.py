@@ -421,12 +421,13 @@ def main(argv: list[str]) -> int:
 
 
 def _watch(stack: LocalStack, stopping: Callable[[], bool], poll_s: float = 0.5, max_restarts: int = 3,
-           window_s: float = 120.0) -> str:
+           window_s: float = 120.0, backoff_s: float = 1.0) -> str:
     """Supervise the running stack until ``stopping()``; returns "" or why the stack cannot go on.
 
     An encoder or decoder replica that exits is started again on its ports (:meth:`LocalStack.restart`;
     the gateway routes around it meanwhile and its health watch sees it come back, as a Kubernetes
-    Deployment would restart a pod), at most ``max_restarts`` times in ``window_s`` seconds; one that
+    Deployment would restart a pod; the n-th restart in the window waits ``backoff_s`` x 2^(n-1)
+    seconds first), at most ``max_restarts`` times in ``window_s`` seconds; one that
     exits faster is left down and reported (a crash loop: its log says why). The gateway exiting,
     or every replica of a service left down, ends the stack.
     """
@@ -445,7 +446,10 @@ def _watch(stack: LocalStack, stopping: Callable[[], bool], poll_s: float = 0.5,
                 now = time.monotonic()
                 recent = [t for t in restarts.get((service, i), []) if now - t < window_s] + [now]
                 restarts[(service, i)] = recent
+                if stopping():
+                    return ""
                 if len(recent) <= max_restarts:
+                    time.sleep(min(backoff_s * 2 ** (len(recent) - 1), 10.0))  # 1, 2, 4 s: not at once into the same fault
                     print(f"inkstream up: {service} {i} exited (log {stack.log_path(service, i)}); starting it again "
                           f"({len(recent)} of at most {max_restarts} restarts in {window_s:.0f} s)", file=sys.stderr)
                     stack.restart(service, i)

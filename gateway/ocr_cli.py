@@ -77,7 +77,8 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
     """POST ``path`` to ``url``/v1/ocr as NDJSON; returns (pages in order, summary dict).
 
     Raises GatewayRefused (a RuntimeError) with the gateway's error message for a non-200 answer,
-    RuntimeError for a broken stream, httpx.HTTPError when the gateway cannot be reached.
+    RuntimeError for an answer that is not HTTP (a gRPC port, say) or a stream broken off,
+    httpx.HTTPError when the gateway cannot be reached.
     """
     from tqdm import tqdm
 
@@ -89,13 +90,18 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
     timeout = httpx.Timeout(timeout_s, connect=10.0)
     with open(path, "rb") as f, httpx.Client(timeout=timeout) as client:
         files = {"file": (path.name, f, "application/octet-stream")}
-        with client.stream("POST", url.rstrip("/") + "/v1/ocr", files=files, data=options, headers=headers) as r:
+        request = client.build_request("POST", url.rstrip("/") + "/v1/ocr", files=files, data=options, headers=headers)
+        try:
+            r = client.send(request, stream=True)
+        except httpx.RemoteProtocolError as exc:  # no HTTP status line came back
+            raise RuntimeError(f"{url} did not answer HTTP ({exc}); is it the gateway's gRPC port? "
+                               "Give its REST URL, e.g. http://127.0.0.1:8080") from None
+        try:
             if r.status_code != 200:
                 r.read()
                 raise GatewayRefused(_error_message(r), r.status_code)
             total = int(r.headers.get("x-pages-total", "0")) or None
-            bar = tqdm(total=total, unit="page", file=sys.stderr, disable=not progress, desc=path.name)
-            with bar:
+            with tqdm(total=total, unit="page", file=sys.stderr, disable=not progress, desc=path.name) as bar:
                 for line in r.iter_lines():
                     if not line.strip():
                         continue
@@ -105,6 +111,10 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
                         bar.update(1)
                     elif "summary" in item:
                         summary = item["summary"]
+        except httpx.RemoteProtocolError as exc:
+            raise RuntimeError(f"the gateway's answer broke off after {len(pages)} page(s): {exc}") from None
+        finally:
+            r.close()
     if summary is None:
         raise RuntimeError("the gateway closed the stream before the summary line (incomplete result)")
     return pages, summary
@@ -129,7 +139,7 @@ def main(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    if args.gateway and not args.gateway.startswith(("http://", "https://")):
+    if args.gateway and not args.gateway.lower().startswith(("http://", "https://")):
         print(f"inkstream ocr: --gateway {args.gateway!r}: give the gateway's REST URL with its scheme, "
               "e.g. http://127.0.0.1:8080", file=sys.stderr)
         return 2
@@ -146,10 +156,6 @@ def main(argv: list[str]) -> int:
     except (RuntimeError, FileNotFoundError) as exc:
         print(f"inkstream ocr: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, GatewayRefused) and exc.bad_request else 1
-    except httpx.RemoteProtocolError as exc:
-        print(f"inkstream ocr: {args.gateway} did not answer HTTP ({exc}); is it the gateway's gRPC port? "
-              "Give its REST URL, e.g. http://127.0.0.1:8080", file=sys.stderr)
-        return 1
     except httpx.HTTPError as exc:
         print(f"inkstream ocr: cannot reach the gateway: {exc}", file=sys.stderr)
         return 1

@@ -9,7 +9,9 @@ soon as it is ready, then ``{"summary": {...}}`` (its ``document`` is empty for 
 page lines are the JSON result). Headers ``X-Pages-Total``, ``X-Model-Id``, ``X-Cache`` (hit|miss).
 
 Uploads: ``multipart/form-data`` with the document in the ``file`` field and options as form fields
-(or query parameters), or the raw document as the body with options as query parameters. The
+(or query parameters), or the raw document as the body with options as query parameters; any other
+form field or query parameter is refused (400), so a misspelt option is not silently ignored.
+Unknown routes (404) and wrong methods (405) answer in the same error shape. The
 declared ``Content-Length`` is checked before anything is read; the body is then streamed to a
 request-scoped temp file with a running byte count (413 as soon as it passes the limit).
 """
@@ -28,7 +30,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from inkstream import tracing
-from inkstream.errors import InkstreamError, InvalidInput, MethodNotAllowed, NotFound, error_for_code, http_status
+from inkstream.errors import (InkstreamError, InvalidInput, MethodNotAllowed, NotFound, Unauthenticated, error_for_code,
+                             http_status)
 
 from gateway.auth import ApiKeyMiddleware, ApiKeys
 from gateway.config import GatewayConfig
@@ -94,9 +97,11 @@ def create_app(config: GatewayConfig, pipeline: PagePipeline, core: GatewayCore 
         """Unknown routes and wrong methods answer in the same error shape as everything else."""
         what = f"{request.method} {request.url.path}"
         if exc.status_code == 405:
-            resp = error_response(MethodNotAllowed(f"{what}: method not allowed (allowed: {exc.headers.get('Allow', '?') if exc.headers else '?'})"))
+            resp = error_response(MethodNotAllowed(f"{what}: this route does not take {request.method} (see /openapi.json)"))
         elif exc.status_code == 404:
             resp = error_response(NotFound(f"{what}: no such route (the API is described at /docs and /openapi.json)"))
+        elif exc.status_code == 401:
+            resp = error_response(Unauthenticated(f"{what}: {exc.detail}"))
         else:
             resp = error_response(InvalidInput(f"{what}: {exc.detail}"))
             resp.status_code = exc.status_code

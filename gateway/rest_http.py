@@ -48,7 +48,8 @@ ERROR_SCHEMA = {"application/json": {"schema": {"type": "object", "properties": 
                                                 "UNSUPPORTED_MEDIA_TYPE, NOTHING_TO_READ, UPLOAD_TIMEOUT (else = code)"},
                                      "message": {"type": "string", "description": "for a person"}}}}}}}
 ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"description": "invalid input (damaged file, bad option, bad page selection)", "content": ERROR_SCHEMA},
+    400: {"description": "invalid input (damaged file, bad or unknown option, bad page selection)", "content": ERROR_SCHEMA},
+    405: {"description": "wrong HTTP method for this route", "content": ERROR_SCHEMA},
     408: {"description": "the upload did not finish within limits.upload_timeout_s", "content": ERROR_SCHEMA},
     413: {"description": "over a size / page / pixel limit", "content": ERROR_SCHEMA},
     415: {"description": "not a supported file type", "content": ERROR_SCHEMA},
