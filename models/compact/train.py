@@ -12,9 +12,10 @@ Example: ``nice -n 5 inkstream train-compact --out runs/compact --steps 8000``
 
 On an accelerator (``--device cuda``) the CPU workers that render lines are the bottleneck: use a
 large ``--batch``, ``--workers`` = cores - 2, ``--replay-uses`` > 1 (replay.py) and
-``--budget-seconds`` (a schedule of its own, begun by this command). Where the machine lacks this machine's
-text sources, write the exact corpus split first (``--write-corpus corpus.json``) and train with
-``--texts corpus.json``; fonts must be installed under the same file names (render.py).
+``--budget-seconds`` (a schedule of its own, begun by this command). Where the training machine
+lacks the local text sources, write the exact corpus split here first (``--write-corpus
+corpus.json``) and train there with ``--texts corpus.json``; the fonts must be installed there under
+the same file names (render.py).
 """
 
 from __future__ import annotations
