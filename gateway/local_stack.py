@@ -217,8 +217,9 @@ class LocalStack:
             raise
         return self
 
-    def _launch(self, service: str, i: int) -> None:
-        """Pick free ports for replica ``i`` of ``service`` and spawn it (again, if it lost a port race)."""
+    def _launch(self, service: str, i: int, ports: tuple[int, int] | None = None) -> None:
+        """Spawn replica ``i`` of ``service`` on ``ports`` (service port, metrics port; encoder and
+        decoder only), or on free ports picked now (again, if it lost a port race)."""
         if service == "gateway":
             # A free gRPC port too, so several stacks never collide on the gateway's default one.
             port, extra = self.gateway_port or free_port(), self.gateway_grpc_port or free_port()
@@ -226,7 +227,7 @@ class LocalStack:
                     "--port", str(port), "--grpc-port", str(extra)]
             self.gateway_grpc_addr = f"127.0.0.1:{extra}"
         else:
-            port, extra = free_port(), free_port()
+            port, extra = ports or (free_port(), free_port())
             args = ["--model", str(self.model_dir), "--port", str(port), "--metrics-port", str(extra)]
         log = self.log_path(service, i)
         self._log_start[(service, i)] = log.stat().st_size if log.exists() else 0
@@ -247,11 +248,7 @@ class LocalStack:
         gateway."""
         if service == "gateway":
             raise ValueError("the gateway is not restarted: it holds the stack's public ports")
-        port = int(self.addrs[service][i].rsplit(":", 1)[1])
-        args = ["--model", str(self.model_dir), "--port", str(port), "--metrics-port", str(self.metrics_ports[service][i])]
-        log = self.log_path(service, i)
-        self._log_start[(service, i)] = log.stat().st_size if log.exists() else 0
-        self.procs[service][i] = self._spawn(service, i, args)
+        self._launch(service, i, (int(self.addrs[service][i].rsplit(":", 1)[1]), self.metrics_ports[service][i]))
 
     def _lost_port_race(self, service: str, i: int) -> bool:
         """Whether replica ``i`` exited because a port :func:`free_port` picked was taken before it
