@@ -12,7 +12,7 @@ at a time (default 4: a server's clients overlap, which is what lets the encoder
 page while the decoder process writes another, i.e. use both cores); Tesseract reads one page at a
 time with one thread, as the comparison asks. ``--concurrency 1`` gives the one-client latency view.
 
-Our side: by default a local stack (``gateway.local_stack.LocalStack``: gateway + 1 encoder + 1
+Our side: by default a local stack (``launcher.local_stack.LocalStack``: gateway + 1 encoder + 1
 decoder process on loopback, OMP_NUM_THREADS=1 each, default settings) and ``POST /v1/ocr`` per
 document, timed from upload to full text; start-up is not timed. ``--in-process`` (or when the stack cannot start) runs the
 encoder and decoder halves in this process with one torch thread and a greedy loop instead.
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     stack = None
     if not args.in_process:
         try:
-            from gateway.local_stack import LocalStack
+            from launcher.local_stack import LocalStack
 
             stack = LocalStack(args.model).start()  # default settings: what `inkstream up` runs
             ours = GatewayEngine(stack.gateway_url)

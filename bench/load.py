@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_loopback(args.url)
         url, pids = args.url.rstrip("/"), _parse_pids(args.pids)
     else:
-        from gateway.local_stack import LocalStack
+        from launcher.local_stack import LocalStack
 
         # The result cache would answer every repeat of the one document: measure the models instead.
         env = {} if args.keep_cache else {"INKSTREAM_GATEWAY__STORES__CACHE_ENABLED": "false"}

@@ -4,7 +4,7 @@ Usage: ``python bench/memory.py [--model DIR] [--pages 200]`` (default model: a 
 deepseek_ocr2 checkpoint written to a temporary directory).
 
 For each document size (1 page, then ``--pages`` pages) a FRESH local stack (gateway + encoder +
-decoder processes, :class:`gateway.local_stack.LocalStack`) reads one PDF through ``POST /v1/ocr``
+decoder processes, :class:`launcher.local_stack.LocalStack`) reads one PDF through ``POST /v1/ocr``
 (the pages are the eval set's scanned lines on letter-size pages, :mod:`bench.pdfgen`); then the
 peak resident set size of every process is read from ``VmHWM`` in ``/proc/<pid>/status``
 (proc(5): "peak resident set size"). The gateway holds at most its in-flight window of pages
@@ -42,7 +42,7 @@ def run_once(model: pathlib.Path, pdf: bytes, n_pages: int, max_new: int,
     """Start a stack, OCR ``pdf``, return ({service: peak RSS bytes}, seconds of the request)."""
     import httpx
 
-    from gateway.local_stack import LocalStack
+    from launcher.local_stack import LocalStack
 
     env = {"INKSTREAM_DECODER__MAX_NEW_TOKENS": str(max_new), **extra_env}
     with LocalStack(model, gateway=True, env=env, startup_timeout_s=600) as stack:

@@ -6,9 +6,9 @@ Usage: ``python bench/stack_vs_generate.py [--model DIR] [--pages N] [--max-new-
 - Reference: the pages one after another through the family's slow, obviously-correct path in this
   process (for deepseek_ocr2: :func:`models.deepseek_ocr2.reference.reference_generate`, the full HF
   model + processor + greedy ``generate``; for other families, e.g. compact:
-  :func:`models.compact.inprocess.ocr_page`, the two halves with a simple greedy loop), after one
+  :func:`models.inprocess.ocr_page`, the two halves with a simple greedy loop), after one
   untimed warm-up page.
-- Stack: encoder + decoder as separate processes (:class:`gateway.local_stack.LocalStack`) driven by
+- Stack: encoder + decoder as separate processes (:class:`launcher.local_stack.LocalStack`) driven by
   the gateway's :class:`gateway.pipeline.Pipeline` in this process. Concurrency ``c`` = ``c`` clients
   in a closed loop, each sending single-page requests until the N pages are done; at c = 1 there is
   exactly one page in the system at a time, at c = 8 the encoder micro-batches and the decoder's
@@ -55,7 +55,7 @@ def reference_pages_per_s(model_dir: pathlib.Path, images: list[bytes], mode: st
         def one(im: Image.Image) -> float:
             return float(len(reference_generate(model_dir, im, mode, task, max_new)))
     else:  # families without an HF generate: the in-process halves + greedy loop reference
-        from models.compact.inprocess import ocr_page
+        from models.inprocess import ocr_page
 
         enc = encoder_half_class(family).load(model_dir)
         dec = decoder_half_class(family).load(model_dir)
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from bench.pdfgen import line_pages
-    from gateway.local_stack import LocalStack
+    from launcher.local_stack import LocalStack
 
     scratch = tempfile.TemporaryDirectory(prefix="bench-svg-")
     model = pathlib.Path(args.model) if args.model else None

@@ -112,14 +112,14 @@ class DecodeEngine:
     async def stop(self) -> None:
         """Cancel every sequence, then stop the model thread (after its step in flight)."""
         for s in list(self._waiting) + list(self._running):
-            self._cancel(s)
+            self.cancel_sequence(s)
         with self._work:
             self._closed = True
             self._work.notify_all()
         if self._thread is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
         for s in list(self._running) + list(self._admitting):  # joined the batch during the last step
-            self._cancel(s)
+            self.cancel_sequence(s)
         if self._embedder is not None:
             self._embedder.shutdown(wait=False, cancel_futures=True)
         self._running = []
@@ -224,7 +224,9 @@ class DecodeEngine:
             self._work.notify()
         return SequenceStream(self, seq)
 
-    def _cancel(self, seq: Seq) -> None:
+    def cancel_sequence(self, seq: Seq) -> None:
+        """Cancel ``seq`` (idempotent; a no-op once it finished): it leaves the waiting queue or the
+        running batch at the next step and its stream ends with finish reason ``cancelled``."""
         if seq.closed:
             return
         with self._work:

@@ -102,7 +102,7 @@ class SequenceStream:
 
     def cancel(self) -> None:
         """Cancel (idempotent; no-op once finished)."""
-        self._engine._cancel(self._seq)
+        self._engine.cancel_sequence(self._seq)
 
     def __aiter__(self) -> "SequenceStream":
         return self

@@ -21,7 +21,7 @@ from decoder_service.config import DecoderConfig
 from decoder_service.sampling import SamplingParams
 from decoder_service.scheduler import DecodeEngine
 from decoder_service.servicer import TextDecoderServicer
-from inkstream import telemetry, tls, tracing
+from inkstream import telemetry, tls, trace_interceptors
 from inkstream.errors import InvalidInput
 from inkstream.lifecycle import Lifecycle, in_daemon_thread, listener_options
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
@@ -108,7 +108,7 @@ async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, w
     if cfg.metrics_port is not None:
         telemetry.setup_metrics("inkstream-decoder")
         metrics_port = telemetry.serve_metrics(cfg.metrics_port, cfg.host)
-    server = grpc.aio.server(options=listener_options(cfg.max_message_bytes), interceptors=tracing.server_interceptors())
+    server = grpc.aio.server(options=listener_options(cfg.max_message_bytes), interceptors=trace_interceptors.server_interceptors())
     lifecycle = Lifecycle([SERVICE_NAME])
     lifecycle.register(server)
     await lifecycle.set_not_serving()

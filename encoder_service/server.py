@@ -31,7 +31,7 @@ from encoder_service.config import EncoderConfig
 from encoder_service.convert import ServiceInfo
 from encoder_service.metrics import EncoderMetrics
 from encoder_service.servicer import VisionEncoderServicer
-from inkstream import telemetry, tls, tracing
+from inkstream import telemetry, tls, trace_interceptors
 from inkstream.errors import InvalidInput
 from inkstream.lifecycle import Lifecycle, in_daemon_thread, listener_options
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
@@ -199,7 +199,7 @@ async def build_server(
     )
     batcher = MicroBatcher(limits, metrics)
     lifecycle = Lifecycle([SERVICE_NAME])
-    server = grpc.aio.server(options=listener_options(config.max_message_bytes), interceptors=tracing.server_interceptors())
+    server = grpc.aio.server(options=listener_options(config.max_message_bytes), interceptors=trace_interceptors.server_interceptors())
     servicer = VisionEncoderServicer(batcher, lifecycle, config.max_message_bytes)
     encoder_pb2_grpc.add_VisionEncoderServicer_to_server(servicer, server)
     lifecycle.register(server)

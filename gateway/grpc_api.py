@@ -15,7 +15,8 @@ from typing import Any, AsyncIterator
 import grpc
 
 from inkstream.errors import Cancelled, InkstreamError, InvalidInput, error_for_code, grpc_guard
-from inkstream import tracing
+from inkstream import trace_interceptors
+from inkstream.request_id import current_request_id
 from inkstream.lifecycle import Lifecycle, listener_options
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 
@@ -124,7 +125,7 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
         """Options, then document chunks -> one PageResult per page in page order, then a Summary."""
         core = self.core
         supplied = any(k == "x-request-id" for k, _ in (context.invocation_metadata() or ()))
-        request_id = run_id(tracing.current_request_id(), supplied)
+        request_id = run_id(current_request_id(), supplied)
         started = time.monotonic()
         status = "OK"
         try:
@@ -204,7 +205,7 @@ async def build_grpc_server(core: GatewayCore, port: int = 0, host: str = "127.0
     lifecycle). Health is SERVING once started; ``lifecycle.drain(server, grace_s)`` stops it.
     Interceptors: trace context / request id (:mod:`inkstream.tracing`) and, with ``api_keys``, the
     API-key check (:mod:`gateway.auth`). Raises OSError when the port cannot be bound."""
-    interceptors = [*tracing.server_interceptors(), ApiKeyInterceptor(api_keys)]
+    interceptors = [*trace_interceptors.server_interceptors(), ApiKeyInterceptor(api_keys)]
     server = grpc.aio.server(options=listener_options(core.config.max_message_bytes), interceptors=interceptors)
     gateway_pb2_grpc.add_OcrGatewayServicer_to_server(OcrGatewayServicer(core), server)
     lifecycle = Lifecycle([SERVICE_NAME])

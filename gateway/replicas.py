@@ -31,7 +31,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from inkstream.errors import Unavailable
-from inkstream import tracing
+from inkstream import trace_interceptors
 from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES, server_options
 from inkstream.tls import TlsConfig, open_channel
 
@@ -75,7 +75,7 @@ class Replica:
         # Client interceptors: one CLIENT span per call, W3C trace context + request id in metadata.
         # TLS / mutual TLS when ``tls.enabled`` (inkstream.tls), else plaintext.
         self.channel = open_channel(address, tls, options=server_options(max_message_bytes),
-                                    interceptors=tracing.client_interceptors())
+                                    interceptors=trace_interceptors.client_interceptors())
         self.outstanding = 0
         # Work this gateway may have open on the replica (decoders: segments, max_running +
         # max_waiting; encoders: pages, max_queue_pages + max_batch_size; both from its Info),

@@ -29,7 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from inkstream import tracing
+from inkstream import trace_interceptors
+from inkstream.request_id import current_request_id
 from inkstream.errors import (InkstreamError, InvalidInput, MethodNotAllowed, NotFound, Unauthenticated, error_for_code,
                              http_status)
 
@@ -116,7 +117,7 @@ def create_app(config: GatewayConfig, pipeline: PagePipeline, core: GatewayCore 
 
     app.add_middleware(CatchAll)
     app.add_middleware(InflightMiddleware, core=core)
-    app.add_middleware(tracing.asgi_middleware)  # X-Request-Id, SERVER span attributes
+    app.add_middleware(trace_interceptors.asgi_middleware)  # X-Request-Id, SERVER span attributes
     if api_keys is not None:
         app.add_middleware(ApiKeyMiddleware, keys=api_keys)
 
@@ -127,7 +128,7 @@ def create_app(config: GatewayConfig, pipeline: PagePipeline, core: GatewayCore 
         ``format``, ``pages``, ``mode``, ``task``, ``password``. Returns the whole document
         (text/markdown, text/plain or JSON), or with ``Accept: application/x-ndjson`` one JSON line per
         page as soon as it is ready, in page order, then a summary line."""
-        request_id = run_id(tracing.current_request_id(), "x-request-id" in request.headers)
+        request_id = run_id(current_request_id(), "x-request-id" in request.headers)
         started = time.monotonic()
         stack = contextlib.AsyncExitStack()
         try:

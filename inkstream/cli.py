@@ -7,22 +7,31 @@ command is one line here and one module elsewhere.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("gateway.local_stack:main", "start gateway + encoder + decoder locally (Ctrl-C stops all)"),
-    "ocr": ("gateway.ocr_cli:main", "OCR a document through a gateway (or a temporary local stack)"),
+    "up": ("launcher.up:main", "start gateway + encoder + decoder locally (Ctrl-C stops all)"),
+    "ocr": ("client.ocr_cli:main", "OCR a document through a gateway (or a temporary local stack)"),
     "serve": ("inkstream.serve:main", "run one service: serve encoder|decoder|gateway ..."),
     "eval": ("inkstream.evaluate:main", "CER/WER of a folder of documents with ground truth"),
     "make-tiny-checkpoint": ("models.deepseek_ocr2.tiny:main", "write a tiny random deepseek_ocr2 checkpoint"),
-    "train-compact": ("models.compact.train:main", "train the embedded compact model (resumable)"),
+    "train-compact": ("training.compact.train:main", "train the embedded compact model (resumable)"),
 }
+
+
+def version() -> str:
+    """The installed distribution's version (``pyproject.toml``), or ``unknown`` outside an install."""
+    try:
+        return importlib.metadata.version("inkstream")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _usage() -> str:
     width = max(len(n) for n in COMMANDS)
     rows = "\n".join(f"  {n.ljust(width)}  {h}" for n, (_, h) in COMMANDS.items())
-    return f"usage: inkstream COMMAND [ARGS...]\n\ncommands:\n{rows}\n\n'inkstream COMMAND --help' for a command's options."
+    return f"usage: inkstream [--version] COMMAND [ARGS...]\n\ncommands:\n{rows}\n\n'inkstream COMMAND --help' for a command's options."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,11 +40,22 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
+    if argv[0] in ("-V", "--version", "version"):
+        print(f"inkstream {version()}")
+        return 0
     if argv[0] not in COMMANDS:
         print(f"inkstream: unknown command {argv[0]!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module, _, func = COMMANDS[argv[0]][0].partition(":")
-    return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+    try:
+        entry = getattr(importlib.import_module(module), func)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
+            print(f"inkstream {argv[0]}: module {module} is not installed; it ships with a checkout of the "
+                  "repository only (run the command from the repository's root)", file=sys.stderr)
+            return 2
+        raise
+    return int(entry(argv[1:]) or 0)
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ def iter_pages(path: pathlib.Path, long_side_px: int | None = None, dpi: float =
         finally:
             pdf.close()
         return
-    from encoder_service.images import to_rgb
+    from models.images import to_rgb
 
     with Image.open(path) as im:
         for frame in range(getattr(im, "n_frames", 1)):
@@ -133,7 +133,7 @@ class InProcessEngine:
     def __init__(self, model_dir: str | pathlib.Path | None = None, threads: int = 1):
         import torch
 
-        from models.compact.inprocess import ocr_page
+        from models.inprocess import ocr_page
         from models.registry import decoder_half_class, encoder_half_class, family_of
 
         torch.set_num_threads(threads)

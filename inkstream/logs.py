@@ -38,7 +38,7 @@ from typing import Any, TextIO
 
 from opentelemetry import trace
 
-from inkstream import tracing
+from inkstream import request_id
 
 FORBIDDEN_FIELDS = frozenset({
     "text", "page_text", "delta", "text_delta", "content", "prompt", "document", "markdown",
@@ -90,7 +90,7 @@ class ContextFilter(logging.Filter):
         if record.name == "uvicorn.access":
             _scrub_access_record(record)
         if not hasattr(record, "request_id"):
-            record.request_id = tracing.current_request_id()
+            record.request_id = request_id.current_request_id()
         ctx = trace.get_current_span().get_span_context()
         if ctx.is_valid and not hasattr(record, "trace_id"):
             record.trace_id = format(ctx.trace_id, "032x")

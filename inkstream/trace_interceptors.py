@@ -25,15 +25,15 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from inkstream.tracing import (
+from inkstream.request_id import (
+    _request_id,
     REQUEST_ID_ATTR,
     REQUEST_ID_KEY,
-    _request_id,
     current_request_id,
     new_request_id,
-    tracer,
     valid_request_id,
 )
+from inkstream.tracing import tracer
 
 
 def _rpc_names(method: str) -> tuple[str, str, str]:

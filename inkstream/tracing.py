@@ -1,4 +1,4 @@
-"""Distributed tracing for the gateway, encoder and decoder (OpenTelemetry SDK), and the request id.
+"""Distributed tracing for the gateway, encoder and decoder (OpenTelemetry SDK): provider and exporters.
 
 One document request keeps one W3C trace (https://www.w3.org/TR/trace-context/) and one request id
 from the gateway through every encoder and decoder call:
@@ -15,7 +15,7 @@ from the gateway through every encoder and decoder call:
                ``INKSTREAM_TRACES_FILE`` alone selects ``jsonl``. Used by system tests;
   ``memory``   the SDK's ``InMemorySpanExporter`` (in-process tests; see :func:`memory_exporter`).
 
-Interceptors (module :mod:`inkstream.trace_interceptors`, re-exported here):
+Interceptors (module :mod:`inkstream.trace_interceptors`, which imports this one, never the reverse):
 
 * :class:`ServerInterceptor` (grpc.aio) extracts ``traceparent``/``tracestate`` and ``x-request-id``
   from the call's metadata, opens a SERVER span per RPC named ``package.Service/Method`` (OTel RPC
@@ -26,22 +26,17 @@ Interceptors (module :mod:`inkstream.trace_interceptors`, re-exported here):
 * :class:`asgi_middleware` does the request id for the gateway's REST API (``X-Request-Id`` header
   in and out); FastAPI's own telemetry opens the HTTP span, else the middleware does.
 
-The request id lives in a :mod:`contextvars` variable, so it follows ``asyncio`` tasks created while
-handling the request; :mod:`inkstream.logs` stamps it (and the trace/span ids) on every log line.
-Client-supplied request ids are kept only when they are 1-128 characters of ``[A-Za-z0-9._:-]``
-(anything else is replaced by a fresh one, so log lines cannot be forged through the header).
+The request id (:mod:`inkstream.request_id`) lives in a :mod:`contextvars` variable, so it follows
+``asyncio`` tasks created while handling the request; :mod:`inkstream.logs` stamps it (and the
+trace/span ids) on every log line.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import json
 import logging
 import os
-import re
 import threading
-import uuid
 from typing import Any, Iterator, Sequence
 
 from opentelemetry import trace
@@ -58,56 +53,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 log = logging.getLogger("inkstream.tracing")
 
-REQUEST_ID_KEY = "x-request-id"
-REQUEST_ID_ATTR = "inkstream.request_id"
 EXPORTERS = ("none", "console", "otlp", "jsonl", "memory")
 OTLP_PACKAGE = "opentelemetry-exporter-otlp-proto-grpc"
-_REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 
-_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("inkstream_request_id", default=None)
 _lock = threading.Lock()
 _memory: InMemorySpanExporter | None = None
 _TRACER_NAME = "inkstream"
-
-
-# ---------------------------------------------------------------------------------------------------
-# request id
-
-
-def new_request_id() -> str:
-    """A fresh request id: 32 lowercase hex characters (uuid4)."""
-    return uuid.uuid4().hex
-
-
-def valid_request_id(value: str | None) -> bool:
-    """True when ``value`` is acceptable as a client-supplied request id (see module docstring)."""
-    return bool(value) and _REQUEST_ID_RE.match(value) is not None  # type: ignore[arg-type]
-
-
-def current_request_id() -> str | None:
-    """The request id of the request being handled in this context, or None."""
-    return _request_id.get()
-
-
-def set_request_id(value: str | None) -> contextvars.Token:
-    """Make ``value`` the current request id; returns a token for :func:`reset_request_id`."""
-    return _request_id.set(value)
-
-
-def reset_request_id(token: contextvars.Token) -> None:
-    """Restore the request id that was current before :func:`set_request_id`."""
-    _request_id.reset(token)
-
-
-@contextlib.contextmanager
-def request_scope(request_id: str | None = None) -> Iterator[str]:
-    """Context manager: the given (validated) or a new request id is current inside the block."""
-    rid = request_id if valid_request_id(request_id) else new_request_id()
-    token = _request_id.set(rid)
-    try:
-        yield rid
-    finally:
-        _request_id.reset(token)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -224,25 +175,3 @@ def memory_exporter() -> InMemorySpanExporter | None:
 def tracer() -> trace.Tracer:
     """The inkstream tracer from the global provider (a no-op tracer before :func:`setup_tracing`)."""
     return trace.get_tracer(_TRACER_NAME)
-
-
-# The interceptors live in their own module; re-exported so callers use ``tracing.<name>``.
-from inkstream.trace_interceptors import (  # noqa: E402 - after the names they import from here
-    ServerInterceptor,
-    StreamStreamClientInterceptor,
-    StreamUnaryClientInterceptor,
-    UnaryStreamClientInterceptor,
-    UnaryUnaryClientInterceptor,
-    asgi_middleware,
-    client_interceptors,
-    outgoing_metadata,
-    server_interceptors,
-)
-
-__all__ = [
-    "REQUEST_ID_KEY", "REQUEST_ID_ATTR", "EXPORTERS", "OTLP_PACKAGE", "new_request_id", "valid_request_id",
-    "current_request_id", "set_request_id", "reset_request_id", "request_scope", "JsonLinesSpanExporter",
-    "setup_tracing", "memory_exporter", "tracer", "ServerInterceptor", "server_interceptors",
-    "client_interceptors", "outgoing_metadata", "asgi_middleware", "UnaryUnaryClientInterceptor",
-    "UnaryStreamClientInterceptor", "StreamUnaryClientInterceptor", "StreamStreamClientInterceptor",
-]

@@ -4,5 +4,5 @@ Encoder half: PP-OCR text-line detection (ONNX, from the rapidocr wheel) -> read
 crops normalised to 32 px height -> timm ResNet trunk -> convolutional token compressor -> vision
 tokens, one segment per text line. Decoder half: a DeepSeek-V2 mixture-of-experts causal LM
 (transformers) reading the vision tokens as ``inputs_embeds`` and writing the line's characters.
-See ``models/compact/README.md`` (model card) and ``models/compact/train.py`` (training).
+See ``models/compact/README.md`` (model card) and ``training/compact/train.py`` (training).
 """

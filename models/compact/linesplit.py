@@ -1,7 +1,7 @@
 """Splitting text lines that are longer than the recogniser was trained on, at inter-word gaps.
 
 The compact recogniser is trained on lines of at most ``--max-chars`` = 110 characters
-(models/compact/train.py), most of them 10 to 90 characters long (models/compact/corpus.py
+(training/compact/train.py), most of them 10 to 90 characters long (training/compact/corpus.py
 ``LineTexts.sample``). Longer lines (a full-width line of small print reaches 170 characters) are
 read markedly worse: the decoder drops or garbles words everywhere in the line. Such a line is cut into
 ``ceil(width / SPLIT_PX)`` pieces of about equal width, each cut placed in the middle of a wide run

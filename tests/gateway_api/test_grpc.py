@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from inkstream.errors import InvalidInput, PayloadTooLarge, ResourceExhausted
 
-from gateway.client import AsyncGatewayClient, DocumentSummary, GatewayClient
+from client.gateway_client import AsyncGatewayClient, DocumentSummary, GatewayClient
 from gateway.core import GatewayCore
 from gateway.grpc_api import SERVICE_NAME, build_grpc_server
 from tests.gateway_api.conftest import MODEL_ID, expected_text, marked_pdf

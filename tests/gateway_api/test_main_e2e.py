@@ -16,10 +16,10 @@ import time
 import httpx
 import pytest
 
-from gateway import ocr_cli
-from gateway.client import GatewayClient
+from client import ocr_cli
+from client.gateway_client import GatewayClient
 from gateway.ingest import UploadSink, close_document, open_document
-from gateway.local_stack import free_port
+from launcher.local_stack import free_port
 from tests.gateway_api.conftest import marked_pdf
 from tests.gateway_pipeline.fakes import FakeDecoder, FakeEncoder, expected_page_text, start_server
 

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from gateway import local_stack
-from gateway.local_stack import LocalStack, free_port, resolve_model
+from launcher import local_stack, up
+from launcher.local_stack import LocalStack, free_port, resolve_model
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -69,7 +69,7 @@ def test_start_failure_reports_child_log(tmp_path):
 
 def test_up_rejects_bad_counts(capsys):
     with pytest.raises(SystemExit):
-        local_stack.main(["--encoders", "0"])
+        up.main(["--encoders", "0"])
     assert "must be >= 1" in capsys.readouterr().err
 
 
@@ -154,6 +154,6 @@ def test_up_refuses_a_grpc_port_in_use(capsys):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
-        assert local_stack.main(["--port", "0", "--grpc-port", str(busy)]) == 2
+        assert up.main(["--port", "0", "--grpc-port", str(busy)]) == 2
     err = capsys.readouterr().err
     assert f"port {busy} is in use" in err and "--grpc-port" in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pathlib
 
-from gateway.local_stack import _watch
+from launcher.up import watch as _watch
 
 
 class _Stack:

@@ -267,7 +267,7 @@ async def test_tls_replica_serves_plaintext_health_for_kubelet_probes(pki, tmp_p
     there. A drain stops both servers."""
     from encoder_service.config import EncoderConfig
     from encoder_service.server import build_server
-    from gateway.local_stack import free_port
+    from launcher.local_stack import free_port
     from inkstream.lifecycle import LIVENESS_SERVICE
     from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 

@@ -9,7 +9,7 @@ import logging
 import pytest
 from opentelemetry import trace
 
-from inkstream import logs, tracing
+from inkstream import logs, request_id, tracing
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def capture():
 
 def test_fields_and_context_ids(capture, spans):
     log = logging.getLogger("inkstream.test")
-    with tracing.request_scope("req-42"):
+    with request_id.request_scope("req-42"):
         with tracing.tracer().start_as_current_span("work") as span:
             log.info("page done", extra={"pages": 3, "seconds": 0.25})
             ctx = span.get_span_context()

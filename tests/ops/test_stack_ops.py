@@ -1,4 +1,4 @@
-"""System tests (real processes on loopback, ``gateway.local_stack.LocalStack``) of operations:
+"""System tests (real processes on loopback, ``launcher.local_stack.LocalStack``) of operations:
 
 * one OCR request produces spans from the gateway, the encoder and the decoder, all in one trace and
   carrying one request id (every process appends spans to ``INKSTREAM_TRACES_FILE``);
@@ -77,7 +77,7 @@ def _pages_of(resp: httpx.Response) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def traced_stack(tmp_path_factory):
-    from gateway.local_stack import LocalStack
+    from launcher.local_stack import LocalStack
 
     d = tmp_path_factory.mktemp("ops-stack")
     spans = d / "spans.jsonl"
@@ -254,7 +254,7 @@ SLOW_DECODE_ENV = {
 
 @pytest.mark.timeout(180)
 def test_sigterm_drains_decoder_without_losing_pages(tmp_path, tiny_ds_checkpoint):
-    from gateway.local_stack import LocalStack
+    from launcher.local_stack import LocalStack
 
     n_docs, n_pages = 2, 3
     SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING

@@ -17,7 +17,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from inkstream import tracing
+from inkstream import request_id, trace_interceptors, tracing
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -26,14 +26,14 @@ SERVICE = "test.v1.Echo"
 
 def _back_handlers(seen: list[dict]) -> grpc.GenericRpcHandler:
     async def unary(request: bytes, context) -> bytes:
-        seen.append({"meta": dict(context.invocation_metadata()), "rid": tracing.current_request_id(),
+        seen.append({"meta": dict(context.invocation_metadata()), "rid": request_id.current_request_id(),
                      "span": trace.get_current_span().get_span_context()})
         if request == b"bad":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad request")
         return b"echo:" + request
 
     async def server_stream(request: bytes, context):
-        seen.append({"meta": dict(context.invocation_metadata()), "rid": tracing.current_request_id()})
+        seen.append({"meta": dict(context.invocation_metadata()), "rid": request_id.current_request_id()})
         for i in range(3):
             yield bytes([i])
 
@@ -45,12 +45,12 @@ def _back_handlers(seen: list[dict]) -> grpc.GenericRpcHandler:
             await asyncio.sleep(0.01)
 
     async def bidi(request_iterator, context):
-        seen.append({"meta": dict(context.invocation_metadata()), "rid": tracing.current_request_id()})
+        seen.append({"meta": dict(context.invocation_metadata()), "rid": request_id.current_request_id()})
         async for item in request_iterator:
             yield item + b"!"
 
     async def client_stream(request_iterator, context) -> bytes:
-        seen.append({"meta": dict(context.invocation_metadata()), "rid": tracing.current_request_id()})
+        seen.append({"meta": dict(context.invocation_metadata()), "rid": request_id.current_request_id()})
         return b"".join([x async for x in request_iterator])
 
     return grpc.method_handlers_generic_handler(SERVICE, {
@@ -63,7 +63,7 @@ def _back_handlers(seen: list[dict]) -> grpc.GenericRpcHandler:
 
 
 async def _start(handlers: grpc.GenericRpcHandler) -> tuple[grpc.aio.Server, int]:
-    server = grpc.aio.server(interceptors=tracing.server_interceptors())
+    server = grpc.aio.server(interceptors=trace_interceptors.server_interceptors())
     server.add_generic_rpc_handlers((handlers,))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
@@ -74,7 +74,7 @@ async def _start(handlers: grpc.GenericRpcHandler) -> tuple[grpc.aio.Server, int
 async def back():
     seen: list[dict] = []
     server, port = await _start(_back_handlers(seen))
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", interceptors=tracing.client_interceptors())
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", interceptors=trace_interceptors.client_interceptors())
     channel.port = port  # type: ignore[attr-defined]
     yield channel, seen
     await channel.close()
@@ -114,7 +114,7 @@ async def test_front_to_back_one_trace_and_request_id(spans, back):
         await front.stop(None)
 
     # The handler's context is the RPC's own: nothing leaks into the caller's context.
-    assert tracing.current_request_id() is None and not trace.get_current_span().get_span_context().is_valid
+    assert request_id.current_request_id() is None and not trace.get_current_span().get_span_context().is_valid
     assert seen[0]["meta"]["x-request-id"] == "req-abc.123"
     assert seen[0]["rid"] == "req-abc.123"
     assert seen[0]["meta"]["traceparent"].split("-")[1] == caller_trace
@@ -135,7 +135,7 @@ async def test_front_to_back_one_trace_and_request_id(spans, back):
 
 async def test_error_status_recorded_on_both_sides(spans, back):
     channel, _ = back
-    with tracing.request_scope("rid-err"):
+    with request_id.request_scope("rid-err"):
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await channel.unary_unary(f"/{SERVICE}/Unary")(b"bad")
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
@@ -149,7 +149,7 @@ async def test_error_status_recorded_on_both_sides(spans, back):
 
 async def test_streaming_shapes_carry_context(spans, back):
     channel, seen = back
-    with tracing.request_scope("rid-streams"):
+    with request_id.request_scope("rid-streams"):
         got = [m async for m in channel.unary_stream(f"/{SERVICE}/ServerStream")(b"x")]
         assert got == [b"\x00", b"\x01", b"\x02"]
         call = channel.stream_stream(f"/{SERVICE}/Bidi")()
@@ -192,13 +192,13 @@ async def test_invalid_client_request_id_is_replaced(spans, back, bad_id):
     async with grpc.aio.insecure_channel(f"127.0.0.1:{channel.port}") as plain:
         await plain.unary_unary(f"/{SERVICE}/Unary")(b"x", metadata=md)
     rid = seen[-1]["rid"]
-    assert rid != bad_id and tracing.valid_request_id(rid) and len(rid) == 32
+    assert rid != bad_id and request_id.valid_request_id(rid) and len(rid) == 32
 
 
 async def test_health_checks_make_no_spans(spans):
     from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-    server = grpc.aio.server(interceptors=tracing.server_interceptors())
+    server = grpc.aio.server(interceptors=trace_interceptors.server_interceptors())
     servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -260,11 +260,11 @@ async def test_asgi_middleware_span_and_request_id(spans, fastapi_tracing):
     from fastapi import FastAPI
 
     app = FastAPI(telemetry={"tracing": fastapi_tracing, "operation_spans": False, "metrics": False})
-    app.add_middleware(tracing.asgi_middleware)
+    app.add_middleware(trace_interceptors.asgi_middleware)
 
     @app.get("/v1/thing")
     async def thing():
-        return {"rid": tracing.current_request_id(),
+        return {"rid": request_id.current_request_id(),
                 "trace": format(trace.get_current_span().get_span_context().trace_id, "032x")}
 
     @app.get("/healthz")
@@ -277,7 +277,7 @@ async def test_asgi_middleware_span_and_request_id(spans, fastapi_tracing):
         r2 = await c.get("/v1/thing")
         await c.get("/healthz")
     assert r.json() == {"rid": "abc-1", "trace": tid} and r.headers["x-request-id"] == "abc-1"
-    assert tracing.valid_request_id(r2.headers["x-request-id"]) and r2.json()["rid"] == r2.headers["x-request-id"]
+    assert request_id.valid_request_id(r2.headers["x-request-id"]) and r2.json()["rid"] == r2.headers["x-request-id"]
     servers = [s for s in _by_kind(spans, "SERVER") if "/v1/thing" in s.name]
     assert len(servers) == 2
     first = servers[0]

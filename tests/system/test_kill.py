@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from gateway.local_stack import LocalStack, grpc_serving
+from launcher.local_stack import LocalStack, grpc_serving
 from gateway.pipeline import Pipeline, PipelineConfig
 from gateway.retry import RetryPolicy
 from gateway.types import PageInput, PipelineOptions

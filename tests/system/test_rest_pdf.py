@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from bench.pdfgen import line_pages, make_pdf
-from gateway.local_stack import LocalStack
+from launcher.local_stack import LocalStack
 
 pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(300)]
 

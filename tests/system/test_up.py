@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from bench.pdfgen import line_pages
-from gateway.local_stack import free_port
+from launcher.local_stack import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(240)]
 

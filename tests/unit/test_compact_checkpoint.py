@@ -13,9 +13,9 @@ from rapidfuzz.distance import Levenshtein
 
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf
-from models.compact.inprocess import greedy_segments, ocr_page
+from models.inprocess import greedy_segments, ocr_page
 from models.compact.lineimage import normalised_width
-from models.compact.render import find_fonts
+from training.compact.render import find_fonts
 
 WEIGHTS = pathlib.Path(__file__).resolve().parents[2] / "models" / "compact" / "weights"
 # ../shared beside the repository (laid there for sessions and CI).
@@ -88,8 +88,8 @@ def test_reads_a_real_page(halves):
 
 
 def test_heldout_eval_reports_cer_kinds_and_confusions(capsys):
-    """``python -m models.compact.heldout_eval`` on a few held-out lines with the committed weights."""
-    from models.compact import heldout_eval
+    """``python -m training.compact.heldout_eval`` on a few held-out lines with the committed weights."""
+    from training.compact import heldout_eval
 
     assert heldout_eval.main(["--lines", "12", "--confusions", "5"]) == 0
     out = capsys.readouterr().out

@@ -12,7 +12,7 @@ from models.compact.checkpoint import export_checkpoint
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf, _unrotate_box
 from models.base import left_pad
-from models.compact.inprocess import greedy_segments
+from models.inprocess import greedy_segments
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
 from models.compact.vocab import build_tokenizer
 from models.registry import decoder_half_class, encoder_half_class, family_of

@@ -106,7 +106,7 @@ def test_pieces_of_long_lines_are_marked_whatever_the_page_rotation():
     from PIL import ImageDraw, ImageFont
 
     from models.compact.encoder_half import CompactEncoderHalf
-    from gateway.local_stack import default_model_dir
+    from launcher.local_stack import default_model_dir
 
     enc = CompactEncoderHalf.load(default_model_dir())
     font = ImageFont.load_default(size=24)

@@ -1,4 +1,4 @@
-"""Batch replay (models/compact/replay.py) and the per-invocation schedule (--budget-seconds) used
+"""Batch replay (training/compact/replay.py) and the per-invocation schedule (--budget-seconds) used
 for accelerator runs of ``inkstream train-compact``."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 import pytest
 import torch
 
-from models.compact import train
-from models.compact.replay import ReplayBatches
+from training.compact import train
+from training.compact.replay import ReplayBatches
 from tests.unit.test_compact_train import TEXTS
 
 

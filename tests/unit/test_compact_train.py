@@ -9,13 +9,13 @@ import random
 import pytest
 import torch
 
-from models.compact import train
-from models.compact.data import collate, make_sample
-from models.compact.corpus import LineTexts
+from training.compact import train
+from training.compact.data import collate, make_sample
+from training.compact.corpus import LineTexts
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
-from models.compact.render import find_fonts
+from training.compact.render import find_fonts
 from models.compact.vocab import build_tokenizer
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Invoice No. 4711 dated 12/03/2024: $1,250.00",
@@ -67,7 +67,7 @@ def test_train_command_checkpoints_resumes_and_exports(tmp_path):
 
 
 def test_eval_set_reports_text_kinds_without_changing_the_lines():
-    from models.compact.data import fixed_eval_set
+    from training.compact.data import fixed_eval_set
 
     fonts, _ = find_fonts()
     lines = TEXTS * 4

@@ -1,4 +1,4 @@
-"""``inkstream up``: encoder + decoder (+ gateway) as local child processes on loopback.
+"""The local process launcher: encoder + decoder (+ gateway) as child processes on loopback.
 
 :class:`LocalStack` starts ``inkstream serve encoder|decoder|gateway`` processes on free
 127.0.0.1 ports, waits until every encoder / decoder reports SERVING on ``grpc.health.v1`` and the
@@ -13,21 +13,20 @@ temporary directory so the stack still starts, with a warning that its text is m
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import pathlib
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Sequence
+from typing import Sequence
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 
 SERVICES = ("encoder", "decoder", "gateway")
 # The gateway drains for up to drain_grace_s (30 s by default, gateway/config.py) so that documents
@@ -193,7 +192,9 @@ class LocalStack:
     # ------------------------------------------------------------ lifecycle
 
     def _spawn(self, service: str, i: int, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "inkstream.cli", "serve", service, *args, *self.extra_args.get(service, [])]
+        # -P: the working directory is not put on sys.path, so a folder named like one of our packages
+        # there (the clone itself, run from its parent folder) cannot shadow the installed packages.
+        cmd = [sys.executable, "-P", "-m", "inkstream.cli", "serve", service, *args, *self.extra_args.get(service, [])]
         log = open(self.log_path(service, i), "ab")  # noqa: SIM115 - owned by the child
         try:
             return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -355,120 +356,3 @@ class LocalStack:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def main(argv: list[str]) -> int:
-    """``inkstream up [--model DIR] [--port P] [--grpc-port P] [--encoders N] [--decoders N]``; returns the exit code."""
-    ap = argparse.ArgumentParser(prog="inkstream up", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", help="checkpoint directory (default: the embedded compact model)")
-    ap.add_argument("--port", type=int, default=8080, help="gateway HTTP port (default 8080; 0 = any free port)")
-    ap.add_argument("--grpc-port", type=int, default=50050, help="gateway gRPC port (default 50050; 0 = any free port)")
-    ap.add_argument("--encoders", type=int, default=1, help="encoder replicas (default 1)")
-    ap.add_argument("--decoders", type=int, default=1, help="decoder replicas (default 1)")
-    ap.add_argument("--log-dir", help="directory for the processes' logs (default: a temporary one)")
-    ap.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for readiness")
-    args = ap.parse_args(argv)
-    if args.encoders < 1 or args.decoders < 1:
-        ap.error("--encoders and --decoders must be >= 1")
-    for flag, port in (("--port", args.port), ("--grpc-port", args.grpc_port)):
-        if port and not _port_free(port):
-            print(f"inkstream up: port {port} is in use; choose another with {flag} (0 = any free port)", file=sys.stderr)
-            return 2
-
-    stopping = False
-    failed = ""
-
-    def on_signal(signum, _frame):  # type: ignore[no-untyped-def]
-        nonlocal stopping
-        if stopping:  # a second Ctrl-C: do not wait for the drain
-            stack.kill_all()
-        stopping = True
-
-    # The logs go to a directory of their own, kept when the stack fails (the scratch directory is
-    # a TemporaryDirectory, deleted at exit whatever happened) and removed after a clean stop.
-    log_dir = pathlib.Path(args.log_dir or tempfile.mkdtemp(prefix="inkstream-up-logs-"))
-    stack = LocalStack(args.model, encoders=args.encoders, decoders=args.decoders, gateway_port=args.port,
-                       gateway_grpc_port=args.grpc_port, log_dir=log_dir, startup_timeout_s=args.startup_timeout)
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        print(f"inkstream up: starting {args.encoders} encoder(s), {args.decoders} decoder(s) and the gateway "
-              f"(logs in {stack.log_dir}) ...", file=sys.stderr, flush=True)
-        try:
-            stack.start()
-        except (RuntimeError, FileNotFoundError) as exc:
-            failed = str(exc)
-            print(f"inkstream up: {exc}", file=sys.stderr)
-            return 1
-        print(f"inkstream is up: {stack.gateway_url}  (gRPC {stack.gateway_grpc_addr}; model {stack.model_dir}; encoders "
-              f"{', '.join(stack.encoder_addrs)}; decoders {', '.join(stack.decoder_addrs)}). Ctrl-C stops.",
-              flush=True)
-        failed = _watch(stack, lambda: stopping)
-        if failed:
-            print(f"inkstream up: {failed}; stopping (logs kept in {stack.log_dir})", file=sys.stderr)
-            return 1
-        print(f"inkstream up: stopping (draining requests in flight, up to {GATEWAY_STOP_GRACE_S:.0f} s; "
-              "Ctrl-C again stops at once) ...", file=sys.stderr, flush=True)
-        return 0
-    finally:
-        stack.stop()
-        if args.log_dir is None and not failed:
-            shutil.rmtree(log_dir, ignore_errors=True)
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-def _watch(stack: LocalStack, stopping: Callable[[], bool], poll_s: float = 0.5, max_restarts: int = 3,
-           window_s: float = 120.0, backoff_s: float = 1.0) -> str:
-    """Supervise the running stack until ``stopping()``; returns "" or why the stack cannot go on.
-
-    An encoder or decoder replica that exits is started again on its ports (:meth:`LocalStack.restart`;
-    the gateway routes around it meanwhile and its health watch sees it come back, as a Kubernetes
-    Deployment would restart a pod; the n-th restart in the window waits ``backoff_s`` x 2^(n-1)
-    seconds first), at most ``max_restarts`` times in ``window_s`` seconds; one that
-    exits faster is left down and reported (a crash loop: its log says why). The gateway exiting,
-    or every replica of a service left down, ends the stack.
-    """
-    restarts: dict[tuple[str, int], list[float]] = {}
-    given_up: set[tuple[str, int]] = set()
-    while not stopping():
-        for service, flags in stack.alive().items():
-            dead = [i for i, ok in enumerate(flags) if not ok]
-            if service == "gateway":
-                if dead:
-                    return "every gateway process exited"
-                continue
-            for i in dead:
-                if (service, i) in given_up:
-                    continue
-                now = time.monotonic()
-                recent = [t for t in restarts.get((service, i), []) if now - t < window_s] + [now]
-                restarts[(service, i)] = recent
-                if stopping():
-                    return ""
-                if len(recent) <= max_restarts:
-                    time.sleep(min(backoff_s * 2 ** (len(recent) - 1), 10.0))  # 1, 2, 4 s: not at once into the same fault
-                    print(f"inkstream up: {service} {i} exited (log {stack.log_path(service, i)}); starting it again "
-                          f"({len(recent)} of at most {max_restarts} restarts in {window_s:.0f} s)", file=sys.stderr)
-                    stack.restart(service, i)
-                else:
-                    given_up.add((service, i))
-                    left = len(flags) - sum(1 for j in range(len(flags)) if (service, j) in given_up)
-                    print(f"inkstream up: {service} {i} keeps exiting ({max_restarts} restarts in {window_s:.0f} s); "
-                          f"left down (log {stack.log_path(service, i)}); {left} {service} replica(s) left", file=sys.stderr)
-            if flags and all((service, j) in given_up for j in range(len(flags))):
-                return f"every {service} process exited"
-        time.sleep(poll_s)
-    return ""
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

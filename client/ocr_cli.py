@@ -4,7 +4,7 @@
 Sends FILE to a running gateway's REST API (``POST /v1/ocr`` with ``Accept: application/x-ndjson``)
 and shows a per-page progress bar (tqdm, on stderr; the total comes from the ``X-Pages-Total``
 response header) while the page lines stream in. Without ``--gateway`` a temporary local stack
-(:class:`gateway.local_stack.LocalStack`: encoder + decoder + gateway on loopback) runs for the
+(:class:`launcher.local_stack.LocalStack`: encoder + decoder + gateway on loopback) runs for the
 duration. The document goes to ``-o OUT`` or stdout.
 
 Exit codes: 0 every page read; 3 the document came back but some pages carry errors (listed on
@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 import httpx
 
-from gateway.stitch import FORMATS, PageResult, document_json
+from client.results import FORMATS, PageResult, document_json
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -125,7 +125,7 @@ def _gateway(url: str | None, model: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    from gateway.local_stack import LocalStack
+    from launcher.local_stack import LocalStack
 
     print("inkstream ocr: starting a temporary local stack (encoder, decoder, gateway) ...",
           file=sys.stderr, flush=True)

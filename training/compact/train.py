@@ -30,11 +30,11 @@ import time
 import torch
 
 from models.compact.checkpoint import export_checkpoint
-from models.compact.corpus import Corpus, build_corpus, split_lines
-from models.compact.data import SyntheticLines, collate, fixed_eval_set
+from training.compact.corpus import Corpus, build_corpus, split_lines
+from training.compact.data import SyntheticLines, collate, fixed_eval_set
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
-from models.compact.render import find_fonts
-from models.compact.replay import ReplayBatches
+from training.compact.render import find_fonts
+from training.compact.replay import ReplayBatches
 from models.compact.vocab import build_tokenizer, decode
 
 

@@ -1,11 +1,11 @@
 """Greedy CER of a compact checkpoint on held-out synthetic lines (held-out texts x held-out fonts,
 same degradations as training), through the serving halves (encoder half's line encoder + decoder
-half + :func:`models.compact.inprocess.greedy_segments`).
+half + :func:`models.inprocess.greedy_segments`).
 
-Run: ``OMP_NUM_THREADS=1 python -m models.compact.heldout_eval [--model DIR] [--lines 2000]``.
+Run: ``OMP_NUM_THREADS=1 python -m training.compact.heldout_eval [--model DIR] [--lines 2000]``.
 Prints corpus CER (total edits / total reference characters), exact-line accuracy, CER per text kind
 (prose, prose mixed with numbers / dates / codes, random character runs over the whole vocabulary,
-upper case; see :class:`models.compact.corpus.LineTexts`), the most frequent character edits
+upper case; see :class:`training.compact.corpus.LineTexts`), the most frequent character edits
 (``--confusions``) and the worst examples; the last line is ``heldout_cer: X``.
 """
 
@@ -20,14 +20,14 @@ import time
 import torch
 from rapidfuzz.distance import Levenshtein
 
-from models.compact.corpus import LineTexts, build_corpus
-from models.compact.data import fixed_eval_set
+from training.compact.corpus import LineTexts, build_corpus
+from training.compact.data import fixed_eval_set
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf
-from models.compact.inprocess import greedy_segments
-from models.compact.render import find_fonts
+from models.inprocess import greedy_segments
+from training.compact.render import find_fonts
 
-DEFAULT_MODEL = pathlib.Path(__file__).resolve().parent / "weights"
+DEFAULT_MODEL = pathlib.Path(__file__).resolve().parents[2] / "models" / "compact" / "weights"
 
 
 def main(argv: list[str] | None = None) -> int:

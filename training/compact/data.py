@@ -12,9 +12,9 @@ import random
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from models.compact.corpus import LineTexts
+from training.compact.corpus import LineTexts
 from models.compact.lineimage import LINE_HEIGHT, WIDTH_MULTIPLE, normalise_line
-from models.compact.render import render_line
+from training.compact.render import render_line
 from models.compact.vocab import build_tokenizer, encode
 
 

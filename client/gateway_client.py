@@ -19,7 +19,6 @@ object or bytes. Failed calls raise the :mod:`inkstream.errors` exception for th
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import IO, AsyncIterator, Iterator, Union
 
 import grpc
@@ -28,47 +27,10 @@ from inkstream.errors import from_rpc_error
 from inkstream.lifecycle import server_options
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 
-from gateway.stitch import Block, PageResult
-from gateway.types import PageError
+from client.results import Block, DocumentSummary, JobStatus, PageError, PageResult, RecognizeResult
 
 Document = Union[bytes, str, os.PathLike, IO[bytes]]
 CHUNK_BYTES = 1024 * 1024
-
-
-@dataclass
-class DocumentSummary:
-    """The last message of a recognition: counts, the stitched ``document``, wall time in seconds."""
-
-    model_id: str
-    pages: int
-    pages_ok: int
-    pages_error: int
-    document: str
-    seconds: float
-
-
-@dataclass
-class RecognizeResult:
-    """A whole recognition: page results in page order and the summary."""
-
-    pages: list[PageResult] = field(default_factory=list)
-    summary: DocumentSummary | None = None
-
-    @property
-    def document(self) -> str:
-        """The stitched document in the requested format ("" before the summary arrived)."""
-        return self.summary.document if self.summary else ""
-
-
-@dataclass
-class JobStatus:
-    """A job's state: ``status`` queued | running | done | failed | cancelled, progress in pages."""
-
-    job_id: str
-    status: str
-    pages_done: int
-    pages_total: int
-    error: str
 
 
 def _page(msg: gateway_pb2.PageResult) -> PageResult:

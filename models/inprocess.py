@@ -16,6 +16,7 @@ from PIL import Image
 
 from inkstream.segments import join_lines
 from models.base import DecoderHalf, EncoderHalf, left_pad
+from models.images import to_rgb
 
 
 @dataclass
@@ -69,7 +70,7 @@ def ocr_page(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, mode: str |
     does it: the image converted to RGB like the encoder service does (alpha over white, 16-bit
     rescaled), pieces of a cut line joined as marked (:func:`inkstream.segments.join_lines`), lines
     by newlines. Raises InvalidInput for an image mode a page cannot have."""
-    from encoder_service.images import to_rgb
+
 
     t0 = time.perf_counter()
     prepared = enc.preprocess(to_rgb(image), mode or enc.default_mode)
