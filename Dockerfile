@@ -22,6 +22,8 @@ COPY models/ models/
 COPY encoder_service/ encoder_service/
 COPY decoder_service/ decoder_service/
 COPY gateway/ gateway/
+COPY launcher/ launcher/
+COPY client/ client/
 # Stubs first: setuptools discovers packages before build_py runs, so in a clean checkout the
 # generated inkstream/{common,encoder,decoder,gateway}/v1 packages must exist before `pip wheel`
 # (otherwise the wheel silently lacks them; the grep below fails the build if that ever happens).

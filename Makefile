@@ -1,12 +1,13 @@
 # Set-up and the two everyday commands (see README.md):
 #   make demo   - install into .venv, then OCR samples/scotus_p01.pdf through gateway + encoder + decoder
-#   make test   - install into .venv (with test extras), then run every test tier
+#   make test   - install into .venv (with test extras), then lint (ruff, mypy) and run every test tier
+#   make lint   - ruff and mypy only (configured in pyproject.toml)
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := fonts-dejavu fonts-liberation fonts-freefont-ttf fonts-urw-base35 fonts-noto-core fonts-crosextra-carlito fonts-crosextra-caladea fonts-texgyre tesseract-ocr
+APT_PACKAGES := fonts-dejavu fonts-liberation fonts-freefont-ttf fonts-urw-base35 fonts-noto-core fonts-crosextra-carlito fonts-crosextra-caladea fonts-texgyre tesseract-ocr poppler-utils
 
-.PHONY: install install-test system-packages demo test
+.PHONY: install install-test system-packages demo lint test
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,5 +29,9 @@ system-packages:
 demo: install
 	$(BIN)/inkstream ocr samples/scotus_p01.pdf --format markdown
 
-test: install-test system-packages
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: install-test lint system-packages
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -rs

@@ -10,7 +10,7 @@ import sys
 from setuptools import setup
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from inkstream import _protogen  # noqa: E402
+from inkstream import _protogen
 
 _protogen.generate(force=True)
 

@@ -14,8 +14,9 @@ time with one thread, as the comparison asks. ``--concurrency 1`` gives the one-
 
 Our side: by default a local stack (``launcher.local_stack.LocalStack``: gateway + 1 encoder + 1
 decoder process on loopback, OMP_NUM_THREADS=1 each, default settings) and ``POST /v1/ocr`` per
-document, timed from upload to full text; start-up is not timed. ``--in-process`` (or when the stack cannot start) runs the
-encoder and decoder halves in this process with one torch thread and a greedy loop instead.
+document, timed from upload to full text; start-up is not timed. ``--in-process`` (or when the stack
+cannot start) runs the encoder and decoder halves in this process with one torch thread and a greedy
+loop instead.
 Tesseract: the ``tesseract`` CLI, ``OMP_THREAD_LIMIT=1``, PDF pages rasterised at 200 dpi
 (rasterisation is timed for both engines). CER / WER as in ``inkstream eval`` (inkstream/evaluate.py).
 
@@ -34,8 +35,15 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from inkstream.evaluate import (GatewayEngine, InProcessEngine, TesseractEngine, find_documents,  # noqa: E402
-                                print_table, run_engine, summary)
+from inkstream.evaluate import (  # noqa: E402 - after the sys.path insert above
+    GatewayEngine,
+    InProcessEngine,
+    TesseractEngine,
+    find_documents,
+    print_table,
+    run_engine,
+    summary,
+)
 
 EVAL_DIR = pathlib.Path(__file__).resolve().parents[2] / "shared" / "eval"  # ../shared beside the repo
 
@@ -66,12 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     stack = None
     if not args.in_process:
         try:
-            from launcher.local_stack import LocalStack
+            from launcher.local_stack import LocalStack  # lazy: only when measuring through a stack
 
             stack = LocalStack(args.model).start()  # default settings: what `inkstream up` runs
             ours = GatewayEngine(stack.gateway_url)
-        except Exception as exc:  # no usable stack: measure the in-process path instead, and say so
-            print(f"local stack unavailable ({type(exc).__name__}: {exc}); using the in-process path", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - no usable stack: measure the in-process path instead, say so
+            print(f"local stack unavailable ({type(exc).__name__}: {exc}); using the in-process path",
+                  file=sys.stderr)
             if stack is not None:
                 stack.close()
             stack = None
@@ -97,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     ours_pps, tess_pps = p_o / max(1e-9, ours_wall), p_t / max(1e-9, tess_wall)
     print(f"\nours ({conc} document(s) in flight): {p_o} pages in {ours_wall:.1f} s wall = {ours_pps:.3f} pages/s "
           f"(mean latency {t_o / max(1, p_o):.2f} s/page), CER {100 * s_o.cer:.2f}%")
-    print(f"tesseract (one at a time): {p_t} pages in {tess_wall:.1f} s = {tess_pps:.3f} pages/s, CER {100 * s_t.cer:.2f}%")
+    print(f"tesseract (one at a time): {p_t} pages in {tess_wall:.1f} s = {tess_pps:.3f} pages/s, "
+          f"CER {100 * s_t.cer:.2f}%")
     print(f"ours_cer: {s_o.cer:.4f}")
     print(f"tesseract_cer: {s_t.cer:.4f}")
     print(f"speed_ratio: {ours_pps / max(1e-9, tess_pps):.3f}")

@@ -31,15 +31,14 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from decoder_service.sampling import SamplingParams  # noqa: E402
-from decoder_service.scheduler import DecodeEngine  # noqa: E402
+from decoder_service.sampling import SamplingParams
+from decoder_service.scheduler import DecodeEngine
+from models.deepseek_ocr2.decoder_half import DeepseekOcr2DecoderHalf
+from models.deepseek_ocr2.tiny import write_tiny_checkpoint
 
 
 def build(args: argparse.Namespace, root: pathlib.Path):
-    from transformers import DeepseekOcr2ForConditionalGeneration
-
-    from models.deepseek_ocr2.decoder_half import DeepseekOcr2DecoderHalf
-    from models.deepseek_ocr2.tiny import write_tiny_checkpoint
+    from transformers import DeepseekOcr2ForConditionalGeneration  # heavy: transformers
 
     L = args.layers
     ck = write_tiny_checkpoint(root / "ckpt", seed=0, text_config=dict(
@@ -64,9 +63,9 @@ def baseline(full, half, embeds: list[torch.Tensor], max_new: int) -> tuple[floa
     with torch.inference_mode():
         for e in embeds:
             x = e.unsqueeze(0)
-            out = full.generate(inputs_embeds=x, attention_mask=torch.ones(x.shape[:2], dtype=torch.long, device=x.device),
-                                do_sample=False, max_new_tokens=max_new, eos_token_id=sorted(half.eos_token_ids),
-                                pad_token_id=sorted(half.eos_token_ids)[0])
+            mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
+            out = full.generate(inputs_embeds=x, attention_mask=mask, do_sample=False, max_new_tokens=max_new,
+                                eos_token_id=sorted(half.eos_token_ids), pad_token_id=sorted(half.eos_token_ids)[0])
             outs.append(out[0].tolist())
     dt, dc = time.perf_counter() - t0, time.process_time() - c0
     n = sum(map(len, outs))

@@ -37,6 +37,9 @@ import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
 
+import httpx
+from PIL import Image, ImageDraw, ImageFont
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from a source checkout
 
@@ -101,8 +104,6 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def default_document() -> tuple[bytes, str, str]:
     """A white 1000 x 260 page with two printed lines, PNG bytes (name, media type)."""
-    from PIL import Image, ImageDraw, ImageFont
-
     im = Image.new("RGB", (1000, 260), "white")
     draw = ImageDraw.Draw(im)
     try:
@@ -131,8 +132,6 @@ def ensure_loopback(url: str) -> None:
 async def client_loop(client, url: str, doc: tuple[bytes, str, str], t0: float, stop_at: float,
                       out: list[Outcome]) -> None:
     """POST the document repeatedly until ``stop_at`` (monotonic seconds)."""
-    import httpx
-
     data, name, media = doc
     while time.monotonic() < stop_at:
         start = time.monotonic()
@@ -156,8 +155,6 @@ async def client_loop(client, url: str, doc: tuple[bytes, str, str], t0: float, 
 async def run_load(url: str, clients: int, duration_s: float, request_timeout_s: float,
                    doc: tuple[bytes, str, str], t0: float) -> list[Outcome]:
     """``clients`` concurrent client loops for ``duration_s`` seconds; all outcomes."""
-    import httpx
-
     out: list[Outcome] = []
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(timeout=request_timeout_s, limits=limits) as client:
@@ -184,14 +181,15 @@ def summarize(outcomes: list[Outcome], wall_s: float, rss: dict[str, list[tuple[
                        ("max", max(lat) if lat else None))},
         "throughput": {"requests_per_s": round(len(ok) / wall_s, 3) if wall_s else 0.0,
                        "pages_per_s": round(sum(o.pages for o in ok) / wall_s, 3) if wall_s else 0.0},
-        "rss_mib": {name: {"first": round(s[0][1], 1), "last": round(s[-1][1], 1), "max": round(max(v for _, v in s), 1)}
+        "rss_mib": {name: {"first": round(s[0][1], 1), "last": round(s[-1][1], 1),
+                           "max": round(max(v for _, v in s), 1)}
                     for name, s in rss.items() if s},
     }
 
 
 def plot_rss(rss: dict[str, list[tuple[float, float]]], outcomes: list[Outcome], path: pathlib.Path) -> None:
     """RSS (MiB) per process over time, and request latency over time, as a PNG."""
-    import matplotlib
+    import matplotlib  # heavy: matplotlib, only to draw the figure
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -241,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--request-timeout", type=float, default=120.0, help="seconds per request")
     ap.add_argument("--sample-interval", type=float, default=1.0, help="seconds between RSS samples")
     ap.add_argument("--keep-cache", action="store_true",
-                    help="keep the gateway's result cache on in the started stack (default: off, every request is computed)")
+                    help="keep the gateway's result cache on in the started stack "
+                    "(default: off, every request is computed)")
     ap.add_argument("--log-dir", help="keep the started processes' logs here (default: a temporary directory)")
     ap.add_argument("--out", default="bench/results/load", help="directory for summary.json and rss.png")
     args = ap.parse_args(argv)
@@ -262,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_loopback(args.url)
         url, pids = args.url.rstrip("/"), _parse_pids(args.pids)
     else:
-        from launcher.local_stack import LocalStack
+        from launcher.local_stack import LocalStack  # lazy: only when this script starts the stack
 
         # The result cache would answer every repeat of the one document: measure the models instead.
         env = {} if args.keep_cache else {"INKSTREAM_GATEWAY__STORES__CACHE_ENABLED": "false"}

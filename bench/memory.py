@@ -23,9 +23,15 @@ import sys
 import tempfile
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import httpx
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # run as a script from a checkout
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from bench.pdfgen import line_pages, make_pdf
+from launcher.local_stack import LocalStack
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def vm_hwm_bytes(pid: int) -> int:
@@ -40,10 +46,6 @@ def vm_hwm_bytes(pid: int) -> int:
 def run_once(model: pathlib.Path, pdf: bytes, n_pages: int, max_new: int,
              extra_env: dict[str, str]) -> tuple[dict[str, int], float]:
     """Start a stack, OCR ``pdf``, return ({service: peak RSS bytes}, seconds of the request)."""
-    import httpx
-
-    from launcher.local_stack import LocalStack
-
     env = {"INKSTREAM_DECODER__MAX_NEW_TOKENS": str(max_new), **extra_env}
     with LocalStack(model, gateway=True, env=env, startup_timeout_s=600) as stack:
         t0 = time.perf_counter()
@@ -70,13 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     extra_env = dict(e.split("=", 1) for e in args.env)
 
-    from bench.pdfgen import line_pages, make_pdf
-
     scratch = tempfile.TemporaryDirectory(prefix="bench-mem-")
     tmp = pathlib.Path(scratch.name)
     model = pathlib.Path(args.model) if args.model else None
     if model is None:
-        from models.deepseek_ocr2.tiny import write_tiny_checkpoint
+        from models.deepseek_ocr2.tiny import write_tiny_checkpoint  # heavy: torch + transformers
 
         model = pathlib.Path(write_tiny_checkpoint(tmp / "tiny", seed=0))
     pages = line_pages(args.shared)

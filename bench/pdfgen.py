@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import pathlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import pypdfium2 as pdfium
 from PIL import Image

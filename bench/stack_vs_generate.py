@@ -32,20 +32,25 @@ import sys
 import tempfile
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from PIL import Image
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # run as a script from a checkout
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from bench.pdfgen import line_pages
+from gateway.pipeline import Pipeline, PipelineConfig
+from gateway.types import PageInput, PipelineOptions
+from launcher.local_stack import LocalStack
+from models.registry import decoder_half_class, encoder_half_class, family_of
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def reference_pages_per_s(model_dir: pathlib.Path, images: list[bytes], mode: str, task: str,
                           max_new: int) -> tuple[float, float]:
     """(pages/s, mean generated tokens per page; NaN when the path does not report tokens) of the
     family's reference path, one page at a time in this process."""
-    import torch
-    from PIL import Image
-
-    from models.registry import decoder_half_class, encoder_half_class, family_of
+    import torch  # heavy: torch and the model code, for the in-process reference only
 
     torch.set_num_threads(1)
     family = family_of(model_dir)
@@ -75,9 +80,6 @@ def reference_pages_per_s(model_dir: pathlib.Path, images: list[bytes], mode: st
 async def stack_pages_per_s(enc: list[str], dec: list[str], images: list[bytes], mode: str, task: str,
                             max_new: int, concurrency: int) -> tuple[float, float]:
     """(pages/s, mean generated tokens per page) with ``concurrency`` closed-loop clients."""
-    from gateway.pipeline import Pipeline, PipelineConfig
-    from gateway.types import PageInput, PipelineOptions
-
     p = await Pipeline.connect(enc, dec, PipelineConfig(max_pages_in_flight=max(64, concurrency)))
     try:
         await p.wait_ready(60)
@@ -120,17 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shared", default=str(REPO.parent / "shared"), help="folder with eval/lines")
     args = ap.parse_args(argv)
 
-    from bench.pdfgen import line_pages
-    from launcher.local_stack import LocalStack
-
     scratch = tempfile.TemporaryDirectory(prefix="bench-svg-")
     model = pathlib.Path(args.model) if args.model else None
     if model is None:
-        from models.deepseek_ocr2.tiny import write_tiny_checkpoint
+        from models.deepseek_ocr2.tiny import write_tiny_checkpoint  # heavy: torch + transformers
 
         model = pathlib.Path(write_tiny_checkpoint(pathlib.Path(scratch.name) / "tiny", seed=0))
-    from models.registry import family_of
-
     if family_of(model) == "deepseek_ocr2":
         args.mode, args.task = args.mode or "base", args.task or "ocr"
     base = line_pages(args.shared)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import io
 import os
 import pathlib
@@ -45,7 +46,15 @@ from PIL import Image
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, SegmentTokens  # noqa: E402
+import grpc
+from torch.utils.flop_counter import FlopCounterMode
+
+from encoder_service.config import EncoderConfig
+from encoder_service.server import build_server
+from inkstream.lifecycle import server_options
+from inkstream.pb import encoder_pb2, encoder_pb2_grpc
+from inkstream.wire import from_wire, to_wire
+from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, SegmentTokens
 
 N_TOKENS, HIDDEN = 1120, 1280
 GLOBAL_PX, TILE_PX, N_TILES = 1024, 768, 6
@@ -62,7 +71,7 @@ class FixedTokensHalf(EncoderHalf):
         self.device, self.dtype, self.default_mode = torch.device("cpu"), torch.float32, "page"
 
     @classmethod
-    def load(cls, checkpoint_dir, device="cpu", dtype=torch.float32):  # type: ignore[override]
+    def load(cls, checkpoint_dir, device="cpu", dtype=torch.float32):
         return cls(N_TOKENS)
 
     def modes(self) -> list[ModeSpec]:
@@ -95,14 +104,6 @@ def _median_time(fn, reps: int) -> float:
 
 async def _round_trips(n_tokens: int, wire_dtype: str, pages: int) -> list[float]:
     """Seconds per page (one per timed page): one Encode stream per page, response parsed with from_wire."""
-    import grpc
-
-    from encoder_service.config import EncoderConfig
-    from encoder_service.server import build_server
-    from inkstream.lifecycle import server_options
-    from inkstream.pb import encoder_pb2, encoder_pb2_grpc
-    from inkstream.wire import from_wire
-
     cfg = EncoderConfig(host="127.0.0.1", port=0, wire_dtype=wire_dtype, max_wait_ms=0, max_batch_size=1)
     srv = await build_server(cfg, half=FixedTokensHalf(n_tokens))
     await srv.start()
@@ -110,7 +111,8 @@ async def _round_trips(n_tokens: int, wire_dtype: str, pages: int) -> list[float
     img = _tiny_png()
     times = []
     try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}", options=server_options(cfg.max_message_bytes)) as ch:
+        options = server_options(cfg.max_message_bytes)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}", options=options) as ch:
             stub = encoder_pb2_grpc.VisionEncoderStub(ch)
             for i in range(pages + 3):  # 3 warm-up pages
                 t0 = time.perf_counter()
@@ -127,8 +129,6 @@ async def _round_trips(n_tokens: int, wire_dtype: str, pages: int) -> list[float
 
 def measure_wire(pages: int) -> dict[str, dict[str, float]]:
     """Per dtype: to_wire / from_wire alone and the loopback gRPC wire time per page (seconds)."""
-    from inkstream.wire import from_wire, to_wire
-
     tokens = torch.randn(N_TOKENS, HIDDEN)
     out: dict[str, dict[str, float]] = {}
     for name, dtype in (("bfloat16", torch.bfloat16), ("float32", torch.float32)):
@@ -137,8 +137,8 @@ def measure_wire(pages: int) -> dict[str, dict[str, float]]:
         small = asyncio.run(_round_trips(1, name, pages))
         out[name] = {
             "bytes": len(msg.data),
-            "to_wire_s": _median_time(lambda: to_wire(tokens, dtype), 20),
-            "from_wire_s": _median_time(lambda: from_wire(msg, expect_last_dim=HIDDEN), 20),
+            "to_wire_s": _median_time(functools.partial(to_wire, tokens, dtype), 20),
+            "from_wire_s": _median_time(functools.partial(from_wire, msg, expect_last_dim=HIDDEN), 20),
             "round_trip_1120_s": statistics.median(big),
             "round_trip_1_s": statistics.median(small),
             # Median: typical cost on this (shared) host; minimum: least-disturbed run, the usual
@@ -151,13 +151,17 @@ def measure_wire(pages: int) -> dict[str, dict[str, float]]:
 
 def _tower():
     """Reduced-depth DeepSeek-OCR-2 vision tower at the real widths: SAM blocks [windowed, global], 1 encoder layer."""
-    from transformers.models.deepseek_ocr2.configuration_deepseek_ocr2 import DeepseekOcr2VisionConfig
+    from transformers.models.deepseek_ocr2.configuration_deepseek_ocr2 import (  # heavy: transformers
+        DeepseekOcr2VisionConfig,
+    )
     from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2VisionModel
 
     sam = dict(hidden_size=768, num_hidden_layers=2, num_attention_heads=12, image_size=GLOBAL_PX, patch_size=16,
-               window_size=14, global_attn_indexes=[1], output_channels=256, downsample_channels=[512, 896], mlp_dim=3072)
+               window_size=14, global_attn_indexes=[1], output_channels=256, downsample_channels=[512, 896],
+               mlp_dim=3072)
     enc = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=1, num_attention_heads=14,
-               num_key_value_heads=2, max_position_embeddings=4096, rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+               num_key_value_heads=2, max_position_embeddings=4096,
+               rope_parameters={"rope_type": "default", "rope_theta": 1e6})
     cfg = DeepseekOcr2VisionConfig(sam_config=sam, encoder_config=enc)
     cfg._attn_implementation = "sdpa"
     cfg.sam_config._attn_implementation = "sdpa"
@@ -168,8 +172,6 @@ def _tower():
 
 def measure_compute() -> dict[str, float]:
     """Extrapolated per-page forward seconds and FLOPs of the real-shape tower (see module doc)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     model = _tower()
     proj = torch.nn.Linear(896, HIDDEN)
     sam_blocks = list(model.sam_encoder.layers)
@@ -235,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:8s}: {w['bytes'] / 1e6:.2f} MB/page  to_wire {w['to_wire_s'] * 1e3:.2f} ms  "
             f"from_wire {w['from_wire_s'] * 1e3:.2f} ms  round trip 1120 tok {w['round_trip_1120_s'] * 1e3:.2f} ms "
             f"vs 1 tok {w['round_trip_1_s'] * 1e3:.2f} ms (medians)  -> wire {w['wire_s'] * 1e3:.2f} ms/page median, "
-            f"{w['wire_min_s'] * 1e3:.2f} ms min ({w['bytes'] / max(w['wire_s'], 1e-9) / 1e9:.2f} GB/s effective at the median)"
+            f"{w['wire_min_s'] * 1e3:.2f} ms min "
+            f"({w['bytes'] / max(w['wire_s'], 1e-9) / 1e9:.2f} GB/s effective at the median)"
         )
     if args.no_compute:
         print("denominator skipped (--no-compute)")

@@ -19,17 +19,17 @@ object or bytes. Failed calls raise the :mod:`inkstream.errors` exception for th
 from __future__ import annotations
 
 import os
-from typing import IO, AsyncIterator, Iterator, Union
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import IO
 
 import grpc
 
+from client.results import Block, DocumentSummary, JobStatus, PageError, PageResult, RecognizeResult
 from inkstream.errors import from_rpc_error
 from inkstream.lifecycle import server_options
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 
-from client.results import Block, DocumentSummary, JobStatus, PageError, PageResult, RecognizeResult
-
-Document = Union[bytes, str, os.PathLike, IO[bytes]]
+Document = bytes | str | os.PathLike | IO[bytes]
 CHUNK_BYTES = 1024 * 1024
 
 
@@ -47,7 +47,7 @@ def _item(msg: gateway_pb2.RecognizeResponse) -> PageResult | DocumentSummary:
     if msg.WhichOneof("part") == "page":
         return _page(msg.page)
     s = msg.summary
-    return DocumentSummary(s.model_id, s.pages, s.pages_ok, s.pages_error, s.document, s.seconds)
+    return DocumentSummary(s.model_id, s.pages, s.pages_ok, s.pages_error, s.document, s.seconds, s.cached)
 
 
 def _job(msg: gateway_pb2.Job) -> JobStatus:
@@ -62,22 +62,25 @@ def _requests(document: Document, options: gateway_pb2.OcrOptions, chunk_bytes: 
         for i in range(0, len(data), chunk_bytes):
             yield gateway_pb2.RecognizeRequest(chunk=data[i:i + chunk_bytes])
         return
-    own = isinstance(document, (str, os.PathLike))
-    f = open(document, "rb") if own else document  # noqa: SIM115 - closed below when opened here
-    try:
-        while chunk := f.read(chunk_bytes):
-            yield gateway_pb2.RecognizeRequest(chunk=chunk)
-    finally:
-        if own:
-            f.close()
+    if isinstance(document, (str, os.PathLike)):
+        with open(document, "rb") as f:  # opened here, so closed here (also when the stream is abandoned)
+            yield from _file_chunks(f, chunk_bytes)
+    else:
+        yield from _file_chunks(document, chunk_bytes)
 
 
-def _options(format: str, pages: str, mode: str, task: str, password: str, idempotency_key: str = ""):  # noqa: A002
+def _file_chunks(f: IO[bytes], chunk_bytes: int) -> Iterator[gateway_pb2.RecognizeRequest]:
+    while chunk := f.read(chunk_bytes):
+        yield gateway_pb2.RecognizeRequest(chunk=chunk)
+
+
+def _options(format: str, pages: str, mode: str, task: str, password: str,  # noqa: A002 - the proto field name
+             idempotency_key: str = "") -> gateway_pb2.OcrOptions:
     return gateway_pb2.OcrOptions(format=format, pages=pages, mode=mode, task=task, password=password,
                                   idempotency_key=idempotency_key)
 
 
-def _collect(items) -> RecognizeResult:  # type: ignore[no-untyped-def]
+def _collect(items: Iterable[PageResult | DocumentSummary]) -> RecognizeResult:
     res = RecognizeResult()
     for it in items:
         if isinstance(it, DocumentSummary):
@@ -94,7 +97,8 @@ def _metadata(api_key: str) -> tuple[tuple[str, str], ...] | None:
 
 class GatewayClient:
     """Blocking client. ``target`` "host:port"; ``timeout_s`` per call (None = no deadline);
-    ``api_key`` / ``credentials``: see the module docstring."""
+    ``api_key`` / ``credentials``: see the module docstring.
+    """
 
     def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES,
                  api_key: str = "", credentials: grpc.ChannelCredentials | None = None):
@@ -107,7 +111,7 @@ class GatewayClient:
         self.chunk_bytes = chunk_bytes
         self._md = _metadata(api_key)
 
-    def __enter__(self) -> "GatewayClient":
+    def __enter__(self) -> GatewayClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -117,8 +121,9 @@ class GatewayClient:
         """Close the channel."""
         self._channel.close()
 
-    def recognize_stream(self, document: Document, *, format: str = "markdown", pages: str = "",  # noqa: A002
-                         mode: str = "", task: str = "", password: str = "",
+    def recognize_stream(self, document: Document, *,
+                         format: str = "markdown",  # noqa: A002 - the API's option name
+                         pages: str = "", mode: str = "", task: str = "", password: str = "",
                          ) -> Iterator[PageResult | DocumentSummary]:
         """Page results as each page is ready (page order), then a DocumentSummary."""
         reqs = _requests(document, _options(format, pages, mode, task, password), self.chunk_bytes)
@@ -132,8 +137,10 @@ class GatewayClient:
         """All pages and the summary of ``document`` (options as in :meth:`recognize_stream`)."""
         return _collect(self.recognize_stream(document, **options))
 
-    def submit_job(self, document: Document, *, format: str = "markdown", pages: str = "", mode: str = "",  # noqa: A002
-                   task: str = "", password: str = "", idempotency_key: str = "") -> JobStatus:
+    def submit_job(self, document: Document, *,
+                   format: str = "markdown",  # noqa: A002 - the API's option name
+                   pages: str = "", mode: str = "", task: str = "", password: str = "",
+                   idempotency_key: str = "") -> JobStatus:
         """Start an asynchronous job; the same ``idempotency_key`` returns the same job."""
         reqs = _requests(document, _options(format, pages, mode, task, password, idempotency_key), self.chunk_bytes)
         try:
@@ -150,15 +157,17 @@ class GatewayClient:
         return self._unary(self._stub.CancelJob, job_id)
 
     def job_result(self, job_id: str) -> RecognizeResult:
-        """Result of a done job; raises InvalidInput while it is not done, Cancelled / the job's
-        error when it did not finish."""
+        """Result of a done job; raises InvalidInput while it is not done, JobCancelled
+        (FAILED_PRECONDITION) when it was cancelled, the job's error when it failed.
+        """
         try:
-            return _collect(_item(m) for m in self._stub.GetJobResult(gateway_pb2.JobRef(job_id=job_id),
-                                                                      timeout=self.timeout_s, metadata=self._md))
+            stream = self._stub.GetJobResult(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s,
+                                             metadata=self._md)
+            return _collect(_item(m) for m in stream)
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
-    def _unary(self, method, job_id: str) -> JobStatus:  # type: ignore[no-untyped-def]
+    def _unary(self, method, job_id: str) -> JobStatus:
         try:
             return _job(method(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
@@ -179,7 +188,7 @@ class AsyncGatewayClient:
         self.chunk_bytes = chunk_bytes
         self._md = _metadata(api_key)
 
-    async def __aenter__(self) -> "AsyncGatewayClient":
+    async def __aenter__(self) -> AsyncGatewayClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -189,8 +198,9 @@ class AsyncGatewayClient:
         """Close the channel."""
         await self._channel.close()
 
-    async def recognize_stream(self, document: Document, *, format: str = "markdown", pages: str = "",  # noqa: A002
-                               mode: str = "", task: str = "", password: str = "",
+    async def recognize_stream(self, document: Document, *,
+                               format: str = "markdown",  # noqa: A002 - the API's option name
+                               pages: str = "", mode: str = "", task: str = "", password: str = "",
                                ) -> AsyncIterator[PageResult | DocumentSummary]:
         """Page results as each page is ready (page order), then a DocumentSummary."""
         reqs = _requests(document, _options(format, pages, mode, task, password), self.chunk_bytes)
@@ -210,8 +220,10 @@ class AsyncGatewayClient:
                 res.pages.append(it)
         return res
 
-    async def submit_job(self, document: Document, *, format: str = "markdown", pages: str = "",  # noqa: A002
-                         mode: str = "", task: str = "", password: str = "", idempotency_key: str = "") -> JobStatus:
+    async def submit_job(self, document: Document, *,
+                         format: str = "markdown",  # noqa: A002 - the API's option name
+                         pages: str = "", mode: str = "", task: str = "", password: str = "",
+                         idempotency_key: str = "") -> JobStatus:
         """Start an asynchronous job; the same ``idempotency_key`` returns the same job."""
         reqs = _requests(document, _options(format, pages, mode, task, password, idempotency_key), self.chunk_bytes)
         try:
@@ -231,7 +243,9 @@ class AsyncGatewayClient:
         """Result of a done job (see :meth:`GatewayClient.job_result`)."""
         res = RecognizeResult()
         try:
-            async for msg in self._stub.GetJobResult(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s, metadata=self._md):
+            stream = self._stub.GetJobResult(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s,
+                                             metadata=self._md)
+            async for msg in stream:
                 it = _item(msg)
                 if isinstance(it, DocumentSummary):
                     res.summary = it
@@ -241,7 +255,7 @@ class AsyncGatewayClient:
             raise from_rpc_error(err) from None
         return res
 
-    async def _unary(self, method, job_id: str) -> JobStatus:  # type: ignore[no-untyped-def]
+    async def _unary(self, method, job_id: str) -> JobStatus:
         try:
             return _job(await method(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:

@@ -1,4 +1,4 @@
-"""``inkstream ocr FILE [--gateway URL] [--format markdown|text|json] [-o OUT] [--pages 1-5,9]
+"""``inkstream ocr FILE [--gateway URL] [--format markdown|text|json|hocr|pdf] [-o OUT] [--pages 1-5,9]
 [--mode M] [--task T] [--password P] [--model DIR] [--api-key K]``.
 
 Sends FILE to a running gateway's REST API (``POST /v1/ocr`` with ``Accept: application/x-ndjson``)
@@ -21,7 +21,8 @@ import json
 import os
 import pathlib
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 
@@ -37,11 +38,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="PDF, PNG, JPEG, TIFF, WebP, BMP or GIF")
     p.add_argument("--gateway", metavar="URL", help="gateway REST URL, e.g. http://127.0.0.1:8080 "
                    "(default: start a temporary local stack)")
-    p.add_argument("--format", choices=FORMATS, default="markdown", help="output format (default markdown)")
-    p.add_argument("-o", "--output", metavar="OUT", help="write the document here (default stdout)")
+    p.add_argument("--format", choices=FORMATS, default=None,
+                   help="output format (default: from -o's extension, .pdf .hocr .json .txt .md, else markdown)")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="write the document here (default stdout; format=pdf needs it)")
     p.add_argument("--pages", default="", help='1-based page selection, e.g. "1-5,9" (default all)')
     p.add_argument("--mode", default="", help="encoder resolution mode (default: the encoder's default)")
-    p.add_argument("--task", default="", help="what the model is asked to do: ocr (free OCR; the only task of the embedded compact model) or markdown (deepseek_ocr2: layout with boxes); default: the model's")
+    p.add_argument("--task", default="",
+                   help="what the model is asked to do: ocr (free OCR; the only task of the embedded compact "
+                   "model) or markdown (deepseek_ocr2: layout with boxes); default: the model's")
     p.add_argument("--password", default="", help="PDF password")
     p.add_argument("--model", metavar="DIR", help="checkpoint for the temporary local stack (default: embedded)")
     p.add_argument("--api-key", default=os.environ.get("INKSTREAM_API_KEY", ""),
@@ -80,7 +85,7 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
     RuntimeError for an answer that is not HTTP (a gRPC port, say) or a stream broken off,
     httpx.HTTPError when the gateway cannot be reached.
     """
-    from tqdm import tqdm
+    from tqdm import tqdm  # heavy: tqdm, only once a document is on its way
 
     headers = {"Accept": "application/x-ndjson"}
     if api_key:
@@ -88,29 +93,40 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
     pages: list[PageResult] = []
     summary: dict[str, Any] | None = None
     timeout = httpx.Timeout(timeout_s, connect=10.0)
-    with open(path, "rb") as f, httpx.Client(timeout=timeout) as client:
+    # The bar exists before the request is sent, so its clock (elapsed, page/s) counts the whole
+    # request: upload, and the wait for the first page, which comes with the response headers. Its
+    # total is unknown until X-Pages-Total arrives. A bar of a refused request is cleared on close.
+    with open(path, "rb") as f, httpx.Client(timeout=timeout) as client, \
+            tqdm(total=None, unit="page", file=sys.stderr, disable=not progress, desc=path.name) as bar:
         files = {"file": (path.name, f, "application/octet-stream")}
         request = client.build_request("POST", url.rstrip("/") + "/v1/ocr", files=files, data=options, headers=headers)
         try:
             r = client.send(request, stream=True)
         except httpx.RemoteProtocolError as exc:  # no HTTP status line came back
+            bar.leave = False
             raise RuntimeError(f"{url} did not answer HTTP ({exc}); is it the gateway's gRPC port? "
                                "Give its REST URL, e.g. http://127.0.0.1:8080") from None
+        except BaseException:
+            bar.leave = False
+            raise
         try:
             if r.status_code != 200:
+                bar.leave = False
                 r.read()
                 raise GatewayRefused(_error_message(r), r.status_code)
             total = int(r.headers.get("x-pages-total", "0")) or None
-            with tqdm(total=total, unit="page", file=sys.stderr, disable=not progress, desc=path.name) as bar:
-                for line in r.iter_lines():
-                    if not line.strip():
-                        continue
-                    item = json.loads(line)
-                    if "page" in item:
-                        pages.append(PageResult.from_dict(item["page"]))
-                        bar.update(1)
-                    elif "summary" in item:
-                        summary = item["summary"]
+            if total is not None:
+                bar.total = total
+                bar.refresh()
+            for line in r.iter_lines():
+                if not line.strip():
+                    continue
+                item = json.loads(line)
+                if "page" in item:
+                    pages.append(PageResult.from_dict(item["page"]))
+                    bar.update(1)
+                elif "summary" in item:
+                    summary = item["summary"]
         except httpx.RemoteProtocolError as exc:
             raise RuntimeError(f"the gateway's answer broke off after {len(pages)} page(s): {exc}") from None
         finally:
@@ -120,12 +136,57 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
     return pages, summary
 
 
+def fetch_document(url: str, path: pathlib.Path, options: dict[str, str], out: pathlib.Path, *,
+                   api_key: str = "", timeout_s: float = 3600.0) -> None:
+    """POST ``path`` to ``url``/v1/ocr and stream the answer (a binary document: format=pdf) into
+    ``out``. Raises GatewayRefused for a non-200 answer, httpx.HTTPError when unreachable.
+    """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with open(path, "rb") as f, httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0)) as client:
+        files = {"file": (path.name, f, "application/octet-stream")}
+        with client.stream("POST", url.rstrip("/") + "/v1/ocr", files=files, data=options, headers=headers) as r:
+            if r.status_code != 200:
+                r.read()
+                raise GatewayRefused(_error_message(r), r.status_code)
+            with open(out, "wb") as sink:
+                for chunk in r.iter_bytes():
+                    sink.write(chunk)
+
+
+def format_for(output: str | None) -> str:
+    """The output format an ``-o`` file name asks for by its extension (markdown when it says none)."""
+    suffix = pathlib.Path(output).suffix.lower() if output else ""
+    return _FORMAT_OF_SUFFIX.get(suffix, "markdown")
+
+
+_FORMAT_OF_SUFFIX = {".pdf": "pdf", ".hocr": "hocr", ".html": "hocr", ".xhtml": "hocr", ".json": "json",
+                     ".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown"}
+
+
+def _http_failure(url: str, exc: httpx.HTTPError, timeout_s: float) -> str:
+    """What went wrong talking to the gateway at ``url``, in words (the URL it tried included)."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"cannot reach the gateway at {url}: no answer to the connection within 10 s"
+    if isinstance(exc, httpx.ConnectError):
+        text = str(exc).lower()
+        if "refused" in text:
+            why = "connection refused (is the gateway running there? 'inkstream up' prints its URL)"
+        elif "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
+            why = "unknown host name"
+        else:
+            why = f"cannot connect ({exc})"
+        return f"cannot reach the gateway at {url}: {why}"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"the gateway at {url} did not finish the document within {timeout_s:g} s (--timeout)"
+    return f"the request to the gateway at {url} failed: {exc}"
+
+
 @contextlib.contextmanager
 def _gateway(url: str | None, model: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    from launcher.local_stack import LocalStack
+    from launcher.local_stack import LocalStack  # lazy: launcher code only without --gateway
 
     print("inkstream ocr: starting a temporary local stack (encoder, decoder, gateway) ...",
           file=sys.stderr, flush=True)
@@ -147,24 +208,38 @@ def main(argv: list[str]) -> int:
     if not path.is_file():
         print(f"inkstream ocr: {path}: no such file", file=sys.stderr)
         return 2
-    options = {"format": args.format, "pages": args.pages, "mode": args.mode, "task": args.task,
-               "password": args.password}
+    fmt = args.format or format_for(args.output)
+    if fmt == "pdf" and not args.output:
+        print("inkstream ocr: format pdf is a binary document: give the output file with -o OUT.pdf", file=sys.stderr)
+        return 2
+    # A searchable PDF is fetched after the page stream (which shows progress and page errors); the
+    # second request is answered from the gateway's result cache, so the pages are read once.
+    options = {"format": "json" if fmt == "pdf" else fmt, "pages": args.pages, "mode": args.mode,
+               "task": args.task, "password": args.password}
+    url = args.gateway or "the temporary local stack"
     try:
         with _gateway(args.gateway, args.model) as url:
             pages, summary = stream_pages(url, path, options, api_key=args.api_key, timeout_s=args.timeout,
                                           progress=not args.no_progress)
+            if fmt == "pdf":
+                fetch_document(url, path, {**options, "format": "pdf"}, pathlib.Path(args.output),
+                               api_key=args.api_key, timeout_s=args.timeout)
     except (RuntimeError, FileNotFoundError) as exc:
         print(f"inkstream ocr: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, GatewayRefused) and exc.bad_request else 1
     except httpx.HTTPError as exc:
-        print(f"inkstream ocr: cannot reach the gateway: {exc}", file=sys.stderr)
+        print(f"inkstream ocr: {_http_failure(url, exc, args.timeout)}", file=sys.stderr)
         return 1
-    if args.format == "json":
-        document = json.dumps(document_json(pages, summary.get("model_id", ""), summary.get("seconds")),
-                              ensure_ascii=False, indent=1) + "\n"
+    if fmt == "pdf":
+        document = ""
+    elif fmt == "json":
+        document = json.dumps(document_json(pages, summary.get("model_id", ""), summary.get("seconds"),
+                                            summary.get("cached")), ensure_ascii=False, indent=1) + "\n"
     else:
         document = summary.get("document", "")
-    if args.output:
+    if fmt == "pdf":
+        pass  # written by fetch_document
+    elif args.output:
         pathlib.Path(args.output).write_text(document, encoding="utf-8")
     else:
         sys.stdout.write(document)
@@ -173,6 +248,7 @@ def main(argv: list[str]) -> int:
     for p in failed:
         assert p.error is not None
         print(f"inkstream ocr: page {p.index}: {p.error.code}: {p.error.message}", file=sys.stderr)
+    cached = " (cached)" if summary.get("cached") else ""
     print(f"inkstream ocr: {len(pages) - len(failed)}/{len(pages)} pages read in {summary.get('seconds', 0):.1f} s "
-          f"({summary.get('model_id', '')})", file=sys.stderr)
+          f"({summary.get('model_id', '')}){cached}", file=sys.stderr)
     return 3 if failed else 0

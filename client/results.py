@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-FORMATS = ("markdown", "text", "json")
+FORMATS = ("markdown", "text", "json", "hocr", "pdf")
 """Output formats the gateway renders (REST ``format`` / gRPC ``OcrOptions.format``)."""
 
 Box = tuple[float, float, float, float]
@@ -20,7 +20,8 @@ Box = tuple[float, float, float, float]
 @dataclass
 class Block:
     """A region of a page: layout ``type`` ("text", "line", "title", ...), its ``text`` and ``box``
-    (x0, y0, x1, y1) in page pixels of the page's ``width`` x ``height``."""
+    (x0, y0, x1, y1) in page pixels of the page's ``width`` x ``height``.
+    """
 
     type: str
     text: str
@@ -80,7 +81,8 @@ class PageResult:
 @dataclass
 class DocumentSummary:
     """The last message of a recognition: page counts, the stitched ``document``, wall time in seconds,
-    and whether the answer came from the gateway's result cache."""
+    and whether the answer came from the gateway's result cache.
+    """
 
     model_id: str
     pages: int
@@ -115,9 +117,11 @@ class JobStatus:
     error: str
 
 
-def document_json(pages: list[PageResult], model_id: str, seconds: float | None = None) -> dict[str, Any]:
-    """The REST JSON result ``{"model_id", "pages": [...], "pages_ok", "pages_error"[, "seconds"]}``,
-    pages in index order (the same shape the gateway answers with ``format=json``)."""
+def document_json(pages: list[PageResult], model_id: str, seconds: float | None = None,
+                  cached: bool | None = None) -> dict[str, Any]:
+    """The REST JSON result ``{"model_id", "pages": [...], "pages_ok", "pages_error"[, "seconds"][, "cached"]}``,
+    pages in index order (the same shape the gateway answers with ``format=json``).
+    """
     ordered = sorted(pages, key=lambda p: p.index)
     out: dict[str, Any] = {
         "model_id": model_id,
@@ -127,4 +131,6 @@ def document_json(pages: list[PageResult], model_id: str, seconds: float | None 
     }
     if seconds is not None:
         out["seconds"] = round(seconds, 3)
+    if cached is not None:
+        out["cached"] = cached
     return out

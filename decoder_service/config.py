@@ -25,25 +25,30 @@ class DecoderConfig(BaseModel):
     model_dir: str = Field("", description="checkpoint directory (Hugging Face layout); --model overrides")
     host: str = Field("127.0.0.1", description="gRPC bind address")
     port: int = Field(50052, ge=0, le=65535, description="gRPC port; 0 = pick a free one")
-    metrics_port: int | None = Field(None, ge=0, le=65535, description="Prometheus /metrics port; None = off, 0 = free port")
+    metrics_port: int | None = Field(None, ge=0, le=65535,
+                                     description="Prometheus /metrics port; None = off, 0 = free port")
     device: str = Field("cpu", description="torch device, e.g. cpu, cuda, cuda:1")
     dtype: str = Field("float32", pattern="^(float32|float16|bfloat16)$", description="weight / activation dtype")
-    max_running: int = Field(64, ge=1, description="sequences in the running batch at most (a line-level model such as compact runs one per text line)")
+    max_running: int = Field(64, ge=1, description="sequences in the running batch at most (a line-level model "
+                                                   "such as compact runs one per text line)")
     max_waiting: int = Field(64, ge=0, description="queued sequences before RESOURCE_EXHAUSTED")
-    kv_cache_budget_tokens: int = Field(131072, ge=1, description="KV-cache admission budget over running sequences, tokens")
+    kv_cache_budget_tokens: int = Field(131072, ge=1,
+                                        description="KV-cache admission budget over running sequences, tokens")
     max_new_tokens: int = Field(4096, ge=1, description="default max_new_tokens when a request says 0, tokens")
     max_new_tokens_cap: int = Field(8192, ge=1, description="largest max_new_tokens a request may ask for, tokens")
     repetition_ngram: int = Field(20, ge=1, description="n of the n-gram loop detector, tokens")
     repetition_window: int = Field(256, ge=2, description="generated tokens the loop detector inspects")
     repetition_repeats: int = Field(3, ge=2, description="occurrences of one n-gram in the window that count as a loop")
     drain_grace_s: float = Field(60.0, ge=0, description="seconds in-flight sequences may finish after SIGTERM")
-    max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=4 * 1024 * 1024, description="gRPC message limit, bytes")
+    max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=4 * 1024 * 1024,
+                                   description="gRPC message limit, bytes")
     tls: TlsConfig = Field(default_factory=TlsConfig, description="TLS / mTLS of the gRPC port (off by default)")
 
     @model_validator(mode="after")
-    def _check(self) -> "DecoderConfig":
+    def _check(self) -> DecoderConfig:
         if self.max_new_tokens > self.max_new_tokens_cap:
-            raise ValueError(f"max_new_tokens ({self.max_new_tokens}) must not exceed max_new_tokens_cap ({self.max_new_tokens_cap})")
+            raise ValueError(f"max_new_tokens ({self.max_new_tokens}) must not exceed "
+                             f"max_new_tokens_cap ({self.max_new_tokens_cap})")
         if self.repetition_window < self.repetition_ngram * self.repetition_repeats:
             raise ValueError("repetition_window must be >= repetition_ngram * repetition_repeats")
         return self

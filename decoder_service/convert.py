@@ -23,7 +23,8 @@ FINISH_TO_PB = {
 
 def vision_tokens_from_pb(msg: tensor_pb2.Tensor, hidden: int, max_vision_tokens: int) -> torch.Tensor:
     """Wire tensor -> CPU tensor ``[n_tokens, hidden]`` (wire dtype). Raises InvalidInput naming the
-    expected shape ``[n_tokens <= max_vision_tokens, hidden]`` or the accepted dtypes."""
+    expected shape ``[n_tokens <= max_vision_tokens, hidden]`` or the accepted dtypes.
+    """
     t = from_wire(msg, expect_last_dim=hidden, max_rows=max_vision_tokens, name="vision_tokens")
     if not bool(torch.isfinite(t).all()):
         raise InvalidInput(f"vision_tokens [{t.shape[0]}, {hidden}] contain NaN or infinite values")
@@ -35,7 +36,8 @@ def check_vision_revision(vision_revision: str, own_revision: str) -> None:
     ``InfoResponse.revision``, compared by :func:`inkstream.revision.known_different`: empty or
     differently-tagged revisions pass). During a rollout of new weights, encoders and decoders of
     both revisions run side by side; decoding tokens of the other revision gives wrong text without
-    any error. Raises WeightsMismatch (UNAVAILABLE), so the gateway tries another replica."""
+    any error. Raises WeightsMismatch (UNAVAILABLE), so the gateway tries another replica.
+    """
     if known_different(vision_revision, own_revision):
         raise WeightsMismatch(f"vision tokens come from encoder weights revision {vision_revision}, but this decoder "
                           f"serves revision {own_revision}; send them to a decoder of the same checkpoint")
@@ -44,7 +46,8 @@ def check_vision_revision(vision_revision: str, own_revision: str) -> None:
 def sampling_from_pb(msg: decoder_pb2.SamplingParams, cfg: DecoderConfig) -> SamplingParams:
     """Request sampling fields -> SamplingParams; zeros take the server defaults, max_new_tokens is
     capped at ``cfg.max_new_tokens_cap``. Raises InvalidInput for out-of-range values (a negative
-    max_new_tokens is a client mistake, not "default": it reaches SamplingParams' check)."""
+    max_new_tokens is a client mistake, not "default": it reaches SamplingParams' check).
+    """
     max_new = msg.max_new_tokens if msg.max_new_tokens != 0 else cfg.max_new_tokens
     return SamplingParams(
         max_new_tokens=min(max_new, cfg.max_new_tokens_cap),

@@ -9,7 +9,7 @@ ends in U+FFFD. Work per step is bounded by the window, not by the sequence leng
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 _REPLACEMENT = "\ufffd"
 
@@ -22,7 +22,7 @@ class IncrementalDetokenizer:
     ``decode(all_ids)`` whenever the tokenizer decodes prefixes consistently.
     """
 
-    def __init__(self, decode: Callable[[Sequence[int]], str]):
+    def __init__(self, decode: Callable[[list[int]], str]):
         self._decode = decode
         self._ids: list[int] = []
         self._prefix_offset = 0  # start of the context window re-decoded each step

@@ -37,7 +37,8 @@ from inkstream.errors import InternalError
 def _layers(cache: Any) -> list[Any]:
     layers = getattr(cache, "layers", None)
     if layers is None:
-        raise InternalError(f"unsupported KV cache type {type(cache).__name__}: expected a transformers DynamicCache")
+        raise InternalError(f"unsupported KV cache type {type(cache).__name__}: "
+                            "expected a transformers DynamicCache")
     for layer in layers:
         if getattr(layer, "is_sliding", False):
             raise InternalError("sliding-window KV cache layers are not supported by the batched cache")
@@ -46,7 +47,12 @@ def _layers(cache: Any) -> list[Any]:
 
 class GrowableLayer(DynamicLayer):
     """A ``DynamicLayer`` whose ``keys`` [B, heads, S, dk] / ``values`` [B, heads, S, dv] are views
-    of buffers with spare positions (see module docstring); same results, no per-step full copy."""
+    of buffers with spare positions (see module docstring); same results, no per-step full copy.
+    """
+
+    # Set in __init__ and on every update (views of the buffers): never None, unlike the base class.
+    keys: torch.Tensor
+    values: torch.Tensor
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor):
         super().__init__()
@@ -64,10 +70,12 @@ class GrowableLayer(DynamicLayer):
         self._n = n
         self.keys, self.values = self._kbuf[..., :n, :], self._vbuf[..., :n, :]
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Append ``key_states`` [B, heads, t, dk] / ``value_states`` [B, heads, t, dv] (the layer's new
         positions) and return the whole cache (keys [B, heads, S + t, dk], values [B, heads, S + t, dv]);
-        the buffers grow by a quarter (at least 64 positions) only when full."""
+        the buffers grow by a quarter (at least 64 positions) only when full.
+        """
         t = int(key_states.shape[-2])
         if self._n + t > self._kbuf.shape[-2]:
             self._store(self.keys, self.values, extra=t)
@@ -86,8 +94,9 @@ class GrowableLayer(DynamicLayer):
         self._store(self.keys[indices, ...], self.values[indices, ...])
 
     def crop(self, tokens_to_remove: int) -> None:
-        """transformers' ``crop`` contract: a negative value drops that many positions from the end,
-        a positive one keeps the first ``tokens_to_remove`` positions."""
+        """Transformers' ``crop`` contract: a negative value drops that many positions from the end,
+        a positive one keeps the first ``tokens_to_remove`` positions.
+        """
         if tokens_to_remove < 0:
             self._store(self.keys[..., :tokens_to_remove, :], self.values[..., :tokens_to_remove, :])
         else:
@@ -129,7 +138,8 @@ class BatchedKVCache:
         """Append the rows of a fresh prefill as the last rows of the batch. ``cache`` holds ``b`` rows
         of ``L`` positions, left-padded; ``mask`` [b, L] (1 = real) marks them, or an int ``L`` for one
         unpadded row; ``rows`` picks which of the ``b`` rows join (default all, in order). Leading
-        columns that are padding in every joining row are dropped first."""
+        columns that are padding in every joining row are dropped first.
+        """
         new_layers = _layers(cache)
         dev = new_layers[0].keys.device
         if isinstance(mask, int):

@@ -13,15 +13,18 @@ import logging
 import pathlib
 import sys
 
+from decoder_service.config import DecoderConfig, load_decoder_config
 from inkstream.config import ConfigError
 from inkstream.errors import InkstreamError
 from inkstream.service_main import run_service
+from models.registry import decoder_half_class, family_of
 
 log = logging.getLogger("inkstream.decoder")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="inkstream serve decoder", description="Serve a model family's text decoder over gRPC.")
+    p = argparse.ArgumentParser(prog="inkstream serve decoder",
+                                description="Serve a model family's text decoder over gRPC.")
     p.add_argument("--model", help="checkpoint directory (Hugging Face layout with config.json)")
     p.add_argument("--config", help="YAML settings file (see decoder_service/config.py)")
     p.add_argument("--host", help="bind address (default 127.0.0.1)")
@@ -38,9 +41,6 @@ def main(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2)
         return int(exc.code or 0)
-    from decoder_service.config import load_decoder_config
-    from models.registry import decoder_half_class, family_of
-
     try:
         cfg = load_decoder_config(args.config, model_dir=args.model, host=args.host, port=args.port,
                                   metrics_port=args.metrics_port, device=args.device, dtype=args.dtype)
@@ -53,13 +53,14 @@ def main(argv: list[str]) -> int:
         print(f"inkstream serve decoder: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 2
     except ImportError as exc:
-        print(f"inkstream serve decoder: cannot import the model family for {cfg.model_dir}: {exc}", file=sys.stderr)
+        print(f"inkstream serve decoder: cannot import the model family for {cfg.model_dir}: {exc}",
+              file=sys.stderr)
         return 2
     return run_service("decoder", lambda: _serve(cfg))
 
 
-async def _serve(cfg) -> int:  # type: ignore[no-untyped-def]
-    from decoder_service.server import build_server
+async def _serve(cfg: DecoderConfig) -> int:
+    from decoder_service.server import build_server  # heavy: torch and the model code, after the checks
 
     bundle = await build_server(cfg, wait_ready=False)
     bundle.install_signal_handlers()
@@ -68,9 +69,10 @@ async def _serve(cfg) -> int:  # type: ignore[no-untyped-def]
              extra={"host": cfg.host, "port": bundle.port, "metrics_port": bundle.metrics_port})
     stopped = asyncio.create_task(bundle.lifecycle.stopped.wait())
     await asyncio.wait({bundle.ready, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    if bundle.ready.done() and bundle.ready.exception() is not None:
+    failure = bundle.ready.exception() if bundle.ready.done() else None
+    if failure is not None:
         await bundle.stop()
-        raise bundle.ready.exception()  # type: ignore[misc]
+        raise failure
     await stopped
     await bundle._stop_engine()
     return 0

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from inkstream.telemetry import meter
 
 _lock = threading.Lock()
-_engines: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_engines: weakref.WeakSet[Any] = weakref.WeakSet()
 _inst: dict[str, Any] = {}
 
 
@@ -44,20 +45,27 @@ def _instruments() -> dict[str, Any]:
         if not _inst:
             m = meter("inkstream.decoder")
             for name, attr, unit, desc in [
-                ("inkstream.decoder.sequences.running", "running_count", "{sequence}", "sequences in the running batch"),
-                ("inkstream.decoder.sequences.waiting", "waiting_count", "{sequence}", "sequences in the waiting queue"),
-                ("inkstream.decoder.kv_cache.used", "kv_used_tokens", "{token}", "KV-cache positions holding prompt + generated tokens"),
-                ("inkstream.decoder.kv_cache.reserved", "kv_reserved_tokens", "{token}", "KV-cache tokens reserved (prompt + max_new_tokens)"),
+                ("inkstream.decoder.sequences.running", "running_count", "{sequence}",
+                 "sequences in the running batch"),
+                ("inkstream.decoder.sequences.waiting", "waiting_count", "{sequence}",
+                 "sequences in the waiting queue"),
+                ("inkstream.decoder.kv_cache.used", "kv_used_tokens", "{token}",
+                 "KV-cache positions holding prompt + generated tokens"),
+                ("inkstream.decoder.kv_cache.reserved", "kv_reserved_tokens", "{token}",
+                 "KV-cache tokens reserved (prompt + max_new_tokens)"),
                 ("inkstream.decoder.kv_cache.budget", "kv_cache_budget_tokens", "{token}", "KV-cache admission budget"),
                 ("inkstream.decoder.kv_cache.usage", "kv_usage", "1", "KV-cache tokens used / budget"),
             ]:
                 m.create_observable_gauge(name, callbacks=[_observe(attr)], unit=unit, description=desc)
             _inst["ttft"] = m.create_histogram("inkstream.decoder.ttft", unit="s", description="arrival to first token",
                                                explicit_bucket_boundaries_advisory=list(TTFT_BUCKETS_S))
-            _inst["tpot"] = m.create_histogram("inkstream.decoder.tpot", unit="s", description="mean time per output token after the first",
+            _inst["tpot"] = m.create_histogram("inkstream.decoder.tpot", unit="s",
+                                               description="mean time per output token after the first",
                                                explicit_bucket_boundaries_advisory=list(TPOT_BUCKETS_S))
-            _inst["tokens"] = m.create_counter("inkstream.decoder.generated_tokens", unit="{token}", description="tokens decoded")
-            _inst["finished"] = m.create_counter("inkstream.decoder.sequences.finished", unit="{sequence}", description="sequences ended, by reason")
+            _inst["tokens"] = m.create_counter("inkstream.decoder.generated_tokens", unit="{token}",
+                                               description="tokens decoded")
+            _inst["finished"] = m.create_counter("inkstream.decoder.sequences.finished", unit="{sequence}",
+                                                 description="sequences ended, by reason")
         return _inst
 
 

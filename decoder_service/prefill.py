@@ -11,7 +11,8 @@ group's KV cache then joins the running batch as it is (``BatchedKVCache.add`` w
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -23,7 +24,8 @@ PREFILL_TOKEN_BUDGET = 8192
 
 def prefill_groups(prompt_lens: Sequence[int], budget: int = PREFILL_TOKEN_BUDGET) -> list[list[int]]:
     """Split indices 0..n-1 (in order) into runs whose ``len(run) x max(prompt_lens[run])`` stays within
-    ``budget`` tokens; a single prompt longer than the budget is a group of its own."""
+    ``budget`` tokens; a single prompt longer than the budget is a group of its own.
+    """
     groups: list[list[int]] = []
     cur: list[int] = []
     longest = 0
@@ -41,7 +43,8 @@ def prefill_groups(prompt_lens: Sequence[int], budget: int = PREFILL_TOKEN_BUDGE
 def prefill(half: DecoderHalf, embeds: Sequence[torch.Tensor]) -> tuple[torch.Tensor, Any, torch.Tensor]:
     """One left-padded forward over prompts ``embeds`` ([L_i, H] each, model dtype and device).
     Returns (last-position logits [b, V] float32, the filled KV cache, attention mask [b, L] int64).
-    Errors are those of ``half.forward``."""
+    Errors are those of ``half.forward``.
+    """
     x, mask, pos = left_pad(list(embeds))
     cache = half.new_cache()
     logits = half.forward(x, mask, pos, cache)

@@ -19,7 +19,8 @@ from models.base import DecoderHalf
 @dataclass
 class Generation:
     """Result of one sequence: generated ``token_ids`` (EOS included when it ended the sequence),
-    its ``text`` and why it stopped."""
+    its ``text`` and why it stopped.
+    """
 
     token_ids: list[int]
     text: str
@@ -34,7 +35,8 @@ def effective_max_new_tokens(half: DecoderHalf, prompt_len: int, params: Samplin
 @torch.inference_mode()
 def generate_one(half: DecoderHalf, prompt_embeds: torch.Tensor, params: SamplingParams) -> Generation:
     """Prefill ``prompt_embeds`` [L, H] (model dtype, on ``half.device``), then decode one token at a
-    time with a batch-1 KV cache until EOS, ``max_new_tokens``, or the repetition guard."""
+    time with a batch-1 KV cache until EOS, ``max_new_tokens``, or the repetition guard.
+    """
     L = int(prompt_embeds.shape[0])
     dev = prompt_embeds.device
     limit = effective_max_new_tokens(half, L, params)

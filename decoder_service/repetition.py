@@ -28,7 +28,8 @@ class NGramLoopDetector:
 
     def __init__(self, n: int, window: int, repeats: int = 3):
         if n < 1 or repeats < 2 or window < n * repeats:
-            raise ValueError(f"need n >= 1, repeats >= 2 and window >= n * repeats, got n={n}, window={window}, repeats={repeats}")
+            raise ValueError(f"need n >= 1, repeats >= 2 and window >= n * repeats, "
+                             f"got n={n}, window={window}, repeats={repeats}")
         self.n, self.window, self.repeats = n, window, repeats
         self._tokens: deque[int] = deque()
         self._pushed = 0  # tokens pushed so far; the newest token's position is _pushed - 1

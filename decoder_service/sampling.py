@@ -11,7 +11,6 @@ other sequences share the batch.
 from __future__ import annotations
 
 import math
-
 import secrets
 from dataclasses import dataclass
 

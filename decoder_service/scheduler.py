@@ -9,8 +9,8 @@ Scheduling (iteration-level, as in Orca, Yu et al., OSDI 2022, and vLLM):
 * Between two decode steps the engine drops cancelled rows, admits waiting sequences while
   ``max_running`` and the KV-cache token budget allow, prefills the newcomers together in left-padded
   groups (:mod:`decoder_service.prefill`) and merges their KV cache into the running batch
-  (:class:`~decoder_service.kv.BatchedKVCache`), then
-  runs one batched decode step for every running sequence. Finished rows leave right after the step.
+  (:class:`~decoder_service.running_batch.RunningBatch`), then runs one batched decode step for
+  every running sequence. Finished rows leave right after the step.
 * KV budget: each sequence reserves ``prompt + max_new_tokens`` tokens. A sequence is admitted when
   the sum of reservations fits ``kv_cache_budget_tokens`` *and* so does the left-padded batch's worst
   case, ``rows x longest reservation`` (the padded cache is ``rows x longest length``). Admission is
@@ -38,17 +38,15 @@ import itertools
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from decoder_service import metrics
 from decoder_service.detok import IncrementalDetokenizer
-from decoder_service.kv import BatchedKVCache
-from decoder_service.prefill import prefill, prefill_groups
 from decoder_service.reference import effective_max_new_tokens
-from decoder_service.sampling import SamplingParams, make_generator, select_token
+from decoder_service.running_batch import RunningBatch, StepResult
+from decoder_service.sampling import SamplingParams, make_generator
 from decoder_service.sequence import Seq, SequenceEvent, SequenceStream, Usage
 from decoder_service.stopping import FinishReason, StopCriteria
 from inkstream.errors import InternalError, InvalidInput, ResourceExhausted, Unavailable
@@ -57,16 +55,6 @@ from models.base import DecoderHalf
 log = logging.getLogger("inkstream.decoder.engine")
 
 __all__ = ["DecodeEngine", "SequenceEvent", "SequenceStream", "Usage", "FinishReason"]
-
-
-@dataclass
-class _StepResult:
-    """One engine iteration: per-token events, rows freed, sequences that failed, seconds taken."""
-
-    events: list[tuple[Seq, list[int], str, FinishReason | None]]
-    removed: list[Seq]
-    step_s: float
-    failed: list[Seq]
 
 
 class DecodeEngine:
@@ -88,9 +76,8 @@ class DecodeEngine:
         self.name = name
         self._ids = itertools.count(1)
         self._waiting: collections.deque[Seq] = collections.deque()
-        self._running: list[Seq] = []  # row order of the batch; replaced, never mutated in place
+        self._batch = RunningBatch(half, max_running, kv_cache_budget_tokens)  # written by the model thread only
         self._admitting: list[Seq] = []  # popped from the queue, being prefilled in the current step
-        self._batch = BatchedKVCache()
         self._work = threading.Condition()  # guards _waiting and _closed; wakes the model thread
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,27 +98,29 @@ class DecodeEngine:
 
     async def stop(self) -> None:
         """Cancel every sequence, then stop the model thread (after its step in flight)."""
-        for s in list(self._waiting) + list(self._running):
+        with self._work:  # the waiting queue is shared with the model thread
+            waiting = list(self._waiting)
+        for s in waiting + list(self._batch.rows):
             self.cancel_sequence(s)
         with self._work:
             self._closed = True
             self._work.notify_all()
         if self._thread is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
-        for s in list(self._running) + list(self._admitting):  # joined the batch during the last step
+        for s in list(self._batch.rows) + list(self._admitting):  # joined the batch during the last step
             self.cancel_sequence(s)
         if self._embedder is not None:
             self._embedder.shutdown(wait=False, cancel_futures=True)
-        self._running = []
-        self._batch = BatchedKVCache()
+        self._batch.reset()
         metrics.unregister(self)
 
     # ----------------------------------------------------------------------------- observability
     @property
     def running_count(self) -> int:
         """Sequences in the running batch or being prefilled (cancelled rows excluded: they are freed
-        before the next step)."""
-        running = self._running
+        before the next step).
+        """
+        running = self._batch.rows
         return sum(1 for s in running if not s.cancelled) + sum(
             1 for s in self._admitting if not s.cancelled and s not in running)
 
@@ -143,12 +132,12 @@ class DecodeEngine:
     @property
     def kv_reserved_tokens(self) -> int:
         """Reserved KV tokens (prompt + max_new_tokens) of the running sequences."""
-        return sum(s.reserve for s in self._running if not s.cancelled)
+        return sum(s.reserve for s in self._batch.rows if not s.cancelled)
 
     @property
     def kv_used_tokens(self) -> int:
         """KV positions holding real tokens (prompt + generated) of the running sequences."""
-        return sum(s.prompt_len + len(s.generated) for s in self._running if not s.cancelled)
+        return sum(s.prompt_len + len(s.generated) for s in self._batch.rows if not s.cancelled)
 
     @property
     def kv_usage(self) -> float:
@@ -185,13 +174,15 @@ class DecodeEngine:
 
     def retry_after_s(self) -> float:
         """Seconds until the earliest running sequence is expected to finish (0.5..30 s)."""
-        remaining = [s.max_new - len(s.generated) for s in self._running if not s.cancelled]
+        remaining = [s.max_new - len(s.generated) for s in self._batch.rows if not s.cancelled]
         est = (min(remaining) if remaining else 1) * max(self._step_ewma_s, 0.01)
         return float(min(30.0, max(0.5, est)))
 
-    async def embed(self, vision_tokens: torch.Tensor, task: str | None = None, prompt: str | None = None) -> torch.Tensor:
+    async def embed(self, vision_tokens: torch.Tensor, task: str | None = None,
+                    prompt: str | None = None) -> torch.Tensor:
         """Prompt embeddings [L, H] for vision tokens [n, H] (cast to the model dtype / device), on the
-        embedding thread. Raises InvalidInput for an unknown task (from the half)."""
+        embedding thread. Raises InvalidInput for an unknown task (from the half).
+        """
         vt = vision_tokens.to(device=self.half.device, dtype=self.half.dtype)
         assert self._embedder is not None, "engine not started"
         return await asyncio.get_running_loop().run_in_executor(self._embedder, self._embed_sync, vt, task, prompt)
@@ -203,13 +194,17 @@ class DecodeEngine:
     async def submit(self, vision_tokens: torch.Tensor, params: SamplingParams, task: str | None = None,
                      prompt: str | None = None) -> SequenceStream:
         """Embed the prompt and queue the sequence. Raises InvalidInput (bad task / too long),
-        ResourceExhausted (queue full, with retry hint), Unavailable (stopping)."""
+        ResourceExhausted (queue full, with retry hint), Unavailable (stopping).
+        """
         self.check_capacity()
         embeds = await self.embed(vision_tokens, task, prompt)
         return self.submit_embeds(embeds, params, n_vision=int(vision_tokens.shape[0]))
 
     def submit_embeds(self, embeds: torch.Tensor, params: SamplingParams, n_vision: int = 0) -> SequenceStream:
-        """Queue a sequence from prompt embeddings [L, H] (model dtype, on the model device); same errors as :meth:`submit`."""
+        """Queue a sequence from prompt embeddings [L, H] (model dtype, on the model device).
+
+        Raises the same errors as :meth:`submit`.
+        """
         self.check_capacity()
         L = int(embeds.shape[0])
         max_new = self.limit_max_new_tokens(L, params)
@@ -226,7 +221,8 @@ class DecodeEngine:
 
     def cancel_sequence(self, seq: Seq) -> None:
         """Cancel ``seq`` (idempotent; a no-op once it finished): it leaves the waiting queue or the
-        running batch at the next step and its stream ends with finish reason ``cancelled``."""
+        running batch at the next step and its stream ends with finish reason ``cancelled``.
+        """
         if seq.closed:
             return
         with self._work:
@@ -238,126 +234,32 @@ class DecodeEngine:
         metrics.finished(self, FinishReason.CANCELLED)
 
     # ----------------------------------------------------------------------------- scheduling loop
-    def _plan(self) -> list[Seq]:
-        """Pop the waiting sequences that fit now (FIFO; model thread, under the lock)."""
-        admits: list[Seq] = []
-        live = [s for s in self._running if not s.cancelled]
-        reserved = sum(s.reserve for s in live)
-        longest = max((s.reserve for s in live), default=0)
-        while self._waiting and len(live) + len(admits) < self.max_running:
-            s = self._waiting[0]
-            rows = len(live) + len(admits) + 1
-            if reserved + s.reserve > self.kv_cache_budget_tokens or rows * max(longest, s.reserve) > self.kv_cache_budget_tokens:
-                break
-            self._waiting.popleft()
-            admits.append(s)
-            reserved += s.reserve
-            longest = max(longest, s.reserve)
-        return admits
-
     def _run(self) -> None:
         """Model thread: plan, step, hand the results to the loop; sleep while there is no work."""
         assert self._loop is not None
         while True:
             with self._work:
-                # Rows stay in _running until freed, so a cancelled row also wakes the thread.
-                while not self._closed and not self._waiting and not self._running:
+                # Rows stay in the batch until freed, so a cancelled row also wakes the thread.
+                while not self._closed and not self._waiting and not self._batch.rows:
                     self._work.wait()
                 if self._closed:
                     break
-                admits = self._plan()
+                admits = self._batch.plan(self._waiting)
                 self._admitting = admits
-            result = self._compute(admits)
+            result = self._finish_step(self._batch.step(admits))
             self._admitting = []
             try:
                 self._loop.call_soon_threadsafe(self._publish, result)
             except RuntimeError:  # the event loop is closed: nobody is listening any more
                 break
 
-    def _compute(self, admits: list[Seq]) -> _StepResult:
-        """One engine iteration on the model thread: free cancelled rows, prefill newcomers, decode."""
-        t0 = time.perf_counter()
-        events: list[tuple[Seq, list[int], str, FinishReason | None]] = []
-        removed: list[Seq] = []
-        failed: list[Seq] = []
-        with torch.inference_mode():
-            self._keep(lambda s: not s.cancelled, removed)
-            live = [s for s in admits if not s.cancelled]
-            for group in prefill_groups([s.prompt_len for s in live]):
-                self._prefill_group([live[i] for i in group], events, failed)
-            removed.extend(s for s in admits if s.finish is not None or s.cancelled or s in failed)
-            try:
-                if self._running:
-                    self._decode_step(events)
-                    self._keep(lambda s: s.finish is None and not s.cancelled, removed)
-            except Exception:  # noqa: BLE001 - the batch's state is unknown: fail its rows, keep serving
-                log.exception("decode step failed", extra={"rows": len(self._running)})
-                failed.extend(self._running)
-                removed.extend(self._running)
-                self._running = []
-                self._batch = BatchedKVCache()
-        return self._finish_step(_StepResult(events, removed, time.perf_counter() - t0, failed))
-
-    def _finish_step(self, result: _StepResult) -> _StepResult:
+    def _finish_step(self, result: StepResult) -> StepResult:
         self.steps += 1
         a = 0.2  # EWMA weight of the newest step time
         self._step_ewma_s = result.step_s if not self._step_ewma_s else (1 - a) * self._step_ewma_s + a * result.step_s
         return result
 
-    def _keep(self, pred: Any, removed: list[Seq]) -> None:
-        rows = [i for i, s in enumerate(self._running) if pred(s)]
-        if len(rows) == len(self._running):
-            return
-        removed.extend(s for s in self._running if not pred(s))
-        self._batch.keep(rows)
-        self._running = [self._running[i] for i in rows]
-
-    def _prefill_group(self, group: list[Seq], events: list, failed: list[Seq]) -> None:
-        """Prefill ``group`` in one left-padded forward; on an error, retry its sequences one by one
-        so that only the sequence that breaks the model fails."""
-        try:
-            logits, cache, mask = prefill(self.half, [s.embeds for s in group])
-        except Exception:  # noqa: BLE001 - isolate the culprit below
-            if len(group) > 1:
-                for s in group:
-                    self._prefill_group([s], events, failed)
-                return
-            log.exception("prefill failed", extra={"prompt_tokens": group[0].prompt_len})
-            failed.append(group[0])
-            return
-        for j, s in enumerate(group):
-            s.embeds = None
-            self._accept(s, select_token(logits[j], s.params, s.generator), events)
-        rows = [j for j, s in enumerate(group) if s.finish is None]
-        if rows:
-            self._batch.add(cache, mask, rows)
-            self._running = [*self._running, *(group[j] for j in rows)]
-
-    def _decode_step(self, events: list) -> None:
-        rows = self._running
-        dev = self._batch.mask.device if self._batch.mask is not None else torch.device("cpu")
-        last = torch.tensor([[s.generated[-1]] for s in rows], dtype=torch.long, device=dev)
-        mask, pos = self._batch.step_inputs()
-        logits = self.half.forward(self.half.embed_tokens(last), mask, pos, self._batch.cache)
-        self._batch.commit_step(mask)
-        greedy = torch.argmax(logits, dim=-1).tolist()
-        for i, s in enumerate(rows):
-            tok = greedy[i] if s.params.greedy else select_token(logits[i], s.params, s.generator)
-            self._accept(s, tok, events)
-
-    def _accept(self, s: Seq, tok: int, events: list) -> None:
-        now = time.perf_counter()
-        s.generated.append(tok)
-        if not s.first_t:
-            s.first_t = now
-        s.last_t = now
-        s.finish = s.stop.check(tok, len(s.generated))
-        text = s.detok.push([tok])
-        if s.finish is not None:
-            text += s.detok.flush()
-        events.append((s, [tok], text, s.finish))
-
-    def _publish(self, result: _StepResult) -> None:
+    def _publish(self, result: StepResult) -> None:
         """Deliver a step's events (loop thread), merging each sequence's events of this step."""
         merged: dict[Seq, list[Any]] = {}
         for s, toks, text, fin in result.events:
@@ -378,7 +280,8 @@ class DecodeEngine:
         for s in result.failed:
             if not s.closed:
                 s.closed = True
-                s.queue.put_nowait(InternalError("the decoder failed while running this sequence; retry on another replica"))
+                s.queue.put_nowait(
+                    InternalError("the decoder failed while running this sequence; retry on another replica"))
                 metrics.finished(self, "error")
 
     def _deliver(self, s: Seq, toks: list[int], text: str, fin: FinishReason | None) -> None:

@@ -35,7 +35,8 @@ class Usage:
 @dataclass
 class SequenceEvent:
     """One delivery to a sequence's consumer: new ``token_ids`` and ``text`` (whole characters);
-    the last event has ``finish_reason`` and ``usage`` set."""
+    the last event has ``finish_reason`` and ``usage`` set.
+    """
 
     token_ids: list[int]
     text: str
@@ -46,7 +47,8 @@ class SequenceEvent:
 @dataclass(eq=False)
 class Seq:
     """Engine-side state of one sequence (identity-compared). Written by the model thread except
-    ``cancelled`` / ``closed`` / ``ttft_recorded`` (event loop). Times are ``time.perf_counter()`` s."""
+    ``cancelled`` / ``closed`` / ``ttft_recorded`` (event loop). Times are ``time.perf_counter()`` s.
+    """
 
     id: int
     embeds: torch.Tensor | None  # [L, H] until prefilled
@@ -87,7 +89,7 @@ class SequenceStream:
     sequence with ``FinishReason.CANCELLED`` and frees its KV cache before the next decode step.
     """
 
-    def __init__(self, engine: "DecodeEngine", seq: Seq):
+    def __init__(self, engine: DecodeEngine, seq: Seq):
         self._engine, self._seq = engine, seq
 
     @property
@@ -104,7 +106,7 @@ class SequenceStream:
         """Cancel (idempotent; no-op once finished)."""
         self._engine.cancel_sequence(self._seq)
 
-    def __aiter__(self) -> "SequenceStream":
+    def __aiter__(self) -> SequenceStream:
         return self
 
     async def __anext__(self) -> SequenceEvent:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import grpc
 import torch
@@ -27,6 +28,7 @@ from inkstream.lifecycle import Lifecycle, in_daemon_thread, listener_options
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
 from inkstream.wire import dtype_from_name
 from models.base import DecoderHalf
+from models.registry import decoder_half_class, family_of
 
 log = logging.getLogger("inkstream.decoder.server")
 SERVICE_NAME = decoder_pb2.DESCRIPTOR.services_by_name["TextDecoder"].full_name
@@ -34,8 +36,6 @@ SERVICE_NAME = decoder_pb2.DESCRIPTOR.services_by_name["TextDecoder"].full_name
 
 def load_half(cfg: DecoderConfig) -> DecoderHalf:
     """Load the decoder half of ``cfg.model_dir`` (family from its config.json). Raises InvalidInput."""
-    from models.registry import decoder_half_class, family_of
-
     if not cfg.model_dir:
         raise InvalidInput("no model directory given (--model DIR or model_dir in the config)")
     cls = decoder_half_class(family_of(cfg.model_dir))
@@ -108,7 +108,8 @@ async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, w
     if cfg.metrics_port is not None:
         telemetry.setup_metrics("inkstream-decoder")
         metrics_port = telemetry.serve_metrics(cfg.metrics_port, cfg.host)
-    server = grpc.aio.server(options=listener_options(cfg.max_message_bytes), interceptors=trace_interceptors.server_interceptors())
+    server = grpc.aio.server(options=listener_options(cfg.max_message_bytes),
+                             interceptors=trace_interceptors.server_interceptors())
     lifecycle = Lifecycle([SERVICE_NAME])
     lifecycle.register(server)
     await lifecycle.set_not_serving()
@@ -127,10 +128,7 @@ async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, w
         return DecodeEngine(h, max_running=cfg.max_running, max_waiting=cfg.max_waiting,
                             kv_cache_budget_tokens=cfg.kv_cache_budget_tokens, name=f"decoder:{port}")
 
-    bundle = DecoderServer(server, port, make_engine(half) if half is not None else None, lifecycle, servicer, cfg,
-                           ready=None, metrics_port=metrics_port)  # type: ignore[arg-type]
-
-    async def get_ready() -> None:
+    async def get_ready() -> None:  # runs once the loop next gets control, after ``bundle`` is bound below
         if bundle.engine is None:
             h = await in_daemon_thread(loader, cfg)
             bundle.engine = make_engine(h)
@@ -139,9 +137,11 @@ async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, w
         servicer.engine = bundle.engine
         await lifecycle.set_serving()
         log.info("decoder ready", extra={"port": port, "model_id": bundle.engine.half.model_id,
-                                         "max_running": cfg.max_running, "kv_cache_budget_tokens": cfg.kv_cache_budget_tokens})
+                                         "max_running": cfg.max_running,
+                                         "kv_cache_budget_tokens": cfg.kv_cache_budget_tokens})
 
-    bundle.ready = asyncio.create_task(get_ready(), name="decoder-ready")
+    bundle = DecoderServer(server, port, make_engine(half) if half is not None else None, lifecycle, servicer, cfg,
+                           ready=asyncio.create_task(get_ready(), name="decoder-ready"), metrics_port=metrics_port)
     if wait_ready:
         try:
             await bundle.ready

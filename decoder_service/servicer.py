@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
@@ -46,7 +47,8 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
         return self.engine
 
     @grpc_guard
-    async def Info(self, request: decoder_pb2.InfoRequest, context: grpc.aio.ServicerContext) -> decoder_pb2.InfoResponse:
+    async def Info(self, request: decoder_pb2.InfoRequest,
+                   context: grpc.aio.ServicerContext) -> decoder_pb2.InfoResponse:
         """The loaded model and limits (UNAVAILABLE while the model loads)."""
         if self.engine is None:
             raise Unavailable("this replica is still loading its model; retry shortly")
@@ -57,7 +59,8 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
                      context: grpc.aio.ServicerContext) -> AsyncIterator[decoder_pb2.DecodeResponse]:
         """Segments in, text deltas out (interleaved by segment_id) as the engine decodes them. A bad
         segment, or one sent after a drain began, gets an item error; a full decoder aborts the call
-        with RESOURCE_EXHAUSTED + retry hint; ending the call cancels its sequences."""
+        with RESOURCE_EXHAUSTED + retry hint; ending the call cancels its sequences.
+        """
         engine = self._engine()
         out: asyncio.Queue[Any] = asyncio.Queue()
         streams: list[SequenceStream] = []
@@ -84,7 +87,8 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
                         seen.add(seg)
                         self.lifecycle.check_accepting()
                         convert.check_vision_revision(req.vision_revision, engine.half.revision)
-                        vt = convert.vision_tokens_from_pb(req.vision_tokens, engine.half.hidden_size, engine.half.max_vision_tokens)
+                        vt = convert.vision_tokens_from_pb(req.vision_tokens, engine.half.hidden_size,
+                                                           engine.half.max_vision_tokens)
                         params = convert.sampling_from_pb(req.sampling, self.cfg)
                         stream = await engine.submit(vt, params, req.task or None, req.prompt or None)
                     except (InvalidInput, Unavailable) as exc:
@@ -99,7 +103,7 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
                 out.put_nowait(exc)
             except (grpc.RpcError, asyncio.CancelledError):
                 raise
-            except Exception as exc:  # noqa: BLE001 - a bug: abort with INTERNAL (logged)
+            except Exception as exc:  # a bug: abort with INTERNAL (logged)
                 log.exception("decode request reader failed")
                 out.put_nowait(InternalError(f"internal error ({type(exc).__name__})"))
             finally:

@@ -12,7 +12,7 @@ from decoder_service.repetition import NGramLoopDetector
 from decoder_service.sampling import SamplingParams
 
 
-class FinishReason(str, enum.Enum):
+class FinishReason(enum.StrEnum):
     """Why a sequence ended (values match the gateway's ``finish_reason`` strings)."""
 
     STOP = "stop"  # an end-of-sequence token was generated (it is the last token id)

@@ -7,7 +7,8 @@ Flow of one page (:meth:`MicroBatcher.submit`):
    ResourceExhausted carrying a retry hint (never unbounded queueing).
 2. **Decode + preprocess** off the event loop in a thread pool (:func:`images.decode_page`, then
    ``half.preprocess``). Bad bytes / unknown mode -> InvalidInput for this page only.
-3. **Queue** by ``PreparedPage.batch_key`` (pages whose tensors can be stacked).
+3. **Queue** by ``PreparedPage.batch_key`` (pages whose tensors can be stacked), in a
+   :class:`~encoder_service.batch_queue.BatchQueue`.
 4. **Batch**: a group is run when it holds ``max_batch_size`` pages, or when its oldest page has
    waited ``max_wait_ms``; among ready groups the one with the oldest page goes first (FIFO across
    groups, so one busy shape cannot starve another). This is the dynamic batching of Triton
@@ -29,11 +30,19 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any
 
+from encoder_service.batch_queue import BatchQueue, QueuedPage
 from encoder_service.images import decode_page
 from encoder_service.metrics import EncoderMetrics
-from inkstream.errors import Cancelled, InkstreamError, InternalError, ResourceExhausted, Unavailable, as_inkstream_error
+from inkstream.errors import (
+    Cancelled,
+    InkstreamError,
+    InternalError,
+    ResourceExhausted,
+    Unavailable,
+    as_inkstream_error,
+)
 from models.base import EncodedPage, EncoderHalf, PreparedPage
 
 log = logging.getLogger("inkstream.encoder.batcher")
@@ -52,20 +61,13 @@ class BatchLimits:
 
 
 @dataclass
-class PageResult:
-    """One encoded page and its admission-to-result time (seconds)."""
+class TimedPage:
+    """What :meth:`MicroBatcher.submit` returns: the EncodedPage (its vision-token segments) and its
+    admission-to-result time (seconds).
+    """
 
     page: EncodedPage
     seconds: float
-
-
-@dataclass(eq=False)
-class _Item:
-    prepared: PreparedPage
-    future: asyncio.Future
-    enqueued_at: float  # loop.time(), seconds
-    stream_id: Any = None
-    released: bool = False  # admission slot given back (entered a forward pass or left the queue)
 
 
 @dataclass
@@ -86,14 +88,14 @@ class MicroBatcher:
         self.metrics = metrics or EncoderMetrics()
         self.stats = BatcherStats()
         self._half: EncoderHalf | None = None
-        self._groups: dict[Hashable, collections.deque[_Item]] = {}
+        self._queue = BatchQueue(limits.max_batch_size, limits.max_wait_ms / 1000.0)
         self._pending = 0  # admitted, not yet inside a forward pass
         self._inflight = 0  # admitted, not yet answered
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closed = False
         self._forward_ema_s: float | None = None
-        self._running: list[_Item] = []  # the batch inside the forward pass
+        self._running: list[QueuedPage] = []  # the batch inside the forward pass
         self._prep_pool = ThreadPoolExecutor(limits.preprocess_threads, thread_name_prefix="encoder-prep")
         self._fwd_pool = ThreadPoolExecutor(1, thread_name_prefix="encoder-forward")
 
@@ -113,12 +115,10 @@ class MicroBatcher:
                 await self._task
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
                 pass
-        for group in self._groups.values():
-            for it in group:
-                self._release(it)
-                if not it.future.done():
-                    it.future.set_exception(Unavailable("the encoder is shutting down; retry on another replica"))
-        self._groups.clear()
+        for it in self._queue.clear():
+            self._release(it)
+            if not it.future.done():
+                it.future.set_exception(Unavailable("the encoder is shutting down; retry on another replica"))
         for it in running:  # the forward thread may still finish; nobody waits for it
             if not it.future.done():
                 it.future.set_exception(Unavailable("the encoder stopped during this page's forward pass; retry"))
@@ -164,7 +164,7 @@ class MicroBatcher:
             )
 
     # ----------------------------------------------------------------- submit
-    async def submit(self, image: bytes, mode: str = "", *, stream_id: Any = None) -> PageResult:
+    async def submit(self, image: bytes, mode: str = "", *, stream_id: Any = None) -> TimedPage:
         """Encode one page image (PNG/JPEG bytes) in mode ``mode`` (``""`` = the half's default).
 
         Returns the EncodedPage (vision tokens [n_tokens, H] per segment, model dtype, CPU) and the
@@ -184,20 +184,20 @@ class MicroBatcher:
         self._inflight += 1
         self.metrics.queue_depth.add(1, self.metrics.attrs)
         self.metrics.inflight.add(1, self.metrics.attrs)
-        item: _Item | None = None
+        item: QueuedPage | None = None
         try:
             prepared = await loop.run_in_executor(self._prep_pool, self._prepare, image, mode)
             if self._closed:
                 raise Unavailable("the encoder is shutting down; retry on another replica")
-            item = _Item(prepared, loop.create_future(), loop.time(), stream_id)
-            self._groups.setdefault(prepared.batch_key, collections.deque()).append(item)
+            item = QueuedPage(prepared, loop.create_future(), loop.time(), stream_id)
+            self._queue.push(item)
             self._wake.set()
             page = await item.future
             seconds = loop.time() - start
             self.metrics.latency.record(seconds, self.metrics.attrs)
             self.metrics.pages.add(1, self.metrics.attrs)
-            return PageResult(page, seconds)
-        except Exception as exc:  # noqa: BLE001 - mapped to the error map (CancelledError passes)
+            return TimedPage(page, seconds)
+        except Exception as exc:  # mapped to the error map (CancelledError passes)
             err = as_inkstream_error(exc)
             self.metrics.reject(err.code_name)
             if err is not exc:
@@ -209,7 +209,7 @@ class MicroBatcher:
                 self._pending -= 1
                 self.metrics.queue_depth.add(-1, self.metrics.attrs)
             else:  # cancelled while queued: leave the queue; no-op once it entered a forward pass
-                self._dequeue(item)
+                self._queue.remove(item)
                 self._release(item)
             self._inflight -= 1
             self.metrics.inflight.add(-1, self.metrics.attrs)
@@ -218,28 +218,16 @@ class MicroBatcher:
         """Worker thread: bytes -> RGB page -> PreparedPage (CPU tensors)."""
         half = self._half
         assert half is not None
-        rgb = decode_page(image, max_image_bytes=self.limits.max_image_bytes, max_image_pixels=self.limits.max_image_pixels)
+        rgb = decode_page(image, max_image_bytes=self.limits.max_image_bytes,
+                          max_image_pixels=self.limits.max_image_pixels)
         return half.preprocess(rgb, mode or half.default_mode)
 
-    def _release(self, item: _Item) -> None:
+    def _release(self, item: QueuedPage) -> None:
         """Give back ``item``'s admission slot exactly once."""
         if not item.released:
             item.released = True
             self._pending -= 1
             self.metrics.queue_depth.add(-1, self.metrics.attrs)
-
-    def _dequeue(self, item: _Item) -> bool:
-        """Remove ``item`` from its queue; True when it was still queued."""
-        group = self._groups.get(item.prepared.batch_key)
-        if group is None:
-            return False
-        try:
-            group.remove(item)
-        except ValueError:
-            return False
-        if not group:
-            del self._groups[item.prepared.batch_key]
-        return True
 
     def cancel_stream(self, stream_id: Any) -> int:
         """Fail every queued page of ``stream_id`` with Cancelled; returns how many were queued.
@@ -247,43 +235,21 @@ class MicroBatcher:
         (The pages' ``submit`` calls then release their admission slots.)
         """
         n = 0
-        for group in list(self._groups.values()):
-            for it in list(group):
-                if it.stream_id == stream_id and not it.future.done():
-                    it.future.set_exception(Cancelled("the request stream was cancelled"))
-                    n += 1
+        for it in self._queue:
+            if it.stream_id == stream_id and not it.future.done():
+                it.future.set_exception(Cancelled("the request stream was cancelled"))
+                n += 1
         return n
 
     # ----------------------------------------------------------------- scheduling
-    def _ready_batch(self, now: float) -> list[_Item] | None:
-        """Pop the next batch: full groups or expired windows, oldest head page first."""
-        wait_s = self.limits.max_wait_ms / 1000.0
-        best_key, best_t = None, math.inf
-        for key, group in self._groups.items():
-            live = [it for it in group if not it.future.done()]
-            if not live:
-                continue
-            head_t = live[0].enqueued_at
-            if (len(live) >= self.limits.max_batch_size or now - head_t >= wait_s) and head_t < best_t:
-                best_key, best_t = key, head_t
-        if best_key is None:
-            return None
-        group = self._groups[best_key]
-        batch: list[_Item] = []
-        while group and len(batch) < self.limits.max_batch_size:
-            it = group.popleft()
+    def _ready_batch(self, now: float) -> list[QueuedPage] | None:
+        """Pop the next batch (see :meth:`BatchQueue.pop_ready`), giving back the popped pages'
+        admission slots; None when no group is ready.
+        """
+        batch, popped = self._queue.pop_ready(now)
+        for it in popped:
             self._release(it)
-            if not it.future.done():  # skip pages of cancelled streams
-                batch.append(it)
-        if not group:
-            del self._groups[best_key]
         return batch or None
-
-    def _next_deadline(self, now: float) -> float | None:
-        heads = [g[0].enqueued_at for g in self._groups.values() if g]
-        if not heads:
-            return None
-        return max(0.0, min(heads) + self.limits.max_wait_ms / 1000.0 - now)
 
     async def _schedule(self) -> None:
         loop = asyncio.get_running_loop()
@@ -292,16 +258,16 @@ class MicroBatcher:
             if batch is None:
                 self._purge_done()
                 self._wake.clear()
-                timeout = self._next_deadline(loop.time())
+                timeout = self._queue.next_deadline(loop.time())
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 continue
             self._running = batch
             try:
                 await self._forward(batch)
-            except Exception as exc:  # noqa: BLE001 - a bug here must fail the batch, not stall the queue
+            except Exception as exc:  # a bug here must fail the batch, not stall the queue
                 log.exception("batch scheduling failed")
                 for it in batch:
                     if not it.future.done():
@@ -311,14 +277,10 @@ class MicroBatcher:
 
     def _purge_done(self) -> None:
         """Drop queue heads whose page already failed (cancelled stream); their submit released them."""
-        for key in list(self._groups):
-            group = self._groups[key]
-            while group and group[0].future.done():
-                self._release(group.popleft())
-            if not group:
-                del self._groups[key]
+        for it in self._queue.purge_done():
+            self._release(it)
 
-    async def _forward(self, batch: list[_Item]) -> None:
+    async def _forward(self, batch: list[QueuedPage]) -> None:
         loop = asyncio.get_running_loop()
         half = self._half
         assert half is not None
@@ -336,8 +298,9 @@ class MicroBatcher:
                 results = []
                 for it in batch:
                     try:
-                        results.append((await loop.run_in_executor(self._fwd_pool, half.encode_batch, [it.prepared]))[0])
-                    except Exception as one:  # noqa: BLE001
+                        one_page = await loop.run_in_executor(self._fwd_pool, half.encode_batch, [it.prepared])
+                        results.append(one_page[0])
+                    except Exception as one:  # noqa: BLE001 - this page's failure, set on its future below
                         results.append(one)
         elapsed = time.perf_counter() - t0
         self._forward_ema_s = elapsed if self._forward_ema_s is None else 0.8 * self._forward_ema_s + 0.2 * elapsed
@@ -346,7 +309,7 @@ class MicroBatcher:
         self.stats.forward_seconds += elapsed
         self.metrics.batch_size.record(len(batch), self.metrics.attrs)
         self.metrics.forward.record(elapsed, self.metrics.attrs)
-        for it, res in zip(batch, results):
+        for it, res in zip(batch, results, strict=True):  # one result per page (checked above)
             if it.future.done():
                 continue
             if isinstance(res, BaseException):

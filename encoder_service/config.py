@@ -21,7 +21,8 @@ Defaults, and where they come from:
 from __future__ import annotations
 
 import pathlib
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -50,13 +51,14 @@ class EncoderConfig(BaseModel):
     max_queue_pages: int = Field(64, ge=1, description="admitted pages waiting for a forward before RESOURCE_EXHAUSTED")
     max_image_bytes: int = Field(20 * 1024 * 1024, ge=1024, description="largest page image, bytes")
     max_image_pixels: int = Field(40_000_000, ge=1, description="largest page image, width x height pixels")
-    max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=4 * 1024 * 1024, description="gRPC message limit, bytes")
+    max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=4 * 1024 * 1024,
+                                   description="gRPC message limit, bytes")
     preprocess_threads: int = Field(2, ge=1, le=64, description="threads decoding + preprocessing pages")
     drain_grace_s: float = Field(30.0, ge=0, description="seconds in-flight pages may take after SIGTERM")
     tls: TlsConfig = Field(default_factory=TlsConfig, description="TLS / mTLS of the gRPC port (off by default)")
 
     @model_validator(mode="after")
-    def _limits_consistent(self) -> "EncoderConfig":
+    def _limits_consistent(self) -> EncoderConfig:
         # An EncodeRequest carries the image plus a few bytes of fields; it must fit one message.
         if self.max_image_bytes + 4096 > self.max_message_bytes:
             raise ValueError(

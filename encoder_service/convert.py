@@ -53,7 +53,8 @@ def encode_response(
     page_index: int, page: EncodedPage, *, wire_dtype: torch.dtype, model_id: str, seconds: float, revision: str = ""
 ) -> encoder_pb2.EncodeResponse:
     """EncodedPage -> EncodeResponse; each segment's vision tokens [n_tokens, H] cast to ``wire_dtype``;
-    ``revision``: the weights fingerprint, which decoders check (DecodeRequest.vision_revision)."""
+    ``revision``: the weights fingerprint, which decoders check (DecodeRequest.vision_revision).
+    """
     resp = encoder_pb2.EncodeResponse(
         page_index=page_index,
         width=page.width,
@@ -78,7 +79,8 @@ def encode_response(
     return resp
 
 
-def error_response(page_index: int, exc: InkstreamError, *, model_id: str, seconds: float = 0.0) -> encoder_pb2.EncodeResponse:
+def error_response(page_index: int, exc: InkstreamError, *, model_id: str,
+                   seconds: float = 0.0) -> encoder_pb2.EncodeResponse:
     """A per-page failure: ``error`` = (code name, message, retry hint); no segments."""
     return encoder_pb2.EncodeResponse(
         page_index=page_index,

@@ -19,6 +19,7 @@ import warnings
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from inkstream.decode_errors import image_problem
 from inkstream.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
 from models.images import to_rgb
 
@@ -50,7 +51,7 @@ def decode_page(data: bytes, *, max_image_bytes: int, max_image_pixels: int) -> 
         # Pillow warns (and errors at 2x) on its own bomb threshold; our limit is checked below.
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
-            im = Image.open(io.BytesIO(data), formats=[fmt])
+            im: Image.Image = Image.open(io.BytesIO(data), formats=[fmt])
             w, h = im.size
             if w < 1 or h < 1:
                 raise InvalidInput(f"page image has an empty size {w}x{h} pixels")
@@ -61,9 +62,11 @@ def decode_page(data: bytes, *, max_image_bytes: int, max_image_pixels: int) -> 
             im.load()
             im = ImageOps.exif_transpose(im) or im
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-            raise PayloadTooLarge(f"page image exceeds the decompression-bomb limit of {max_image_pixels} pixels") from None
+            raise PayloadTooLarge(
+                f"page image exceeds the decompression-bomb limit of {max_image_pixels} pixels") from None
         except InvalidInput:
             raise
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as exc:
-            raise InvalidInput(f"page image could not be decoded as {fmt}: it is corrupt or truncated ({exc})") from None
+            raise InvalidInput(
+                f"page image could not be decoded as {fmt}: {image_problem(exc, 'page image')}") from None
     return to_rgb(im)

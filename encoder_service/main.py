@@ -16,6 +16,7 @@ from encoder_service.server import build_server
 from inkstream.config import ConfigError
 from inkstream.errors import InkstreamError
 from inkstream.service_main import run_service
+from models.registry import family_of
 
 log = logging.getLogger("inkstream.encoder")
 
@@ -38,8 +39,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check_model_dir(cfg: EncoderConfig) -> str | None:
     """Return an error message when the model directory is missing or not a known family."""
-    from models.registry import family_of
-
     if not cfg.model_dir:
         return "no model directory: pass --model DIR (or set model_dir in the config file)"
     try:

@@ -20,8 +20,8 @@ import asyncio
 import io
 import logging
 import pathlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import grpc
 from PIL import Image, ImageDraw
@@ -37,6 +37,7 @@ from inkstream.lifecycle import Lifecycle, in_daemon_thread, listener_options
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 from inkstream.wire import dtype_from_name
 from models.base import EncoderHalf
+from models.registry import encoder_half_class, family_of
 
 log = logging.getLogger("inkstream.encoder.server")
 
@@ -49,8 +50,6 @@ def load_half(config: EncoderConfig) -> EncoderHalf:
 
     Raises InvalidInput for a missing / unknown checkpoint directory.
     """
-    from models.registry import encoder_half_class, family_of
-
     if not config.model_dir:
         raise InvalidInput("no model directory configured (--model DIR or model_dir in the config file)")
     model_dir = pathlib.Path(config.model_dir)
@@ -106,7 +105,8 @@ class EncoderServer:
 
     async def start(self) -> None:
         """Open the port (readiness NOT_SERVING, liveness SERVING) and begin loading + warm-up in the
-        background."""
+        background.
+        """
         await self.lifecycle.set_not_serving()
         await self.lifecycle.set_alive()
         await self.server.start()
@@ -199,7 +199,8 @@ async def build_server(
     )
     batcher = MicroBatcher(limits, metrics)
     lifecycle = Lifecycle([SERVICE_NAME])
-    server = grpc.aio.server(options=listener_options(config.max_message_bytes), interceptors=trace_interceptors.server_interceptors())
+    server = grpc.aio.server(options=listener_options(config.max_message_bytes),
+                             interceptors=trace_interceptors.server_interceptors())
     servicer = VisionEncoderServicer(batcher, lifecycle, config.max_message_bytes)
     encoder_pb2_grpc.add_VisionEncoderServicer_to_server(servicer, server)
     lifecycle.register(server)

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
 from encoder_service.batcher import MicroBatcher
 from encoder_service.convert import ServiceInfo, encode_response, error_response, info_response, page_request
-from inkstream.errors import InkstreamError, InternalError, InvalidInput, Unavailable, as_inkstream_error, grpc_guard
 from inkstream import tracing
+from inkstream.errors import InkstreamError, InternalError, InvalidInput, Unavailable, as_inkstream_error, grpc_guard
 from inkstream.lifecycle import Lifecycle
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 
@@ -54,9 +55,11 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
         self.info: ServiceInfo | None = None
 
     @grpc_guard
-    async def Info(self, request: encoder_pb2.InfoRequest, context: grpc.aio.ServicerContext) -> encoder_pb2.InfoResponse:
+    async def Info(self, request: encoder_pb2.InfoRequest,
+                   context: grpc.aio.ServicerContext) -> encoder_pb2.InfoResponse:
         """Model id / revision / family / hidden size / wire dtype / modes and the service limits;
-        UNAVAILABLE until the model is loaded."""
+        UNAVAILABLE until the model is loaded.
+        """
         if self.info is None:
             raise Unavailable("the encoder is still loading its model; retry shortly")
         return info_response(self.info)
@@ -125,7 +128,8 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
                 task.cancel()
             self.batcher.cancel_stream(stream_id)
 
-    async def _page(self, index: int, image: bytes, mode: str, info: ServiceInfo, stream_id: object) -> encoder_pb2.EncodeResponse:
+    async def _page(self, index: int, image: bytes, mode: str, info: ServiceInfo,
+                    stream_id: object) -> encoder_pb2.EncodeResponse:
         """Encode one page into its EncodeResponse; any failure becomes a per-page ``error``."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()
@@ -137,18 +141,19 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
                     raise Unavailable("this replica started draining; retry this page on another replica")
                 res = await self.batcher.submit(image, mode, stream_id=stream_id)
                 resp = await asyncio.to_thread(
-                    encode_response, index, res.page, wire_dtype=info.wire_dtype, model_id=info.model_id, seconds=res.seconds,
-                    revision=info.revision
+                    encode_response, index, res.page, wire_dtype=info.wire_dtype, model_id=info.model_id,
+                    seconds=res.seconds, revision=info.revision
                 )
                 size = resp.ByteSize()
                 if size + _RESPONSE_OVERHEAD_BYTES > self.max_message_bytes:
                     raise InternalError(
                         f"page {index}: its vision tokens need {size} bytes on the wire, above this encoder's "
-                        f"max_message_bytes ({self.max_message_bytes}); raise max_message_bytes or use a 2-byte wire_dtype"
+                        f"max_message_bytes ({self.max_message_bytes}); raise max_message_bytes or use a 2-byte "
+                        "wire_dtype"
                     )
                 span.set_attribute("inkstream.n_vision_tokens", res.page.n_vision_tokens)
                 return resp
-            except Exception as exc:  # noqa: BLE001 - converted into a per-page error (CancelledError passes)
+            except Exception as exc:  # converted into a per-page error (CancelledError passes)
                 err = as_inkstream_error(exc)
                 if not isinstance(exc, InkstreamError):
                     log.error("page %d failed", index, exc_info=exc)

@@ -60,7 +60,8 @@ class PageBudget:
 
     def freed(self) -> asyncio.Future:
         """A future resolved at the next :meth:`give` (registered at once, so no wake-up is lost;
-        the slot may be taken by someone else first: re-check with :meth:`try_take`)."""
+        the slot may be taken by someone else first: re-check with :meth:`try_take`).
+        """
         f = asyncio.get_running_loop().create_future()
         self._waiters = [w for w in self._waiters if not w.done()]  # drop cancelled ones
         self._waiters.append(f)
@@ -82,14 +83,14 @@ class Ticket:
     Used as the async context manager returned by :meth:`Admission.admit`.
     """
 
-    def __init__(self, admission: "Admission", request_id: str):
+    def __init__(self, admission: Admission, request_id: str):
         self.admission = admission
         self.request_id = request_id
         self.held = 0
         self.inflight = 0
         self.closed = False
 
-    async def __aenter__(self) -> "Ticket":
+    async def __aenter__(self) -> Ticket:
         self.admission._enter(self)
         return self
 
@@ -98,7 +99,8 @@ class Ticket:
 
     def try_start_page(self, per_request_limit: int) -> bool:
         """Claim a slot for one more page: an idle held slot, else borrow a free one (up to
-        ``per_request_limit`` pages in flight for this request)."""
+        ``per_request_limit`` pages in flight for this request).
+        """
         if self.closed or self.inflight >= per_request_limit:
             return False
         if self.inflight < self.held:

@@ -33,12 +33,13 @@ import os
 import pathlib
 import threading
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import grpc
 from fastapi import HTTPException, Request
 
-from inkstream.tls import TlsConfig, channel_credentials, open_channel, server_credentials  # noqa: F401 (re-export)
+from inkstream.tls import TlsConfig, channel_credentials, open_channel, server_credentials  # re-export
 
 __all__ = [
     "ApiKeys", "load_api_keys", "key_from_headers", "ApiKeyMiddleware", "require_api_key", "ApiKeyInterceptor",
@@ -50,6 +51,8 @@ log = logging.getLogger("inkstream.gateway.auth")
 MIN_KEY_CHARS = 16
 FAILURE_MESSAGE = "missing or invalid API key"
 OPEN_PATHS = ("/healthz", "/readyz", "/livez", "/metrics")
+#: routes of the OpenAI-compatible API (:mod:`gateway.openai_api`): their 401 has OpenAI's error shape.
+OPENAI_PATHS = ("/v1/models", "/v1/chat/completions")
 OPEN_GRPC_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 
@@ -90,7 +93,7 @@ class ApiKeys:
         return len(self._digests)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], reload_interval_s: float = 10.0) -> "ApiKeys":
+    def from_file(cls, path: str | os.PathLike[str], reload_interval_s: float = 10.0) -> ApiKeys:
         """Keys from a file, one per line (``#`` comments and blank lines ignored)."""
         p = pathlib.Path(path)
         if not p.is_file():
@@ -161,12 +164,15 @@ class ApiKeyMiddleware:
     Install: ``app.add_middleware(ApiKeyMiddleware, keys=load_api_keys())``.
     """
 
-    def __init__(self, app: Any, keys: ApiKeys | None, open_paths: Sequence[str] = OPEN_PATHS):
+    def __init__(self, app: Any, keys: ApiKeys | None, open_paths: Sequence[str] = OPEN_PATHS,
+                 openai_paths: Sequence[str] = OPENAI_PATHS):
         self.app = app
         self.keys = keys
         self.open_paths = tuple(open_paths)
+        self.openai_paths = tuple(openai_paths)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        """ASGI entry point: pass the request on, or answer 401 (see the class docstring)."""
         if self.keys is None or scope.get("type") != "http" or scope.get("path", "") in self.open_paths:
             await self.app(scope, receive, send)
             return
@@ -174,14 +180,18 @@ class ApiKeyMiddleware:
         if self.keys.check(key_from_headers(headers)):
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"error": {"code": "UNAUTHENTICATED", "reason": "UNAUTHENTICATED", "message": FAILURE_MESSAGE}}).encode()
+        error: dict[str, Any] = {"code": "UNAUTHENTICATED", "reason": "UNAUTHENTICATED", "message": FAILURE_MESSAGE}
+        if scope.get("path", "") in self.openai_paths:  # OpenAI clients read their own error shape
+            error = {"message": FAILURE_MESSAGE, "type": "invalid_request_error", "param": None,
+                     "code": "invalid_api_key"}
+        body = json.dumps({"error": error}).encode()
         await send({"type": "http.response.start", "status": 401, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"www-authenticate", b'Bearer realm="inkstream"')]})
         await send({"type": "http.response.body", "body": body})
 
 
-def require_api_key(keys: ApiKeys | None):  # type: ignore[no-untyped-def]
+def require_api_key(keys: ApiKeys | None):
     """FastAPI dependency for single routes: ``Depends(require_api_key(keys))`` -> 401 on failure."""
     async def dependency(request: Request) -> None:
         if keys is None:
@@ -202,7 +212,7 @@ async def _deny(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> 
     await context.abort(grpc.StatusCode.UNAUTHENTICATED, FAILURE_MESSAGE)
 
 
-async def _deny_stream(request_or_iterator: Any, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def]
+async def _deny_stream(request_or_iterator: Any, context: grpc.aio.ServicerContext):
     await context.abort(grpc.StatusCode.UNAUTHENTICATED, FAILURE_MESSAGE)
     yield  # pragma: no cover - abort raises
 
@@ -217,7 +227,8 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, keys: ApiKeys | None):
         self.keys = keys
 
-    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+    async def intercept_service(self, continuation, handler_call_details):
+        """The method's handler, or one that aborts with UNAUTHENTICATED when the key is missing / wrong."""
         handler = await continuation(handler_call_details)
         if handler is None or self.keys is None or handler_call_details.method.startswith(OPEN_GRPC_PREFIXES):
             return handler

@@ -25,9 +25,15 @@ _PREFIX = "cache"
 EVICT_EVERY = 32
 
 
-def cache_key(doc_sha256: str, model_id: str, mode: str, task: str, indices: list[int]) -> str:
-    """Hex key for the page results of one document under one model and options."""
-    material = json.dumps([doc_sha256, model_id, mode, task, indices], separators=(",", ":"))
+def cache_key(doc_sha256: str, model_id: str, mode: str, task: str, indices: list[int],
+              max_new_tokens: int = 0) -> str:
+    """Hex key for the page results of one document under one model and options (a token limit
+    other than the decoder's default is part of the key).
+    """
+    parts: list[object] = [doc_sha256, model_id, mode, task, indices]
+    if max_new_tokens:
+        parts.append(max_new_tokens)
+    material = json.dumps(parts, separators=(",", ":"))
     return hashlib.sha256(material.encode()).hexdigest()
 
 
@@ -44,7 +50,8 @@ def cacheable(pages: list[PageResult]) -> bool:
 
 class ResultCache:
     """Page-result cache on a :class:`gateway.stores.ResultStore` (blobs ``cache/<key>.json``).
-    ``ttl_s`` seconds per entry, at most about ``max_entries`` entries, ``lookups`` an optional counter."""
+    ``ttl_s`` seconds per entry, at most about ``max_entries`` entries, ``lookups`` an optional counter.
+    """
 
     def __init__(self, store: ResultStore, ttl_s: float, max_entries: int, lookups: Any = None):
         self.store = store

@@ -14,7 +14,8 @@ Default limits, and why:
 * ``min_page_side_px`` 8: smaller images carry nothing readable (422 "image too small").
 
 The ``pipeline:`` section (pages in flight, per-request window, encode / decode timeouts, retries)
-belongs to :class:`gateway.pipeline.PipelineConfig` and is validated by it when this loads.
+is :class:`gateway.pipeline_config.PipelineConfig`, validated with the rest
+(``INKSTREAM_GATEWAY__PIPELINE__MAX_PAGES_IN_FLIGHT=32``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gateway.pipeline_config import PipelineConfig
 from inkstream.config import load_config
 from inkstream.tls import TlsConfig, channel_credentials
 
@@ -46,8 +48,9 @@ class Stores(BaseModel):
     """Where jobs, results and the cache live. ``job_store`` "sqlite" (embedded; the interface in
     :mod:`gateway.stores` leaves room for "redis"), ``result_store`` "dir" (a local directory; room for
     an S3-compatible store). Empty ``data_dir`` = a per-process temp dir (removed at exit). Jobs run in
-the process that accepted them, so each gateway process needs its own ``data_dir`` (in k8s, a
-per-pod volume); a job's id is only known to that process."""
+    the process that accepted them, so each gateway process needs its own ``data_dir`` (in k8s, a
+    per-pod volume); a job's id is only known to that process.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -88,24 +91,16 @@ class GatewayConfig(BaseModel):
         default_factory=TlsConfig,
         description="TLS of the gateway's calls to encoders and decoders (client side: ca_file verifies the "
         "services' certificates, cert_file + key_file present a client certificate for mutual TLS); off by default")
-    pipeline: dict[str, Any] = Field(
-        default_factory=dict,
-        description="data-path settings for gateway.pipeline.PipelineConfig: max_pages_in_flight (gateway-wide "
-        "page bound, 429 beyond it), max_pages_per_request, encode_timeout_s, decode_timeout_s, decode_window_segments, retry ...")
+    pipeline: PipelineConfig = Field(
+        default_factory=PipelineConfig,
+        description="data-path settings: max_pages_in_flight (gateway-wide page bound, 429 beyond it), "
+        "max_pages_per_request, encode_timeout_s, decode_timeout_s, decode_window_segments, retry ...")
 
     @field_validator("replica_tls")
     @classmethod
     def _readable_tls_files(cls, value: TlsConfig) -> TlsConfig:
         if value.enabled:
             channel_credentials(value)  # ValueError naming a missing / empty PEM file, at start-up
-        return value
-
-    @field_validator("pipeline")
-    @classmethod
-    def _known_pipeline_settings(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from gateway.pipeline_config import PipelineConfig  # the pipeline owns its settings' meaning
-
-        PipelineConfig.from_mapping(value)  # ValueError names unknown keys / bad values
         return value
 
 

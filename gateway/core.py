@@ -1,5 +1,6 @@
 """One gateway process's shared parts, used by both front ends (REST and gRPC): stores, result cache,
-:class:`OcrService`, :class:`JobManager`, metrics, the drain flag and request-scoped temp dirs."""
+:class:`OcrService`, :class:`JobManager`, metrics, the drain flag and request-scoped temp dirs.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import contextlib
 import pathlib
 import shutil
 import tempfile
-from typing import Iterator
-
-from inkstream.errors import Unavailable
+from collections.abc import Iterator
 
 from gateway.cache import ResultCache
 from gateway.config import GatewayConfig
@@ -19,6 +18,7 @@ from gateway.metrics import gateway_metrics
 from gateway.service import OcrService
 from gateway.stores import DirResultStore, SqliteJobStore
 from gateway.types import PagePipeline
+from inkstream.errors import Unavailable
 
 
 class GatewayCore:

@@ -10,15 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
-
-from inkstream.errors import Cancelled, InkstreamError, InvalidInput, error_for_code, grpc_guard
-from inkstream import trace_interceptors
-from inkstream.request_id import current_request_id
-from inkstream.lifecycle import Lifecycle, listener_options
-from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 
 from gateway.auth import ApiKeyInterceptor, ApiKeys
 from gateway.core import GatewayCore
@@ -26,6 +21,11 @@ from gateway.ingest import UploadedFile, UploadSink, upload_too_slow
 from gateway.service import OcrRequest, run_id
 from gateway.stitch import PageResult, render_document
 from gateway.stores import JobRecord
+from inkstream import trace_interceptors
+from inkstream.errors import InkstreamError, InvalidInput, JobCancelled, error_for_code, grpc_guard
+from inkstream.lifecycle import Lifecycle, listener_options
+from inkstream.pb import gateway_pb2, gateway_pb2_grpc
+from inkstream.request_id import current_request_id
 
 SERVICE_NAME = "inkstream.gateway.v1.OcrGateway"
 DRAIN_S = 5.0  # longest wait for the rest of a refused upload (see OcrGatewayServicer._drain)
@@ -34,7 +34,12 @@ DRAIN_S = 5.0  # longest wait for the rest of a refused upload (see OcrGatewaySe
 # ---- conversions -------------------------------------------------------------------------------
 
 def options_from_pb(o: gateway_pb2.OcrOptions) -> OcrRequest:
-    """OcrOptions -> OcrRequest (not yet validated)."""
+    """OcrOptions -> OcrRequest (not yet validated). ``format=pdf`` is refused (InvalidInput): the
+    searchable PDF is a binary document served by REST (``POST /v1/ocr``, job results).
+    """
+    if o.format.strip().lower() == "pdf":
+        raise InvalidInput("format=pdf (searchable PDF) is served over REST: POST /v1/ocr or a job's result; "
+                           "over gRPC use markdown, text, json or hocr")
     return OcrRequest(format=o.format, pages=o.pages, mode=o.mode, task=o.task, password=o.password)
 
 
@@ -51,12 +56,15 @@ def page_to_pb(p: PageResult) -> gateway_pb2.PageResult:
     return msg
 
 
-def summary_to_pb(pages: list[PageResult], model_id: str, fmt: str, seconds: float) -> gateway_pb2.Summary:
-    """Summary with the stitched document in ``fmt`` (JSON for "json")."""
+def summary_to_pb(pages: list[PageResult], model_id: str, fmt: str, seconds: float,
+                  cached: bool = False) -> gateway_pb2.Summary:
+    """Summary with the stitched document in ``fmt`` (JSON for "json"); ``cached``: the pages came
+    from the result cache.
+    """
     return gateway_pb2.Summary(
         model_id=model_id, pages=len(pages), pages_ok=sum(p.status == "ok" for p in pages),
         pages_error=sum(p.status != "ok" for p in pages), document=render_document(pages, fmt, model_id),
-        seconds=seconds,
+        seconds=seconds, cached=cached,
     )
 
 
@@ -86,7 +94,8 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
         ``DRAIN_S`` seconds) before the error is sent: a grpc.aio client still writing chunks to a
         call the server has ended reports a bare INTERNAL ("Internal error from Core") instead of
         the real status (observed with grpcio 1.85). Callers release the request's admission slot
-        first, so a client that keeps trickling holds nothing but this bounded wait."""
+        first, so a client that keeps trickling holds nothing but this bounded wait.
+        """
         seen = 0
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(DRAIN_S):
@@ -98,7 +107,8 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
     async def _receive(self, requests: AsyncIterator[gateway_pb2.RecognizeRequest], directory: Any,
                        options: gateway_pb2.OcrOptions | None = None) -> tuple[UploadedFile, OcrRequest, str]:
         """Options (first message, unless already read), then chunks (each at most
-        ``limits.upload_chunk_bytes``) streamed into ``directory``."""
+        ``limits.upload_chunk_bytes``) streamed into ``directory``.
+        """
         limits = self.core.config.limits
         opts = options if options is not None else await self._options(requests)
         sink = UploadSink(directory, limits.max_upload_bytes)
@@ -121,7 +131,7 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
         return upload, options_from_pb(opts), opts.idempotency_key
 
     @grpc_guard
-    async def Recognize(self, request_iterator, context):  # noqa: N802 - gRPC method name
+    async def Recognize(self, request_iterator, context):  # gRPC method name
         """Options, then document chunks -> one PageResult per page in page order, then a Summary."""
         core = self.core
         supplied = any(k == "x-request-id" for k, _ in (context.invocation_metadata() or ()))
@@ -150,7 +160,8 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
                     yield gateway_pb2.RecognizeResponse(page=page_to_pb(page))
                 seconds = time.monotonic() - started
                 yield gateway_pb2.RecognizeResponse(
-                    summary=summary_to_pb(pages, prepared.model_id, prepared.request.format, seconds))
+                    summary=summary_to_pb(pages, prepared.model_id, prepared.request.format, seconds,
+                                          prepared.cache_hit))
                 core.metrics.duration.record(seconds)
         except BaseException as exc:
             status = getattr(exc, "code_name", type(exc).__name__)
@@ -159,7 +170,7 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
             core.metrics.requests.add(1, {"api": "grpc", "route": "Recognize", "status": status})
 
     @grpc_guard
-    async def SubmitJob(self, request_iterator, context):  # noqa: N802
+    async def SubmitJob(self, request_iterator, context):
         """Options (with idempotency_key), then chunks -> the created (or existing) Job."""
         with self.core.request_dir() as tmp:
             try:
@@ -172,17 +183,19 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
         return job_to_pb(job)
 
     @grpc_guard
-    async def GetJob(self, request, context):  # noqa: N802
+    async def GetJob(self, request, context):
         """The job's status and progress; NOT_FOUND for an unknown id."""
         return job_to_pb(self.core.jobs.get(request.job_id))
 
     @grpc_guard
-    async def GetJobResult(self, request, context):  # noqa: N802
-        """A done job's pages then its Summary; INVALID_ARGUMENT while it runs, its error when it failed."""
+    async def GetJobResult(self, request, context):
+        """A done job's pages then its Summary; INVALID_ARGUMENT while it runs, its error when it failed,
+        FAILED_PRECONDITION (reason JOB_CANCELLED) when it was cancelled.
+        """
         res = self.core.jobs.result(request.job_id)
         if isinstance(res, JobRecord):
             if res.status == "cancelled":
-                raise Cancelled("the job was cancelled")
+                raise JobCancelled(f"job {res.job_id} was cancelled; it has no result")
             if res.status == "failed":
                 code, _, message = res.error.partition(": ")
                 raise error_for_code(code or "INTERNAL", message or "the job failed")
@@ -191,10 +204,11 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
         for page in res.pages:
             yield gateway_pb2.RecognizeResponse(page=page_to_pb(page))
         fmt = OcrRequest(format=res.job.options.get("format", "markdown")).validated().format
-        yield gateway_pb2.RecognizeResponse(summary=summary_to_pb(res.pages, res.model_id, fmt, res.seconds))
+        yield gateway_pb2.RecognizeResponse(summary=summary_to_pb(res.pages, res.model_id, fmt, res.seconds,
+                                                                  res.cached))
 
     @grpc_guard
-    async def CancelJob(self, request, context):  # noqa: N802
+    async def CancelJob(self, request, context):
         """Cancel a queued or running job; returns it."""
         return job_to_pb(await self.core.jobs.cancel(request.job_id))
 
@@ -204,7 +218,8 @@ async def build_grpc_server(core: GatewayCore, port: int = 0, host: str = "127.0
     """Create and start the gRPC server on ``host:port`` (0 = free port); returns (server, bound port,
     lifecycle). Health is SERVING once started; ``lifecycle.drain(server, grace_s)`` stops it.
     Interceptors: trace context / request id (:mod:`inkstream.tracing`) and, with ``api_keys``, the
-    API-key check (:mod:`gateway.auth`). Raises OSError when the port cannot be bound."""
+    API-key check (:mod:`gateway.auth`). Raises OSError when the port cannot be bound.
+    """
     interceptors = [*trace_interceptors.server_interceptors(), ApiKeyInterceptor(api_keys)]
     server = grpc.aio.server(options=listener_options(core.config.max_message_bytes), interceptors=interceptors)
     gateway_pb2_grpc.add_OcrGatewayServicer_to_server(OcrGatewayServicer(core), server)

@@ -22,16 +22,23 @@ import pathlib
 import shutil
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
-
-from inkstream.errors import (InkstreamError, InvalidInput, NotFound, ResourceExhausted, Unprocessable,
-                              as_inkstream_error)
+from typing import Any
 
 from gateway.ingest import UploadedFile
+from gateway.render.searchable_pdf import write_searchable_pdf
 from gateway.service import OcrRequest, OcrService
 from gateway.stitch import PageResult
 from gateway.stores import FINISHED, JobRecord, JobStore, ResultStore
+from inkstream.errors import (
+    InkstreamError,
+    InvalidInput,
+    NotFound,
+    ResourceExhausted,
+    Unprocessable,
+    as_inkstream_error,
+)
 
 log = logging.getLogger("inkstream.gateway.jobs")
 
@@ -43,18 +50,22 @@ _SHUTDOWN = "UNAVAILABLE: the gateway shut down before this job finished; submit
 
 @dataclass
 class JobResult:
-    """A finished job's output: ``pages`` in page order, the model that read them, the options."""
+    """A finished job's output: ``pages`` in page order, the model that read them, the options;
+    ``cached``: the pages came from the gateway's result cache.
+    """
 
     job: JobRecord
     model_id: str
     pages: list[PageResult]
     seconds: float
+    cached: bool = False
 
 
 class JobManager:
     """Creates, runs, cancels and expires jobs. ``spool``: local directory holding the documents of
     unfinished jobs (one folder per job, removed when the job ends). ``on_running(+1 / -1)`` is
-    called as a job starts / stops running (the gateway adds it to its in-flight gauge)."""
+    called as a job starts / stops running (the gateway adds it to its in-flight gauge).
+    """
 
     def __init__(self, service: OcrService, jobs: JobStore, results: ResultStore, spool: pathlib.Path, *,
                  max_running: int, max_queued: int, ttl_s: float, on_running: Callable[[int], None] | None = None):
@@ -116,7 +127,8 @@ class JobManager:
     @staticmethod
     def _same_doc(job: JobRecord, upload: UploadedFile, request: OcrRequest) -> JobRecord:
         """``job`` when it was created for the same document and options; else Unprocessable (422), as
-        the IETF Idempotency-Key draft asks for a key reused with a different payload."""
+        the IETF Idempotency-Key draft asks for a key reused with a different payload.
+        """
         if job.doc_sha256 != upload.sha256:
             raise Unprocessable("this Idempotency-Key was already used for a different document")
         if job.options != request.public():
@@ -125,8 +137,11 @@ class JobManager:
                                 "use a new key for new options")
         return job
 
-    async def _attempt(self, job_id: str, upload: UploadedFile, request: OcrRequest) -> tuple[str, list[PageResult]]:
-        """One run of the job's document through the pipeline: (model id, pages)."""
+    async def _attempt(self, job_id: str, upload: UploadedFile,
+                       request: OcrRequest) -> tuple[str, list[PageResult], bool, str]:
+        """One run of the job's document through the pipeline: (model id, pages, from the cache,
+        the document's kind).
+        """
         async with await self._admitted(job_id):
             prepared = await self.service.prepare(upload, request, request_id=f"job-{job_id}")
             async with prepared:
@@ -134,7 +149,7 @@ class JobManager:
                 async for page in prepared.pages():
                     pages.append(page)
                     self.jobs.update(job_id, pages_done=len(pages))
-        return prepared.model_id, pages
+        return prepared.model_id, pages, prepared.cache_hit, prepared.doc.kind
 
     async def _run(self, job_id: str, upload: UploadedFile, request: OcrRequest) -> None:
         started = time.monotonic()
@@ -143,15 +158,20 @@ class JobManager:
                 self.jobs.update(job_id, status="running")
                 for attempt in range(JOB_ATTEMPTS):
                     try:
-                        model_id, pages = await self._attempt(job_id, upload, request)
+                        model_id, pages, cached, kind = await self._attempt(job_id, upload, request)
                         break
                     except InkstreamError as exc:  # e.g. no replica reachable before the first page
                         if not exc.transient or attempt + 1 == JOB_ATTEMPTS:
                             raise
                         log.warning("job %s: %s; retrying", job_id, exc.message)
                         await asyncio.sleep(exc.retry_after_s or 2.0 ** attempt)
-            body = {"model_id": model_id, "seconds": time.monotonic() - started,
+            body = {"model_id": model_id, "seconds": time.monotonic() - started, "cached": cached,
                     "pages": [p.to_dict() for p in pages]}
+            if request.format == "pdf":  # the source is gone after the job: write the searchable PDF now
+                out = self.spool / job_id / "searchable.pdf"
+                await asyncio.to_thread(write_searchable_pdf, pages, upload.path, kind, out,
+                                        password=request.password)
+                self.results.put_file(f"jobs/{job_id}.pdf", out)
             self.results.put(f"jobs/{job_id}.json", json.dumps(body).encode())
             self.jobs.update(job_id, status="done", pages_done=len(pages))
         except asyncio.CancelledError:
@@ -160,7 +180,7 @@ class JobManager:
             else:
                 self.jobs.update(job_id, status="cancelled")
             raise
-        except Exception as exc:  # noqa: BLE001 - a job's failure is recorded, never raised
+        except Exception as exc:  # a job's failure is recorded, never raised
             err = as_inkstream_error(exc)
             if not isinstance(exc, InkstreamError):
                 log.exception("job %s failed", job_id)
@@ -198,7 +218,8 @@ class JobManager:
 
     def result(self, job_id: str) -> JobResult | JobRecord:
         """The JobResult of a done job; the record itself while it is not done (callers report the
-        status). Raises NotFound (404)."""
+        status). Raises NotFound (404).
+        """
         job = self.get(job_id)
         if job.status != "done":
             return job
@@ -206,7 +227,8 @@ class JobManager:
         if raw is None:
             raise NotFound(f"the result of job {job_id!r} is no longer stored")
         body = json.loads(raw)
-        return JobResult(job, body["model_id"], [PageResult.from_dict(p) for p in body["pages"]], body["seconds"])
+        return JobResult(job, body["model_id"], [PageResult.from_dict(p) for p in body["pages"]], body["seconds"],
+                         bool(body.get("cached", False)))
 
     async def cancel(self, job_id: str) -> JobRecord:
         """Cancel a queued or running job (a finished job is returned unchanged). Raises NotFound."""
@@ -216,9 +238,10 @@ class JobManager:
             task.cancel()
             try:
                 await asyncio.wait_for(asyncio.shield(task), 10.0)
-            except (asyncio.CancelledError, asyncio.TimeoutError):
+            except (TimeoutError, asyncio.CancelledError):
                 pass
-            if self.jobs.get(job_id).status not in FINISHED:  # type: ignore[union-attr]
+            current = self.jobs.get(job_id)
+            if current is not None and current.status not in FINISHED:
                 self.jobs.update(job_id, status="cancelled")
         return self.get(job_id)
 
@@ -226,6 +249,7 @@ class JobManager:
         """Delete finished jobs (and their results) older than the TTL."""
         for job_id in self.jobs.expired(time.time() - self.ttl_s):
             self.results.delete(f"jobs/{job_id}.json")
+            self.results.delete(f"jobs/{job_id}.pdf")
             self.jobs.delete(job_id)
 
     async def close(self) -> None:
@@ -243,7 +267,7 @@ class _Entered:
     def __init__(self, admission: Any):
         self.admission = admission
 
-    async def __aenter__(self) -> "_Entered":
+    async def __aenter__(self) -> _Entered:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -24,10 +24,9 @@ from typing import Any
 
 import uvicorn
 
+from gateway.config import GatewayConfig, load_gateway_config
 from inkstream.config import ConfigError
 from inkstream.service_main import run_service
-
-from gateway.config import GatewayConfig, load_gateway_config
 
 log = logging.getLogger("inkstream.gateway")
 
@@ -56,22 +55,23 @@ class _Server(uvicorn.Server):
     """uvicorn server whose signal handling is ours (drain first, see the module docstring)."""
 
     @contextlib.contextmanager
-    def capture_signals(self):  # type: ignore[no-untyped-def, override]
+    def capture_signals(self):
         """No-op: SIGTERM / SIGINT are handled by :func:`_serve` (drain first)."""
         yield
 
 
 async def _serve(cfg: GatewayConfig) -> int:
+    # lazy: the server stack (FastAPI, gRPC, the pipeline: about a second) only once the config loaded
     from gateway.auth import load_api_keys
     from gateway.core import GatewayCore
     from gateway.grpc_api import build_grpc_server
-    from gateway.pipeline import Pipeline, PipelineConfig
+    from gateway.pipeline import Pipeline
     from gateway.rest import create_app
 
     keys = load_api_keys()
     if keys is None:
         log.warning("no API keys configured: the gateway's APIs are open to anyone who can reach them")
-    pipeline = await Pipeline.connect(cfg.encoders, cfg.decoders, PipelineConfig.from_mapping(cfg.pipeline),
+    pipeline = await Pipeline.connect(cfg.encoders, cfg.decoders, cfg.pipeline,
                                       max_message_bytes=cfg.max_message_bytes, tls=cfg.replica_tls)
     core = GatewayCore(cfg, pipeline)
     core.start()

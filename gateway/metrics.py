@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from inkstream import telemetry
 
+_instance: GatewayMetrics | None = None
 
-_instance: "GatewayMetrics | None" = None
 
-
-def gateway_metrics() -> "GatewayMetrics":
+def gateway_metrics() -> GatewayMetrics:
     """The process's GatewayMetrics (OTel instruments are process-global: created once)."""
     global _instance
     if _instance is None:
@@ -29,7 +28,8 @@ class GatewayMetrics:
         m = telemetry.meter("inkstream.gateway")
         self.inflight = m.create_up_down_counter(
             "inkstream.gateway.requests.inflight", unit="{request}",
-            description="OCR requests being served (REST + gRPC) plus asynchronous jobs running, the autoscaling signal")
+            description="OCR requests being served (REST + gRPC) plus asynchronous jobs running, "
+                        "the autoscaling signal")
         self.requests = m.create_counter(
             "inkstream.gateway.requests", unit="{request}", description="finished requests by api, route and status")
         self.pages = m.create_counter(

@@ -1,106 +1,142 @@
-"""Settings and counters of :mod:`gateway.pipeline` (the gateway config's ``pipeline:`` section)."""
+"""Settings of :mod:`gateway.pipeline`: the gateway config's ``pipeline:`` section (pydantic).
+
+:class:`PipelineConfig` is nested in :class:`gateway.config.GatewayConfig` as ``pipeline``, so the
+section is validated with the rest of the gateway's settings when they load (YAML ``pipeline:``,
+``INKSTREAM_GATEWAY__PIPELINE__<FIELD>`` environment overrides). The :class:`RetryPolicy` fields
+may be given under ``retry:`` or flat, next to the others (``max_attempts: 3``). Every error names
+the setting (``pipeline setting encode_timeout_s must be a number, got 'fast'``). Sizes are pages or
+segments, times seconds.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any, Mapping
+import random
+from collections.abc import Mapping
+from typing import Annotated, Any
 
-from gateway.retry import RetryCounters, RetryPolicy
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 
-@dataclass(frozen=True)
-class PipelineConfig:
-    """Bounds and deadlines of the data path.
+def _no_bool(value: Any) -> Any:
+    """Refuse booleans where a number is wanted (pydantic would read YAML ``true`` as 1)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("bool_not_number", "a boolean is not a number")
+    return value
 
-    ``max_pages_in_flight``: gateway-wide page bound (admission, 429 beyond it).
-    ``max_pages_per_request``: sliding-window size of one request, pages.
-    ``encode_timeout_s`` / ``decode_timeout_s``: deadline of one Encode call (one page) / one Decode
-    call (all segments of one page), seconds. ``info_timeout_s``: deadline of Info, seconds;
-    ``info_ttl_s``: seconds the encoders' Info is cached (a rollout to new weights shows within it).
-    ``decode_window_segments``: segments of one page open at once in its Decode call (the next is
-    sent as one finishes); keep it <= the decoders' ``max_running + max_waiting`` (default 64 + 64).
-    ``resolve_interval_s``: seconds between DNS re-resolutions of replica names (headless Services);
-    ``health_retry_s``: seconds between reconnects of a broken health watch.
-    ``retry``: see :class:`gateway.retry.RetryPolicy`. ``retry_budget_tokens`` /
+
+Int = Annotated[int, BeforeValidator(_no_bool)]
+Float = Annotated[float, BeforeValidator(_no_bool)]
+
+
+class RetryPolicy(BaseModel):
+    """Per page and stage: ``max_attempts`` calls at most; backoff ``base_s`` doubling up to ``cap_s``
+    seconds; ``replica_wait_s`` seconds to wait for an eligible replica before failing the page;
+    ``quarantine_after``: replicas a page may be suspect on before it is quarantined (see
+    :mod:`gateway.retry`).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: Int = Field(4, ge=1, description="calls per page and stage at most")
+    base_s: Float = Field(0.05, description="first backoff, seconds (doubles per retry, full jitter)")
+    cap_s: Float = Field(2.0, description="longest backoff, seconds")
+    replica_wait_s: Float = Field(10.0, description="wait for an eligible replica before failing the page, seconds")
+    quarantine_after: Int = Field(2, description="different replicas a page may be suspect on before quarantine")
+
+    def backoff_s(self, retry: int, hint_s: float | None = None) -> float:
+        """Seconds to sleep before retry number ``retry`` (1-based); ``hint_s``: server RetryInfo."""
+        if hint_s is not None and hint_s > 0:
+            return min(self.cap_s, hint_s)
+        return random.uniform(0.0, min(self.cap_s, self.base_s * (2 ** (retry - 1))))
+
+
+class PipelineConfig(BaseModel):
+    """Bounds and deadlines of the data path (see each field's description; the module docstring
+    says how the section is given). ``retry``: see :class:`RetryPolicy`; ``retry_budget_tokens`` /
     ``retry_budget_ratio``: see :class:`gateway.retry.RetryBudget`.
     """
 
-    max_pages_in_flight: int = 64
-    max_pages_per_request: int = 8
-    encode_timeout_s: float = 120.0
-    decode_timeout_s: float = 600.0
-    decode_window_segments: int = 64
-    info_timeout_s: float = 10.0
-    info_ttl_s: float = 60.0
-    resolve_interval_s: float = 10.0
-    health_retry_s: float = 0.5
-    retry: RetryPolicy = RetryPolicy()
-    retry_budget_tokens: float = 100.0
-    retry_budget_ratio: float = 0.2
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
+    max_pages_in_flight: Int = Field(64, gt=0, description="gateway-wide page bound (admission, 429 beyond it)")
+    max_pages_per_request: Int = Field(8, gt=0, description="sliding-window size of one request, pages")
+    encode_timeout_s: Float = Field(120.0, gt=0, description="deadline of one Encode call (one page), seconds")
+    decode_timeout_s: Float = Field(
+        600.0, gt=0, description="deadline of one Decode call (all segments of one page), seconds")
+    decode_window_segments: Int = Field(
+        64, gt=0,
+        description="segments of one page open at once in its Decode call (the next is sent as one finishes); "
+        "keep it <= the decoders' max_running + max_waiting (default 64 + 64)")
+    info_timeout_s: Float = Field(10.0, description="deadline of an Info call, seconds")
+    info_ttl_s: Float = Field(
+        60.0, description="seconds the encoders' Info is cached (a rollout to new weights shows within it)")
+    resolve_interval_s: Float = Field(
+        10.0, gt=0, description="seconds between DNS re-resolutions of replica names (headless Services)")
+    health_retry_s: Float = Field(0.5, gt=0, description="seconds between reconnects of a broken health watch")
+    retry: RetryPolicy = Field(default_factory=RetryPolicy, description="retries of one page's encode / decode")
+    retry_budget_tokens: Float = Field(100.0, description="gateway-wide retry budget, tokens (gRFC A6)")
+    retry_budget_ratio: Float = Field(0.2, description="tokens refunded per successful call")
+
+    @model_validator(mode="before")
     @classmethod
-    def from_mapping(cls, d: Mapping[str, Any] | None) -> "PipelineConfig":
-        """From a plain dict (the gateway config's ``pipeline:`` section): the fields above, plus the
-        RetryPolicy fields either flat (``max_attempts: 3``) or under ``retry:``. Raises ValueError
-        naming unknown keys or bad values."""
-        if d is not None and not isinstance(d, Mapping):
-            raise ValueError(f"the pipeline settings must be a mapping of name: value, got {d!r}")
-        d = dict(d or {})
-        retry_fields = {f.name for f in dataclasses.fields(RetryPolicy)}
-        own = {f.name for f in dataclasses.fields(cls)} - {"retry"}
-        retry_section = d.pop("retry", None) or {}
-        if not isinstance(retry_section, Mapping):
-            raise ValueError(f"pipeline setting retry must be a mapping of {', '.join(sorted(retry_fields))}, "
-                             f"got {retry_section!r}")
-        retry = dict(retry_section)
-        retry.update({k: d.pop(k) for k in list(d) if k in retry_fields})
-        unknown = sorted(set(d) - own) + sorted(set(retry) - retry_fields)
-        if unknown:
-            raise ValueError(f"unknown pipeline setting(s): {', '.join(unknown)}; known: "
-                             f"{', '.join(sorted(own | retry_fields))}")
-        cfg = cls(**_numbers(cls, d), retry=RetryPolicy(**_numbers(RetryPolicy, retry)))
-        for name in ("max_pages_in_flight", "max_pages_per_request", "encode_timeout_s", "decode_timeout_s",
-                     "decode_window_segments", "resolve_interval_s", "health_retry_s"):
-            if getattr(cfg, name) <= 0:
-                raise ValueError(f"pipeline setting {name} must be > 0, got {getattr(cfg, name)}")
-        if cfg.retry.max_attempts < 1:
-            raise ValueError("pipeline setting max_attempts must be >= 1")
-        return cfg
+    def _flat_retry_fields(cls, data: Any) -> Any:
+        """Move RetryPolicy fields given flat (``max_attempts: 3``) under ``retry``."""
+        if not isinstance(data, Mapping) or not any(k in RetryPolicy.model_fields for k in data):
+            return data
+        retry = data.get("retry") or {}
+        if isinstance(retry, RetryPolicy):
+            retry = retry.model_dump(exclude_unset=True)
+        if not isinstance(retry, Mapping):
+            return data  # refused below: retry must be a mapping
+        flat = {k: v for k, v in data.items() if k in RetryPolicy.model_fields}
+        return {**{k: v for k, v in data.items() if k not in flat}, "retry": {**retry, **flat}}
 
-
-def _numbers(kind: type, values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` converted to the type of ``kind``'s defaults (every setting here is an int or a
-    float; YAML strings such as "30" are accepted). Raises ValueError naming the setting."""
-    out = {}
-    for name, value in values.items():
-        want = type(getattr(kind, name))
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ValueError(f"pipeline setting {name} must be a number, got {value!r}")
+    @model_validator(mode="wrap")
+    @classmethod
+    def _errors_name_the_setting(cls, data: Any, handler: ModelWrapValidatorHandler[PipelineConfig]) -> PipelineConfig:
+        """Validate, rewording pydantic's errors so that each names its setting."""
         try:
-            out[name] = want(value) if want is float or not isinstance(value, float) else _whole(name, value)
-        except ValueError:
-            raise ValueError(f"pipeline setting {name} must be {'an integer' if want is int else 'a number'}, "
-                             f"got {value!r}") from None
-    return out
+            return handler(data)
+        except ValidationError as exc:
+            details = [
+                InitErrorDetails(type=PydanticCustomError("pipeline_setting", "{message}", {"message": _reworded(e)}),
+                                 loc=tuple(e["loc"]), input=e["input"])
+                for e in exc.errors()
+            ]
+            raise ValidationError.from_exception_data(cls.__name__, details) from None
 
 
-def _whole(name: str, value: float) -> int:
-    if not value.is_integer():
-        raise ValueError(name)
-    return int(value)
-
-
-@dataclass
-class PipelineStats:
-    """Counters over the pipeline's life (also exported as OTel metrics): pages by status, and
-    encode / decode calls, retries and quarantined pages per stage."""
-
-    pages_ok: int = 0
-    pages_error: int = 0
-    encode: RetryCounters = None  # type: ignore[assignment]
-    decode: RetryCounters = None  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        self.encode = self.encode or RetryCounters()
-        self.decode = self.decode or RetryCounters()
+def _reworded(error: Any) -> str:
+    """One pydantic error of the pipeline section as a sentence naming the setting."""
+    loc, kind, got = tuple(error["loc"]), error["type"], error["input"]
+    name = str(loc[-1]) if loc else ""
+    ctx = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        fields = set(RetryPolicy.model_fields)
+        if loc[:1] != ("retry",):  # flat RetryPolicy fields are accepted too
+            fields |= set(PipelineConfig.model_fields) - {"retry"}
+        known = sorted(fields)
+        return f"unknown pipeline setting {'.'.join(map(str, loc))}; known: {', '.join(known)}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        if not loc:
+            return f"the pipeline settings must be a mapping of name: value, got {got!r}"
+        retry_fields = ", ".join(sorted(RetryPolicy.model_fields))
+        return f"pipeline setting {name} must be a mapping of {retry_fields}, got {got!r}"
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        return f"pipeline setting {name} must be an integer, got {got!r}"
+    if kind in ("float_parsing", "float_type", "bool_not_number"):
+        return f"pipeline setting {name} must be a number, got {got!r}"
+    if kind == "greater_than":
+        return f"pipeline setting {name} must be > {ctx['gt']}, got {got!r}"
+    if kind == "greater_than_equal":
+        return f"pipeline setting {name} must be >= {ctx['ge']}, got {got!r}"
+    return f"pipeline setting {'.'.join(map(str, loc))}: {error['msg']}"

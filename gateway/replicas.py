@@ -25,13 +25,13 @@ import ipaddress
 import logging
 import random
 import socket
-from typing import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Set
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from inkstream.errors import Unavailable
 from inkstream import trace_interceptors
+from inkstream.errors import Unavailable
 from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES, server_options
 from inkstream.tls import TlsConfig, open_channel
 
@@ -209,14 +209,16 @@ class ReplicaSet:
                 continue
             # One server listening on both stacks would otherwise count as two replicas: use the
             # IPv4 addresses when the name has any, else the IPv6 ones.
-            v4 = [i[4][0] for i in infos if i[0] == socket.AF_INET]
-            for ip in v4 or [i[4][0] for i in infos]:
+            # sockaddr[0] is the IP string for AF_INET / AF_INET6 (typeshed types it str | int).
+            v4 = [str(i[4][0]) for i in infos if i[0] == socket.AF_INET]
+            for ip in v4 or [str(i[4][0]) for i in infos]:
                 out.append(join_target(ip, port))
         return list(dict.fromkeys(out))
 
     async def refresh(self) -> None:
         """Re-resolve: add replicas for new addresses, retire (close when idle) vanished ones, and
-        take back a retired one whose address came back before it was closed."""
+        take back a retired one whose address came back before it was closed.
+        """
         addrs = await self._resolve()
         for a in addrs:
             if a not in self.replicas:
@@ -241,20 +243,21 @@ class ReplicaSet:
             await asyncio.sleep(self.resolve_interval_s)
             try:
                 await self.refresh()
-            except Exception:  # noqa: BLE001 - keep resolving; the next round may succeed
+            except Exception:  # keep resolving; the next round may succeed
                 log.exception("re-resolving %s replicas failed", self.name)
 
     def _notify(self) -> None:
         self._changed.set()
 
-    def eligible(self, exclude: set[str] = frozenset(),  # type: ignore[assignment]
+    def eligible(self, exclude: Set[str] = frozenset(),
                  accept: Callable[[Replica], bool] | None = None) -> list[Replica]:
         """Healthy, non-retired replicas not in ``exclude`` (addresses) for which ``accept`` (when
-        given) is true."""
+        given) is true.
+        """
         return [r for r in self.replicas.values() if r.healthy and not r.retired and r.address not in exclude
                 and (accept is None or accept(r))]
 
-    def pick(self, exclude: set[str] = frozenset(),  # type: ignore[assignment]
+    def pick(self, exclude: Set[str] = frozenset(),
              accept: Callable[[Replica], bool] | None = None) -> Replica | None:
         """The eligible replica with the fewest outstanding pages (random among ties), or None."""
         rs = self.eligible(exclude, accept)
@@ -266,7 +269,8 @@ class ReplicaSet:
 
     def outage_s(self, now: float) -> float:
         """Seconds (event-loop clock ``now``) since this set was first seen with no SERVING replica;
-        0 while one serves."""
+        0 while one serves.
+        """
         if any(r.healthy and not r.retired for r in self.replicas.values()):
             self._outage_since = None
             return 0.0

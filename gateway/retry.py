@@ -25,34 +25,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable, TypeVar
+from typing import TypeVar
 
-from gateway.clients import CallFailure
+from gateway.clients.calls import CallFailure
+from gateway.pipeline_config import RetryPolicy
 from gateway.replicas import Replica, ReplicaSet
 from inkstream.errors import InkstreamError, InternalError, Unavailable
 
 log = logging.getLogger("inkstream.gateway.retry")
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Per page and stage: ``max_attempts`` calls at most; backoff ``base_s`` doubling up to ``cap_s``
-    seconds; ``replica_wait_s`` seconds to wait for an eligible replica before failing the page."""
-
-    max_attempts: int = 4
-    base_s: float = 0.05
-    cap_s: float = 2.0
-    replica_wait_s: float = 10.0
-    quarantine_after: int = 2
-
-    def backoff_s(self, retry: int, hint_s: float | None = None) -> float:
-        """Seconds to sleep before retry number ``retry`` (1-based); ``hint_s``: server RetryInfo."""
-        if hint_s is not None and hint_s > 0:
-            return min(self.cap_s, hint_s)
-        return random.uniform(0.0, min(self.cap_s, self.base_s * (2 ** (retry - 1))))
 
 
 class RetryBudget:
@@ -133,7 +116,8 @@ async def with_retries(
             if attempt > 1:
                 counters.retries += 1
                 same = replica.address in tried
-                await asyncio.sleep(policy.backoff_s(attempt - 1, last.error.retry_after_s if (last and same) else None))
+                hint = last.error.retry_after_s if (last and same) else None
+                await asyncio.sleep(policy.backoff_s(attempt - 1, hint))
         counters.calls += 1
         async with replicas.lease(replica):
             try:
@@ -168,4 +152,4 @@ async def with_retries(
 
 def _reword(err: InkstreamError, message: str) -> InkstreamError:
     """Same error class and retry hint as ``err`` with a new message."""
-    return type(err)(message, retry_after_s=err.retry_after_s)  # type: ignore[call-arg]
+    return type(err)(message, retry_after_s=err.retry_after_s)

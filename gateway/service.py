@@ -18,17 +18,17 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import asdict, dataclass
-from typing import Any, AsyncIterator
-
-from inkstream.errors import DeadlineExceeded, InkstreamError, InvalidInput, Unavailable, as_inkstream_error
+from typing import Any
 
 from gateway.cache import ResultCache, cache_key
 from gateway.config import GatewayConfig
 from gateway.ingest import UploadedFile, close_document, open_document, page_stream, parse_pages
 from gateway.ingest.document import Document
 from gateway.stitch import FORMATS, PageResult, error_page, page_result
-from gateway.types import Admission, PageOutcome, PagePipeline, PipelineOptions
+from gateway.types import PageOutcome, PagePipeline, PipelineOptions, RequestSlot
+from inkstream.errors import DeadlineExceeded, InkstreamError, InvalidInput, Unavailable, as_inkstream_error
 
 log = logging.getLogger("inkstream.gateway.service")
 
@@ -62,15 +62,20 @@ class OcrRequest:
     """Options of one OCR request. ``format`` "markdown" | "text" | "json"; ``pages`` 1-based
     selection ("" = all); ``mode`` encoder resolution mode ("" = default); ``task`` "ocr" (free OCR)
     | "markdown" (layout with grounding) | another task the decoder offers | "" (decoder default);
-    ``password`` for encrypted PDFs."""
+    ``password`` for encrypted PDFs; ``max_new_tokens`` generated tokens at most per segment (0 =
+    the decoder's default) and ``temperature`` (0 = greedy) for the decoder (the OpenAI-compatible
+    route sets them; a sampled answer is neither taken from nor put in the result cache).
+    """
 
     format: str = "markdown"
     pages: str = ""
     mode: str = ""
     task: str = ""
     password: str = ""
+    max_new_tokens: int = 0
+    temperature: float = 0.0
 
-    def validated(self) -> "OcrRequest":
+    def validated(self) -> OcrRequest:
         """Self with defaults filled; raises InvalidInput (400) naming the accepted values."""
         fmt = (self.format or "markdown").strip().lower()
         if fmt not in FORMATS:
@@ -78,20 +83,27 @@ class OcrRequest:
         task = (self.task or "").strip().lower()
         if task and not _TASK_NAME.match(task):
             raise InvalidInput(f"invalid task {self.task!r}; use 'ocr' (free OCR) or 'markdown' (layout)")
-        return OcrRequest(fmt, (self.pages or "").strip(), (self.mode or "").strip(), task, self.password or "")
+        if self.max_new_tokens < 0 or not 0.0 <= self.temperature <= 2.0:
+            raise InvalidInput("max_new_tokens must be >= 0 and temperature in [0, 2]")
+        return OcrRequest(fmt, (self.pages or "").strip(), (self.mode or "").strip(), task, self.password or "",
+                          self.max_new_tokens, self.temperature)
 
     def public(self) -> dict[str, Any]:
         """The options without the password (what is stored with a job)."""
         d = asdict(self)
         d.pop("password")
+        for name in ("max_new_tokens", "temperature"):  # decoder settings: listed only when set
+            if not d[name]:
+                d.pop(name)
         return d
 
 
 class Prepared:
     """A validated request with its opened document. Iterate :meth:`pages` once, then :meth:`close`
-    (or use ``async with``)."""
+    (or use ``async with``).
+    """
 
-    def __init__(self, service: "OcrService", upload: UploadedFile, request: OcrRequest, doc: Document,
+    def __init__(self, service: OcrService, upload: UploadedFile, request: OcrRequest, doc: Document,
                  indices: list[int], model_id: str, mode: str, request_id: str):
         self.service = service
         self.upload = upload
@@ -110,7 +122,7 @@ class Prepared:
         """Pages that will be returned (after selection)."""
         return len(self.indices)
 
-    async def __aenter__(self) -> "Prepared":
+    async def __aenter__(self) -> Prepared:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -122,7 +134,7 @@ class Prepared:
             self._closed = True
             await close_document(self.doc)
 
-    async def pages(self, deadline_s: float | None = None) -> AsyncIterator[PageResult]:
+    async def pages(self, deadline_s: float | None = None) -> AsyncGenerator[PageResult, None]:
         """Page results in page order, each selected page exactly once.
 
         From the cache when possible. A page missing from, or duplicated by, the pipeline is reported
@@ -131,8 +143,10 @@ class Prepared:
         page (e.g. ResourceExhausted, Unavailable) propagates; after that, remaining pages carry it.
         """
         svc = self.service
-        key = cache_key(self.upload.sha256, self.model_id, self.mode, self.request.task, self.indices)
-        if svc.cache is not None:
+        key = cache_key(self.upload.sha256, self.model_id, self.mode, self.request.task, self.indices,
+                        self.request.max_new_tokens)
+        use_cache = svc.cache is not None and self.request.temperature == 0.0
+        if svc.cache is not None and use_cache:
             cached = svc.cache.get(key)
             if cached is not None and [p.index - 1 for p in cached] == self.indices:
                 self.cache_hit = True
@@ -147,14 +161,15 @@ class Prepared:
                 yield p
         finally:  # also when our consumer stops early: stop the pipeline and the renderer now
             await run.aclose()
-        if svc.cache is not None:
+        if svc.cache is not None and use_cache:
             svc.cache.put(key, results)
 
-    async def _run(self, deadline_s: float | None) -> AsyncIterator[PageResult]:
+    async def _run(self, deadline_s: float | None) -> AsyncGenerator[PageResult, None]:
         loop = asyncio.get_running_loop()
         deadline = None if deadline_s is None else loop.time() + deadline_s
         options = PipelineOptions(mode=self.mode,  # the encoder's own spelling of the mode
-                                   task=self.request.task, request_id=self.request_id)
+                                   task=self.request.task, request_id=self.request_id,
+                                   max_new_tokens=self.request.max_new_tokens, temperature=self.request.temperature)
         pending = list(self.indices)  # still owed, in order
         wanted = set(self.indices)
         inputs = page_stream(self.doc, self.indices, self.service.config.render_lookahead_pages,
@@ -167,10 +182,10 @@ class Prepared:
                     outcome = await _next_before(outcomes, deadline, loop)
                 except StopAsyncIteration:
                     break
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     failure = DeadlineExceeded("the document was not finished within the request deadline")
                     break
-                except Exception as exc:  # noqa: BLE001 - after the first page, errors become page errors
+                except Exception as exc:  # after the first page, errors become page errors
                     if len(pending) == len(self.indices):
                         raise
                     if not isinstance(exc, InkstreamError):
@@ -189,7 +204,7 @@ class Prepared:
                 yield page_result(outcome, self.doc.sizes.get(outcome.index))
         finally:
             with contextlib.suppress(Exception):
-                await outcomes.aclose()  # type: ignore[attr-defined]
+                await outcomes.aclose()
             with contextlib.suppress(Exception):
                 await inputs.aclose()
         for index in pending:
@@ -217,7 +232,7 @@ async def _next_before(outcomes: AsyncIterator[PageOutcome], deadline: float | N
             with contextlib.suppress(BaseException):
                 await step
     if not done:
-        raise asyncio.TimeoutError
+        raise TimeoutError
     return step.result()
 
 
@@ -231,7 +246,7 @@ class OcrService:
         self.cache = cache
         self.render_timeout_s = render_timeout_s
 
-    def admit(self, request_id: str) -> Admission:
+    def admit(self, request_id: str) -> RequestSlot:
         """The pipeline's admission (raises ResourceExhausted -> 429 when the gateway is full)."""
         return self.pipeline.admit(request_id)
 
@@ -258,7 +273,8 @@ class OcrService:
     async def check_serving(self) -> None:
         """Unavailable (503 + Retry-After) when the pipeline says no encoder or no decoder replica is
         SERVING, so a document is refused at once instead of every page waiting for a replica and
-        coming back as an UNAVAILABLE page error. Only with a pipeline that has ``ready()``."""
+        coming back as an UNAVAILABLE page error. Only with a pipeline that has ``ready()``.
+        """
         if getattr(self.pipeline, "ready", None) is None:
             return
         ok, reason = await self.ready()
@@ -269,7 +285,8 @@ class OcrService:
     async def check_task(self, task: str) -> None:
         """InvalidInput (400) naming the decoder's tasks when ``task`` is not one of them. Uses the
         pipeline's ``decoder_tasks()`` (list of names, sync or async) when it has one; without it the
-        decoder rejects an unknown task per page (INVALID_ARGUMENT page errors)."""
+        decoder rejects an unknown task per page (INVALID_ARGUMENT page errors).
+        """
         probe = getattr(self.pipeline, "decoder_tasks", None)
         if not task or probe is None:
             return
@@ -281,7 +298,8 @@ class OcrService:
 
     async def prepare(self, upload: UploadedFile, request: OcrRequest, request_id: str = "") -> Prepared:
         """Validate options and the document; raises 4xx InkstreamErrors with a message for a person,
-        Unavailable (503) when no encoder answers its Info."""
+        Unavailable (503) when no encoder answers its Info.
+        """
         request = request.validated()
         await self.check_serving()
         await self.check_task(request.task)

@@ -1,4 +1,4 @@
-"""Stitching page outcomes into a document: blocks from grounding markup, markdown / text / JSON.
+r"""Stitching page outcomes into a document: blocks from grounding markup, markdown / text / JSON.
 
 Grounding markup is DeepSeek-OCR's (https://github.com/deepseek-ai/DeepSeek-OCR, "grounding" prompts):
 ``<|ref|>label<|/ref|><|det|>[[x0, y0, x1, y1], ...]<|/det|>`` followed by that region's text up to
@@ -9,7 +9,7 @@ it covers part of the page (line-level models such as ``compact``), ``"text"`` w
 Output conventions (decided here, documented for API users):
 
 * markdown: each page starts with ``<!-- page N -->``; pages are separated by a blank line.
-* text: pages separated by a form feed ``\\f`` (the pdftotext convention).
+* text: pages separated by a form feed ``\f`` (the pdftotext convention).
 * a page with an error reads ``[page N: error CODE: message]`` (text) or an HTML comment (markdown);
   a page cut short by ``length`` / ``repetition`` is followed by a note saying so.
 """
@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from gateway.types import PageError, PageOutcome
 from inkstream.segments import JOIN_LINE, JOINS, join_lines
 
-FORMATS = ("markdown", "text", "json")
+FORMATS = ("markdown", "text", "json", "hocr", "pdf")
+#: formats rendered as text by :func:`render_document`; ``pdf`` is written by
+#: :func:`gateway.render.searchable_pdf.write_searchable_pdf` from the source document.
+TEXT_FORMATS = ("markdown", "text", "json", "hocr")
 GRID = 999.0
 
 _REF = re.compile(r"<\|ref\|>(.*?)<\|/ref\|>\s*<\|det\|>(.*?)<\|/det\|>", re.S)
@@ -43,10 +47,17 @@ _FINISH_NOTES = {
 Box = tuple[float, float, float, float]
 
 
+def _box(values: Sequence[float]) -> Box:
+    """(x0, y0, x1, y1) as floats from any 4-sequence (JSON list, proto fields); ValueError otherwise."""
+    x0, y0, x1, y1 = (float(v) for v in values)
+    return (x0, y0, x1, y1)
+
+
 @dataclass
 class Block:
     """A region of a page: layout ``type`` ("text", "title", "table", "line", ...), its ``text`` and
-    ``box`` (x0, y0, x1, y1) in page pixels (of the document page, see PageResult.width/height)."""
+    ``box`` (x0, y0, x1, y1) in page pixels (of the document page, see PageResult.width/height).
+    """
 
     type: str
     text: str
@@ -75,13 +86,12 @@ class PageResult:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PageResult":
+    def from_dict(cls, d: dict[str, Any]) -> PageResult:
         """Inverse of :meth:`to_dict` (used by the result store and the clients)."""
         err = d.get("error")
         return cls(
             index=int(d["index"]), status=d["status"], text=d.get("text", ""),
-            blocks=[Block(b["type"], b.get("text", ""), tuple(float(v) for v in b["box"]))  # type: ignore[arg-type]
-                    for b in d.get("blocks", [])],
+            blocks=[Block(b["type"], b.get("text", ""), _box(b["box"])) for b in d.get("blocks", [])],
             finish_reason=d.get("finish_reason", ""), vision_tokens=int(d.get("vision_tokens", 0)),
             generated_tokens=int(d.get("generated_tokens", 0)),
             error=PageError(err["code"], err["message"]) if err else None,
@@ -164,7 +174,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
         cleans: list[str] = []
         for seg in segments:
             whole = w and h and (seg.box[2] - seg.box[0]) * (seg.box[3] - seg.box[1]) >= 0.9 * w * h
-            seg_box: Box = tuple(seg.box)  # type: ignore[assignment]
+            seg_box = _box(seg.box)
             clean, seg_blocks = parse_grounding(seg.text, seg_box, "text" if whole else "line")
             cleans.append(clean)
             blocks.extend(seg_blocks)
@@ -215,7 +225,8 @@ def _plain_line_markdown(line: str) -> str:
     """A line of plain OCR text (a line-level model's output, not markdown) as literal markdown text:
     ``<`` and ``&`` as entities (no HTML, no comment that would hide what follows) and a leading
     heading / quote / list / rule / table / fence / link-definition marker escaped with a backslash
-    (CommonMark 2.4, backslash escapes)."""
+    (CommonMark 2.4, backslash escapes).
+    """
     line = line.replace("&", "&amp;").replace("<", "&lt;")
     line = _MD_ORDERED.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)  # "1\." is no list
     return _MD_LEAD.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)
@@ -228,7 +239,8 @@ def _comment_safe(text: str) -> str:
 
 def render_document(pages: Iterable[PageResult], fmt: str, model_id: str = "") -> str:
     """The stitched document: pages ordered by index, each exactly once (a later duplicate of an
-    index is an error in the caller and raises ValueError)."""
+    index is an error in the caller and raises ValueError).
+    """
     ordered = sorted(pages, key=lambda p: p.index)
     seen = [p.index for p in ordered]
     if len(seen) != len(set(seen)):
@@ -239,11 +251,18 @@ def render_document(pages: Iterable[PageResult], fmt: str, model_id: str = "") -
         return "\n\n".join(render_page(p, fmt) for p in ordered) + "\n"
     if fmt == "text":
         return "\f".join(render_page(p, fmt) for p in ordered) + "\n"
-    raise ValueError(f"unknown format {fmt!r}")
+    if fmt == "hocr":
+        from gateway.render.hocr import render_hocr  # import cycle: hOCR is built on this module's PageResult
+
+        return render_hocr(ordered, model_id)
+    raise ValueError(f"format {fmt!r} is not a text format")
 
 
-def document_json(pages: list[PageResult], model_id: str, seconds: float | None = None) -> dict[str, Any]:
-    """The JSON result: ``{"model_id", "pages": [...], "pages_ok", "pages_error"[, "seconds"]}``."""
+def document_json(pages: list[PageResult], model_id: str, seconds: float | None = None,
+                  cached: bool | None = None) -> dict[str, Any]:
+    """The JSON result: ``{"model_id", "pages": [...], "pages_ok", "pages_error"[, "seconds"][, "cached"]}``
+    (``cached``: the pages came from the gateway's result cache).
+    """
     ordered = sorted(pages, key=lambda p: p.index)
     out: dict[str, Any] = {
         "model_id": model_id,
@@ -253,4 +272,6 @@ def document_json(pages: list[PageResult], model_id: str, seconds: float | None 
     }
     if seconds is not None:
         out["seconds"] = round(seconds, 3)
+    if cached is not None:
+        out["cached"] = cached
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import sqlite3
 import threading
 import time
@@ -72,7 +73,7 @@ class JobStore(Protocol):
 class SqliteJobStore:
     """JobStore in one SQLite file (``path``; ":memory:" for tests). Thread-safe via one lock."""
 
-    _COLUMNS = [f for f in JobRecord.__dataclass_fields__]
+    _COLUMNS = list(JobRecord.__dataclass_fields__)
 
     def __init__(self, path: str | os.PathLike[str]):
         self._lock = threading.Lock()
@@ -91,7 +92,7 @@ class SqliteJobStore:
     def _row(self, row: tuple[Any, ...] | None) -> JobRecord | None:
         if row is None:
             return None
-        d = dict(zip(self._COLUMNS, row))
+        d = dict(zip(self._COLUMNS, row, strict=True))  # rows are always SELECTed as _COLUMNS
         d["options"] = json.loads(d["options"] or "{}")
         return JobRecord(**d)
 
@@ -169,6 +170,12 @@ class ResultStore(Protocol):
     def put(self, name: str, data: bytes) -> None:
         """Store ``data`` under ``name`` (replacing it atomically)."""
 
+    def put_file(self, name: str, path: pathlib.Path) -> None:
+        """Store the file at ``path`` under ``name`` without reading it into memory (it is consumed)."""
+
+    def local_path(self, name: str) -> pathlib.Path | None:
+        """A local file holding the blob (to stream it), or None when there is none."""
+
     def get(self, name: str) -> bytes | None:
         """The blob, or None."""
 
@@ -199,6 +206,19 @@ class DirResultStore:
         tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, p)
+
+    def put_file(self, name: str, path: pathlib.Path) -> None:
+        """See :meth:`ResultStore.put_file` (the file is moved into the store)."""
+        p = self._path(name)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        shutil.move(path, tmp)
+        os.replace(tmp, p)
+
+    def local_path(self, name: str) -> pathlib.Path | None:
+        """See :meth:`ResultStore.local_path`."""
+        p = self._path(name)
+        return p if p.is_file() else None
 
     def get(self, name: str) -> bytes | None:
         """See :meth:`ResultStore.get`."""

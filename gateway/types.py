@@ -6,8 +6,11 @@ these. Page indices are 0-based internally; APIs show 1-based page numbers (``in
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Protocol
+from typing import Protocol
+
+from inkstream.errors import InvalidInput
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,8 @@ class PageError:
 @dataclass
 class PageInput:
     """One rendered page ready for the encoder: ``image`` PNG/JPEG bytes of ``width`` x ``height``
-    pixels, or ``error`` when the page could not be rendered (it is then reported, not dropped)."""
+    pixels, or ``error`` when the page could not be rendered (it is then reported, not dropped).
+    """
 
     index: int
     image: bytes | None
@@ -43,7 +47,8 @@ class ModeInfo:
 class EncoderInfo:
     """What the gateway needs from the encoders' Info: model id, modes, default mode, image limit
     (bytes), ``capacity`` (pages one replica holds before RESOURCE_EXHAUSTED: ``max_queue_pages`` +
-    ``max_batch_size``; 0 when it does not say) and weights ``revision``."""
+    ``max_batch_size``; 0 when it does not say) and weights ``revision``.
+    """
 
     model_id: str
     modes: tuple[ModeInfo, ...]
@@ -54,9 +59,8 @@ class EncoderInfo:
 
     def mode(self, name: str | None) -> ModeInfo:
         """The named mode (default when empty), matched case-insensitively like ``format`` and ``task``
-        ("GUNDAM" is "gundam"); raises InvalidInput naming the known modes."""
-        from inkstream.errors import InvalidInput
-
+        ("GUNDAM" is "gundam"); raises InvalidInput naming the known modes.
+        """
         wanted = name or self.default_mode
         for m in self.modes:
             if m.name == wanted:
@@ -70,7 +74,8 @@ class EncoderInfo:
 @dataclass
 class SegmentText:
     """Decoded text of one segment, ``box`` (x0, y0, x1, y1) in page pixels, ``join``: how it goes
-    on from the previous segment's text (:data:`inkstream.segments.JOINS`)."""
+    on from the previous segment's text (:data:`inkstream.segments.JOINS`).
+    """
 
     index: int
     text: str
@@ -102,12 +107,15 @@ class PageOutcome:
 @dataclass(frozen=True)
 class PipelineOptions:
     """Per-request options: encoder ``mode`` and decoder ``task`` names ("" = service default),
-    ``max_new_tokens`` per segment (0 = decoder default), ``request_id`` for logs and traces."""
+    ``max_new_tokens`` per segment (0 = decoder default), ``request_id`` for logs and traces,
+    ``temperature`` of the decoder's sampling (0 = greedy).
+    """
 
     mode: str = ""
     task: str = ""
     max_new_tokens: int = 0
     request_id: str = ""
+    temperature: float = 0.0
 
 
 class PagePipeline(Protocol):
@@ -119,21 +127,31 @@ class PagePipeline(Protocol):
     ResourceExhausted (429 + Retry-After) when the gateway's global page bound is reached.
     """
 
-    async def encoder_info(self) -> EncoderInfo: ...
+    async def encoder_info(self) -> EncoderInfo:
+        """What the encoder replicas serve (model id, modes, limits); raises Unavailable without one."""
+        ...
 
     def ready(self) -> tuple[bool, str]:
         """(True, "") when at least one encoder and one decoder replica are SERVING, else
-        (False, reason for a person); drives ``/readyz``."""
+        (False, reason for a person); drives ``/readyz``.
+        """
         ...
 
-    def admit(self, request_id: str) -> "Admission": ...
+    def admit(self, request_id: str) -> RequestSlot:
+        """Reserve the request's slot (see the class docstring); raises ResourceExhausted when full."""
+        ...
 
-    def run(self, pages: AsyncIterator[PageInput], options: PipelineOptions) -> AsyncIterator[PageOutcome]: ...
+    def run(self, pages: AsyncIterator[PageInput], options: PipelineOptions) -> AsyncGenerator[PageOutcome, None]:
+        """One PageOutcome per page of ``pages``, in page order (see the class docstring)."""
+        ...
 
 
-class Admission(Protocol):
-    """Async context manager holding a request's slot in the global bound (released on exit)."""
+class RequestSlot(Protocol):
+    """What :meth:`PagePipeline.admit` returns: an async context manager holding a request's slot in
+    the gateway's global page bound while entered (released on exit); the pipeline's is a
+    :class:`gateway.admission.Ticket`.
+    """
 
-    async def __aenter__(self) -> "Admission": ...
+    async def __aenter__(self) -> RequestSlot: ...
 
     async def __aexit__(self, *exc: object) -> None: ...

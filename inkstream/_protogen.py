@@ -7,6 +7,7 @@ of :mod:`inkstream.pb` when the stubs are missing or older than their ``.proto``
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import pathlib
 
 PACKAGE_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -43,7 +44,6 @@ def generate(out_dir: pathlib.Path = PACKAGE_ROOT, force: bool = False) -> bool:
     if not force and stamp.exists() and stamp.read_text() == digest:
         return False
     from grpc_tools import protoc  # imported lazily: only needed when generating
-    import importlib.resources
 
     include = str(importlib.resources.files("grpc_tools") / "_proto")
     args = [

@@ -31,7 +31,8 @@ def version() -> str:
 def _usage() -> str:
     width = max(len(n) for n in COMMANDS)
     rows = "\n".join(f"  {n.ljust(width)}  {h}" for n, (_, h) in COMMANDS.items())
-    return f"usage: inkstream [--version] COMMAND [ARGS...]\n\ncommands:\n{rows}\n\n'inkstream COMMAND --help' for a command's options."
+    return (f"usage: inkstream [--version] COMMAND [ARGS...]\n\ncommands:\n{rows}\n\n"
+            "'inkstream COMMAND --help' for a command's options.")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import Any, Mapping, TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError

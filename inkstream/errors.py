@@ -4,15 +4,19 @@ Plain Python code raises these exceptions; gRPC handlers convert them with :func
 (server side) and :func:`from_rpc_error` (client side), REST handlers with :func:`http_status`.
 Codes follow DESIGN.md: bad input -> INVALID_ARGUMENT; queue or memory full -> RESOURCE_EXHAUSTED
 (with a google.rpc.RetryInfo retry hint, per https://google.aip.dev/193); not ready or draining ->
-UNAVAILABLE; deadline -> DEADLINE_EXCEEDED; a bug -> INTERNAL. Only transient codes are retried.
+UNAVAILABLE; deadline -> DEADLINE_EXCEEDED; a state that does not allow the call (the result of a
+cancelled job) -> FAILED_PRECONDITION (HTTP 409); a bug -> INTERNAL. Only transient codes are retried.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import inspect
 import logging
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 from google.protobuf import duration_pb2
@@ -39,7 +43,7 @@ class InkstreamError(Exception):
 
     @property
     def code_name(self) -> str:
-        """gRPC status code name, e.g. ``"INVALID_ARGUMENT"``."""
+        """GRPC status code name, e.g. ``"INVALID_ARGUMENT"``."""
         return self.grpc_code.name
 
     @property
@@ -118,7 +122,8 @@ class Unavailable(InkstreamError):
 
 class WeightsMismatch(Unavailable):
     """A decoder was sent vision tokens made by other weights than its own (UNAVAILABLE, reason
-    WEIGHTS_MISMATCH): another replica may serve them; the gateway re-reads this one's Info."""
+    WEIGHTS_MISMATCH): another replica may serve them; the gateway re-reads this one's Info.
+    """
 
     reason = "WEIGHTS_MISMATCH"
 
@@ -132,17 +137,33 @@ class DeadlineExceeded(InkstreamError):
 
 class RequestTimeout(DeadlineExceeded):
     """The client did not finish sending its request in time (HTTP 408 Request Timeout, RFC 9110
-    section 15.5.9; DEADLINE_EXCEEDED on gRPC). A client-side failure, so not a 5xx."""
+    section 15.5.9; DEADLINE_EXCEEDED on gRPC). A client-side failure, so not a 5xx.
+    """
 
     http_status = 408
     reason = "UPLOAD_TIMEOUT"
 
 
 class Cancelled(InkstreamError):
-    """The client went away or cancelled the job (HTTP 499 as nginx logs it, CANCELLED)."""
+    """The client went away while its request ran (HTTP 499 as nginx logs it, CANCELLED)."""
 
     grpc_code = grpc.StatusCode.CANCELLED
     http_status = 499
+
+
+class FailedPrecondition(InkstreamError):
+    """A valid request that the resource's state does not allow (HTTP 409 Conflict, FAILED_PRECONDITION)."""
+
+    grpc_code = grpc.StatusCode.FAILED_PRECONDITION
+    http_status = 409
+
+
+class JobCancelled(FailedPrecondition):
+    """The result of a job that was cancelled: there is none (HTTP 409, FAILED_PRECONDITION, reason
+    JOB_CANCELLED). Not CANCELLED: the call itself was not cancelled, the job it asks about was.
+    """
+
+    reason = "JOB_CANCELLED"
 
 
 class InternalError(InkstreamError):
@@ -152,7 +173,7 @@ class InternalError(InkstreamError):
 _BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidInput,
     grpc.StatusCode.OUT_OF_RANGE: InvalidInput,
-    grpc.StatusCode.FAILED_PRECONDITION: InvalidInput,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
     grpc.StatusCode.NOT_FOUND: NotFound,
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.PERMISSION_DENIED: Unauthenticated,
@@ -164,7 +185,8 @@ _BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
 
 TRANSIENT_CODES = frozenset(c for c, k in _BY_CODE.items() if k.transient)
 _BY_REASON: dict[str, type[InkstreamError]] = {
-    k.reason: k for k in (PayloadTooLarge, UnsupportedMediaType, Unprocessable, RequestTimeout, WeightsMismatch)}
+    k.reason: k for k in (PayloadTooLarge, UnsupportedMediaType, Unprocessable, RequestTimeout, WeightsMismatch,
+                          JobCancelled)}
 ERROR_DOMAIN = "inkstream"  # google.rpc.ErrorInfo.domain of inkstream's reasons
 
 
@@ -172,7 +194,8 @@ def error_for_code(code_name: str, message: str, retry_after_s: float | None = N
                    reason: str = "") -> InkstreamError:
     """Build the exception for a gRPC status code name (``"UNAVAILABLE"``...) and, when it names one
     of inkstream's, its ``reason`` (e.g. ``"PAYLOAD_TOO_LARGE"`` -> PayloadTooLarge); unknown ->
-    InternalError."""
+    InternalError.
+    """
     code = getattr(grpc.StatusCode, code_name, grpc.StatusCode.INTERNAL)
     cls = _BY_CODE.get(code, InternalError)
     by_reason = _BY_REASON.get(reason)
@@ -185,7 +208,8 @@ def error_for_code(code_name: str, message: str, retry_after_s: float | None = N
 
 def to_status(exc: InkstreamError) -> status_pb2.Status:
     """google.rpc.Status for ``exc``, with RetryInfo when it carries ``retry_after_s`` and ErrorInfo
-    (``reason``, domain ``inkstream``) when its class has a :attr:`InkstreamError.reason`."""
+    (``reason``, domain ``inkstream``) when its class has a :attr:`InkstreamError.reason`.
+    """
     st = status_pb2.Status(code=getattr(code_pb2, exc.code_name, code_pb2.INTERNAL), message=exc.message)
     if exc.reason:
         st.details.add().Pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=ERROR_DOMAIN))
@@ -200,9 +224,10 @@ def to_status(exc: InkstreamError) -> status_pb2.Status:
 
 def _status_details(err: grpc.RpcError) -> tuple[float | None, str]:
     """(seconds from a RetryInfo detail or None, reason from an inkstream ErrorInfo or "") of
-    ``err``'s trailing metadata."""
+    ``err``'s trailing metadata.
+    """
     try:
-        st = rpc_status.from_call(err)  # type: ignore[arg-type]
+        st = rpc_status.from_call(err)
     except Exception:  # noqa: BLE001 - malformed trailers: no details
         return None, ""
     retry, reason = None, ""
@@ -225,7 +250,8 @@ def retry_after_of(err: grpc.RpcError) -> float | None:
 
 def from_rpc_error(err: grpc.RpcError) -> InkstreamError:
     """Client side: the inkstream exception for a failed call (keeps the server's message, retry
-    hint and reason)."""
+    hint and reason).
+    """
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNAVAILABLE
     details = (err.details() if hasattr(err, "details") else None) or str(err)
     retry, reason = _status_details(err)
@@ -263,7 +289,6 @@ def grpc_guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     Converts :class:`InkstreamError` to its status code and any other exception to INTERNAL (logged
     with traceback, generic message to the client). ``AbortError`` / cancellation pass through.
     """
-    import inspect
 
     def _handle(exc: BaseException) -> InkstreamError:
         if not isinstance(exc, InkstreamError):
@@ -273,13 +298,13 @@ def grpc_guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.isasyncgenfunction(fn):
 
         @functools.wraps(fn)
-        async def gen_wrapper(self, request, context):  # type: ignore[no-untyped-def]
+        async def gen_wrapper(self, request, context):
             try:
                 async for item in fn(self, request, context):
                     yield item
             except (grpc.aio.AbortError, GeneratorExit):
                 raise
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 if _is_cancel(exc):
                     raise
                 await abort(context, _handle(exc))
@@ -287,12 +312,12 @@ def grpc_guard(fn: Callable[..., Any]) -> Callable[..., Any]:
         return gen_wrapper
 
     @functools.wraps(fn)
-    async def wrapper(self, request, context):  # type: ignore[no-untyped-def]
+    async def wrapper(self, request, context):
         try:
             return await fn(self, request, context)
         except grpc.aio.AbortError:
             raise
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             if _is_cancel(exc):
                 raise
             await abort(context, _handle(exc))
@@ -301,8 +326,6 @@ def grpc_guard(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _is_cancel(exc: BaseException) -> bool:
-    import asyncio
-
     return isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit))
 
 

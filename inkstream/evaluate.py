@@ -1,9 +1,9 @@
-"""``inkstream eval DIR``: CER / WER of a folder of documents with ground truth, through the running
+r"""``inkstream eval DIR``: CER / WER of a folder of documents with ground truth, through the running
 stack (``--gateway URL``), in-process (``--in-process``: encoder half + decoder half + greedy loop),
 and with Tesseract on the same pages when the ``tesseract`` binary is installed.
 
 Documents: every ``NAME.{png,jpg,jpeg,tif,tiff,bmp,webp,pdf}`` under DIR (recursively) with a
-``NAME.gt.txt`` beside it. Multi-page ground truth separates pages with a form feed (``\\f``).
+``NAME.gt.txt`` beside it. Multi-page ground truth separates pages with a form feed (``\f``).
 Scoring (as /work/shared/eval/README.md prescribes): both texts are NFC-normalised (Unicode UAX #15,
 so a decomposed accent counts as one character), then every run of whitespace (spaces, newlines,
 form feeds) is folded to one space. CER = Levenshtein distance / reference characters (rapidfuzz);
@@ -29,10 +29,18 @@ import sys
 import tempfile
 import time
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import Protocol
 
+import jiwer
+import pypdfium2 as pdfium
 from PIL import Image, ImageOps
+from rapidfuzz.distance import Levenshtein
+
+import models.compact
+from models.images import to_rgb
+from models.registry import decoder_half_class, encoder_half_class, family_of
 
 IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"}
 DOC_EXTS = IMAGE_EXTS | {".pdf"}
@@ -55,22 +63,21 @@ class Score:
 
     @property
     def cer(self) -> float:
+        """Character error rate: character edits / reference characters (at least 1)."""
         return self.char_edits / max(1, self.ref_chars)
 
     @property
     def wer(self) -> float:
+        """Word error rate: word edits / reference words (at least 1)."""
         return self.word_edits / max(1, self.ref_words)
 
-    def __add__(self, other: "Score") -> "Score":
+    def __add__(self, other: Score) -> Score:
         return Score(self.char_edits + other.char_edits, self.ref_chars + other.ref_chars,
                      self.word_edits + other.word_edits, self.ref_words + other.ref_words)
 
 
 def score(hyp: str, ref: str) -> Score:
     """Score ``hyp`` against ``ref`` after :func:`fold` (see the module docstring)."""
-    import jiwer
-    from rapidfuzz.distance import Levenshtein
-
     h, r = fold(hyp), fold(ref)
     rw = r.split()
     if rw:
@@ -97,10 +104,9 @@ def find_documents(root: str | pathlib.Path) -> list[tuple[pathlib.Path, pathlib
 
 def iter_pages(path: pathlib.Path, long_side_px: int | None = None, dpi: float = 200.0) -> Iterator[Image.Image]:
     """RGB pages of a document: image frames (EXIF orientation applied) or PDF pages rendered with
-    pypdfium2 so the long side is ``long_side_px`` pixels (if given) else at ``dpi``."""
+    pypdfium2 so the long side is ``long_side_px`` pixels (if given) else at ``dpi``.
+    """
     if path.suffix.lower() == ".pdf":
-        import pypdfium2 as pdfium
-
         pdf = pdfium.PdfDocument(str(path))
         try:
             for i in range(len(pdf)):
@@ -111,8 +117,6 @@ def iter_pages(path: pathlib.Path, long_side_px: int | None = None, dpi: float =
         finally:
             pdf.close()
         return
-    from models.images import to_rgb
-
     with Image.open(path) as im:
         for frame in range(getattr(im, "n_frames", 1)):
             im.seek(frame)
@@ -120,21 +124,22 @@ def iter_pages(path: pathlib.Path, long_side_px: int | None = None, dpi: float =
 
 
 class Engine(Protocol):
-    """An OCR engine: ``name`` and ``ocr(path) -> (text with pages separated by \\f, n_pages)``."""
+    r"""An OCR engine: ``name`` and ``ocr(path) -> (text with pages separated by \f, n_pages)``."""
 
     name: str
 
-    def ocr(self, path: pathlib.Path) -> tuple[str, int]: ...
+    def ocr(self, path: pathlib.Path) -> tuple[str, int]:
+        """Read every page of the document at ``path``; raises on failure (any exception)."""
+        ...
 
 
 class InProcessEngine:
     """Encoder half + decoder half of a checkpoint in this process, greedy decoding."""
 
     def __init__(self, model_dir: str | pathlib.Path | None = None, threads: int = 1):
-        import torch
+        import torch  # heavy: torch and the model code, only for in-process evaluation
 
         from models.inprocess import ocr_page
-        from models.registry import decoder_half_class, encoder_half_class, family_of
 
         torch.set_num_threads(threads)
         model_dir = pathlib.Path(model_dir) if model_dir else default_model_dir()
@@ -146,6 +151,7 @@ class InProcessEngine:
         self.name = f"inkstream in-process ({fam})"
 
     def ocr(self, path: pathlib.Path) -> tuple[str, int]:
+        """Rasterise and read every page in this process (greedy decoding)."""
         pages = [self._ocr_page(self.enc, self.dec, img).text
                  for img in iter_pages(path, self.mode.page_long_side_px or None)]
         return "\f".join(pages), len(pages)
@@ -158,7 +164,8 @@ class GatewayEngine:
         self.url, self.timeout_s, self.name = url.rstrip("/"), timeout_s, f"inkstream stack ({url})"
 
     def ocr(self, path: pathlib.Path) -> tuple[str, int]:
-        import httpx
+        """Upload the file to the gateway; raises RuntimeError for an answer other than 200."""
+        import httpx  # lazy: only for evaluations through a gateway
 
         with path.open("rb") as fh:
             r = httpx.post(f"{self.url}/v1/ocr", files={"file": (path.name, fh)}, data={"format": "text"},
@@ -178,6 +185,7 @@ class TesseractEngine:
         self.lang, self.name = lang, "tesseract (1 thread)"
 
     def ocr(self, path: pathlib.Path) -> tuple[str, int]:
+        """Rasterise each page at 200 dpi and run tesseract on it; raises RuntimeError when it fails."""
         env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
         texts = []
         with tempfile.TemporaryDirectory() as tmp:
@@ -194,8 +202,6 @@ class TesseractEngine:
 
 def default_model_dir() -> pathlib.Path:
     """The embedded compact checkpoint ``models/compact/weights``."""
-    import models.compact
-
     return pathlib.Path(models.compact.__file__).resolve().parent / "weights"
 
 
@@ -213,7 +219,8 @@ class DocResult:
 def run_engine(engine: Engine, docs: list[tuple[pathlib.Path, pathlib.Path]], root: pathlib.Path,
                verbose: bool = True, concurrency: int = 1) -> list[DocResult]:
     """OCR and score every document with ``engine``, ``concurrency`` documents at a time (threads;
-    results in document order); failures are recorded, not raised."""
+    results in document order); failures are recorded, not raised.
+    """
 
     def one(item: tuple[pathlib.Path, pathlib.Path]) -> DocResult:
         doc, gt = item
@@ -222,7 +229,7 @@ def run_engine(engine: Engine, docs: list[tuple[pathlib.Path, pathlib.Path]], ro
         try:
             text, pages = engine.ocr(doc)
             res = DocResult(rel, score(text, gt.read_text(encoding="utf-8")), pages, time.perf_counter() - t0)
-        except Exception as exc:  # one bad document must not stop the evaluation
+        except Exception as exc:  # noqa: BLE001 - one bad document must not stop the evaluation
             res = DocResult(rel, None, 0, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}")
         if verbose:
             print(f"  [{engine.name}] {format_row(res)}", file=sys.stderr, flush=True)
@@ -259,7 +266,8 @@ def print_table(engine_name: str, results: list[DocResult]) -> None:
     total, pages, secs = summary(results)
     failed = sum(1 for r in results if r.score is None)
     print(f"{'overall':<45} CER {100 * total.cer:6.2f}%  WER {100 * total.wer:6.2f}%  pages {pages:3d}  "
-          f"{secs / max(1, pages):6.2f} s/page (sum of per-document latencies)" + (f"  ({failed} failed)" if failed else ""))
+          f"{secs / max(1, pages):6.2f} s/page (sum of per-document latencies)"
+          + (f"  ({failed} failed)" if failed else ""))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,8 @@ import contextlib
 import logging
 import signal
 import threading
-from typing import AsyncIterator, Callable, Iterable, TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from typing import Any, TypeVar, cast
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -40,7 +41,7 @@ LIVENESS_SERVICE = "inkstream.liveness"
 
 
 def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
-    """gRPC channel arguments for servers and clients: message limits (bytes) and keepalive."""
+    """GRPC channel arguments for servers and clients: message limits (bytes) and keepalive."""
     return [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
@@ -57,17 +58,18 @@ async def in_daemon_thread(fn: Callable[..., T], *args: object) -> T:
     For model loading and warm-up (seconds to minutes): ``asyncio.to_thread`` uses the loop's default
     executor, which ``asyncio.run`` joins at exit, so a SIGTERM during loading would drain at once
     and then wait for the load to finish before the process exits (and be SIGKILLed by Kubernetes
-    meanwhile). A daemon thread is abandoned at exit instead."""
+    meanwhile). A daemon thread is abandoned at exit instead.
+    """
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[T] = loop.create_future()
 
-    def settle(result: object, exc: BaseException | None) -> None:
+    def settle(result: T | None, exc: BaseException | None) -> None:
         if fut.done():  # the awaiting task was cancelled
             return
         if exc is not None:
             fut.set_exception(exc)
         else:
-            fut.set_result(result)  # type: ignore[arg-type]
+            fut.set_result(cast(T, result))  # fn returned it: a T (None only alongside an exception)
 
     def run() -> None:
         try:
@@ -86,7 +88,8 @@ async def in_daemon_thread(fn: Callable[..., T], *args: object) -> T:
 def listener_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
     """:func:`server_options` for a gRPC server, plus ``grpc.so_reuseport`` 0: gRPC sets SO_REUSEPORT
     by default on Linux, so a second server started on a port already in use would bind it too and
-    silently share its connections; without it the bind fails (``add_*_port`` returns 0)."""
+    silently share its connections; without it the bind fails (``add_*_port`` returns 0).
+    """
     return [*server_options(max_message_bytes), ("grpc.so_reuseport", 0)]
 
 
@@ -117,7 +120,8 @@ class Lifecycle:
         """A second server on ``address`` serving only this health service, without TLS (kubelet's
         gRPC probes cannot do TLS; the health status is not secret). Started by
         :meth:`start_plain_health`, stopped after the main server by :meth:`drain`. Returns the
-        bound port; raises RuntimeError when it cannot be bound."""
+        bound port; raises RuntimeError when it cannot be bound.
+        """
         server = grpc.aio.server(options=listener_options())
         self.register(server)
         port = server.add_insecure_port(address)
@@ -146,7 +150,8 @@ class Lifecycle:
 
     async def set_serving(self) -> None:
         """Mark ready (after weights are loaded and a warm-up batch ran). Once a drain has started
-        this only marks liveness: a warm-up finishing during a drain must not re-open the replica."""
+        this only marks liveness: a warm-up finishing during a drain must not re-open the replica.
+        """
         self.ready = True
         await self.set_alive()
         if self._drain_started:
@@ -181,7 +186,8 @@ class Lifecycle:
 
     async def drain(self, server: grpc.aio.Server, grace_s: float) -> None:
         """NOT_SERVING at once, refuse new work, wait up to ``grace_s`` seconds for in-flight work,
-        then stop the server (remaining calls are cancelled)."""
+        then stop the server (remaining calls are cancelled).
+        """
         if self._drain_started:
             return
         self._drain_started = True
@@ -191,7 +197,7 @@ class Lifecycle:
         log.info("drain started", extra={"inflight": self._inflight, "grace_s": grace_s})
         try:
             await asyncio.wait_for(self._idle.wait(), timeout=grace_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("drain grace period over with work in flight", extra={"inflight": self._inflight})
         await server.stop(grace=1.0)
         await self._stop_plain_health()
@@ -200,13 +206,19 @@ class Lifecycle:
     def install_signal_handlers(self, server: grpc.aio.Server, grace_s: float) -> None:
         """SIGTERM / SIGINT start :meth:`drain` (must be called from the running event loop)."""
         loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Future] = set()  # held until done: the loop keeps only weak references to tasks
+
+        def start(coro: Coroutine[Any, Any, Any]) -> None:
+            task = asyncio.ensure_future(coro)
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
 
         def on_signal() -> None:
             if self._drain_started:
                 log.warning("second stop signal during drain: stopping now", extra={"inflight": self._inflight})
-                asyncio.ensure_future(server.stop(grace=None))
+                start(server.stop(grace=None))
                 return
-            asyncio.ensure_future(self.drain(server, grace_s))
+            start(self.drain(server, grace_s))
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)

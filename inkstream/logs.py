@@ -75,7 +75,8 @@ def _clean(value: Any, depth: int = 0) -> Any:
 
 def _scrub_access_record(record: logging.LogRecord) -> None:
     """uvicorn.access records carry ``(client, method, full_path, http_version, status)`` as args;
-    drop the query string of ``full_path``."""
+    drop the query string of ``full_path``.
+    """
     args = record.args
     if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) and "?" in args[2]:
         record.args = (args[0], args[1], args[2].split("?", 1)[0] + "?[query redacted]", args[3], args[4])
@@ -84,9 +85,11 @@ def _scrub_access_record(record: logging.LogRecord) -> None:
 class ContextFilter(logging.Filter):
     """Stamps ``request_id``, ``trace_id`` and ``span_id`` of the current context on each record
     (at creation time, in the logging thread, so it works for asyncio tasks), and scrubs uvicorn's
-    access-log query strings."""
+    access-log query strings.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Add the context fields to ``record`` (never overwriting ones set via ``extra``); always True."""
         if record.name == "uvicorn.access":
             _scrub_access_record(record)
         if not hasattr(record, "request_id"):
@@ -106,11 +109,12 @@ class JsonFormatter(logging.Formatter):
         self.service = service
 
     def format(self, record: logging.LogRecord) -> str:
+        """``record`` as one line of JSON (no trailing newline), ``extra`` fields redacted."""
         message = record.getMessage()
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[:MAX_MESSAGE_CHARS] + "...[cut]"
         out: dict[str, Any] = {
-            "time": _dt.datetime.fromtimestamp(record.created, _dt.timezone.utc).isoformat(timespec="milliseconds"),
+            "time": _dt.datetime.fromtimestamp(record.created, _dt.UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "service": self.service,
             "logger": record.name,
@@ -138,12 +142,14 @@ class TextFormatter(logging.Formatter):
         self.service = service
 
     def format(self, record: logging.LogRecord) -> str:
+        """``record`` as ``time level service logger [request id] message key=value...``."""
         extras = {k: (REDACTED if k.lower() in FORBIDDEN_FIELDS else _clean(v))
                   for k, v in record.__dict__.items()
                   if k not in _STANDARD_ATTRS and k not in ("request_id", "trace_id", "span_id")}
-        ts = _dt.datetime.fromtimestamp(record.created, _dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+        ts = _dt.datetime.fromtimestamp(record.created, _dt.UTC).strftime("%H:%M:%S.%f")[:-3]
         rid = getattr(record, "request_id", None) or "-"
-        line = f"{ts} {record.levelname:<7} {self.service} {record.name} [{rid}] {record.getMessage()[:MAX_MESSAGE_CHARS]}"
+        message = record.getMessage()[:MAX_MESSAGE_CHARS]
+        line = f"{ts} {record.levelname:<7} {self.service} {record.name} [{rid}] {message}"
         if extras:
             line += " " + " ".join(f"{k}={v}" for k, v in extras.items())
         if record.exc_info and record.exc_info[0] is not None:
@@ -165,7 +171,7 @@ def setup_logging(service: str, level: str | int | None = None, stream: TextIO |
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(TextFormatter(service) if fmt == "text" else JsonFormatter(service))
     handler.addFilter(ContextFilter())
-    handler._inkstream = True  # type: ignore[attr-defined]
+    handler._inkstream = True  # type: ignore[attr-defined]  # our mark: a later call replaces this handler
     root = logging.getLogger()
     for h in list(root.handlers):
         if getattr(h, "_inkstream", False):

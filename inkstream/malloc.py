@@ -33,7 +33,8 @@ ENV = "INKSTREAM_MALLOC_MMAP_THRESHOLD_BYTES"
 def pin_mmap_threshold() -> int:
     """Fix glibc's mmap threshold (see the module docstring). Returns the threshold set in bytes, or
     0 when nothing was changed (not glibc, disabled, or left to ``MALLOC_MMAP_THRESHOLD_``).
-    Raises ValueError for a malformed ``INKSTREAM_MALLOC_MMAP_THRESHOLD_BYTES``."""
+    Raises ValueError for a malformed ``INKSTREAM_MALLOC_MMAP_THRESHOLD_BYTES``.
+    """
     raw = os.environ.get(ENV, "")
     try:
         nbytes = int(raw) if raw.strip() else DEFAULT_MMAP_THRESHOLD_BYTES

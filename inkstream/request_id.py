@@ -13,6 +13,7 @@ import contextvars
 import re
 import uuid
 from collections.abc import Iterator
+from typing import TypeGuard
 
 REQUEST_ID_KEY = "x-request-id"
 REQUEST_ID_ATTR = "inkstream.request_id"
@@ -25,7 +26,7 @@ def new_request_id() -> str:
     return uuid.uuid4().hex
 
 
-def valid_request_id(value: str | None) -> bool:
+def valid_request_id(value: str | None) -> TypeGuard[str]:
     """True when ``value`` is acceptable as a client-supplied request id (see module docstring)."""
     return value is not None and _REQUEST_ID_RE.match(value) is not None
 

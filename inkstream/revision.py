@@ -17,5 +17,6 @@ def scheme(revision: str) -> str:
 
 def known_different(a: str, b: str) -> bool:
     """True only when ``a`` and ``b`` are both known, of one scheme, and differ: the weights are
-    surely not the same. Empty or differently-tagged revisions cannot tell, so they pass."""
+    surely not the same. Empty or differently-tagged revisions cannot tell, so they pass.
+    """
     return bool(a) and bool(b) and scheme(a) == scheme(b) and a != b

@@ -10,7 +10,7 @@ around) or on every piece having text.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 JOIN_LINE, JOIN_SPACE, JOIN_DIRECT = "line", "space", "direct"
 JOINS = (JOIN_LINE, JOIN_SPACE, JOIN_DIRECT)  # index = encoder.v1.SegmentJoin enum value
@@ -22,13 +22,14 @@ def join_lines(texts: Sequence[str], joins: Sequence[str]) -> list[str]:
     A ``line`` segment starts a new line; a ``space`` / ``direct`` one is appended to the line its
     first piece started (with a space / nothing), even when a piece between them read as nothing
     (then with a space if any cut since the last text was at a word gap).
-    Empty texts make no line. Raises ValueError for an unknown join or lengths that differ."""
+    Empty texts make no line. Raises ValueError for an unknown join or lengths that differ.
+    """
     if len(texts) != len(joins):
         raise ValueError(f"{len(texts)} texts but {len(joins)} joins")
     lines: list[str] = []
     open_line = False  # whether lines[-1] holds text of the text line being pieced together
     space = False  # a piece since the last text was cut at a word gap: the next text gets a space
-    for text, join in zip(texts, joins):
+    for text, join in zip(texts, joins, strict=True):
         if join not in JOINS:
             raise ValueError(f"unknown segment join {join!r} (known: {', '.join(JOINS)})")
         if join == JOIN_LINE:

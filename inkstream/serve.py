@@ -15,7 +15,8 @@ SERVICES: dict[str, str] = {
 def main(argv: list[str]) -> int:
     """Dispatch to the service's own ``main(argv) -> int``."""
     if not argv or argv[0] not in SERVICES:
-        print(f"usage: inkstream serve {{{'|'.join(SERVICES)}}} [OPTIONS]  ('--help' after the service name)", file=sys.stderr)
+        print(f"usage: inkstream serve {{{'|'.join(SERVICES)}}} [OPTIONS]  ('--help' after the service name)",
+              file=sys.stderr)
         return 2
     module, _, func = SERVICES[argv[0]].partition(":")
     return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)

@@ -11,19 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from typing import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
+from inkstream import logs, tracing
 from inkstream.errors import InkstreamError
+from inkstream.malloc import pin_mmap_threshold
 
 log = logging.getLogger("inkstream.serve")
 
 
-def run_service(service: str, serve: Callable[[], Awaitable[int]]) -> int:
+def run_service(service: str, serve: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Set up JSON logs and tracing for ``service`` ("encoder" | "decoder" | "gateway"), run
-    ``serve()`` on a new event loop and map its outcome to an exit code (see module docstring)."""
-    from inkstream import logs, tracing
-    from inkstream.malloc import pin_mmap_threshold
-
+    ``serve()`` on a new event loop and map its outcome to an exit code (see module docstring).
+    """
     prog = f"inkstream serve {service}"
     logs.setup_logging(service)
     try:
@@ -42,7 +43,7 @@ def run_service(service: str, serve: Callable[[], Awaitable[int]]) -> int:
         return 2
     except KeyboardInterrupt:
         return 0
-    except Exception as exc:  # noqa: BLE001 - loading or serving failed: say why, exit 1
+    except Exception as exc:  # loading or serving failed: say why, exit 1
         log.exception("%s failed", service)
         print(f"{prog}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import resource
 import threading
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from opentelemetry import metrics
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -20,6 +21,9 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import start_http_server
+
+from inkstream import tracing
 
 _lock = threading.Lock()
 _metrics_ready = False
@@ -43,9 +47,8 @@ def setup_metrics(service_name: str) -> None:
 
 def serve_metrics(port: int, host: str = "127.0.0.1") -> int:
     """Start prometheus_client's HTTP server for ``/metrics`` on ``host:port``; returns the bound port
-    (``port=0`` picks a free one)."""
-    from prometheus_client import start_http_server
-
+    (``port=0`` picks a free one).
+    """
     server, _thread = start_http_server(port, addr=host)
     bound = server.server_port
     _http_servers[bound] = server
@@ -67,21 +70,21 @@ def _register_process_memory(m: metrics.Meter) -> None:
 
     def in_use(_: CallbackOptions) -> Iterable[Observation]:
         try:
-            import torch
+            import torch  # heavy: the model services have it loaded already
 
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 return [Observation(torch.cuda.memory_allocated(), {"device": "cuda"})]
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - no torch or no usable CUDA: report the process RSS
             pass
         return [Observation(_rss_bytes(), {"device": "cpu"})]
 
     def high_water(_: CallbackOptions) -> Iterable[Observation]:
         try:
-            import torch
+            import torch  # heavy: the model services have it loaded already
 
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 return [Observation(torch.cuda.max_memory_allocated(), {"device": "cuda"})]
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - no torch or no usable CUDA: report the peak RSS
             pass
         # ru_maxrss is in KiB on Linux (getrusage(2)).
         return [Observation(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, {"device": "cpu"})]
@@ -94,7 +97,6 @@ def _register_process_memory(m: metrics.Meter) -> None:
 
 def setup_tracing(service_name: str, provider: TracerProvider | None = None) -> TracerProvider:
     """Install the process's TracerProvider once (delegates to :func:`inkstream.tracing.setup_tracing`,
-    which also adds the exporter chosen by ``INKSTREAM_TRACES_EXPORTER`` / ``INKSTREAM_TRACES_FILE``)."""
-    from inkstream import tracing
-
+    which also adds the exporter chosen by ``INKSTREAM_TRACES_EXPORTER`` / ``INKSTREAM_TRACES_FILE``).
+    """
     return tracing.setup_tracing(service_name, provider=provider)

@@ -9,7 +9,8 @@ mTLS for you): mount a cert-manager / Secret volume with PEM files and point the
 * clients: :func:`channel_credentials` (``ca_file`` to verify the server; ``cert_file`` +
   ``key_file`` to present a client certificate).
 
-Both read the files once and raise ``ValueError`` naming the path when a file is missing or empty, so a wrong mount fails at start-up, not on the first call.
+Both read the files once and raise ``ValueError`` naming the path when a file is missing or empty,
+so a wrong mount fails at start-up, not on the first call.
 APIs: ``grpc.ssl_server_credentials`` / ``grpc.ssl_channel_credentials`` (grpcio docs).
 """
 
@@ -49,7 +50,8 @@ def _read(path: str, what: str) -> bytes:
 
 def server_credentials(cfg: TlsConfig) -> grpc.ServerCredentials:
     """``grpc.ServerCredentials`` from ``cfg`` (requires ``cert_file`` and ``key_file``; mutual TLS
-    when ``client_ca_file`` is set). Raises ValueError for missing settings or files."""
+    when ``client_ca_file`` is set). Raises ValueError for missing settings or files.
+    """
     if not cfg.cert_file or not cfg.key_file:
         raise ValueError("TLS server needs cert_file and key_file")
     pair = [(_read(cfg.key_file, "private key"), _read(cfg.cert_file, "certificate"))]
@@ -61,7 +63,8 @@ def server_credentials(cfg: TlsConfig) -> grpc.ServerCredentials:
 
 def channel_credentials(cfg: TlsConfig) -> grpc.ChannelCredentials:
     """``grpc.ChannelCredentials`` from ``cfg``: server verified with ``ca_file`` (system roots when
-    empty), client certificate presented when ``cert_file``/``key_file`` are set."""
+    empty), client certificate presented when ``cert_file``/``key_file`` are set.
+    """
     root = _read(cfg.ca_file, "CA") if cfg.ca_file else None
     if bool(cfg.cert_file) != bool(cfg.key_file):
         raise ValueError("TLS client certificate needs both cert_file and key_file")
@@ -80,7 +83,8 @@ def add_port(server: grpc.aio.Server, address: str, cfg: TlsConfig | None) -> in
 def open_channel(target: str, cfg: TlsConfig | None, options: list | None = None,
                  interceptors: list | None = None) -> grpc.aio.Channel:
     """A grpc.aio channel to ``target``: secure when ``cfg.enabled`` (with ``server_name_override``
-    as ``grpc.ssl_target_name_override`` when set), else insecure."""
+    as ``grpc.ssl_target_name_override`` when set), else insecure.
+    """
     opts = list(options or [])
     if cfg is not None and cfg.enabled:
         if cfg.server_name_override:

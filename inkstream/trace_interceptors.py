@@ -18,7 +18,8 @@ import asyncio
 import contextlib
 import functools
 import inspect
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from opentelemetry import context as otel_context
@@ -26,9 +27,9 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from inkstream.request_id import (
-    _request_id,
     REQUEST_ID_ATTR,
     REQUEST_ID_KEY,
+    _request_id,
     current_request_id,
     new_request_id,
     valid_request_id,
@@ -64,7 +65,8 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
     streaming handlers written as coroutines or async generators; other handlers pass through.
     """
 
-    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+    async def intercept_service(self, continuation, handler_call_details):
+        """The handler for ``handler_call_details``, its behaviour wrapped in a span (None: unknown method)."""
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
@@ -121,13 +123,13 @@ def _finish_server_span(span: trace.Span, context: Any, exc: BaseException | Non
 def _wrap_behavior(behavior: Any, method: str, meta: dict[str, str]) -> Any:
     if inspect.isasyncgenfunction(behavior):
 
-        async def stream_wrapper(request_or_iterator, context):  # type: ignore[no-untyped-def]
+        async def stream_wrapper(request_or_iterator, context):
             span = _open_server_span(method, meta)
             exc: BaseException | None = None
             try:
                 async for item in behavior(request_or_iterator, context):
                     yield item
-            except BaseException as e:  # noqa: BLE001 - recorded, then re-raised
+            except BaseException as e:  # recorded, then re-raised
                 exc = e
                 raise
             finally:
@@ -136,12 +138,12 @@ def _wrap_behavior(behavior: Any, method: str, meta: dict[str, str]) -> Any:
         return stream_wrapper
     if inspect.iscoroutinefunction(behavior):
 
-        async def unary_wrapper(request_or_iterator, context):  # type: ignore[no-untyped-def]
+        async def unary_wrapper(request_or_iterator, context):
             span = _open_server_span(method, meta)
             exc: BaseException | None = None
             try:
                 return await behavior(request_or_iterator, context)
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 exc = e
                 raise
             finally:
@@ -162,7 +164,8 @@ def server_interceptors() -> list[grpc.aio.ServerInterceptor]:
 
 def outgoing_metadata(metadata: Any, span_context: otel_context.Context | None = None) -> grpc.aio.Metadata:
     """``metadata`` plus ``traceparent``/``tracestate`` of ``span_context`` (default: current) and the
-    current ``x-request-id``; existing values of those keys are replaced."""
+    current ``x-request-id``; existing values of those keys are replaced.
+    """
     carrier: dict[str, str] = {}
     propagate.inject(carrier, context=span_context)
     rid = current_request_id()
@@ -225,7 +228,7 @@ class _ClientInterceptor:
             span.end()
         return call
 
-    async def _intercept(self, continuation, details, request):  # type: ignore[no-untyped-def]
+    async def _intercept(self, continuation, details, request):
         span, new = self._start(details)
         try:
             call = await continuation(new, request)
@@ -237,28 +240,41 @@ class _ClientInterceptor:
 
 
 class UnaryUnaryClientInterceptor(_ClientInterceptor, grpc.aio.UnaryUnaryClientInterceptor):
-    async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
+    """Client span + trace / request-id metadata for unary-unary calls."""
+
+    async def intercept_unary_unary(self, continuation, client_call_details, request):
+        """Start the call with the extra metadata; its span ends when the call does."""
         return await self._intercept(continuation, client_call_details, request)
 
 
 class UnaryStreamClientInterceptor(_ClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):
-    async def intercept_unary_stream(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
+    """Client span + trace / request-id metadata for unary-stream calls."""
+
+    async def intercept_unary_stream(self, continuation, client_call_details, request):
+        """Start the call with the extra metadata; its span ends when the response stream does."""
         return await self._intercept(continuation, client_call_details, request)
 
 
 class StreamUnaryClientInterceptor(_ClientInterceptor, grpc.aio.StreamUnaryClientInterceptor):
-    async def intercept_stream_unary(self, continuation, client_call_details, request_iterator):  # type: ignore[no-untyped-def]
+    """Client span + trace / request-id metadata for stream-unary calls."""
+
+    async def intercept_stream_unary(self, continuation, client_call_details, request_iterator):
+        """Start the call with the extra metadata; its span ends when the call does."""
         return await self._intercept(continuation, client_call_details, request_iterator)
 
 
 class StreamStreamClientInterceptor(_ClientInterceptor, grpc.aio.StreamStreamClientInterceptor):
-    async def intercept_stream_stream(self, continuation, client_call_details, request_iterator):  # type: ignore[no-untyped-def]
+    """Client span + trace / request-id metadata for stream-stream calls."""
+
+    async def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
+        """Start the call with the extra metadata; its span ends when the response stream does."""
         return await self._intercept(continuation, client_call_details, request_iterator)
 
 
 def client_interceptors() -> list[grpc.aio.ClientInterceptor]:
     """Interceptors for ``grpc.aio.insecure_channel(target, options, interceptors=...)`` /
-    ``secure_channel``: trace context + request id on every outgoing call, one CLIENT span each."""
+    ``secure_channel``: trace context + request id on every outgoing call, one CLIENT span each.
+    """
     return [UnaryUnaryClientInterceptor(), UnaryStreamClientInterceptor(),
             StreamUnaryClientInterceptor(), StreamStreamClientInterceptor()]
 
@@ -267,7 +283,7 @@ def client_interceptors() -> list[grpc.aio.ClientInterceptor]:
 # REST (ASGI) server side
 
 
-class asgi_middleware:  # noqa: N801 - used like a function: app.add_middleware(asgi_middleware)
+class asgi_middleware:  # used like a function: app.add_middleware(asgi_middleware)
     """ASGI middleware for the gateway's REST API: the request id from ``X-Request-Id`` (validated) or
     a new one is current while the request is handled and echoed in the response's ``X-Request-Id``.
 
@@ -284,6 +300,7 @@ class asgi_middleware:  # noqa: N801 - used like a function: app.add_middleware(
         self.skip_paths = tuple(skip_paths)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        """ASGI entry point: HTTP requests outside ``skip_paths`` run with a request id (and a span)."""
         if scope.get("type") != "http" or scope.get("path", "") in self.skip_paths:
             await self.app(scope, receive, send)
             return
@@ -308,7 +325,8 @@ class asgi_middleware:  # noqa: N801 - used like a function: app.add_middleware(
                 return
             path = scope.get("path", "")
             attrs = {"http.request.method": scope.get("method", ""), "http.route": path, REQUEST_ID_ATTR: rid}
-            with tracer().start_as_current_span(f"{scope.get('method', 'HTTP')} {path}", context=propagate.extract(headers),
+            with tracer().start_as_current_span(f"{scope.get('method', 'HTTP')} {path}",
+                                                context=propagate.extract(headers),
                                                 kind=SpanKind.SERVER, attributes=attrs) as span:
                 try:
                     await self.app(scope, receive, send_wrapper)

@@ -37,7 +37,8 @@ import json
 import logging
 import os
 import threading
-from typing import Any, Iterator, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -82,6 +83,7 @@ class JsonLinesSpanExporter(SpanExporter):
     def to_dict(span: ReadableSpan) -> dict[str, Any]:
         """The JSON-ready dictionary of one finished span (fields as in the class docstring)."""
         ctx = span.get_span_context()
+        assert ctx is not None  # set on every SDK span from its start
         parent = span.parent
         return {
             "name": span.name,
@@ -94,11 +96,14 @@ class JsonLinesSpanExporter(SpanExporter):
             "start_ns": span.start_time,
             "end_ns": span.end_time,
             "status": span.status.status_code.name,
-            "attributes": {k: v if isinstance(v, (str, int, float, bool)) else list(v)
+            "attributes": {k: v if isinstance(v, (str, int, float, bool)) else list(v or ())
                            for k, v in (span.attributes or {}).items()},
         }
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Append ``spans`` to the file, one JSON object per line, in one write; FAILURE (logged) on an
+        OSError, never raises.
+        """
         data = "".join(json.dumps(self.to_dict(s), separators=(",", ":")) + "\n" for s in spans).encode()
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -111,7 +116,8 @@ class JsonLinesSpanExporter(SpanExporter):
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
-    def shutdown(self) -> None:  # nothing held open between exports
+    def shutdown(self) -> None:
+        """Nothing to release: the file is opened and closed by every export."""
         return None
 
 
@@ -130,13 +136,14 @@ def _span_processor(choice: str, traces_file: str | None):
     if choice == "console":
         return SimpleSpanProcessor(ConsoleSpanExporter())
     if choice == "jsonl":
+        assert traces_file, "checked by _exporter_choice"
         # Simple (synchronous) processor: a span is on disk when it ends, so tests can read it at once.
-        return SimpleSpanProcessor(JsonLinesSpanExporter(traces_file))  # type: ignore[arg-type]
+        return SimpleSpanProcessor(JsonLinesSpanExporter(traces_file))
     if choice == "memory":
         _memory = _memory or InMemorySpanExporter()
         return SimpleSpanProcessor(_memory)
     if choice == "otlp":
-        try:
+        try:  # lazy: an optional dependency (the otlp extra)
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
         except ImportError:
             raise RuntimeError(f"traces exporter 'otlp' needs the PyPI package {OTLP_PACKAGE}") from None

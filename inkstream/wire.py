@@ -32,7 +32,8 @@ def dtype_from_name(name: str) -> torch.dtype:
 
 def wire_dtype_name(value: int) -> str:
     """DType enum value -> "float32" / "float16" / "bfloat16" / "DTYPE_UNSPECIFIED"; a value outside
-    the enum (a newer or hostile peer: proto3 keeps unknown enum values) -> "DType 99"."""
+    the enum (a newer or hostile peer: proto3 keeps unknown enum values) -> "DType 99".
+    """
     dt = WIRE_TO_DTYPE.get(value)
     if dt is not None:
         return str(dt).removeprefix("torch.")
@@ -110,6 +111,7 @@ def wire_nbytes(n_tokens: int, hidden: int, dtype: torch.dtype) -> int:
 
 def item_error(exc: InkstreamError) -> tensor_pb2.ItemError:
     """The per-item error message for ``exc``: code name, message, its retry hint in seconds
-    (``retry_after_s``, 0 when it has none) and its ``reason`` ("" when it has none)."""
+    (``retry_after_s``, 0 when it has none) and its ``reason`` ("" when it has none).
+    """
     return tensor_pb2.ItemError(code=exc.code_name, message=exc.message, retry_after_s=float(exc.retry_after_s or 0.0),
                                 reason=exc.reason)

@@ -1,0 +1,1 @@
+"""Local process launcher: the whole stack as child processes on loopback (``inkstream up``)."""

@@ -17,16 +17,16 @@ import contextlib
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+import httpx
 
+import models.compact
+from launcher.probes import free_port, grpc_serving, http_up
 
 SERVICES = ("encoder", "decoder", "gateway")
 # The gateway drains for up to drain_grace_s (30 s by default, gateway/config.py) so that documents
@@ -42,22 +42,13 @@ _BIND_FAILURES = ("failed to bind", "could not bind", "cannot bind", "address al
 
 def default_model_dir() -> pathlib.Path:
     """The embedded compact model's weights directory (may not exist before training)."""
-    import models.compact
-
     return pathlib.Path(models.compact.__file__).resolve().parent / "weights"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now (the OS picks it). Another process may take it before
-    the child binds; :class:`LocalStack` then respawns the child on new ports."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def resolve_model(model_dir: str | os.PathLike | None, scratch: pathlib.Path) -> pathlib.Path:
     """``model_dir`` if given (must hold config.json); else the embedded weights; else a tiny random
-    deepseek_ocr2 checkpoint written under ``scratch`` (a warning explains). Raises FileNotFoundError."""
+    deepseek_ocr2 checkpoint written under ``scratch`` (a warning explains). Raises FileNotFoundError.
+    """
     if model_dir is not None:
         p = pathlib.Path(model_dir)
         if not (p / "config.json").is_file():
@@ -72,33 +63,12 @@ def resolve_model(model_dir: str | os.PathLike | None, scratch: pathlib.Path) ->
         "checkpoint: the stack works end to end but its text is meaningless.",
         file=sys.stderr,
     )
-    from models.deepseek_ocr2.tiny import write_tiny_checkpoint
+    from models.deepseek_ocr2.tiny import write_tiny_checkpoint  # heavy: torch + transformers, fallback only
 
     tiny = scratch / "tiny-deepseek-ocr2"
     if not (tiny / "config.json").is_file():
         write_tiny_checkpoint(tiny, seed=0)
     return tiny
-
-
-def grpc_serving(addr: str, timeout_s: float = 1.0) -> bool:
-    """True when ``addr`` answers ``grpc.health.v1.Health/Check`` with SERVING."""
-    with grpc.insecure_channel(addr) as ch:
-        try:
-            resp = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
-        except grpc.RpcError:
-            return False
-    return resp.status == health_pb2.HealthCheckResponse.SERVING
-
-
-def http_up(url: str, timeout_s: float = 1.0) -> bool:
-    """True when ``url`` answers HTTP with anything but 503 (a 404 means no such probe: up anyway)."""
-    import httpx
-
-    try:
-        r = httpx.get(url, timeout=timeout_s)
-    except httpx.HTTPError:
-        return False
-    return r.status_code != 503
 
 
 class LocalStack:
@@ -107,8 +77,9 @@ class LocalStack:
     ``model_dir``: checkpoint for both halves (None: embedded model, see :func:`resolve_model`).
     ``encoders`` / ``decoders``: replica counts. ``gateway``: also start ``inkstream serve gateway``
     (tests of the data path alone run the pipeline in-process and pass False). ``gateway_port`` /
-    ``gateway_grpc_port``: its REST / gRPC ports, 0 picks a free one. ``extra_args``: more CLI flags per service name. ``env``: extra environment
-    for the children (``OMP_NUM_THREADS`` defaults to 1 and ``MALLOC_ARENA_MAX`` to 2 per process).
+    ``gateway_grpc_port``: its REST / gRPC ports, 0 picks a free one. ``extra_args``: more CLI flags per
+    service name. ``env``: extra environment for the children (``OMP_NUM_THREADS`` defaults to 1 and
+    ``MALLOC_ARENA_MAX`` to 2 per process).
     ``startup_timeout_s``: seconds to wait for all processes to be ready. Raises RuntimeError (with
     the log tail) if one fails. ``log_dir``: where the per-process logs go (default: the scratch dir).
     """
@@ -168,8 +139,6 @@ class LocalStack:
 
     def metrics(self, service: str, i: int = 0) -> dict[str, float]:
         """Scrape ``/metrics`` of an encoder / decoder replica: ``{"name{labels}": value}``."""
-        import httpx
-
         r = httpx.get(f"http://127.0.0.1:{self.metrics_ports[service][i]}/metrics", timeout=5)
         r.raise_for_status()
         out: dict[str, float] = {}
@@ -202,7 +171,7 @@ class LocalStack:
         finally:
             log.close()
 
-    def start(self) -> "LocalStack":
+    def start(self) -> LocalStack:
         """Start every process and wait until all are ready (see the class docstring)."""
         try:
             self.model_dir = resolve_model(self.model_dir_arg, pathlib.Path(self._scratch.name))
@@ -220,7 +189,8 @@ class LocalStack:
 
     def _launch(self, service: str, i: int, ports: tuple[int, int] | None = None) -> None:
         """Spawn replica ``i`` of ``service`` on ``ports`` (service port, metrics port; encoder and
-        decoder only), or on free ports picked now (again, if it lost a port race)."""
+        decoder only), or on free ports picked now (again, if it lost a port race).
+        """
         if service == "gateway":
             # A free gRPC port too, so several stacks never collide on the gateway's default one.
             port, extra = self.gateway_port or free_port(), self.gateway_grpc_port or free_port()
@@ -246,14 +216,16 @@ class LocalStack:
     def restart(self, service: str, i: int) -> None:
         """Start encoder or decoder replica ``i`` again on the ports it had (the gateway's replica list
         and health watch then find it back); its log continues in the same file. ValueError for the
-        gateway."""
+        gateway.
+        """
         if service == "gateway":
             raise ValueError("the gateway is not restarted: it holds the stack's public ports")
         self._launch(service, i, (int(self.addrs[service][i].rsplit(":", 1)[1]), self.metrics_ports[service][i]))
 
     def _lost_port_race(self, service: str, i: int) -> bool:
         """Whether replica ``i`` exited because a port :func:`free_port` picked was taken before it
-        bound (another process on this machine got there first): its log since the last spawn says so."""
+        bound (another process on this machine got there first): its log since the last spawn says so.
+        """
         text = self._log_since_spawn(service, i).lower()
         return any(m in text for m in _BIND_FAILURES)
 
@@ -276,7 +248,8 @@ class LocalStack:
 
     def _bound(self, service: str, i: int) -> bool:
         """Whether replica ``i`` of ``service`` logged, since its last spawn, that it listens on its port
-        (``inkstream encoder|decoder: listening on HOST:PORT``, ``inkstream gateway: REST on http://HOST:PORT``)."""
+        (``inkstream encoder|decoder: listening on HOST:PORT``, ``inkstream gateway: REST on http://HOST:PORT``).
+        """
         addr = self.addrs[service][i]
         marker = f"REST on http://{addr}" if service == "gateway" else f"listening on {addr}"
         return marker in self._log_since_spawn(service, i)
@@ -322,7 +295,8 @@ class LocalStack:
         """SIGTERM (drain) the gateway first, then the encoders and decoders; SIGKILL what is left
         after ``grace_s`` seconds (default: :data:`GATEWAY_STOP_GRACE_S` for the gateway, whose own
         drain lets in-flight requests finish or fail cleanly, and :data:`BACKEND_STOP_GRACE_S` for the
-        then idle encoders and decoders). Safe to call twice; :meth:`kill_all` cuts it short."""
+        then idle encoders and decoders). Safe to call twice; :meth:`kill_all` cuts it short.
+        """
         for group, default in ((("gateway",), GATEWAY_STOP_GRACE_S), (("encoder", "decoder"), BACKEND_STOP_GRACE_S)):
             ps = [p for s in group for p in self.procs[s] if p.poll() is None]
             for p in ps:
@@ -339,7 +313,8 @@ class LocalStack:
 
     def kill_all(self) -> None:
         """SIGKILL every child still running (a second Ctrl-C during :meth:`stop`); reaping is left
-        to :meth:`stop`. Only signals, so it is safe inside a signal handler."""
+        to :meth:`stop`. Only signals, so it is safe inside a signal handler.
+        """
         for ps in self.procs.values():
             for p in ps:
                 if p.returncode is None:
@@ -351,7 +326,7 @@ class LocalStack:
         self.stop()
         self._scratch.cleanup()
 
-    def __enter__(self) -> "LocalStack":
+    def __enter__(self) -> LocalStack:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

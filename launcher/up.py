@@ -12,14 +12,15 @@ is taken stops the command with exit code 2 naming the flag.
 from __future__ import annotations
 
 import argparse
+import pathlib
 import shutil
 import signal
 import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from types import FrameType
-from typing import Callable
 
 from launcher.local_stack import GATEWAY_STOP_GRACE_S, LocalStack, free_port
 
@@ -27,7 +28,10 @@ DEFAULT_PORTS = {"--port": 8080, "--grpc-port": 50050}
 
 
 def main(argv: list[str]) -> int:
-    """``inkstream up [--model DIR] [--port P] [--grpc-port P] [--encoders N] [--decoders N]``; returns the exit code."""
+    """``inkstream up [--model DIR] [--port P] [--grpc-port P] [--encoders N] [--decoders N]``.
+
+    Returns the exit code.
+    """
     ap = argparse.ArgumentParser(prog="inkstream up", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", help="checkpoint directory (default: the embedded compact model)")
     ap.add_argument("--port", type=int, default=None,
@@ -78,8 +82,8 @@ def main(argv: list[str]) -> int:
             failed = str(exc)
             print(f"inkstream up: {exc}", file=sys.stderr)
             return 1
-        print(f"inkstream is up: {stack.gateway_url}  (gRPC {stack.gateway_grpc_addr}; model {stack.model_dir}; encoders "
-              f"{', '.join(stack.encoder_addrs)}; decoders {', '.join(stack.decoder_addrs)}). Ctrl-C stops.",
+        print(f"inkstream is up: {stack.gateway_url}  (gRPC {stack.gateway_grpc_addr}; model {stack.model_dir}; "
+              f"encoders {', '.join(stack.encoder_addrs)}; decoders {', '.join(stack.decoder_addrs)}). Ctrl-C stops.",
               flush=True)
         for line in metrics_urls(stack):
             print(f"  metrics: {line}", flush=True)
@@ -127,7 +131,8 @@ def watch(stack: LocalStack, stopping: Callable[[], bool], poll_s: float = 0.5, 
                 if stopping():
                     return ""
                 if len(recent) <= max_restarts:
-                    time.sleep(min(backoff_s * 2 ** (len(recent) - 1), 10.0))  # 1, 2, 4 s: not at once into the same fault
+                    # 1, 2, 4 s: not at once into the same fault
+                    time.sleep(min(backoff_s * 2 ** (len(recent) - 1), 10.0))
                     print(f"inkstream up: {service} {i} exited (log {stack.log_path(service, i)}); starting it again "
                           f"({len(recent)} of at most {max_restarts} restarts in {window_s:.0f} s)", file=sys.stderr)
                     stack.restart(service, i)
@@ -135,7 +140,8 @@ def watch(stack: LocalStack, stopping: Callable[[], bool], poll_s: float = 0.5, 
                     given_up.add((service, i))
                     left = len(flags) - sum(1 for j in range(len(flags)) if (service, j) in given_up)
                     print(f"inkstream up: {service} {i} keeps exiting ({max_restarts} restarts in {window_s:.0f} s); "
-                          f"left down (log {stack.log_path(service, i)}); {left} {service} replica(s) left", file=sys.stderr)
+                          f"left down (log {stack.log_path(service, i)}); {left} {service} replica(s) left",
+                          file=sys.stderr)
             if flags and all((service, j) in given_up for j in range(len(flags))):
                 return f"every {service} process exited"
         time.sleep(poll_s)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import abc
 import pathlib
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any
 
 import torch
 from PIL import Image
+
+from inkstream.errors import InvalidInput
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,8 @@ class SegmentTokens:
     """Vision tokens of one segment: ``vision_tokens`` [n_tokens, H] in the model dtype on CPU;
     ``box`` (x0, y0, x1, y1) in page pixels; ``join``: how its text goes on from the previous
     segment's (:data:`inkstream.segments.JOINS`: a line of its own, or the next piece of a line
-    that was cut in pieces, at a word gap or inside a word)."""
+    that was cut in pieces, at a word gap or inside a word).
+    """
 
     vision_tokens: torch.Tensor
     box: tuple[float, float, float, float]
@@ -90,7 +94,8 @@ class EncoderHalf(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: torch.dtype = torch.float32) -> "EncoderHalf":
+    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
+             dtype: torch.dtype = torch.float32) -> EncoderHalf:
         """Load only the encoder-side tensors of ``checkpoint_dir``. Raises InvalidInput for a bad dir."""
 
     @abc.abstractmethod
@@ -100,7 +105,8 @@ class EncoderHalf(abc.ABC):
     @abc.abstractmethod
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
         """RGB page image -> PreparedPage (CPU). Raises InvalidInput for an unknown mode or a
-        page it cannot use (e.g. too small)."""
+        page it cannot use (e.g. too small).
+        """
 
     @abc.abstractmethod
     def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
@@ -115,7 +121,8 @@ def left_pad(prompts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, t
     """Batch prompt embeddings ([L_i, H] each, same dtype / device) with left padding, the layout
     :meth:`DecoderHalf.forward` takes (Hugging Face ``generate``'s padding side "left"). Returns
     ``inputs_embeds`` [B, L, H] (zeros on pads), ``attention_mask`` [B, L] int64 (1 = real) and
-    ``position_ids`` [B, L] int64 (``cumsum(mask) - 1``, 0 on pads)."""
+    ``position_ids`` [B, L] int64 (``cumsum(mask) - 1``, 0 on pads).
+    """
     b, L = len(prompts), max(int(p.shape[0]) for p in prompts)
     x = prompts[0].new_zeros(b, L, prompts[0].shape[-1])
     mask = torch.zeros(b, L, dtype=torch.long, device=prompts[0].device)
@@ -149,14 +156,16 @@ class DecoderHalf(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: torch.dtype = torch.float32) -> "DecoderHalf":
+    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
+             dtype: torch.dtype = torch.float32) -> DecoderHalf:
         """Load only the decoder-side tensors of ``checkpoint_dir``."""
 
     @abc.abstractmethod
     def embed_prompt(self, vision_tokens: torch.Tensor, task: str, prompt: str | None = None) -> torch.Tensor:
         """Prompt embeddings [L, H] (model dtype, on ``device``): the task template with
         ``n_tokens`` image placeholders whose embeddings are replaced by ``vision_tokens`` [n_tokens, H].
-        Raises InvalidInput for an unknown task."""
+        Raises InvalidInput for an unknown task.
+        """
 
     @abc.abstractmethod
     def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -176,15 +185,15 @@ class DecoderHalf(abc.ABC):
     ) -> torch.Tensor:
         """One model step: ``inputs_embeds`` [B, T, H], ``attention_mask`` [B, S] (1 = attend,
         0 = padding), ``position_ids`` [B, T]; updates ``past_key_values`` in place and returns
-        the last position's logits [B, V] as float32."""
+        the last position's logits [B, V] as float32.
+        """
 
     def check_step_inputs(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor,
                           position_ids: torch.Tensor, past_key_values: Any) -> None:
         """Boundary check of :meth:`forward`'s arguments: ``inputs_embeds`` [B, T, H],
         ``attention_mask`` [B, cached + T], ``position_ids`` [B, T], a cache from :meth:`new_cache`,
-        and cached + T <= ``max_positions``. Raises InvalidInput naming the expected shape."""
-        from inkstream.errors import InvalidInput
-
+        and cached + T <= ``max_positions``. Raises InvalidInput naming the expected shape.
+        """
         if past_key_values is None:
             raise InvalidInput("past_key_values is required (use new_cache())")
         if inputs_embeds.ndim != 3 or inputs_embeds.shape[-1] != self.hidden_size:

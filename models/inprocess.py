@@ -20,9 +20,10 @@ from models.images import to_rgb
 
 
 @dataclass
-class PageResult:
+class InProcessPage:
     """Text of one page (``lines`` joined by newlines), the segments' ``boxes`` (page pixels) and
-    timings in seconds."""
+    timings in seconds.
+    """
 
     text: str
     lines: list[str]
@@ -36,7 +37,8 @@ class PageResult:
 def greedy_segments(dec: DecoderHalf, segments: list[torch.Tensor], task: str | None = None,
                     max_new_tokens: int = 256, batch_size: int = 32) -> list[list[int]]:
     """Greedy decoding of several segments' vision tokens ([n_i, H] each) in left-padded batches.
-    Returns the generated ids per segment (EOS excluded)."""
+    Returns the generated ids per segment (EOS excluded).
+    """
     task = task or dec.default_task
     out: list[list[int]] = [[] for _ in segments]
     order = sorted(range(len(segments)), key=lambda i: segments[i].shape[0])
@@ -65,13 +67,12 @@ def greedy_segments(dec: DecoderHalf, segments: list[torch.Tensor], task: str | 
 
 
 def ocr_page(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, mode: str | None = None,
-             max_new_tokens: int = 256) -> PageResult:
+             max_new_tokens: int = 256) -> InProcessPage:
     """Encode one page and greedily decode all its segments; its text is assembled as the gateway
     does it: the image converted to RGB like the encoder service does (alpha over white, 16-bit
     rescaled), pieces of a cut line joined as marked (:func:`inkstream.segments.join_lines`), lines
-    by newlines. Raises InvalidInput for an image mode a page cannot have."""
-
-
+    by newlines. Raises InvalidInput for an image mode a page cannot have.
+    """
     t0 = time.perf_counter()
     prepared = enc.preprocess(to_rgb(image), mode or enc.default_mode)
     page = enc.encode_batch([prepared])[0]
@@ -79,5 +80,5 @@ def ocr_page(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, mode: str |
     ids = greedy_segments(dec, [s.vision_tokens for s in page.segments], max_new_tokens=max_new_tokens)
     lines = join_lines([dec.decode_text(i).strip() for i in ids], [s.join for s in page.segments])
     t2 = time.perf_counter()
-    return PageResult(text="\n".join(lines), lines=lines, boxes=[s.box for s in page.segments],
+    return InProcessPage(text="\n".join(lines), lines=lines, boxes=[s.box for s in page.segments],
                       n_vision_tokens=page.n_vision_tokens, encode_s=t1 - t0, decode_s=t2 - t1)

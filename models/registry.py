@@ -11,8 +11,12 @@ import importlib
 import json
 import pathlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from inkstream.errors import InvalidInput
+
+if TYPE_CHECKING:  # models.base imports torch: not at registry import time
+    from models.base import DecoderHalf, EncoderHalf
 
 
 @dataclass(frozen=True)
@@ -66,11 +70,11 @@ def get_family(name: str) -> FamilyEntry:
         raise InvalidInput(f"unknown model family {name!r}; known families: {', '.join(sorted(FAMILIES))}") from None
 
 
-def encoder_half_class(name: str) -> type:
-    """The EncoderHalf class of family ``name``."""
+def encoder_half_class(name: str) -> type[EncoderHalf]:
+    """The EncoderHalf class of family ``name`` (imports its module); raises InvalidInput for an unknown one."""
     return _import(get_family(name).encoder)
 
 
-def decoder_half_class(name: str) -> type:
-    """The DecoderHalf class of family ``name``."""
+def decoder_half_class(name: str) -> type[DecoderHalf]:
+    """The DecoderHalf class of family ``name`` (imports its module); raises InvalidInput for an unknown one."""
     return _import(get_family(name).decoder)

@@ -1,0 +1,1 @@
+"""Training code for the served models (not part of the wheel)."""

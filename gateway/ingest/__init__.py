@@ -1,5 +1,6 @@
 """Gateway ingest: upload streaming, type detection, limits, PDF rasterisation and image
-normalisation, page selection. See :mod:`gateway.ingest.document` for the entry points."""
+normalisation, page selection. See :mod:`gateway.ingest.document` for the entry points.
+"""
 
 from gateway.ingest.document import Document, ImageDocument, close_document, open_document, page_stream
 from gateway.ingest.pdf import PdfDocument

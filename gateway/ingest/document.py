@@ -9,18 +9,20 @@ the consumer, so a long document's pixels are never all in memory.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import pathlib
-from typing import AsyncIterator, Protocol
-
-from inkstream.errors import InkstreamError, InvalidInput, PayloadTooLarge
+from collections.abc import AsyncGenerator
+from typing import Protocol
 
 from gateway.ingest import images
 from gateway.ingest.pdf import PdfDocument
 from gateway.ingest.sniff import detect_type
 from gateway.ingest.upload import UploadedFile
 from gateway.types import PageError, PageInput
+from inkstream.decode_errors import image_problem
+from inkstream.errors import InkstreamError, InvalidInput, PayloadTooLarge
 
 log = logging.getLogger("inkstream.gateway.ingest")
 
@@ -28,12 +30,16 @@ log = logging.getLogger("inkstream.gateway.ingest")
 class Document(Protocol):
     """An opened document: ``kind`` (see :data:`gateway.ingest.sniff.KINDS`), ``page_count``,
     ``sizes`` (page index -> (width, height) in document pixels, filled as pages render; boxes in
-    results use these), ``executor`` (None = the loop's default pool) on which ``render``/``close`` run."""
+    results use these), ``executor`` (None = the loop's default pool) on which ``render``/``close`` run.
+    """
 
     kind: str
     page_count: int
     sizes: dict[int, tuple[int, int]]
-    executor: object
+
+    @property
+    def executor(self) -> concurrent.futures.Executor | None:
+        """Where ``render`` / ``close`` must run (None: the event loop's default pool)."""
 
     def render(self, index: int) -> PageInput:
         """Page ``index`` (0-based) as encoder-ready bytes, or a PageInput carrying its error."""
@@ -65,7 +71,7 @@ class ImageDocument:
             frames = getattr(self._im, "n_frames", 1) if kind == "tiff" else 1
         except (OSError, ValueError, EOFError) as exc:
             self._im.close()
-            raise InvalidInput(f"the TIFF file is damaged: {exc}") from None
+            raise InvalidInput(f"the TIFF file is damaged: {image_problem(exc, 'TIFF')}") from None
         if frames > max_pages:
             self._im.close()
             raise PayloadTooLarge(f"the TIFF has {frames} pages; at most {max_pages} pages are accepted")
@@ -91,9 +97,9 @@ class ImageDocument:
             return PageInput(index, None, error=PageError(exc.code_name, f"page {index + 1}: {exc.message}"))
         except (OSError, ValueError, EOFError) as exc:
             if strict:
-                raise InvalidInput(f"the image cannot be decoded: {exc}") from None
+                raise InvalidInput(f"the image cannot be decoded: {image_problem(exc)}") from None
             return PageInput(index, None, error=PageError("INVALID_ARGUMENT",
-                                                          f"page {index + 1} cannot be decoded: {exc}"))
+                                                          f"page {index + 1} cannot be decoded: {image_problem(exc)}"))
 
     def render(self, index: int) -> PageInput:
         """Page ``index`` (0-based) as PNG bytes, or a PageInput carrying the page's error."""
@@ -128,11 +134,11 @@ async def open_document(upload: UploadedFile, *, long_side_px: int, max_pixels: 
 
 async def close_document(doc: Document) -> None:
     """Close ``doc`` on its own executor (PDFium calls stay on the PDFium thread)."""
-    await asyncio.get_running_loop().run_in_executor(doc.executor, doc.close)  # type: ignore[arg-type]
+    await asyncio.get_running_loop().run_in_executor(doc.executor, doc.close)
 
 
 async def page_stream(doc: Document, indices: list[int], lookahead: int = 2,
-                      render_timeout_s: float = 120.0) -> AsyncIterator[PageInput]:
+                      render_timeout_s: float = 120.0) -> AsyncGenerator[PageInput, None]:
     """Yield a PageInput for each of ``indices`` (0-based, in this order), rendered one at a time off
     the event loop by a producer that stays at most ``lookahead`` pages ahead of the consumer.
 
@@ -145,7 +151,7 @@ async def page_stream(doc: Document, indices: list[int], lookahead: int = 2,
     async def produce() -> None:
         """Render ``indices`` in order into the bounded queue; None marks the end."""
         for i in indices:
-            fut = loop.run_in_executor(doc.executor, doc.render, i)  # type: ignore[arg-type]
+            fut = loop.run_in_executor(doc.executor, doc.render, i)
             # asyncio.wait, not wait_for: Python 3.11's wait_for can swallow a cancellation that
             # arrives as the render completes (gh-86296), leaving this task blocked on a full queue.
             done, _ = await asyncio.wait({fut}, timeout=render_timeout_s)
@@ -157,7 +163,8 @@ async def page_stream(doc: Document, indices: list[int], lookahead: int = 2,
                 exc = fut.exception()
                 log.error("rendering page %d failed", i + 1, exc_info=exc)
                 page = PageInput(i, None, error=PageError(
-                    "INTERNAL", f"page {i + 1} could not be rendered ({type(exc).__name__})"))
+                    "INTERNAL", f"page {i + 1} could not be rendered (an unexpected error; the gateway's log has "
+                    "the details)"))
             else:
                 page = fut.result()
             await queue.put(page)

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from inkstream.decode_errors import image_problem
 from inkstream.errors import InvalidInput, PayloadTooLarge, Unprocessable
 
 _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
@@ -48,7 +49,7 @@ def open_image(path: str, max_pixels: int) -> Image.Image:
             "the image cannot be read: its header is invalid or damaged (for example a zero width or height)"
         ) from None
     except (OSError, ValueError, SyntaxError) as exc:
-        raise InvalidInput(f"the image cannot be read: {exc}") from None
+        raise InvalidInput(f"the image cannot be read: {image_problem(exc)}") from None
     check_size(im.size, max_pixels)
     return im
 
@@ -71,9 +72,9 @@ def decode(im: Image.Image) -> Image.Image:
     except OSError as exc:
         if "truncated" in str(exc):
             raise InvalidInput("the image is truncated: the file ends before the image data does") from None
-        raise InvalidInput(f"the image data is corrupt: {exc}") from None
+        raise InvalidInput(f"the image cannot be decoded: {image_problem(exc)}") from None
     except (ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:
-        raise InvalidInput(f"the image data is corrupt: {exc}") from None
+        raise InvalidInput(f"the image cannot be decoded: {image_problem(exc)}") from None
     return im
 
 
@@ -121,7 +122,8 @@ def _on_white(im: Image.Image) -> Image.Image:
 
 def fit(im: Image.Image, long_side_px: int, max_pixels: int) -> Image.Image:
     """Downscale (never upscale) so the long side is at most ``long_side_px`` and the pixel count at
-    most ``max_pixels``; Lanczos resampling (Pillow ``Image.resize``)."""
+    most ``max_pixels``; Lanczos resampling (Pillow ``Image.resize``).
+    """
     w, h = im.size
     scale = min(1.0, long_side_px / max(w, h)) if long_side_px > 0 else 1.0
     scale = min(scale, math.sqrt(max_pixels / (w * h)))
@@ -149,7 +151,8 @@ def encode_png(im: Image.Image) -> bytes:
 def encode_page(im: Image.Image, max_bytes: int = 0) -> bytes:
     """Page image bytes for the encoder: lossless PNG, or JPEG (quality 90, then 75) when the PNG is
     over ``max_bytes`` (the encoder's ``max_image_bytes``; 0 = no limit). Photos and dithered scans
-    compress far better as JPEG. Raises PayloadTooLarge when even the JPEG is over the limit."""
+    compress far better as JPEG. Raises PayloadTooLarge when even the JPEG is over the limit.
+    """
     data = encode_png(im)
     if not max_bytes or len(data) <= max_bytes:
         return data

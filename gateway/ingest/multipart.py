@@ -11,9 +11,8 @@ from __future__ import annotations
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from inkstream.errors import InvalidInput, PayloadTooLarge
-
 from gateway.ingest.upload import UploadSink
+from inkstream.errors import InvalidInput, PayloadTooLarge
 
 FILE_FIELD = "file"
 

@@ -9,6 +9,7 @@ construction. The document is read from its file by PDFium on demand, never load
 from __future__ import annotations
 
 import ctypes
+import logging
 import math
 import pathlib
 import re
@@ -17,10 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from inkstream.errors import InkstreamError, InvalidInput, Unprocessable
-
 from gateway.ingest.images import encode_page
 from gateway.types import PageError, PageInput
+from inkstream.decode_errors import pdf_page_problem
+from inkstream.errors import InkstreamError, InvalidInput, Unprocessable
+
+log = logging.getLogger("inkstream.gateway.ingest")
 
 #: The one thread that talks to PDFium.
 PDFIUM_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pdfium")
@@ -52,7 +55,8 @@ _NOT_A_PDF = b"%PDF-1.0 not a document"
 
 def _reset_last_error() -> None:
     """Set PDFium's last-error code to FORMAT by failing to load a tiny non-document, so a failure
-    that sets no code (see :func:`_looks_pageless`) cannot inherit an earlier request's PASSWORD."""
+    that sets no code (see :func:`_looks_pageless`) cannot inherit an earlier request's PASSWORD.
+    """
     buf = ctypes.create_string_buffer(_NOT_A_PDF)
     doc = pdfium_c.FPDF_LoadMemDocument(buf, len(_NOT_A_PDF), None)
     if doc:  # cannot happen for this input; never leak a handle
@@ -69,7 +73,8 @@ def _open_error(exc: pdfium.PdfiumError, password: str, path: pathlib.Path) -> E
         return InvalidInput("the PDF is password-protected; send its password in the 'password' option")
     if code == pdfium_c.FPDF_ERR_SECURITY:
         return Unprocessable("the PDF uses an unsupported security handler and cannot be opened")
-    return InvalidInput("the file is not a readable PDF: it is damaged or truncated (PDFium could not parse it)")
+    log.info("PDF could not be opened: %s: %s", type(exc).__name__, exc)
+    return InvalidInput("the file is not a readable PDF: it is damaged or truncated (its structure cannot be parsed)")
 
 
 # Pages rendered per open PDFium document before it is reopened (see PdfDocument._maybe_reopen).
@@ -108,7 +113,8 @@ class PdfDocument:
 
     def scale_for(self, width_pt: float, height_pt: float) -> float:
         """Render scale (pixels per PDF point, 1 pt = 1/72 inch): long side = ``long_side_px``,
-        lowered so that width x height stays within ``max_pixels``."""
+        lowered so that width x height stays within ``max_pixels``.
+        """
         scale = self.long_side_px / max(width_pt, height_pt)
         area = width_pt * height_pt * scale * scale
         if area > self.max_pixels:
@@ -117,14 +123,15 @@ class PdfDocument:
 
     def render(self, index: int) -> PageInput:
         """Page ``index`` (0-based) as PNG bytes; a page PDFium cannot load or draw becomes
-        ``PageInput.error`` (INVALID_ARGUMENT) instead of failing the document."""
+        ``PageInput.error`` (INVALID_ARGUMENT) instead of failing the document.
+        """
         self._maybe_reopen()
         page = None
         try:
             page = self._pdf[index]
             w_pt, h_pt = page.get_size()
             if not (w_pt > 0 and h_pt > 0 and math.isfinite(w_pt * h_pt)):
-                raise ValueError(f"invalid page size {w_pt}x{h_pt} points")
+                raise InvalidInput(f"the page has an invalid size ({w_pt:g} x {h_pt:g} points)")
             bitmap = page.render(scale=self.scale_for(w_pt, h_pt), may_draw_forms=True)
             try:
                 image = bitmap.to_pil().convert("RGB")
@@ -137,7 +144,7 @@ class PdfDocument:
             return PageInput(index, None, error=PageError(exc.code_name, f"page {index + 1}: {exc.message}"))
         except (pdfium.PdfiumError, ValueError, OSError) as exc:
             return PageInput(index=index, image=None, error=PageError(
-                "INVALID_ARGUMENT", f"page {index + 1} could not be rendered: {exc}"))
+                "INVALID_ARGUMENT", f"page {index + 1} could not be rendered: {pdf_page_problem(exc)}"))
         finally:
             if page is not None:
                 page.close()

@@ -18,7 +18,7 @@ def parse_pages(spec: str, page_count: int, max_pages: int | None = None) -> lis
     """
     spec = (spec or "").strip()
     if spec.lower() in ("", "all"):
-        chosen = range(page_count)
+        chosen: range | list[int] = range(page_count)
     else:
         wanted: set[int] = set()
         for part in spec.split(","):

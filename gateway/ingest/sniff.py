@@ -1,9 +1,11 @@
-"""Document type detection by magic bytes (never by file name or declared content type).
+r"""Document type detection by magic bytes (never by file name or declared content type).
 
 Signatures from the format specifications: PDF 1.7 (ISO 32000-1 §7.5.2; readers accept the
 ``%PDF-`` header anywhere in the first 1,024 bytes), PNG (RFC 2083 §3.1), JPEG/JFIF (SOI marker
-``FF D8`` + next marker ``FF``), TIFF 6.0 (``II*\\0`` / ``MM\\0*``; BigTIFF ``II+\\0`` / ``MM\\0+``),
-GIF87a/89a, WebP (RIFF container with ``WEBP`` form type), BMP (``BM``).
+``FF D8`` + next marker ``FF``), TIFF 6.0 (``II*\0`` / ``MM\0*``; BigTIFF ``II+\0`` / ``MM\0+``),
+GIF87a/89a, WebP (RIFF container with ``WEBP`` form type), BMP (``BM``), JPEG 2000 (ISO/IEC 15444-1:
+the JP2 signature box ``00 00 00 0C 6A 50 20 20 0D 0A 87 0A``, Annex I.5.1, or a bare J2K codestream
+starting with the SOC and SIZ markers ``FF 4F FF 51``, Annex A.4).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from inkstream.errors import InvalidInput, UnsupportedMediaType
 #: bytes a caller should pass to :func:`detect_type` (PDF header search window).
 SNIFF_BYTES = 1024
 
-KINDS = ("pdf", "png", "jpeg", "tiff", "gif", "webp", "bmp")
+KINDS = ("pdf", "png", "jpeg", "tiff", "gif", "webp", "bmp", "jp2")
+_JP2_SIGNATURE = b"\x00\x00\x00\x0cjP  \r\n\x87\n"
+_J2K_CODESTREAM = b"\xff\x4f\xff\x51"
 
 MEDIA_TYPES = {
     "pdf": "application/pdf",
@@ -23,6 +27,7 @@ MEDIA_TYPES = {
     "gif": "image/gif",
     "webp": "image/webp",
     "bmp": "image/bmp",
+    "jp2": "image/jp2",
 }
 
 
@@ -46,9 +51,11 @@ def detect_type(head: bytes) -> str:
         return "webp"
     if head[:2] == b"BM" and len(head) >= 26:
         return "bmp"
+    if head.startswith((_JP2_SIGNATURE, _J2K_CODESTREAM)):
+        return "jp2"
     if b"%PDF-" in head[:SNIFF_BYTES]:
         return "pdf"
     raise UnsupportedMediaType(
         "unsupported file type (not recognised from its first bytes); accepted: "
-        "PDF, PNG, JPEG, TIFF, WebP, BMP, GIF"
+        "PDF, PNG, JPEG, JPEG 2000, TIFF, WebP, BMP, GIF"
     )

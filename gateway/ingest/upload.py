@@ -12,9 +12,8 @@ import os
 import pathlib
 from dataclasses import dataclass
 
-from inkstream.errors import PayloadTooLarge, RequestTimeout
-
 from gateway.ingest.sniff import SNIFF_BYTES
+from inkstream.errors import PayloadTooLarge, RequestTimeout
 
 
 def _mib(n: int) -> str:
@@ -29,14 +28,16 @@ def too_large(limit: int, seen: int | None = None) -> PayloadTooLarge:
 
 def upload_too_slow(limit_s: float) -> RequestTimeout:
     """The error for an upload that did not finish within ``limit_s`` seconds (HTTP 408: the client
-    was too slow, not the gateway)."""
+    was too slow, not the gateway).
+    """
     return RequestTimeout(f"the upload did not finish within {limit_s:g} s; send it faster or split the document")
 
 
 @dataclass(frozen=True)
 class UploadedFile:
     """A finished upload: ``path`` on local disk, ``size`` bytes, ``sha256`` hex digest, ``head`` its
-    first :data:`SNIFF_BYTES` bytes (for type detection)."""
+    first :data:`SNIFF_BYTES` bytes (for type detection).
+    """
 
     path: pathlib.Path
     size: int

@@ -15,6 +15,7 @@ The training-only CTC head is not exported.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 import shutil
@@ -35,15 +36,15 @@ WEIGHTS = "model.safetensors"
 def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, training: dict | None = None,
                       dtype: torch.dtype = torch.float32) -> pathlib.Path:
     """Write ``model`` (a :class:`models.compact.model.CompactOCR`) as a checkpoint directory,
-    atomically (written to a temp dir beside ``out_dir``, then renamed). Returns ``out_dir``."""
+    atomically (written to a temp dir beside ``out_dir``, then renamed). Returns ``out_dir``.
+    """
     out_dir = pathlib.Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".export-"))
     tensors = {}
-    for k, v in model.encoder.state_dict().items():
-        tensors[ENCODER_PREFIX + k] = v.detach().cpu().to(dtype if v.is_floating_point() else v.dtype).contiguous().clone()
-    for k, v in model.lm.state_dict().items():
-        tensors[DECODER_PREFIX + k] = v.detach().cpu().to(dtype if v.is_floating_point() else v.dtype).contiguous().clone()
+    for prefix, part in ((ENCODER_PREFIX, model.encoder), (DECODER_PREFIX, model.lm)):
+        for k, v in part.state_dict().items():
+            tensors[prefix + k] = v.detach().cpu().to(dtype if v.is_floating_point() else v.dtype).contiguous().clone()
     save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt"})
     cfg = {
         "inkstream_family": "compact",
@@ -80,7 +81,8 @@ def read_config(checkpoint_dir: str | pathlib.Path) -> dict:
         raise InvalidInput(f"{checkpoint_dir}: not a checkpoint directory (no config.json)")
     cfg = json.loads(path.read_text())
     if cfg.get("inkstream_family") != "compact":
-        raise InvalidInput(f"{checkpoint_dir}: not a compact checkpoint (inkstream_family={cfg.get('inkstream_family')!r})")
+        raise InvalidInput(f"{checkpoint_dir}: not a compact checkpoint "
+                           f"(inkstream_family={cfg.get('inkstream_family')!r})")
     if not (pathlib.Path(checkpoint_dir) / WEIGHTS).is_file():
         raise InvalidInput(f"{checkpoint_dir}: {WEIGHTS} missing")
     return cfg
@@ -88,7 +90,8 @@ def read_config(checkpoint_dir: str | pathlib.Path) -> dict:
 
 def load_prefixed(checkpoint_dir: str | pathlib.Path, prefix: str) -> tuple[dict[str, torch.Tensor], set[str]]:
     """Read only the tensors whose name starts with ``prefix`` (safetensors reads lazily per tensor).
-    Returns (state dict with the prefix stripped, set of full checkpoint tensor names read)."""
+    Returns (state dict with the prefix stripped, set of full checkpoint tensor names read).
+    """
     state, names = {}, set()
     with safe_open(str(pathlib.Path(checkpoint_dir) / WEIGHTS), framework="pt", device="cpu") as f:
         for name in f.keys():
@@ -102,9 +105,8 @@ def load_prefixed(checkpoint_dir: str | pathlib.Path, prefix: str) -> tuple[dict
 
 def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
     """(model_id, revision): ``"inkstream-compact"`` and the first 12 hex digits of sha256 over
-    config.json + model.safetensors (the whole files: the checkpoint is a few MB)."""
-    import hashlib
-
+    config.json + model.safetensors (the whole files: the checkpoint is a few MB).
+    """
     root = pathlib.Path(checkpoint_dir)
     digest = hashlib.sha256((root / "config.json").read_bytes())
     digest.update((root / WEIGHTS).read_bytes())

@@ -23,7 +23,7 @@ import pathlib
 from typing import Any
 
 import torch
-from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
+from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DynamicCache
 
 from inkstream.errors import InvalidInput
 from models.base import DecoderHalf
@@ -55,16 +55,18 @@ class CompactDecoderHalf(DecoderHalf):
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
-             dtype: torch.dtype = torch.float32) -> "CompactDecoderHalf":
+             dtype: torch.dtype = torch.float32) -> CompactDecoderHalf:
         """Read config.json, tokenizer.json and ONLY the ``decoder.*`` tensors. Raises InvalidInput for
-        a directory that is not a compact checkpoint."""
+        a directory that is not a compact checkpoint.
+        """
         cfg = ckpt.read_config(checkpoint_dir)
         dcfg = DeepseekV2Config.from_dict(cfg["decoder"])
         dcfg._attn_implementation = ATTN_IMPLEMENTATION
         state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.DECODER_PREFIX)
         lm = DeepseekV2ForCausalLM(dcfg)  # a few MB: initialising it first costs nothing worth avoiding
         lm.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
-        lm = lm.to(device=device, dtype=dtype).eval()
+        # PreTrainedModel.to is @functools.wraps(nn.Module.to): the _Wrapped type loses the bound self.
+        lm = lm.to(device=device, dtype=dtype).eval()  # type: ignore[call-arg]
         absorb_mla(lm)  # inference-only attention against the latent KV cache (models/compact/mla.py)
         try:
             tok = load_tokenizer(checkpoint_dir)
@@ -75,7 +77,8 @@ class CompactDecoderHalf(DecoderHalf):
 
     def embed_prompt(self, vision_tokens: torch.Tensor, task: str, prompt: str | None = None) -> torch.Tensor:
         """``[vision_tokens; emb(<s>)]`` -> [n_tokens + 1, H] (``dtype``, on ``device``). Raises
-        InvalidInput for an unknown task, a prompt (none is taken), a bad shape or too many tokens."""
+        InvalidInput for an unknown task, a prompt (none is taken), a bad shape or too many tokens.
+        """
         if task not in TASKS:
             raise InvalidInput(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
         if prompt:
@@ -83,7 +86,8 @@ class CompactDecoderHalf(DecoderHalf):
         if vision_tokens.ndim != 2 or vision_tokens.shape[1] != self.hidden_size or vision_tokens.shape[0] < 1:
             raise InvalidInput(f"vision tokens must be [n_tokens, {self.hidden_size}], got {list(vision_tokens.shape)}")
         if vision_tokens.shape[0] > self.max_vision_tokens:
-            raise InvalidInput(f"{vision_tokens.shape[0]} vision tokens exceed this model's maximum of {self.max_vision_tokens}")
+            raise InvalidInput(f"{vision_tokens.shape[0]} vision tokens exceed this model's maximum of "
+                               f"{self.max_vision_tokens}")
         bos = self.embed_tokens(torch.tensor([[BOS_ID]]))[0]
         return torch.cat([vision_tokens.to(self.device, self.dtype), bos], 0)
 
@@ -94,8 +98,6 @@ class CompactDecoderHalf(DecoderHalf):
 
     def new_cache(self) -> Any:
         """An empty ``transformers.DynamicCache`` (one entry per decoder layer)."""
-        from transformers import DynamicCache
-
         return DynamicCache(config=self._lm.config)
 
     def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
@@ -103,11 +105,13 @@ class CompactDecoderHalf(DecoderHalf):
         """Prefill or decode step: ``inputs_embeds`` [B, T, H], ``attention_mask`` [B, S] with
         S = cached + T (1 = real, 0 = pad), ``position_ids`` [B, T]. Appends T positions to
         ``past_key_values`` and returns the last position's logits [B, V] float32. Raises
-        InvalidInput on shape mismatches or a sequence beyond ``max_positions``."""
+        InvalidInput on shape mismatches or a sequence beyond ``max_positions``.
+        """
         self.check_step_inputs(inputs_embeds, attention_mask, position_ids, past_key_values)
         with torch.no_grad():
             out = self._lm.model(inputs_embeds=inputs_embeds.to(self.device, self.dtype),
-                                 attention_mask=attention_mask.to(self.device), position_ids=position_ids.to(self.device),
+                                 attention_mask=attention_mask.to(self.device),
+                                 position_ids=position_ids.to(self.device),
                                  past_key_values=past_key_values, use_cache=True)
             return self._lm.lm_head(out.last_hidden_state[:, -1]).float()
 

@@ -27,9 +27,8 @@ import pathlib
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
-
 import rapidocr
+from PIL import Image
 from rapidocr.ch_ppocr_det.utils import DBPostProcess, DetPreProcess
 
 RAPIDOCR_MODELS = pathlib.Path(rapidocr.__file__).parent / "models"
@@ -40,7 +39,8 @@ CLS_MODEL = RAPIDOCR_MODELS / "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
 @dataclass
 class LineBox:
     """A detected text line: ``quad`` float32 [4, 2] (x, y page pixels, clockwise from top-left),
-    ``box`` (x0, y0, x1, y1) its axis-aligned bounds, ``score`` detector confidence 0..1."""
+    ``box`` (x0, y0, x1, y1) its axis-aligned bounds, ``score`` detector confidence 0..1.
+    """
 
     quad: np.ndarray
     box: tuple[float, float, float, float]
@@ -48,7 +48,7 @@ class LineBox:
 
 
 def _session(path: pathlib.Path, threads: int):
-    import onnxruntime as ort
+    import onnxruntime as ort  # heavy: onnxruntime, only when a detector is built
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
@@ -59,7 +59,8 @@ def _session(path: pathlib.Path, threads: int):
 
 def _same_line(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
     """Whether two boxes (x0, y0, x1, y1) are one line found twice: each overlaps the other by more
-    than half of the smaller box's height and width."""
+    than half of the smaller box's height and width.
+    """
     dy = min(a[3], b[3]) - max(a[1], b[1])
     dx = min(a[2], b[2]) - max(a[0], b[0])
     return dy > 0.5 * min(a[3] - a[1], b[3] - b[1]) and dx > 0.5 * min(a[2] - a[0], b[2] - b[0])
@@ -83,7 +84,8 @@ class LineDetector:
         into ``det_long_side``; each band keeps the lines whose centre lies in its own part (between
         the middles of its overlaps, ``max(256, band / 5)`` pixels), and of a line found by two
         bands the copy farther from its band's edge (lines up to a quarter of the overlap tall are
-        never cut)."""
+        never cut).
+        """
         h, w = rgb.shape[:2]
         band = max(self.det_long_side, w)
         if h <= 2 * w or h <= self.det_long_side:
@@ -121,7 +123,7 @@ class LineDetector:
         quads, scores = self.post(pred, padded.shape[:2])
         h, w = rgb.shape[:2]
         out = []
-        for q, s in zip(quads, scores):
+        for q, s in zip(quads, scores, strict=True):
             q = q.astype(np.float32) - p
             q[:, 0] = q[:, 0].clip(0, w)
             q[:, 1] = q[:, 1].clip(0, h)
@@ -132,15 +134,16 @@ class LineDetector:
 
     def _upside_down(self, rgb: np.ndarray, lines: list[LineBox], min_lines: int = 1, margin: float = 0.0) -> bool:
         """Vote of the 0/180 classifier over up to 16 of the widest lines: True when at least
-        ``min_lines`` lines were classified and the mean of P(180) - P(0) exceeds ``margin``."""
+        ``min_lines`` lines were classified and the mean of P(180) - P(0) exceeds ``margin``.
+        """
         if self.cls is None or len(lines) < min_lines:
             return False
         votes, n = 0.0, 0
-        for ln in sorted(lines, key=lambda l: l.box[2] - l.box[0], reverse=True)[:16]:
+        for ln in sorted(lines, key=lambda b: b.box[2] - b.box[0], reverse=True)[:16]:
             x0, y0, x1, y1 = (int(round(v)) for v in ln.box)
             crop = Image.fromarray(rgb[y0:y1, x0:x1]).convert("RGB")
             w = min(192, max(8, int(round(crop.width * 48 / max(1, crop.height)))))
-            a = np.asarray(crop.resize((w, 48), Image.BILINEAR), dtype=np.float32)[:, :, ::-1] / 255.0
+            a = np.asarray(crop.resize((w, 48), Image.Resampling.BILINEAR), dtype=np.float32)[:, :, ::-1] / 255.0
             inp = np.zeros((1, 3, 48, 192), dtype=np.float32)
             inp[0, :, :, :w] = ((a - 0.5) / 0.5).transpose(2, 0, 1)
             prob = self.cls.run(None, {self.cls.get_inputs()[0].name: inp})[0][0]
@@ -151,11 +154,12 @@ class LineDetector:
     def detect(self, image: Image.Image) -> tuple[Image.Image, list[LineBox], int]:
         """Find the text lines of ``image``. Returns (upright page image, lines in reading order with
         boxes in the upright image's pixels, rotation applied in degrees counter-clockwise: 0, 90,
-        180 or 270)."""
+        180 or 270).
+        """
         rgb = np.asarray(image.convert("RGB"))
         lines = self._detect(rgb)
         rotation = 0
-        tall = sum(1 for l in lines if (l.box[3] - l.box[1]) > 1.5 * (l.box[2] - l.box[0]))
+        tall = sum(1 for ln in lines if (ln.box[3] - ln.box[1]) > 1.5 * (ln.box[2] - ln.box[0]))
         if lines and tall > 0.6 * len(lines):
             image, rotation = image.rotate(90, expand=True), 90
             rgb = np.asarray(image.convert("RGB"))
@@ -185,7 +189,7 @@ def reading_order(lines: list[LineBox]) -> list[LineBox]:
     """Order line boxes for reading: columns left to right, each top to bottom (recursive XY-cut)."""
     if len(lines) <= 1:
         return list(lines)
-    heights = sorted(l.box[3] - l.box[1] for l in lines)
+    heights = sorted(ln.box[3] - ln.box[1] for ln in lines)
     med_h = heights[len(heights) // 2]
     return _xy_cut(lines, med_h)
 
@@ -193,20 +197,22 @@ def reading_order(lines: list[LineBox]) -> list[LineBox]:
 def _is_prose(side: list[LineBox], med_h: float) -> bool:
     """Whether a side of a candidate gutter reads as a text column: at least 3 boxes much wider than
     tall, and they are 40 % of its boxes or hold 70 % of its boxes' total width (a column beside a
-    figure or chart whose many small labels would outnumber its lines; table cells rarely pass)."""
-    width = [l.box[2] - l.box[0] for l in side]
+    figure or chart whose many small labels would outnumber its lines; table cells rarely pass).
+    """
+    width = [ln.box[2] - ln.box[0] for ln in side]
     wide = [w for w in width if w > 10 * med_h]
     return len(wide) >= 3 and (len(wide) >= 0.4 * len(side) or sum(wide) >= 0.7 * sum(width))
 
 
 def _column_gutters(lines: list[LineBox], med_h: float) -> list[tuple[float, float]]:
     """Candidate gutters (x0, x1): runs at least 0.3 line heights wide where at most ~5 % of the boxes
-    cross (the detector's unclipped boxes of adjacent columns often touch or overlap a narrow gutter)."""
-    x_lo = int(min(l.box[0] for l in lines))
-    x_hi = int(max(l.box[2] for l in lines)) + 1
+    cross (the detector's unclipped boxes of adjacent columns often touch or overlap a narrow gutter).
+    """
+    x_lo = int(min(ln.box[0] for ln in lines))
+    x_hi = int(max(ln.box[2] for ln in lines)) + 1
     cover = np.zeros(x_hi - x_lo + 1, dtype=np.int32)
-    for l in lines:
-        cover[int(l.box[0]) - x_lo: int(l.box[2]) - x_lo + 1] += 1
+    for ln in lines:
+        cover[int(ln.box[0]) - x_lo: int(ln.box[2]) - x_lo + 1] += 1
     tol = int(0.05 * len(lines))
     low = cover <= tol
     runs, start = [], None
@@ -222,16 +228,17 @@ def _column_gutters(lines: list[LineBox], med_h: float) -> list[tuple[float, flo
 
 def _straddler_cut(lines: list[LineBox], x_mid: float, med_h: float) -> float | None:
     """A y position separating the boxes that cross the gutter at ``x_mid`` (wider than a line
-    height on both sides) from the column boxes, or None. Chosen so the straddlers' side is smallest."""
-    cross = [l for l in lines if l.box[0] < x_mid - med_h and l.box[2] > x_mid + med_h]
+    height on both sides) from the column boxes, or None. Chosen so the straddlers' side is smallest.
+    """
+    cross = [ln for ln in lines if ln.box[0] < x_mid - med_h and ln.box[2] > x_mid + med_h]
     if not cross:
         return None
-    gaps = [(g0 + g1) / 2 for g0, g1 in _gaps([(l.box[1], l.box[3]) for l in lines])]
+    gaps = [(g0 + g1) / 2 for g0, g1 in _gaps([(ln.box[1], ln.box[3]) for ln in lines])]
     best = None
     for y in gaps:
-        above = [l for l in lines if _cy(l) < y]
+        above = [ln for ln in lines if _cy(ln) < y]
         side = above if all(_cy(c) < y for c in cross) else (
-            [l for l in lines if _cy(l) >= y] if all(_cy(c) >= y for c in cross) else None)
+            [ln for ln in lines if _cy(ln) >= y] if all(_cy(c) >= y for c in cross) else None)
         if side is not None and (best is None or len(side) < best[0]):
             best = (len(side), y)
     if best is None:
@@ -240,12 +247,12 @@ def _straddler_cut(lines: list[LineBox], x_mid: float, med_h: float) -> float | 
         top, bottom = min(_cy(c) for c in cross), max(_cy(c) for c in cross)
         below_top = [y for y in gaps if y > top]
         above_bottom = [y for y in gaps if y < bottom]
-        for y, side in ((min(below_top, default=None), "above"), (max(above_bottom, default=None), "below")):
-            if y is None:
+        for y_cut, keep in ((min(below_top, default=None), "above"), (max(above_bottom, default=None), "below")):
+            if y_cut is None:
                 continue
-            n = sum(1 for l in lines if (_cy(l) < y) == (side == "above"))
+            n = sum(1 for ln in lines if (_cy(ln) < y_cut) == (keep == "above"))
             if best is None or n < best[0]:
-                best = (n, y)
+                best = (n, y_cut)
     return None if best is None else best[1]
 
 
@@ -256,14 +263,15 @@ def _cy(line: LineBox) -> float:
 def _rows(lines: list[LineBox], med_h: float) -> list[LineBox]:
     """Boxes that overlap everywhere, read as rows top to bottom, each left to right: a box joins
     the row whose mean centre is within half a line height of its own (so cells of one table row,
-    whose centres differ by a few pixels of descenders, stay in one row, in x order)."""
+    whose centres differ by a few pixels of descenders, stay in one row, in x order).
+    """
     rows: list[list[LineBox]] = []
-    for l in sorted(lines, key=_cy):
-        if rows and abs(_cy(l) - sum(_cy(r) for r in rows[-1]) / len(rows[-1])) < 0.5 * med_h:
-            rows[-1].append(l)
+    for ln in sorted(lines, key=_cy):
+        if rows and abs(_cy(ln) - sum(_cy(r) for r in rows[-1]) / len(rows[-1])) < 0.5 * med_h:
+            rows[-1].append(ln)
         else:
-            rows.append([l])
-    return [l for row in rows for l in sorted(row, key=lambda l: l.box[0])]
+            rows.append([ln])
+    return [ln for row in rows for ln in sorted(row, key=lambda b: b.box[0])]
 
 
 def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
@@ -272,14 +280,14 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
     best = None  # (gap width in line heights, axis, position)
     for g0, g1 in _column_gutters(lines, med_h):
         mid = (g0 + g1) / 2
-        left = [l for l in lines if (l.box[0] + l.box[2]) / 2 < mid]
-        right = [l for l in lines if (l.box[0] + l.box[2]) / 2 >= mid]
+        left = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < mid]
+        right = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= mid]
         if _is_prose(left, med_h) and _is_prose(right, med_h):
             score = (g1 - g0) / med_h
             if best is None or score > best[0]:
                 best = (score, "x", mid)
     if best is None:
-        for g0, g1 in _gaps([(l.box[1], l.box[3]) for l in lines]):
+        for g0, g1 in _gaps([(ln.box[1], ln.box[3]) for ln in lines]):
             score = (g1 - g0) / med_h
             if best is None or score > best[0]:
                 best = (score, "y", (g0 + g1) / 2)
@@ -291,8 +299,8 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
         if y_cut is not None:
             axis, mid = "y", y_cut
     k = 0 if axis == "x" else 1
-    first = [l for l in lines if (l.box[k] + l.box[k + 2]) / 2 < mid]
-    second = [l for l in lines if (l.box[k] + l.box[k + 2]) / 2 >= mid]
+    first = [ln for ln in lines if (ln.box[k] + ln.box[k + 2]) / 2 < mid]
+    second = [ln for ln in lines if (ln.box[k] + ln.box[k + 2]) / 2 >= mid]
     if not first or not second:
         return _rows(lines, med_h)
     return _xy_cut(first, med_h) + _xy_cut(second, med_h)
@@ -300,13 +308,14 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
 
 def crop_line(image: Image.Image, line: LineBox) -> Image.Image:
     """The line's pixels: axis-aligned crop for (nearly) horizontal boxes, else a perspective warp
-    of the quad (rapidocr's ``get_rotate_crop_image``)."""
+    of the quad (rapidocr's ``get_rotate_crop_image``).
+    """
     q = line.quad
     dy = abs(float(q[1, 1] - q[0, 1]))
     if dy < 0.25 * max(1.0, line.box[3] - line.box[1]):
         x0, y0, x1, y1 = (int(round(v)) for v in line.box)
         return image.crop((x0, y0, max(x1, x0 + 1), max(y1, y0 + 1)))
-    from rapidocr.utils.process_img import get_rotate_crop_image
+    from rapidocr.utils.process_img import get_rotate_crop_image  # heavy: rapidocr, for tilted lines only
 
     arr = get_rotate_crop_image(np.asarray(image.convert("RGB")), q.astype(np.float32))
     return Image.fromarray(arr)

@@ -18,6 +18,7 @@ the page as received (for a page found sideways the box is mapped back through t
 from __future__ import annotations
 
 import pathlib
+from typing import Any
 
 import torch
 from PIL import Image
@@ -37,9 +38,11 @@ MODES = {"lines": ModeSpec(name="lines", page_long_side_px=2200, max_vision_toke
 MIN_PAGE_PX = 8
 
 
-def _unrotate_box(box: tuple[float, float, float, float], rotation: int, w: int, h: int) -> tuple[float, float, float, float]:
+def _unrotate_box(box: tuple[float, float, float, float], rotation: int, w: int,
+                  h: int) -> tuple[float, float, float, float]:
     """Map a box in the upright image back to the received page (PIL ``rotate(deg, expand=True)``
-    turned the received ``w`` x ``h`` page counter-clockwise by ``rotation`` degrees)."""
+    turned the received ``w`` x ``h`` page counter-clockwise by ``rotation`` degrees).
+    """
     x0, y0, x1, y1 = box
     if rotation == 90:  # upright (u, v) <- received (x, y): u = y, v = w - x
         return (w - y1, x0, w - y0, x1)
@@ -63,18 +66,21 @@ class CompactEncoderHalf(EncoderHalf):
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: torch.dtype = torch.float32,
-             detector_threads: int = 1) -> "CompactEncoderHalf":
+             detector_threads: int = 1) -> CompactEncoderHalf:
         """Read config.json and ONLY the ``encoder.*`` tensors; build the line encoder and the ONNX
-        line detector. Raises InvalidInput for a directory that is not a compact checkpoint."""
+        line detector. Raises InvalidInput for a directory that is not a compact checkpoint.
+        """
         cfg = ckpt.read_config(checkpoint_dir)
-        enc_cfg = EncoderConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg["encoder"].items()})
+        enc_fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg["encoder"].items()}
+        enc_cfg = EncoderConfig(**enc_fields)
         hidden = int(cfg["decoder"]["hidden_size"])
         state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.ENCODER_PREFIX)
         enc = LineEncoder(enc_cfg, hidden)
         enc.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
         enc = enc.to(device=device, dtype=dtype).eval()
         model_id, revision = ckpt.checkpoint_identity(checkpoint_dir)
-        return cls(enc, loaded, model_id, revision, hidden, torch.device(device), dtype, LineDetector(threads=detector_threads))
+        return cls(enc, loaded, model_id, revision, hidden, torch.device(device), dtype,
+                   LineDetector(threads=detector_threads))
 
     def modes(self) -> list[ModeSpec]:
         """One mode, ``lines``: pages rasterised at 2,200 px long side, <= 160 vision tokens per line."""
@@ -94,17 +100,19 @@ class CompactEncoderHalf(EncoderHalf):
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
         """Page -> PreparedPage with ``tensors["line_<i>"]`` [1, 32, W] per line and ``meta`` holding
         ``n_tokens`` (list[int]), ``boxes`` (page pixels), ``joins`` (how each piece goes on from the
-        previous one, :func:`models.compact.linesplit.split_line`) and ``rotation``. Raises InvalidInput for an
-        unknown mode or a page smaller than 8 x 8 pixels."""
+        previous one, :func:`models.compact.linesplit.split_line`) and ``rotation``. Raises InvalidInput
+        for an unknown mode or a page smaller than 8 x 8 pixels.
+        """
         if mode not in MODES:
             raise InvalidInput(f"unknown mode {mode!r}; known modes: {', '.join(MODES)}")
         if image.width < MIN_PAGE_PX or image.height < MIN_PAGE_PX:
-            raise InvalidInput(f"page of {image.width}x{image.height} px is too small (min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
+            raise InvalidInput(f"page of {image.width}x{image.height} px is too small "
+                               f"(min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
         upright, lines, rotation = self._detector.detect(image)
         pieces = [p for ln in lines for p in split_line(crop_line(upright, ln), ln.box)]
         crops = [crop for crop, _, _ in pieces]
         tensors, n_tokens = {}, []
-        for i, (crop, x) in enumerate(zip(crops, self.prepare_lines(crops))):
+        for i, (crop, x) in enumerate(zip(crops, self.prepare_lines(crops), strict=True)):
             tensors[f"line_{i}"] = x
             n_tokens.append(normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE)
         boxes = [_unrotate_box(box, rotation, image.width, image.height) for _, box, _ in pieces]
@@ -119,14 +127,16 @@ class CompactEncoderHalf(EncoderHalf):
         for i, x in enumerate(lines):
             by_width.setdefault(int(x.shape[-1]), []).append(i)
         with torch.no_grad():
-            for width, idx in by_width.items():
+            for idx in by_width.values():
                 for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
                     chunk = idx[s: s + MAX_LINES_PER_FORWARD]
                     batch = torch.stack([lines[i] for i in chunk]).to(self.device, self.dtype)
                     tokens, _ = self._encoder(batch)
                     for j, i in enumerate(chunk):
                         out[i] = tokens[j, : n_tokens[i]].to("cpu").contiguous()
-        return out  # type: ignore[return-value]
+        done = [t for t in out if t is not None]
+        assert len(done) == len(out)  # every line is in exactly one width group
+        return done
 
     def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
         """Encode all lines of ``pages`` (grouped by width across pages); one EncodedPage per page."""
@@ -140,11 +150,12 @@ class CompactEncoderHalf(EncoderHalf):
         tokens = self.encode_lines(flat, ntok) if flat else []
         result = [EncodedPage(segments=[], width=pg.width, height=pg.height) for pg in pages]
         per_page_index = [0] * len(pages)
-        for t, p in zip(tokens, owner):
+        for t, p in zip(tokens, owner, strict=True):
             i = per_page_index[p]
             box, join = pages[p].meta["boxes"][i], pages[p].meta["joins"][i]
             per_page_index[p] += 1
-            result[p].segments.append(SegmentTokens(vision_tokens=t, box=tuple(float(v) for v in box), join=join))
+            x0, y0, x1, y1 = (float(v) for v in box)
+            result[p].segments.append(SegmentTokens(vision_tokens=t, box=(x0, y0, x1, y1), join=join))
         return result
 
     def loaded_tensor_names(self) -> set[str]:

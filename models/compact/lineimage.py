@@ -39,7 +39,7 @@ def normalise_line(image: Image.Image) -> torch.Tensor:
     gray = image.convert("L")
     w = int(round(gray.width * LINE_HEIGHT / gray.height))
     w = min(MAX_WIDTH, max(MIN_WIDTH, w))
-    gray = gray.resize((w, LINE_HEIGHT), Image.BILINEAR, reducing_gap=2.0)
+    gray = gray.resize((w, LINE_HEIGHT), Image.Resampling.BILINEAR, reducing_gap=2.0)
     a = np.asarray(gray, dtype=np.float32)
     lo, hi = np.percentile(a, (2.0, 98.0))
     if hi - lo < 16.0:  # nearly uniform crop: keep absolute levels instead of amplifying noise

@@ -14,6 +14,7 @@ directly (:mod:`inkstream.segments`).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -34,8 +35,9 @@ _SEARCH = 0.15  # cut search reach: 2 x this fraction of a piece's width on each
 def _ink_columns(crop: Image.Image) -> np.ndarray:
     """Ink per column of ``crop``: bool [W], True where some pixel of a text row is on the ink side
     of the midpoint between the crop's 5th and 95th gray percentile. Ink is the side the crop's edges
-    (paper) are not on (dark on light, or light on dark), and rows that are nearly all ink (an underline, a table rule, a
-    strike-through running through the word gaps) are left out, so they do not hide the gaps."""
+    (paper) are not on (dark on light, or light on dark), and rows that are nearly all ink (an underline, a table
+    rule, a strike-through running through the word gaps) are left out, so they do not hide the gaps.
+    """
     a = np.asarray(crop.convert("L"), dtype=np.float32)
     lo, hi = np.percentile(a, (5.0, 95.0))
     if hi - lo < 16.0:
@@ -67,7 +69,8 @@ def split_points(crop: Image.Image, max_px: int = SPLIT_PX) -> list[int]:
     Cuts are placed one after the other: the ideal position divides what is left of the line evenly;
     among the blank runs within ±``_SEARCH`` x 2 of a piece's width around it, those at least half as
     wide as the widest (word gaps, not the slivers between letters) qualify and the one nearest the
-    ideal position wins; with none, the cut is at the ideal position."""
+    ideal position wins; with none, the cut is at the ideal position.
+    """
     return [x for x, _ in _cuts(crop, max_px)]
 
 
@@ -102,7 +105,8 @@ def split_line(crop: Image.Image, box: tuple[float, float, float, float], max_px
     box is ``box`` (x0, y0, x1, y1); the piece boxes divide the box's x range in proportion to the
     cuts. ``join`` (:mod:`inkstream.segments`): "line" for the first piece, then "space" after a cut
     at a word gap or "direct" after a cut inside a word. A short line comes back whole, as the only
-    piece."""
+    piece.
+    """
     cuts = _cuts(crop, max_px)
     if not cuts:
         return [(crop, box, JOIN_LINE)]
@@ -112,7 +116,7 @@ def split_line(crop: Image.Image, box: tuple[float, float, float, float], max_px
     joins = [JOIN_LINE, *(JOIN_SPACE if gap else JOIN_DIRECT for _, gap in cuts)]
     out: list[tuple[Image.Image, tuple[float, float, float, float], str]] = []
     gap = False  # a dropped sliver's cut was at a word gap: the next piece keeps the space
-    for (a, b), join in zip(zip(edges, edges[1:]), joins):
+    for (a, b), join in zip(itertools.pairwise(edges), joins, strict=True):
         gap = gap or join == JOIN_SPACE
         if b - a < 2:
             continue

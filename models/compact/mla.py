@@ -26,19 +26,25 @@ replacement for the module's ``forward``; logits equal the original to float rou
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2Attention, apply_rotary_emb
 
 
-def _absorbed_forward(self: DeepseekV2Attention, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                      past_key_values: Any = None, position_embeddings: torch.Tensor | None = None,
-                      **kwargs: Any) -> tuple[torch.Tensor, None]:
+def _absorbed_forward(self: DeepseekV2Attention, hidden_states: torch.Tensor,
+                      attention_mask: torch.Tensor | None = None, past_key_values: Any = None,
+                      position_embeddings: torch.Tensor | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
     """``DeepseekV2Attention.forward`` with absorbed up-projections. ``hidden_states`` [B, T, H];
-    ``attention_mask`` None or bool/additive [B, 1, T, S]; returns ([B, T, H], None)."""
+    ``attention_mask`` None or bool/additive [B, 1, T, S]; returns ([B, T, H], None). Raises
+    ValueError without ``position_embeddings`` (the rotary frequencies).
+    """
     b, t = hidden_states.shape[:-1]
-    q = self.q_proj(hidden_states) if self.q_lora_rank is None else self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden_states)))
+    if self.q_proj is not None:  # q_lora_rank None: a plain query projection
+        q = self.q_proj(hidden_states)
+    else:
+        assert self.q_a_proj is not None and self.q_a_layernorm is not None and self.q_b_proj is not None
+        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(hidden_states)))
     q = q.view(b, t, -1, self.qk_head_dim).transpose(1, 2)  # [B, nh, T, nope + rope]
     q_nope, q_pe = torch.split(q, [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)
 
@@ -46,15 +52,19 @@ def _absorbed_forward(self: DeepseekV2Attention, hidden_states: torch.Tensor, at
     c_kv, k_pe = torch.split(compressed, [self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
     c_kv = self.kv_a_layernorm(c_kv).view(b, 1, t, self.kv_lora_rank)
     k_pe = k_pe.view(b, 1, t, self.qk_rope_head_dim)
+    if position_embeddings is None:
+        raise ValueError("position_embeddings (the rotary frequencies) are required")
     q_pe, k_pe = apply_rotary_emb(q_pe, k_pe, position_embeddings.to(q_pe.device))
     if past_key_values is not None:
         c_kv, k_pe = past_key_values.update(c_kv, k_pe, self.layer_idx)  # [B, 1, S, r], [B, 1, S, rope]
 
-    w_uk, w_uv = self._absorbed_w_uk, self._absorbed_w_uv  # [nh, nope, r], [nh, v, r]
+    # [nh, nope, r], [nh, v, r]: plain tensor attributes set by absorb_mla (not parameters or buffers)
+    w_uk, w_uv = cast(torch.Tensor, self._absorbed_w_uk), cast(torch.Tensor, self._absorbed_w_uv)
     nh = q_nope.shape[1]
     # Per-head weights as the bmm batch ([nh, B*T, nope] x [nh, nope, r]): torch.matmul would broadcast
     # (copy) the weights to every row of the batch instead.
-    q_lat = torch.bmm(q_nope.permute(1, 0, 2, 3).reshape(nh, b * t, -1), w_uk).view(nh, b, t, -1).permute(1, 0, 2, 3)
+    q_lat = torch.bmm(q_nope.permute(1, 0, 2, 3).reshape(nh, b * t, -1), w_uk)
+    q_lat = q_lat.view(nh, b, t, -1).permute(1, 0, 2, 3)
     # One key head shared by all heads, so the heads fold into the query rows ([B, nh*T, d] x [B, d, S]);
     # the latent and rotary parts are scored separately so the cache is never concatenated.
     c, kp = c_kv[:, 0], k_pe[:, 0]  # [B, S, r], [B, S, rope]
@@ -78,7 +88,8 @@ def _absorbed_forward(self: DeepseekV2Attention, hidden_states: torch.Tensor, at
 def absorb_mla(model: torch.nn.Module) -> int:
     """Switch every ``DeepseekV2Attention`` in ``model`` (inference only: weights are copied, so
     call it after loading and do not train afterwards) to the absorbed forward above. Returns the
-    number of attention modules switched."""
+    number of attention modules switched.
+    """
     n = 0
     for module in model.modules():
         if isinstance(module, DeepseekV2Attention):
@@ -86,6 +97,7 @@ def absorb_mla(model: torch.nn.Module) -> int:
             w = w.view(module.num_heads, module.qk_nope_head_dim + module.v_head_dim, module.kv_lora_rank)
             module._absorbed_w_uk = w[:, : module.qk_nope_head_dim].contiguous()
             module._absorbed_w_uv = w[:, module.qk_nope_head_dim:].contiguous()
-            module.forward = types.MethodType(_absorbed_forward, module)
+            # A per-instance forward on purpose: only the switched modules change.
+            module.forward = types.MethodType(_absorbed_forward, module)  # type: ignore[method-assign]
             n += 1
     return n

@@ -44,8 +44,10 @@ class EncoderConfig:
 
 def decoder_config(vocab_size: int, hidden: int = 160, layers: int = 2) -> DeepseekV2Config:
     """The DeepSeek-V2 MoE decoder config: ``hidden`` width, ``layers`` layers, first dense then MoE
-    (1 shared + 4 routed experts, top-2), MLA with kv_lora_rank 64, 4 heads, context 512 tokens."""
-    return DeepseekV2Config(
+    (1 shared + 4 routed experts, top-2), MLA with kv_lora_rank 64, 4 heads, context 512 tokens.
+    """
+    # attn_implementation: taken by PreTrainedConfig.__post_init__(**kwargs); the dataclass signature omits it.
+    return DeepseekV2Config(  # type: ignore[call-arg]
         vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512,
         q_lora_rank=None, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
@@ -58,7 +60,8 @@ def decoder_config(vocab_size: int, hidden: int = 160, layers: int = 2) -> Deeps
 
 class LineEncoder(nn.Module):
     """Normalised line images [B, 1, 32, W] -> (vision tokens [B, W/16, hidden], stride-8 features
-    [B, W/8, C]). Built from a timm ResNet (``features_only``, ``pretrained=False``, ``in_chans=1``)."""
+    [B, W/8, C]). Built from a timm ResNet (``features_only``, ``pretrained=False``, ``in_chans=1``).
+    """
 
     def __init__(self, cfg: EncoderConfig, hidden: int):
         super().__init__()
@@ -69,7 +72,8 @@ class LineEncoder(nn.Module):
             layers=tuple(cfg.layers) + (1, 1),
         )
         c_in, c = cfg.channels[-1], cfg.compressor_channels
-        self.collapse = nn.Sequential(nn.Conv2d(c_in, c, kernel_size=(4, 3), padding=(0, 1)), nn.BatchNorm2d(c), nn.GELU())
+        self.collapse = nn.Sequential(nn.Conv2d(c_in, c, kernel_size=(4, 3), padding=(0, 1)), nn.BatchNorm2d(c),
+                                      nn.GELU())
         self.compress = nn.Sequential(
             nn.Conv1d(c, c, kernel_size=3, stride=2, padding=1), nn.GELU(),
             nn.Conv1d(c, c, kernel_size=3, padding=1), nn.GELU(),
@@ -77,6 +81,9 @@ class LineEncoder(nn.Module):
         self.proj = nn.Sequential(nn.Linear(c, hidden), nn.LayerNorm(hidden))
 
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``images`` [B, 1, 32, W] float (W a multiple of 16) -> (vision tokens [B, W/16, hidden],
+        stride-8 features [B, W/8, compressor_channels] for the CTC head).
+        """
         feats = self.trunk(images)[0]  # [B, C, 4, W/8]
         feats = self.collapse(feats).squeeze(2)  # [B, c, W/8]
         tokens = self.compress(feats).transpose(1, 2)  # [B, W/16, c]
@@ -86,12 +93,14 @@ class LineEncoder(nn.Module):
 SUPERVISED_HEADS = (0, 1)  # heads of the last decoder layer whose attention is supervised in training
 
 
-def attention_supervision(att: torch.Tensor, n_tokens: torch.Tensor, align: list[list[int] | None], radius: int = 1) -> torch.Tensor:
+def attention_supervision(att: torch.Tensor, n_tokens: torch.Tensor, align: list[list[int] | None],
+                          radius: int = 1) -> torch.Tensor:
     """Supervised attention loss (cf. guided attention, Tachibana et al. 2017, arXiv:1710.08969):
     ``att`` [B, heads, S, S] of one layer; the query that predicts character k (the BOS position
     for k = 0, else character k-1's position) of line b should put its attention mass on vision
     tokens ``align[b][k] +- radius``. Returns mean over supervised queries and heads of
-    -log(mass + 1e-6), float32 scalar (0 when no line carries an alignment)."""
+    -log(mass + 1e-6), float32 scalar (0 when no line carries an alignment).
+    """
     B, _, S, _ = att.shape
     lo = np.zeros((B, S), dtype=np.int64)  # supervised key window [lo, hi) per query, built on the host
     hi = np.zeros((B, S), dtype=np.int64)
@@ -151,7 +160,11 @@ class CompactOCR(nn.Module):
         return x, y, mask
 
     def forward(self, images: torch.Tensor, n_tokens: torch.Tensor, text_ids: list[list[int]],
-                align: list[list[int] | None] | None = None):
+                align: list[list[int] | None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training losses (see the class docstring); ``align`` per line: the vision-token index of each
+        character, or None (no attention supervision for that line). Returns (cross-entropy, CTC), float32
+        scalars; the supervised-attention loss (0 without alignments) is left in ``last_attention_loss``.
+        """
         vis, feats = self.encoder(images)
         x, y, mask = self._sequences(vis, n_tokens, text_ids)
         pos = (mask.cumsum(1) - 1).clamp(min=0)
@@ -159,7 +172,8 @@ class CompactOCR(nn.Module):
         out = self.lm(inputs_embeds=x, attention_mask=mask, position_ids=pos, output_attentions=want_att)
         logits = out.logits
         self.last_attention_loss = (
-            attention_supervision(out.attentions[-1], n_tokens, align) if want_att else torch.zeros((), device=logits.device))
+            attention_supervision(out.attentions[-1], n_tokens, align) if want_att and align is not None
+            else torch.zeros((), device=logits.device))
         # y is already aligned with the inputs: position p (BOS or a text token) predicts y[p].
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1), ignore_index=-100)
         log_probs = self.ctc_head(feats).float().log_softmax(-1).transpose(0, 1)  # [T, B, V]
@@ -172,7 +186,8 @@ class CompactOCR(nn.Module):
     @torch.no_grad()
     def greedy(self, images: torch.Tensor, n_tokens: torch.Tensor, max_new: int = 200) -> list[list[int]]:
         """Batched greedy decoding with a KV cache, prompts left-padded. Returns ids per line (no
-        specials). Reference for evaluation during training; serving uses the decoder half."""
+        specials). Reference for evaluation during training; serving uses the decoder half.
+        """
         vis, _ = self.encoder(images)
         emb = self.lm.get_input_embeddings()
         bos = emb(torch.tensor([BOS_ID], device=vis.device))

@@ -44,7 +44,8 @@ def normalize_text(text: str) -> str:
 def build_tokenizer() -> Tokenizer:
     """A character-level ``tokenizers.Tokenizer``: WordLevel model over :data:`CHARSET`, every
     character its own pre-token (regex ``.``), NFC normaliser, ``Fuse`` decoder (no spaces added).
-    Vocabulary size = 5 specials + ``len(CHARSET)``."""
+    Vocabulary size = 5 specials + ``len(CHARSET)``.
+    """
     vocab = {tok: i for i, tok in enumerate(SPECIALS)}
     for ch in CHARSET:
         vocab.setdefault(ch, len(vocab))

@@ -22,7 +22,8 @@ import json
 import pathlib
 import re
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 from safetensors import safe_open
@@ -67,7 +68,8 @@ _EXPERT_RE = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_pr
 def safetensors_files(checkpoint_dir: str | pathlib.Path) -> list[pathlib.Path]:
     """The ``*.safetensors`` files of a checkpoint (single file or sharded with an index).
 
-    Raises InvalidInput when the directory has no config.json or no safetensors file."""
+    Raises InvalidInput when the directory has no config.json or no safetensors file.
+    """
     root = pathlib.Path(checkpoint_dir)
     if not (root / "config.json").is_file():
         raise InvalidInput(f"{root}: not a checkpoint directory (no config.json)")
@@ -143,11 +145,15 @@ def strip_prefix(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch
     return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
 
 
-def materialize(factory: Callable[[], torch.nn.Module], state: dict[str, torch.Tensor], device: str) -> torch.nn.Module:
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
+
+
+def materialize(factory: Callable[[], ModuleT], state: dict[str, torch.Tensor], device: str) -> ModuleT:
     """Build ``factory()`` on the meta device, assign ``state`` (strict), rebuild rotary embeddings
     (non-persistent ``inv_freq`` buffers) on the real device, and return it in eval mode.
 
-    Raises InvalidInput when the checkpoint misses tensors or has unexpected ones for the module."""
+    Raises InvalidInput when the checkpoint misses tensors or has unexpected ones for the module.
+    """
     with torch.device("meta"):
         module = factory()
     try:
@@ -173,9 +179,10 @@ def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
     (tensor names, dtypes, shapes, offsets; safetensors format: 8-byte little-endian length + JSON)
     and the first and last :data:`_TENSOR_SAMPLE_BYTES` of EVERY tensor's data: a few MB read from
     multi-GB weights, yet a fine-tune of any tensor (the vision half alone, say: training changes a
-    tensor's values throughout) changes it. The gateway sends a page's vision tokens only to decoders of the same revision, so two
-    different checkpoints must not share one. A weights directory is versioned by its contents
-    (DESIGN.md). Raises InvalidInput for a safetensors file whose header cannot be read."""
+    tensor's values throughout) changes it. The gateway sends a page's vision tokens only to decoders of
+    the same revision, so two different checkpoints must not share one. A weights directory is versioned by its contents
+    (DESIGN.md). Raises InvalidInput for a safetensors file whose header cannot be read.
+    """
     root = pathlib.Path(checkpoint_dir).resolve()
     digest = hashlib.sha256((root / "config.json").read_bytes())
     for path in safetensors_files(root):

@@ -23,7 +23,7 @@ place (inference tensors refuse in-place updates outside inference mode).
 from __future__ import annotations
 
 import pathlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -32,6 +32,9 @@ from inkstream.errors import InvalidInput
 from models.base import DecoderHalf
 from models.deepseek_ocr2 import checkpoint as ckpt
 from models.deepseek_ocr2.modes import modes_from_processor
+
+if TYPE_CHECKING:
+    from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextModel
 
 ATTN_IMPLEMENTATION = "sdpa"
 IMAGE_TOKEN = "<image>"
@@ -50,7 +53,7 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
 
     family = "deepseek_ocr2"
 
-    def __init__(self, text_model: nn.Module, lm_head: nn.Linear, processor, config, loaded: set[str],
+    def __init__(self, text_model: DeepseekOcr2TextModel, lm_head: nn.Linear, processor, config, loaded: set[str],
                  checkpoint_dir: pathlib.Path, device: torch.device, dtype: torch.dtype) -> None:
         self._text, self._lm_head, self._loaded = text_model, lm_head, loaded
         self._text_config = config.text_config
@@ -74,20 +77,23 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
-             dtype: torch.dtype = torch.float32) -> "DeepseekOcr2DecoderHalf":
+             dtype: torch.dtype = torch.float32) -> DeepseekOcr2DecoderHalf:
         """Load tokenizer/processor config and ONLY the text tensors (embeddings, MoE layers, norm,
-        lm_head). Raises InvalidInput for a directory that is not such a checkpoint."""
-        from transformers import AutoProcessor, DeepseekOcr2Config
+        lm_head). Raises InvalidInput for a directory that is not such a checkpoint.
+        """
+        from transformers import AutoProcessor, DeepseekOcr2Config, DeepseekOcr2TextConfig  # heavy: transformers
         from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextModel
 
         root = pathlib.Path(checkpoint_dir)
         state, loaded = ckpt.read_state_dict(root, lambda n: not ckpt.is_vision_name(n), dtype)
         config = DeepseekOcr2Config.from_pretrained(root)
-        config.text_config._attn_implementation = ATTN_IMPLEMENTATION
-        text_model = ckpt.materialize(lambda: DeepseekOcr2TextModel(config.text_config),
+        text_config = config.text_config
+        assert isinstance(text_config, DeepseekOcr2TextConfig)  # sub-config dicts are built into configs on load
+        text_config._attn_implementation = ATTN_IMPLEMENTATION
+        text_model = ckpt.materialize(lambda: DeepseekOcr2TextModel(text_config),
                                       ckpt.strip_prefix(state, "model.language_model."), device)
         lm_head = ckpt.materialize(
-            lambda: nn.Linear(config.text_config.hidden_size, config.text_config.vocab_size, bias=False),
+            lambda: nn.Linear(text_config.hidden_size, text_config.vocab_size, bias=False),
             ckpt.strip_prefix(state, "lm_head."), device)
         processor = AutoProcessor.from_pretrained(root)
         return cls(text_model, lm_head, processor, config, loaded, root, torch.device(device), dtype)
@@ -96,7 +102,8 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
         """Prompt string with ``n_tokens`` ``<image>`` placeholders (BOS is added by the tokenizer).
 
         Raises InvalidInput for an unknown task, a missing/unexpected ``prompt`` (only ``locate``
-        takes one: the text to find) or a prompt containing ``<image>``."""
+        takes one: the text to find) or a prompt containing ``<image>``.
+        """
         if task not in TASK_TEMPLATES:
             raise InvalidInput(f"unknown task {task!r}; known tasks: {', '.join(TASK_TEMPLATES)}")
         template = TASK_TEMPLATES[task]
@@ -121,7 +128,8 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
     def embed_prompt(self, vision_tokens: torch.Tensor, task: str, prompt: str | None = None) -> torch.Tensor:
         """Prompt embeddings [L, H] (``self.dtype``, on ``device``) with the ``n_tokens`` placeholders
         replaced, in order, by ``vision_tokens`` [n_tokens, H]. Raises InvalidInput for an unknown
-        task, a bad shape, more than ``max_vision_tokens`` tokens or a prompt longer than ``max_positions``."""
+        task, a bad shape, more than ``max_vision_tokens`` tokens or a prompt longer than ``max_positions``.
+        """
         if vision_tokens.ndim != 2 or vision_tokens.shape[1] != self.hidden_size or vision_tokens.shape[0] < 1:
             raise InvalidInput(f"vision tokens must be [n_tokens, {self.hidden_size}], got {list(vision_tokens.shape)}")
         n = int(vision_tokens.shape[0])
@@ -143,7 +151,7 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
 
     def new_cache(self) -> Any:
         """An empty ``transformers.DynamicCache`` for the text model (one layer entry per decoder layer)."""
-        from transformers import DynamicCache
+        from transformers import DynamicCache  # heavy: transformers (loaded with the model)
 
         return DynamicCache(config=self._text_config)
 
@@ -152,7 +160,8 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
         """Prefill or decode step: ``inputs_embeds`` [B, T, H], ``attention_mask`` [B, S] with
         S = cached + T (1 = real token, 0 = pad), ``position_ids`` [B, T] (real-token positions, see
         module docstring). Appends T positions to ``past_key_values`` (from :meth:`new_cache`) and
-        returns the last position's logits [B, V] float32. Raises InvalidInput on shape mismatches."""
+        returns the last position's logits [B, V] float32. Raises InvalidInput on shape mismatches.
+        """
         self.check_step_inputs(inputs_embeds, attention_mask, position_ids, past_key_values)
         dev = self.device
         with torch.no_grad():
@@ -163,7 +172,8 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
     def decode_text(self, token_ids: list[int]) -> str:
         """Token ids -> text. Control tokens (BOS, EOS, pad, image) are dropped; the layout markup
         tokens (``<|ref|>``, ``<|det|>``, ...) are KEPT, as DeepSeek-OCR-2's own decoding does
-        (``skip_special_tokens=False``), so the gateway can parse grounding boxes."""
+        (``skip_special_tokens=False``), so the gateway can parse grounding boxes.
+        """
         return self.tokenizer.decode([i for i in token_ids if i not in self._control_ids], skip_special_tokens=False)
 
     def loaded_tensor_names(self) -> set[str]:

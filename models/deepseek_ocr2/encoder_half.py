@@ -32,7 +32,9 @@ class _VisionStack(nn.Module):
 
     def __init__(self, config) -> None:
         super().__init__()
-        from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2VisionModel
+        from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import (  # heavy: transformers
+            DeepseekOcr2VisionModel,
+        )
 
         self.vision_tower = DeepseekOcr2VisionModel(config.vision_config)
         self.multi_modal_projector = nn.Linear(
@@ -66,22 +68,31 @@ class DeepseekOcr2EncoderHalf(EncoderHalf):
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
-             dtype: torch.dtype = torch.float32) -> "DeepseekOcr2EncoderHalf":
+             dtype: torch.dtype = torch.float32) -> DeepseekOcr2EncoderHalf:
         """Load the image processor and ONLY the vision-side tensors (SAM, Qwen2 vision encoder, queries,
-        projector, view separator). Raises InvalidInput for a directory that is not such a checkpoint."""
-        from transformers import AutoProcessor, DeepseekOcr2Config
+        projector, view separator). Raises InvalidInput for a directory that is not such a checkpoint.
+        """
+        from transformers import (  # heavy: transformers
+            AutoProcessor,
+            DeepseekOcr2Config,
+            DeepseekOcr2VisionConfig,
+            PreTrainedConfig,
+        )
 
         root = pathlib.Path(checkpoint_dir)
         state, loaded = ckpt.read_state_dict(root, ckpt.is_vision_name, dtype)
         config = DeepseekOcr2Config.from_pretrained(root)
-        for sub in (config, config.vision_config, config.vision_config.sam_config, config.vision_config.encoder_config):
+        vision = config.vision_config
+        assert isinstance(vision, DeepseekOcr2VisionConfig)  # sub-config dicts are built into configs on load
+        for sub in (config, vision, vision.sam_config, vision.encoder_config):
+            assert isinstance(sub, PreTrainedConfig)
             sub._attn_implementation = ATTN_IMPLEMENTATION
         stack = ckpt.materialize(lambda: _VisionStack(config), ckpt.strip_prefix(state, "model."), device)
         processor = AutoProcessor.from_pretrained(root)
         return cls(stack, processor, loaded, root, torch.device(device), dtype)
 
     def modes(self) -> list[ModeSpec]:
-        """gundam / base / small (see :mod:`models.deepseek_ocr2.modes`), sizes in pixels from the checkpoint."""
+        """Gundam / base / small (see :mod:`models.deepseek_ocr2.modes`), sizes in pixels from the checkpoint."""
         return list(self._modes.values())
 
     def mode(self, name: str) -> ModeSpec:
@@ -90,7 +101,9 @@ class DeepseekOcr2EncoderHalf(EncoderHalf):
 
     def tile_grid(self, width: int, height: int, mode: str) -> tuple[int, int]:
         """(cols, rows) of local tiles the processor cuts for a ``width`` x ``height`` px page; (0, 0) = none."""
-        from transformers.models.deepseek_ocr2.image_processing_deepseek_ocr2 import get_optimal_tiled_canvas
+        from transformers.models.deepseek_ocr2.image_processing_deepseek_ocr2 import (  # heavy: transformers
+            get_optimal_tiled_canvas,
+        )
 
         spec = self.mode(mode)
         if not spec.crop or max(width, height) <= self._tile_px:
@@ -103,7 +116,8 @@ class DeepseekOcr2EncoderHalf(EncoderHalf):
         """PIL page -> global view ``pixel_values`` [1, 3, S, S] and, in crop mode for pages larger than a
         tile, ``pixel_values_local`` [n, 3, T, T] (float32, normalised to [-1, 1]). ``batch_key`` =
         (mode, cols, rows). Raises InvalidInput for an unknown mode or an unusable page (empty, or so
-        elongated that the global view would be less than 1 px thick)."""
+        elongated that the global view would be less than 1 px thick).
+        """
         spec = self.mode(mode)
         width, height = image.size
         view_px = spec.base_size
@@ -129,7 +143,8 @@ class DeepseekOcr2EncoderHalf(EncoderHalf):
         """One forward of the vision tower over all global views (and one over all local tiles) of
         pages sharing a ``batch_key``. Returns per page one segment: vision tokens [n_tokens, H]
         (``self.dtype``, CPU; created under ``inference_mode``, so read-only outside it) with box = whole
-        page in pixels. Raises InvalidInput for mixed batch keys."""
+        page in pixels. Raises InvalidInput for mixed batch keys.
+        """
         if not pages:
             return []
         if len({p.batch_key for p in pages}) != 1:

@@ -64,7 +64,8 @@ def processor_kwargs(processor, mode: str) -> dict:
     Without crops the image processor resizes the global view to ``tile_size`` while
     ``replace_image_token`` counts placeholders from ``size``; both are set to the view size so the
     two agree (with defaults they disagree: 145 features vs 257 placeholders, and the model raises).
-    Raises InvalidInput for an unknown mode."""
+    Raises InvalidInput for an unknown mode.
+    """
     spec = get_mode(modes_from_processor(processor), mode)
     if spec.crop:
         return {"crop_to_patches": True}

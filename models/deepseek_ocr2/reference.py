@@ -20,6 +20,7 @@ from models.deepseek_ocr2.checkpoint import checkpoint_identity
 from models.deepseek_ocr2.decoder_half import TASK_TEMPLATES
 from models.deepseek_ocr2.modes import processor_kwargs
 
+
 def reference_generate(checkpoint_dir: str | pathlib.Path, image: Image.Image, mode: str, task: str,
                        max_new_tokens: int, prompt: str | None = None) -> list[int]:
     """Greedy token ids generated for one page, without the prompt (EOS included if produced).
@@ -46,8 +47,9 @@ def reference_generate(checkpoint_dir: str | pathlib.Path, image: Image.Image, m
 @functools.lru_cache(maxsize=1)
 def _load(checkpoint_dir: str, revision: str):
     """(full model in float32 eval mode, processor); the last checkpoint stays cached (keyed by its
-    path and config revision) so a benchmark loop does not reload the weights per page."""
-    from transformers import AutoProcessor, DeepseekOcr2ForConditionalGeneration
+    path and config revision) so a benchmark loop does not reload the weights per page.
+    """
+    from transformers import AutoProcessor, DeepseekOcr2ForConditionalGeneration  # heavy: transformers
 
     model = DeepseekOcr2ForConditionalGeneration.from_pretrained(checkpoint_dir, dtype=torch.float32).eval()
     return model, AutoProcessor.from_pretrained(checkpoint_dir)

@@ -64,7 +64,7 @@ def _build_tokenizer(out_dir: pathlib.Path, vocab_size: int) -> dict[str, int]:
     The post-processor prepends BOS like DeepSeek's LlamaTokenizerFast (``add_bos_token=True``).
     Returns the ids of the special tokens.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # heavy: + transformers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -77,7 +77,11 @@ def _build_tokenizer(out_dir: pathlib.Path, vocab_size: int) -> dict[str, int]:
         show_progress=False,
     )
     tok.train_from_iterator(_CORPUS * 4, trainer=trainer)
-    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    ids: dict[str, int] = {}
+    for t in SPECIAL_TOKENS:
+        token_id = tok.token_to_id(t)
+        assert token_id is not None  # trained as special tokens, so always in the vocabulary
+        ids[t] = token_id
     tok.post_processor = processors.TemplateProcessing(
         single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, ids[BOS])]
     )
@@ -95,7 +99,8 @@ def _build_tokenizer(out_dir: pathlib.Path, vocab_size: int) -> dict[str, int]:
 
 def tiny_config_dict(vocab_size: int, special_ids: dict[str, int], **overrides: Any) -> dict[str, Any]:
     """The tiny ``DeepseekOcr2Config`` as a dict; ``overrides`` update top-level keys or, for
-    ``sam_config`` / ``encoder_config`` / ``text_config`` dicts, those sub-configs' keys."""
+    ``sam_config`` / ``encoder_config`` / ``text_config`` dicts, those sub-configs' keys.
+    """
     sam = dict(
         hidden_size=32, output_channels=16, downsample_channels=[24, 32], num_hidden_layers=2,
         num_attention_heads=2, image_size=GLOBAL_SIZE_PX, patch_size=PATCH_SIZE_PX, window_size=8,
@@ -135,8 +140,13 @@ def write_tiny_checkpoint(directory: str | pathlib.Path, seed: int = 0, **overri
     Size ~1 MB; takes ~1-2 s on one CPU core. Raises ``FileExistsError`` if ``directory`` already
     holds a ``config.json`` (use :func:`main` with ``--force`` to overwrite).
     """
-    from transformers import DeepseekOcr2Config, DeepseekOcr2ForConditionalGeneration, DeepseekOcr2ImageProcessor
-    from transformers import AutoTokenizer, DeepseekOcr2Processor
+    from transformers import (  # heavy: transformers
+        AutoTokenizer,
+        DeepseekOcr2Config,
+        DeepseekOcr2ForConditionalGeneration,
+        DeepseekOcr2ImageProcessor,
+        DeepseekOcr2Processor,
+    )
 
     out = pathlib.Path(directory)
     if (out / "config.json").exists():
@@ -174,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed of the weights (default 0)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing checkpoint in DIR")
     args = parser.parse_args(argv)
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # heavy: transformers, after parsing the arguments
 
     hf_logging.disable_progress_bar()
     out = pathlib.Path(args.dir)

@@ -43,28 +43,28 @@ class HookedHalf(DecoderHalf):
             setattr(self, a, getattr(inner, a))
 
     @classmethod
-    def load(cls, checkpoint_dir, device="cpu", dtype=torch.float32):  # type: ignore[no-untyped-def]
+    def load(cls, checkpoint_dir, device="cpu", dtype=torch.float32):
         raise NotImplementedError
 
-    def embed_prompt(self, vision_tokens, task, prompt=None):  # type: ignore[no-untyped-def]
+    def embed_prompt(self, vision_tokens, task, prompt=None):
         return self.inner.embed_prompt(vision_tokens, task, prompt)
 
-    def embed_tokens(self, input_ids):  # type: ignore[no-untyped-def]
+    def embed_tokens(self, input_ids):
         return self.inner.embed_tokens(input_ids)
 
-    def new_cache(self):  # type: ignore[no-untyped-def]
+    def new_cache(self):
         return self.inner.new_cache()
 
-    def forward(self, inputs_embeds, attention_mask, position_ids, past_key_values):  # type: ignore[no-untyped-def]
+    def forward(self, inputs_embeds, attention_mask, position_ids, past_key_values):
         if self.gate is not None:
             assert self.gate.wait(30), "test gate never opened"
         logits = self.inner.forward(inputs_embeds, attention_mask, position_ids, past_key_values)
         return self.hook(logits, position_ids) if self.hook is not None else logits
 
-    def decode_text(self, token_ids):  # type: ignore[no-untyped-def]
+    def decode_text(self, token_ids):
         return self.inner.decode_text(token_ids)
 
-    def loaded_tensor_names(self):  # type: ignore[no-untyped-def]
+    def loaded_tensor_names(self):
         return self.inner.loaded_tensor_names()
 
 

@@ -61,16 +61,17 @@ async def test_engine_matches_generate_one_for_8_staggered_prompts(half, engine_
         return await _collect(await eng.submit(_vision(half, i), params[i], tasks[i % 2]))
 
     got = await asyncio.gather(*[one(i) for i in range(8)])
-    for (ids, text, last), ref in zip(got, refs):
+    for (ids, text, last), ref in zip(got, refs, strict=True):
         assert ids == ref.token_ids
         assert text == ref.text
         assert last.finish_reason == ref.finish_reason
         assert last.usage.generated_tokens == len(ids) and last.usage.ttft_s > 0
-    assert eng.running_count == 0 and eng.kv_used_tokens == 0 and eng._batch.batch_size == 0
+    assert eng.running_count == 0 and eng.kv_used_tokens == 0 and eng._batch.kv.batch_size == 0
 
 
 async def test_seeded_sampling_matches_reference_in_a_batch(half, engine_factory):
-    params = [SamplingParams(max_new_tokens=16, temperature=0.9, top_p=0.95, top_k=50, seed=11 + i, repetition_guard=False)
+    params = [SamplingParams(max_new_tokens=16, temperature=0.9, top_p=0.95, top_k=50, seed=11 + i,
+                             repetition_guard=False)
               for i in range(4)]
     refs = [generate_one(half, half.embed_prompt(_vision(half, i), "ocr"), params[i]).token_ids for i in range(4)]
     eng = await engine_factory(half, max_running=4, kv_cache_budget_tokens=4096)
@@ -95,15 +96,15 @@ async def test_cancel_frees_sequence_at_once(half, endless_half, engine_factory)
     assert eng.running_count == 1 and eng.kv_used_tokens < used_before
     # the KV rows themselves go at the start of the model thread's next step
     deadline = time.monotonic() + 5
-    while eng._batch.batch_size != 1 and time.monotonic() < deadline:
+    while eng._batch.kv.batch_size != 1 and time.monotonic() < deadline:
         await asyncio.sleep(0.001)
-    assert eng._batch.batch_size == 1
+    assert eng._batch.kv.batch_size == 1
     rest = [ev async for ev in a]
     assert rest[-1].finish_reason is FinishReason.CANCELLED
     b.cancel()
-    while eng._batch.batch_size != 0 and time.monotonic() < deadline:
+    while eng._batch.kv.batch_size != 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.001)
-    assert eng.running_count == 0 and eng.kv_used_tokens == 0 and eng._batch.cache is None
+    assert eng.running_count == 0 and eng.kv_used_tokens == 0 and eng._batch.kv.cache is None
 
 
 async def test_full_engine_raises_resource_exhausted_with_hint(half, endless_half, engine_factory):
@@ -199,7 +200,7 @@ async def test_failed_prefill_fails_only_its_sequence_and_engine_keeps_serving(h
     state["decode_fail"] = True
     with pytest.raises(InternalError):
         await _collect(await eng.submit(_vision(half, 1), p, "ocr"))
-    assert eng.running_count == 0 and eng._batch.cache is None
+    assert eng.running_count == 0 and eng._batch.kv.cache is None
     state["decode_fail"] = False
     ids, _, last = await _collect(await eng.submit(_vision(half, 1), p, "ocr"))
     assert ids == generate_one(half, half.embed_prompt(_vision(half, 1), "ocr"), p).token_ids

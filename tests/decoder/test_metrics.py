@@ -29,7 +29,8 @@ async def test_running_kv_and_token_metrics_are_exported(endless_half):
     eng = DecodeEngine(endless_half, max_running=4, kv_cache_budget_tokens=4096, name="metrics-test")
     await eng.start()
     try:
-        stream = await eng.submit(vision_tokens(endless_half, 8, seed=1), SamplingParams(max_new_tokens=300, repetition_guard=False), "ocr")
+        stream = await eng.submit(vision_tokens(endless_half, 8, seed=1),
+                                  SamplingParams(max_new_tokens=300, repetition_guard=False), "ocr")
         n = 0
         async for ev in stream:
             n += len(ev.token_ids)

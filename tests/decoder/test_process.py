@@ -31,9 +31,10 @@ def _free_port() -> int:
 def test_serve_decoder_process_ready_decode_and_drain(tiny_ds_checkpoint, tmp_path):
     port = _free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1", INKSTREAM_DECODER__DRAIN_GRACE_S="5")
-    log = open(tmp_path / "decoder.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "serve", "decoder", "--model", str(tiny_ds_checkpoint),
-                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env)
+    log = open(tmp_path / "decoder.log", "w")  # noqa: SIM115 - the child's output; closed in the finally below
+    proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "serve", "decoder",
+                             "--model", str(tiny_ds_checkpoint), "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}", options=server_options()) as ch:
             health = health_pb2_grpc.HealthStub(ch)

@@ -160,9 +160,9 @@ async def test_client_cancel_frees_sequences_at_once(served, endless_half):
     assert b.engine.running_count == 2 and b.engine.kv_used_tokens > 0
     call.cancel()
     deadline = time.monotonic() + 5
-    while (b.engine.running_count or b.engine._batch.batch_size) and time.monotonic() < deadline:
+    while (b.engine.running_count or b.engine._batch.kv.batch_size) and time.monotonic() < deadline:
         await asyncio.sleep(0.005)
-    assert b.engine.running_count == 0 and b.engine.kv_used_tokens == 0 and b.engine._batch.cache is None
+    assert b.engine.running_count == 0 and b.engine.kv_used_tokens == 0 and b.engine._batch.kv.cache is None
     gate.set()
 
 

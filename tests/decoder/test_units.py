@@ -81,7 +81,7 @@ def test_detok_emits_only_whole_characters():
 
 def test_detok_flush_reports_a_truncated_character():
     d = IncrementalDetokenizer(_utf8_decode)
-    assert d.push(list("a".encode()) + [0xE4, 0xB8]) == ""  # 'a' + first 2 bytes of a CJK char
+    assert d.push(list(b"a") + [0xE4, 0xB8]) == ""  # 'a' + first 2 bytes of a CJK char
     assert d.flush() == "a\ufffd"
 
 

@@ -68,7 +68,8 @@ class PatchHalf(EncoderHalf):
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: torch.dtype = torch.float32) -> "PatchHalf":
+    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
+             dtype: torch.dtype = torch.float32) -> PatchHalf:
         cfg_path = pathlib.Path(checkpoint_dir) / "config.json"
         if not cfg_path.is_file():
             raise InvalidInput(f"{checkpoint_dir}: no config.json")
@@ -87,7 +88,8 @@ class PatchHalf(EncoderHalf):
         side = MODE_SIDES[mode]
         arr = np.asarray(image.convert("RGB").resize((side, side), Image.BILINEAR), dtype=np.float32) / 255.0
         pixels = (torch.from_numpy(arr).permute(2, 0, 1) - 0.5) / 0.5
-        return PreparedPage(batch_key=("pixels", side), tensors={"pixels": pixels}, width=image.width, height=image.height)
+        return PreparedPage(batch_key=("pixels", side), tensors={"pixels": pixels}, width=image.width,
+                            height=image.height)
 
     @torch.no_grad()
     def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
@@ -146,7 +148,8 @@ class WideHalf(EncoderHalf):
         self.default_mode = "page"
 
     @classmethod
-    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: torch.dtype = torch.float32) -> "WideHalf":
+    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
+             dtype: torch.dtype = torch.float32) -> WideHalf:
         return cls()
 
     def modes(self) -> list[ModeSpec]:
@@ -160,7 +163,8 @@ class WideHalf(EncoderHalf):
 
     def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
         return [
-            EncodedPage([SegmentTokens(self.table + p.tensors["mean"] @ self.mix, (0, 0, p.width, p.height))], p.width, p.height)
+            EncodedPage([SegmentTokens(self.table + p.tensors["mean"] @ self.mix, (0, 0, p.width, p.height))],
+                        p.width, p.height)
             for p in pages
         ]
 

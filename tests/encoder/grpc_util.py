@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable
 
 import grpc
 from opentelemetry.sdk.metrics import MeterProvider
@@ -39,7 +39,8 @@ def requests(pages: Iterable[tuple[int, bytes, str]]) -> list[encoder_pb2.Encode
     return [encoder_pb2.EncodeRequest(page_index=i, image=img, mode=mode) for i, img, mode in pages]
 
 
-async def encode_all(stub: encoder_pb2_grpc.VisionEncoderStub, reqs: list[encoder_pb2.EncodeRequest]) -> dict[int, encoder_pb2.EncodeResponse]:
+async def encode_all(stub: encoder_pb2_grpc.VisionEncoderStub,
+                     reqs: list[encoder_pb2.EncodeRequest]) -> dict[int, encoder_pb2.EncodeResponse]:
     """Send ``reqs`` on one Encode stream; responses by page_index (asserts one per page)."""
     out: dict[int, encoder_pb2.EncodeResponse] = {}
     async for resp in stub.Encode(iter(reqs)):

@@ -50,7 +50,7 @@ async def test_concurrent_pages_are_batched_and_match_unbatched(patch_half: Patc
     sizes = [n for _, n in patch_half.batches]
     assert sum(sizes) == 10 and max(sizes) > 1, sizes
     assert all(n <= 4 for n in sizes)
-    for im, res in zip(images, results):
+    for im, res in zip(images, results, strict=True):
         got = res.page.segments[0].vision_tokens
         assert got.shape == (16, 24) and got.dtype == torch.float32
         torch.testing.assert_close(got, patch_half.reference(im))
@@ -69,7 +69,7 @@ async def test_pages_are_grouped_by_batch_key(patch_half: PatchHalf):
     keys = {k for k, _ in patch_half.batches}
     assert keys == {("pixels", 32), ("pixels", 64)}
     assert max(n for _, n in patch_half.batches) > 1
-    for m, res in zip(modes, results):
+    for m, res in zip(modes, results, strict=True):
         assert res.page.n_vision_tokens == (16 if m == "small" else 64)
 
 
@@ -111,8 +111,8 @@ async def test_bad_page_fails_alone(patch_half: PatchHalf):
     b = await _started(patch_half)
     try:
         results = await asyncio.gather(
-            b.submit(page_png(0)), b.submit(b"not an image"), b.submit(page_png(1), "no-such-mode"), b.submit(page_png(2)),
-            return_exceptions=True,
+            b.submit(page_png(0)), b.submit(b"not an image"), b.submit(page_png(1), "no-such-mode"),
+            b.submit(page_png(2)), return_exceptions=True,
         )
     finally:
         await b.stop()

@@ -83,7 +83,8 @@ async def test_tiny_deepseek_pages_batched_match_unbatched(ds_half):
 
 async def test_tiny_deepseek_modes_and_bad_page(ds_half):
     async with running_encoder(ds_half) as (_srv, stub, _):
-        res = await encode_all(stub, requests([(0, _page(0), "base"), (1, _page(1), "small"), (2, b"%PDF-1.7", "base")]))
+        res = await encode_all(stub, requests([(0, _page(0), "base"), (1, _page(1), "small"),
+                                               (2, b"%PDF-1.7", "base")]))
     assert res[0].n_vision_tokens == 257 and res[1].n_vision_tokens == 145  # 16x16+1, 12x12+1 (real-model counts)
     assert res[0].segments[0].vision_tokens.dtype == 3  # DTYPE_BFLOAT16 on the wire by default
     assert res[2].error.code == "INVALID_ARGUMENT" and "not a PNG or JPEG" in res[2].error.message

@@ -16,7 +16,8 @@ def test_config_sources_and_precedence(tmp_path):
     path.write_text("max_batch_size: 4\nwire_dtype: float32\nport: 6000\n")
     env = {"INKSTREAM_ENCODER__MAX_BATCH_SIZE": "12", "INKSTREAM_ENCODER__MAX_WAIT_MS": "2.5"}
     cfg = load_encoder_config(path, overrides={"port": 7000, "metrics_port": None}, environ=env)
-    assert (cfg.max_batch_size, cfg.max_wait_ms, cfg.wire_dtype, cfg.port, cfg.metrics_port) == (12, 2.5, "float32", 7000, None)
+    got = (cfg.max_batch_size, cfg.max_wait_ms, cfg.wire_dtype, cfg.port, cfg.metrics_port)
+    assert got == (12, 2.5, "float32", 7000, None)
     assert EncoderConfig().wire_dtype == "bfloat16"
 
 

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import io
 import os
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
@@ -20,12 +20,17 @@ from PIL import Image
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from inkstream.errors import ResourceExhausted  # noqa: E402
-
-from gateway.config import GatewayConfig  # noqa: E402
-from gateway.types import (  # noqa: E402
-    EncoderInfo, ModeInfo, PageError, PageInput, PageOutcome, PipelineOptions, SegmentText,
+from gateway.config import GatewayConfig
+from gateway.types import (
+    EncoderInfo,
+    ModeInfo,
+    PageError,
+    PageInput,
+    PageOutcome,
+    PipelineOptions,
+    SegmentText,
 )
+from inkstream.errors import ResourceExhausted
 
 BITS = 10
 MODEL_ID = "fake/bars-v1"
@@ -109,7 +114,7 @@ class FakePipeline:
         return self.healthy, "" if self.healthy else "no SERVING decoder replica"
 
     @contextlib.asynccontextmanager
-    async def _admission(self) -> AsyncIterator["FakePipeline"]:
+    async def _admission(self) -> AsyncIterator[FakePipeline]:
         if self.admitted >= self.capacity:
             raise ResourceExhausted("the gateway is at its page limit", retry_after_s=3.0)
         self.admitted += 1
@@ -118,7 +123,7 @@ class FakePipeline:
         finally:
             self.admitted -= 1
 
-    def admit(self, request_id: str):  # type: ignore[no-untyped-def]
+    def admit(self, request_id: str):
         return self._admission()
 
     async def run(self, pages: AsyncIterator[PageInput], options: PipelineOptions) -> AsyncIterator[PageOutcome]:

@@ -5,12 +5,16 @@ Expected outcomes from the corpus README."""
 from __future__ import annotations
 
 import asyncio
+import builtins
+import io
 import pathlib
+import re
 import resource
 import time
 
 import httpx
 import pytest
+from PIL import Image, PngImagePlugin
 
 from gateway.core import GatewayCore
 from gateway.rest import create_app
@@ -101,3 +105,55 @@ async def test_wrong_type_is_415(client):
     r = await client.post("/v1/ocr", files={"file": ("doc.pdf", b"PK\x03\x04 this is a zip file")})
     assert r.status_code == 415
     assert "PDF, PNG" in r.json()["error"]["message"]
+
+
+_EXCEPTION_NAMES = sorted({n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+                          | {"UnidentifiedImageError", "DecompressionBombError", "PdfiumError"})
+
+
+def _internals_in(message: str) -> list[str]:
+    """Library internals a message for a person must not carry: Pillow / PDFium names, exception classes."""
+    found = [w for w in ("PIL",) if re.search(rf"\b{w}\b", message)]
+    found += [w for w in ("plugin", "pdfium", "errno", "traceback") if w in message.lower()]
+    found += [n for n in _EXCEPTION_NAMES if re.search(rf"\b{n}\b", message)]
+    return found
+
+
+def _messages(r: httpx.Response) -> list[str]:
+    body = r.json()
+    if "error" in body:
+        return [body["error"]["message"]]
+    return [p["error"]["message"] for p in body["pages"] if p.get("error")]
+
+
+@pytest.mark.parametrize("zip_", [True, False], ids=["zTXt", "iTXt"])
+async def test_png_with_a_huge_text_chunk_is_explained_in_plain_words(client, zip_):
+    # Pillow refuses a text chunk that decompresses past PngImagePlugin.MAX_TEXT_CHUNK (1 MB) with
+    # "Decompressed data too large for PngImagePlugin.MAX_TEXT_CHUNK"; the client is told what that means.
+    info = PngImagePlugin.PngInfo()
+    if zip_:
+        info.add_text("comment", "x" * (2 << 20), zip=True)
+    else:
+        info.add_itxt("comment", "x" * (2 << 20), zip=True)
+    buf = io.BytesIO()
+    Image.new("RGB", (600, 800), "white").save(buf, format="PNG", pnginfo=info)
+    r = await client.post("/v1/ocr", files={"file": ("meta.png", buf.getvalue())}, data={"format": "json"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "INVALID_ARGUMENT"
+    assert "text (metadata) chunk" in err["message"] and "1 MB" in err["message"], err["message"]
+    assert not _internals_in(err["message"]), err["message"]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+async def test_bad_input_messages_name_no_library_internals(client, corpus, name):
+    r = await client.post("/v1/ocr", files={"file": (name, (corpus / name).read_bytes())}, data={"format": "json"})
+    for message in _messages(r):
+        assert not _internals_in(message), (name, message)
+
+
+def test_internals_check_catches_the_old_messages():
+    assert _internals_in("the image cannot be read: Decompressed data too large for PngImagePlugin.MAX_TEXT_CHUNK")
+    assert _internals_in("the file is not a readable PDF: it is damaged or truncated (PDFium could not parse it)")
+    assert _internals_in("page 2 could not be rendered (ValueError)")
+    assert not _internals_in("the image is truncated: the file ends before the image data does")

@@ -6,9 +6,8 @@ import pathlib
 
 import pytest
 
-from inkstream.config import ConfigError
-
 from gateway.config import load_gateway_config
+from inkstream.config import ConfigError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -17,7 +16,8 @@ def test_env_overrides_and_defaults():
     cfg = load_gateway_config(environ={"INKSTREAM_GATEWAY__LIMITS__MAX_PAGES": "7",
                                        "INKSTREAM_GATEWAY__PIPELINE__MAX_PAGES_IN_FLIGHT": "5",
                                        "INKSTREAM_GATEWAY__GRPC_PORT": "0"})
-    assert cfg.limits.max_pages == 7 and cfg.pipeline == {"max_pages_in_flight": 5} and cfg.grpc_port == 0
+    assert cfg.limits.max_pages == 7 and cfg.grpc_port == 0
+    assert cfg.pipeline.model_dump(exclude_unset=True) == {"max_pages_in_flight": 5}
     assert cfg.limits.max_page_pixels == 50_000_000 and cfg.stores.job_store == "sqlite"
 
 

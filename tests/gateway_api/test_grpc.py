@@ -8,11 +8,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from inkstream.errors import InvalidInput, PayloadTooLarge, ResourceExhausted
-
 from client.gateway_client import AsyncGatewayClient, DocumentSummary, GatewayClient
 from gateway.core import GatewayCore
 from gateway.grpc_api import SERVICE_NAME, build_grpc_server
+from inkstream.errors import InvalidInput, JobCancelled, PayloadTooLarge, ResourceExhausted
 from tests.gateway_api.conftest import MODEL_ID, expected_text, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)
@@ -94,8 +93,10 @@ async def test_cancel_job_and_health(grpc_env):
         await asyncio.sleep(0.4)
         st = await c.cancel_job(job.job_id)
         assert st.status == "cancelled" and st.pages_done < 10
-        with pytest.raises(Exception, match="cancelled"):
+        with pytest.raises(JobCancelled, match="cancelled") as ei:
             await c.job_result(job.job_id)
+        assert ei.value.code_name == "FAILED_PRECONDITION" and ei.value.reason_name == "JOB_CANCELLED"
+        assert ei.value.http_status == 409
     async with grpc.aio.insecure_channel(target) as ch:
         resp = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
         assert resp.status == health_pb2.HealthCheckResponse.SERVING
@@ -131,7 +132,6 @@ async def test_too_large_upload_reports_its_status(gw_config, fake):
 
 async def test_api_keys_required_when_configured(gw_config, fake):
     from gateway.auth import ApiKeys
-
     from inkstream.errors import Unauthenticated
 
     core = GatewayCore(gw_config, fake)
@@ -188,3 +188,14 @@ async def test_refused_upload_frees_its_slot_before_draining_the_rest(grpc_env):
         assert code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INTERNAL)
         if code == grpc.StatusCode.INVALID_ARGUMENT:
             assert f"at most {limit} bytes" in await call.details()
+
+
+async def test_summary_says_when_the_answer_came_from_the_cache(grpc_env):
+    target, fake, _ = grpc_env
+    pdf = marked_pdf([3, 4])
+    async with AsyncGatewayClient(target, timeout_s=30) as c:
+        first = await c.recognize(pdf, format="text")
+        second = await c.recognize(pdf, format="markdown")
+    assert first.summary is not None and second.summary is not None
+    assert first.summary.cached is False and second.summary.cached is True
+    assert fake.pages_run == 2 and second.summary.pages_ok == 2

@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from inkstream.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
-
 from gateway.ingest import UploadSink, close_document, detect_type, open_document, page_stream, parse_pages
 from gateway.ingest.images import fit, normalise
 from gateway.ingest.multipart import MultipartUpload
 from gateway.types import PageInput
+from inkstream.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
 from tests.gateway_api.conftest import marked_page, marked_pdf, png_bytes, read_number
 
 

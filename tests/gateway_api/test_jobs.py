@@ -7,11 +7,10 @@ import asyncio
 import httpx
 import pytest
 
-from inkstream.errors import Unavailable
-
 from gateway.core import GatewayCore
 from gateway.rest import create_app
 from gateway.stores import JobRecord, SqliteJobStore
+from inkstream.errors import Unavailable
 from tests.gateway_api.conftest import FakePipeline, expected_text, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)
@@ -75,7 +74,10 @@ async def test_cancel_running_job(env):
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
     assert r.json()["pages_done"] < 20
     res = await c.get(f"/v1/jobs/{job['job_id']}/result")
-    assert res.status_code == 499 and res.json()["error"]["code"] == "CANCELLED"
+    # 409 Conflict, not nginx's 499 (that is a client that went away): the job, not the call, was cancelled.
+    assert res.status_code == 409, res.text
+    assert res.json() == {"error": {"code": "FAILED_PRECONDITION", "reason": "JOB_CANCELLED",
+                                    "message": f"job {job['job_id']} was cancelled; it has no result"}}
     ran = fake.pages_run
     await asyncio.sleep(0.5)
     assert fake.pages_run == ran  # nothing runs after the cancel
@@ -132,7 +134,7 @@ async def test_unexpected_error_is_generic_500(env):
     async def broken_info():
         raise RuntimeError("secret internals")
 
-    fake.encoder_info = broken_info  # type: ignore[method-assign]
+    fake.encoder_info = broken_info
     r = await submit(c, marked_pdf([2]))
     assert r.status_code == 500 and r.json()["error"]["code"] == "INTERNAL"
     assert "secret" not in r.text
@@ -168,3 +170,15 @@ async def test_running_jobs_count_in_the_autoscaling_gauge(env):
     assert deltas == [1]  # counted while it runs
     await wait_status(c, job["job_id"], ("done", "failed"))
     assert deltas == [1, -1]
+
+
+async def test_job_result_says_when_it_came_from_the_cache(env):
+    c, fake, _ = env
+    pdf = marked_pdf([6, 7])
+    r = await c.post("/v1/ocr", files={"file": ("d.pdf", pdf)}, data={"format": "json"})
+    assert r.headers["x-inkstream-cache"] == "miss" and r.json()["cached"] is False
+    job = (await submit(c, pdf, format="json")).json()
+    await wait_status(c, job["job_id"], ("done",))
+    res = await c.get(f"/v1/jobs/{job['job_id']}/result")
+    assert res.headers["x-inkstream-cache"] == "hit" and res.json()["cached"] is True
+    assert fake.pages_run == 2

@@ -46,7 +46,7 @@ async def gateway_proc(tmp_path):
            "INKSTREAM_GATEWAY__STORES__DATA_DIR": str(tmp_path / "data")}
     env.pop("INKSTREAM_API_KEYS", None)
     env.pop("INKSTREAM_API_KEYS_FILE", None)
-    log = open(tmp_path / "gateway.log", "wb")
+    log = open(tmp_path / "gateway.log", "wb")  # noqa: SIM115 - the child's output; closed in the finally below
     proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "serve", "gateway", "--encoders", eaddr,
                              "--decoders", daddr, "--port", str(port), "--grpc-port", str(gport)],
                             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd())

@@ -9,8 +9,15 @@ import pytest
 
 from gateway.core import GatewayCore
 from gateway.rest import create_app
-from tests.gateway_api.conftest import (MODEL_ID, FakePipeline, expected_text, marked_page, marked_pdf, marked_tiff,
-                                       png_bytes)
+from tests.gateway_api.conftest import (
+    MODEL_ID,
+    FakePipeline,
+    expected_text,
+    marked_page,
+    marked_pdf,
+    marked_tiff,
+    png_bytes,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -21,7 +28,7 @@ async def client(gw_config, fake):
     core.start()
     app = create_app(gw_config, fake, core)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
-        c.core = core  # type: ignore[attr-defined]
+        c.core = core
         yield c
     await core.close()
 
@@ -130,17 +137,37 @@ async def test_finish_reason_and_page_errors_are_explicit(client, fake):
 async def test_cache_hit(client, fake):
     pdf = marked_pdf([1, 2])
     r1 = await ocr(client, pdf, format="json")
-    assert r1.headers["x-cache"] == "miss" and fake.pages_run == 2
+    assert r1.headers["x-inkstream-cache"] == "miss" and fake.pages_run == 2
+    assert r1.json()["cached"] is False
     r2 = await ocr(client, pdf, format="text")
-    assert r2.headers["x-cache"] == "hit" and fake.pages_run == 2
+    assert r2.headers["x-inkstream-cache"] == "hit" and fake.pages_run == 2
     assert expected_text(2) in r2.text
+    r2j = await ocr(client, pdf, format="json")
+    assert r2j.headers["x-inkstream-cache"] == "hit" and r2j.json()["cached"] is True
     r3 = await ocr(client, pdf, format="text", pages="2")  # different options -> miss
-    assert r3.headers["x-cache"] == "miss" and fake.pages_run == 3
+    assert r3.headers["x-inkstream-cache"] == "miss" and fake.pages_run == 3
     fake.fail.add(9)
     bad = marked_pdf([9])
     await ocr(client, bad)
     await ocr(client, bad)  # transient page error is not cached
     assert fake.pages_run == 5
+
+
+async def test_cache_is_reported_in_ndjson_headers_and_summary(client, fake):
+    pdf = marked_pdf([4, 5])
+
+    async def ndjson():
+        r = await client.post("/v1/ocr", files={"file": ("d.pdf", pdf)}, data={"format": "markdown"},
+                              headers={"Accept": "application/x-ndjson"})
+        assert r.status_code == 200, r.text
+        lines = [json.loads(ln) for ln in r.text.splitlines() if ln.strip()]
+        return r.headers["x-inkstream-cache"], lines[-1]["summary"]
+
+    header, summary = await ndjson()
+    assert header == "miss" and summary["cached"] is False and fake.pages_run == 2
+    header, summary = await ndjson()
+    assert header == "hit" and summary["cached"] is True and fake.pages_run == 2
+    assert summary["pages_ok"] == 2 and "<!-- page 2 -->" in summary["document"]
 
 
 async def test_overload_is_429_with_retry_after(client, fake):
@@ -207,7 +234,7 @@ async def test_reused_client_request_id_gets_its_own_admission(client, fake):
         seen.append(request_id)
         return orig(request_id)
 
-    fake.admit = spy  # type: ignore[method-assign]
+    fake.admit = spy
     doc = marked_pdf([1])  # once: Pillow's PDF writer stamps the creation time, and the cache keys on the bytes
     for _ in range(2):
         r = await client.post("/v1/ocr", files={"file": ("d", doc)}, headers={"X-Request-Id": "retry-1"})
@@ -248,7 +275,8 @@ async def test_unknown_options_wrong_methods_and_routes_answer_in_the_error_shap
     assert "unknown form field 'upload'" in msg and "'file'" in msg  # not "longer than 16384 bytes"
     r = await ocr(client, marked_pdf([1]), fromat="text")
     assert r.status_code == 400 and "unknown form field 'fromat'" in r.json()["error"]["message"]
-    r = await client.post("/v1/ocr?fromat=text", content=marked_tiff([21]), headers={"content-type": "application/octet-stream"})
+    r = await client.post("/v1/ocr?fromat=text", content=marked_tiff([21]),
+                          headers={"content-type": "application/octet-stream"})
     assert r.status_code == 400 and "unknown query parameter 'fromat'" in r.json()["error"]["message"]
     r = await client.get("/v1/ocr")
     assert r.status_code == 405 and r.headers["allow"] == "POST"

@@ -7,10 +7,9 @@ import asyncio
 
 import pytest
 
-from inkstream.errors import InvalidInput, Unavailable
-
 from gateway.ingest import UploadSink
 from gateway.service import OcrRequest, OcrService
+from inkstream.errors import InvalidInput, Unavailable
 from tests.gateway_api.conftest import FakePipeline, expected_text, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)
@@ -85,6 +84,6 @@ async def test_options_reach_the_pipeline(tmp_path):
     assert fake.options_seen[0].mode == "small" and fake.options_seen[0].task == "markdown"
     with pytest.raises(InvalidInput, match="invalid task"):
         await _pages(tmp_path, fake, [1], task="<script>")
-    fake.decoder_tasks = lambda: ["ocr", "markdown"]  # type: ignore[attr-defined]
+    fake.decoder_tasks = lambda: ["ocr", "markdown"]
     with pytest.raises(InvalidInput, match="supports: ocr, markdown"):
         await _pages(tmp_path, fake, [1], task="translate")

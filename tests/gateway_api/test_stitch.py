@@ -87,12 +87,14 @@ def test_pieces_of_one_line_are_joined_as_the_encoder_marked_them():
             SegmentText(4, "left column", (10, 200, 300, 230)), SegmentText(5, "right column", (500, 198, 800, 226))]
     res = page_result(PageOutcome(0, "ok", segments=segs, width=900, height=1000))
     assert res.text == "The quick brown fox jumps.\nNext line\nleft column\nright column"
-    assert [b.text for b in res.blocks] == ["The quick brown", "fox jum", "ps.", "Next line", "left column", "right column"]
+    assert [b.text for b in res.blocks] == ["The quick brown", "fox jum", "ps.", "Next line", "left column",
+                                            "right column"]
     # An upside-down page: the second piece lies left of the first in page pixels; a sideways page:
     # the pieces are taller than wide. The marks, not the geometry, decide.
     upside_down = [SegmentText(0, "first half", (600, 500, 1000, 530)),
                    SegmentText(1, "second half", (200, 500, 600, 530), join="space")]
-    assert page_result(PageOutcome(0, "ok", segments=upside_down, width=1200, height=1000)).text == "first half second half"
+    upside_down_page = PageOutcome(0, "ok", segments=upside_down, width=1200, height=1000)
+    assert page_result(upside_down_page).text == "first half second half"
     sideways = [SegmentText(0, "line one", (149, 863, 188, 1583)), SegmentText(1, "line two a", (206, 1189, 243, 1581)),
                 SegmentText(2, "line two b", (206, 832, 243, 1189), join="space")]
     res = page_result(PageOutcome(0, "ok", segments=sideways, width=1700, height=2200))
@@ -112,5 +114,6 @@ def test_plain_ocr_lines_are_literal_in_markdown():
         err = error_page(1, "INTERNAL", msg)
         assert "-->" not in render_document([err], "markdown").split("boom", 1)[1].split("after")[0], msg
     rule = page_result(PageOutcome(0, "ok", segments=[SegmentText(0, "___", (0, 0, 9, 9)),
-                                                      SegmentText(1, "[1]: http://x", (0, 20, 9, 29))], width=20, height=40))
+                                                      SegmentText(1, "[1]: http://x", (0, 20, 9, 29))],
+                                   width=20, height=40))
     assert "\\___\n\\[1]: http://x" in render_document([rule], "markdown")

@@ -87,9 +87,11 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
             if code:
                 await errors.abort(context, errors.error_for_code(code, f"fake encoder fails with {code}"))
             yield encoder_pb2.EncodeResponse(
-                page_index=req.page_index, width=100, height=200, n_vision_tokens=self.tokens_shape[0] * n_segments(req.image),
+                page_index=req.page_index, width=100, height=200,
+                n_vision_tokens=self.tokens_shape[0] * n_segments(req.image),
                 model_id="fake/encoder", revision=self.revision,
-                segments=[encoder_pb2.Segment(index=i, vision_tokens=_tokens(d, i, self.tokens_shape), box={"x0": 0, "y0": i, "x1": 100, "y1": i + 1})
+                segments=[encoder_pb2.Segment(index=i, vision_tokens=_tokens(d, i, self.tokens_shape),
+                                              box={"x0": 0, "y0": i, "x1": 100, "y1": i + 1})
                           for i in reversed(range(n_segments(req.image)))])
 
 
@@ -132,18 +134,20 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
         if d in self.hang_digests:
             await asyncio.sleep(3600)
         await asyncio.sleep(self.slow_digests.get(d, 0.0))
-        for r, (dd, seg) in zip(reqs, vals):
+        for r, (dd, seg) in zip(reqs, vals, strict=True):
             if r.vision_revision and self.revision and r.vision_revision != self.revision:
                 yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, error={
                     "code": "UNAVAILABLE", "message": "other weights", "reason": "WEIGHTS_MISMATCH"})
                 continue
             if self.item_error and int(seg) == 0:
-                yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, error={"code": self.item_error, "message": "bad segment"})
+                yield decoder_pb2.DecodeResponse(segment_id=r.segment_id,
+                                                 error={"code": self.item_error, "message": "bad segment"})
                 continue
             yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, text_delta=f"page-{int(dd):06x}")
         await asyncio.sleep(self.delay_s)
-        for r, (dd, seg) in zip(reqs, vals):
-            if (self.item_error and int(seg) == 0) or (r.vision_revision and self.revision and r.vision_revision != self.revision):
+        for r, (_, seg) in zip(reqs, vals, strict=True):
+            other_weights = r.vision_revision and self.revision and r.vision_revision != self.revision
+            if (self.item_error and int(seg) == 0) or other_weights:
                 continue
             yield decoder_pb2.DecodeResponse(segment_id=r.segment_id, text_delta=f"-seg{int(seg)}",
                                              finish_reason=decoder_pb2.FINISH_REASON_STOP,

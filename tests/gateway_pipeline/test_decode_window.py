@@ -7,7 +7,8 @@ import asyncio
 import grpc
 import torch
 
-from gateway.clients import VisionSegment, decode_segments
+from gateway.clients.decoder import decode_segments
+from gateway.clients.encoder import VisionSegment
 from inkstream import wire
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
 
@@ -21,7 +22,7 @@ class _CountingDecoder(decoder_pb2_grpc.TextDecoderServicer):
         self.peak = 0
         self.per_call = per_call
 
-    async def Decode(self, request_iterator, context):  # noqa: N802 - gRPC method name
+    async def Decode(self, request_iterator, context):  # gRPC method name
         out: asyncio.Queue = asyncio.Queue()
 
         async def finish(sid: int) -> None:
@@ -30,11 +31,15 @@ class _CountingDecoder(decoder_pb2_grpc.TextDecoderServicer):
             await out.put(decoder_pb2.DecodeResponse(segment_id=sid, text_delta=f"s{sid}",
                                                      finish_reason=decoder_pb2.FINISH_REASON_STOP))
 
+        pending: set[asyncio.Future] = set()  # referenced until done (the loop holds tasks weakly)
+
         async def reader() -> None:
             async for req in request_iterator:
                 self.open += 1
                 self.peak = max(self.peak, self.open)
-                asyncio.ensure_future(finish(req.segment_id))
+                fut = asyncio.ensure_future(finish(req.segment_id))
+                pending.add(fut)
+                fut.add_done_callback(pending.discard)
 
         task = asyncio.ensure_future(reader())
         answered = 0
@@ -92,7 +97,7 @@ async def test_pages_sharing_a_replica_never_exceed_its_capacity():
 
 
 async def test_failed_call_returns_the_replica_slots_and_leaves_no_task():
-    from gateway.clients import CallFailure
+    from gateway.clients.calls import CallFailure
 
     from .fakes import FakeDecoder, start_server
 

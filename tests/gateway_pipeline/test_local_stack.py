@@ -134,7 +134,8 @@ def test_kill_all_cuts_a_drain_short():
 
     st = LocalStack(gateway=False)
     # A child that ignores SIGTERM, like a gateway still draining a long document.
-    child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
     st.procs["encoder"].append(child)
     try:
         time.sleep(0.5)

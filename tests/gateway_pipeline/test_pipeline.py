@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from gateway.pipeline import Pipeline, PipelineConfig
-from gateway.retry import RetryPolicy
+from gateway.pipeline import Pipeline
+from gateway.pipeline_config import PipelineConfig, RetryPolicy
 from gateway.types import PageError, PageInput, PipelineOptions
 from inkstream import errors
 
@@ -90,7 +90,7 @@ async def collect(p: Pipeline, src: PageSource, rid: str = "req-1", consumer_lag
 
 def assert_all_pages(outs, images, error_pages=()):
     assert [o.index for o in outs] == list(range(len(images)))
-    for o, img in zip(outs, images):
+    for o, img in zip(outs, images, strict=True):
         if o.index in error_pages:
             assert o.status == "error"
         else:
@@ -318,14 +318,14 @@ async def test_ready_reports_missing_replicas(cluster):
 
 
 def test_config_from_mapping():
-    from gateway.pipeline import PipelineConfig
+    from gateway.pipeline_config import PipelineConfig
 
-    cfg = PipelineConfig.from_mapping({"max_pages_per_request": 3, "max_attempts": 5, "retry": {"cap_s": 1.5}})
+    cfg = PipelineConfig.model_validate({"max_pages_per_request": 3, "max_attempts": 5, "retry": {"cap_s": 1.5}})
     assert cfg.max_pages_per_request == 3 and cfg.retry.max_attempts == 5 and cfg.retry.cap_s == 1.5
     with pytest.raises(ValueError, match="unknown pipeline setting.*max_pages_inflight"):
-        PipelineConfig.from_mapping({"max_pages_inflight": 3})
+        PipelineConfig.model_validate({"max_pages_inflight": 3})
     with pytest.raises(ValueError, match="max_pages_in_flight must be > 0"):
-        PipelineConfig.from_mapping({"max_pages_in_flight": 0})
+        PipelineConfig.model_validate({"max_pages_in_flight": 0})
 
 
 async def test_call_deadline_is_final_page_error(cluster):
@@ -452,9 +452,9 @@ async def test_decoder_refuses_vision_tokens_of_other_weights_itself(cluster):
     c.encoders[0].revision = "new0000000ab"
     c.decoders[0].revision, c.decoders[1].revision = "old0000000cd", "new0000000ab"
     for r in c.pipeline.decoders.replicas.values():
-        await c.pipeline._segment_slots(r)
+        await c.pipeline.stages.segment_slots(r)
         r.model_revision = ""  # forget what Info said
-    c.pipeline._segment_slots = lambda r: asyncio.sleep(0)  # and never read it again
+    c.pipeline.stages.segment_slots = lambda r: asyncio.sleep(0)  # and never read it again
     c.pipeline.budget.token_ratio = 0.0
     images = make_pages(6, seed=23)
     outs = await collect(c.pipeline, PageSource(images))
@@ -485,7 +485,7 @@ async def test_pages_go_to_encoders_whose_weights_a_ready_decoder_serves(cluster
     c.encoders[0].revision, c.encoders[1].revision = "old0000000cd", "new0000000ab"
     c.decoders[0].revision = "old0000000cd"
     for r in list(c.pipeline.encoders.replicas.values()) + list(c.pipeline.decoders.replicas.values()):
-        await c.pipeline._page_slots(r) if r.address in c.enc_addrs else await c.pipeline._segment_slots(r)
+        await c.pipeline.stages.page_slots(r) if r.address in c.enc_addrs else await c.pipeline.stages.segment_slots(r)
     images = make_pages(10, seed=25)
     outs = await collect(c.pipeline, PageSource(images))
     assert_all_pages(outs, images)

@@ -8,7 +8,7 @@ import socket
 import grpc
 import pytest
 
-from gateway.clients import CallFailure, classify_rpc_error
+from gateway.clients.calls import CallFailure, classify_rpc_error
 from gateway.replicas import ReplicaSet, split_target
 from inkstream import errors
 
@@ -177,7 +177,9 @@ async def test_classify_refused_vs_server_status():
     svc.fail_all = "UNAVAILABLE"
     server, addr = await start_server(svc, "decoder")
     try:
-        from gateway.clients import decode_segments, VisionSegment
+        from gateway.clients.decoder import decode_segments
+        from gateway.clients.encoder import VisionSegment
+
         from .fakes import _tokens
 
         t = _tokens(5, 0)

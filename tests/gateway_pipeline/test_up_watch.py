@@ -46,7 +46,7 @@ def test_a_crash_loop_is_left_down_and_ends_the_stack_when_it_was_the_last(capsy
     assert _watch(stack, lambda: stack.polls >= 8, poll_s=0, max_restarts=3, backoff_s=0) == ""
     assert stack.restarted == [("decoder", 1)] * 3
     assert "decoder 1 keeps exiting (3 restarts in 120 s); left down" in capsys.readouterr().err
-    stack = _Stack({"encoder": 1, "decoder": 1, "gateway": 1}, [(n, "decoder", 0) for n in range(0, 9)])
+    stack = _Stack({"encoder": 1, "decoder": 1, "gateway": 1}, [(n, "decoder", 0) for n in range(9)])
     assert _watch(stack, lambda: False, poll_s=0, max_restarts=2, backoff_s=0) == "every decoder process exited"
     assert len(stack.restarted) == 2
 

@@ -267,9 +267,9 @@ async def test_tls_replica_serves_plaintext_health_for_kubelet_probes(pki, tmp_p
     there. A drain stops both servers."""
     from encoder_service.config import EncoderConfig
     from encoder_service.server import build_server
-    from launcher.local_stack import free_port
     from inkstream.lifecycle import LIVENESS_SERVICE
     from inkstream.pb import encoder_pb2, encoder_pb2_grpc
+    from launcher.local_stack import free_port
 
     hport = free_port()
     cfg = EncoderConfig(model_dir=str(tmp_path / "no-model"), port=0, tls={

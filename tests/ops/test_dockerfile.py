@@ -87,7 +87,8 @@ def _ignored(path: str, rules: list[str]) -> bool:
 
 
 def test_dockerignore_keeps_sources_and_drops_weights():
-    rules = [r.strip() for r in (REPO / ".dockerignore").read_text().splitlines() if r.strip() and not r.startswith("#")]
+    rules = [r.strip() for r in (REPO / ".dockerignore").read_text().splitlines()
+             if r.strip() and not r.startswith("#")]
     for kept in ("pyproject.toml", "setup.py", "protos/inkstream/encoder/v1/encoder.proto",
                  "inkstream/tracing.py", "gateway/auth.py", "models/compact/model.py", "models/registry.py"):
         assert not _ignored(kept, rules), kept

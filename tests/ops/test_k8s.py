@@ -124,7 +124,8 @@ def test_hpa_per_stage_on_pod_custom_metrics(rendered):
     for stage, names in wanted.items():
         hpa = _one(objs, "HorizontalPodAutoscaler", f"inkstream-{stage}")
         assert hpa["apiVersion"] == "autoscaling/v2"
-        assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": f"inkstream-{stage}"}
+        assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                                 "name": f"inkstream-{stage}"}
         assert all(m["type"] == "Pods" for m in hpa["spec"]["metrics"])
         assert {m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]} == names
         assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
@@ -198,7 +199,8 @@ def test_only_gateway_reaches_model_services(rendered):
             ports = {p["port"] for p in r["ports"]}
             for peer in r["from"]:
                 if "podSelector" in peer:
-                    assert _selects(peer["podSelector"], labels["gateway"]) and not _selects(peer["podSelector"], labels[stage])
+                    assert _selects(peer["podSelector"], labels["gateway"])
+                    assert not _selects(peer["podSelector"], labels[stage])
                     assert ports == {grpc_port}
                 else:  # Prometheus: metrics port only
                     assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "monitoring"}
@@ -232,7 +234,8 @@ def test_probes_and_drain_timing(rendered):
         assert spec["terminationGracePeriodSeconds"] > int(pre_stop[1]) + drain + after, stage
         if stage in MODEL_STAGES:  # torch threads follow the CPU request, not the node's cores
             omp = next(e for e in c["env"] if e["name"] == "OMP_NUM_THREADS")
-            assert omp["valueFrom"]["resourceFieldRef"] == {"containerName": c["name"], "resource": "requests.cpu", "divisor": "1"}
+            assert omp["valueFrom"]["resourceFieldRef"] == {"containerName": c["name"], "resource": "requests.cpu",
+                                                            "divisor": "1"}
     dec = _service_config(objs, "decoder")
     # The slowest page (max_new_tokens_cap tokens) must fit the drain at a TPOT of 30 ms.
     assert dec["max_new_tokens_cap"] * 0.030 < dec["drain_grace_s"]
@@ -271,8 +274,9 @@ def test_resources_and_gpus(rendered):
 
 def test_weights_mounted_read_only_and_not_in_gateway(rendered):
     overlay, objs = rendered
-    version = _one(objs, "ConfigMap", next(o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"
-                                            and o["metadata"]["name"].startswith("inkstream-weights")))["data"]["version"]
+    weights_cm = next(o["metadata"]["name"] for o in objs if o["kind"] == "ConfigMap"
+                      and o["metadata"]["name"].startswith("inkstream-weights"))
+    version = _one(objs, "ConfigMap", weights_cm)["data"]["version"]
     for stage in MODEL_STAGES:
         mount = next(m for m in _container(objs, stage)["volumeMounts"] if m["name"] == "weights")
         assert mount == {"name": "weights", "mountPath": "/weights", "subPath": version, "readOnly": True}

@@ -70,7 +70,7 @@ async def test_not_serving_is_published_before_work_is_refused():
         events.append((service, status, lc.draining))
         await real_set(service, status)
 
-    lc.health.set = recording_set  # type: ignore[method-assign]
+    lc.health.set = recording_set
 
     class FakeServer:
         stopped_with = None

@@ -10,9 +10,10 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_load", REPO / "bench" / "load.py")
+assert _spec is not None and _spec.loader is not None
 load = importlib.util.module_from_spec(_spec)
 sys.modules["bench_load"] = load  # dataclasses resolve their module by name
-_spec.loader.exec_module(load)  # type: ignore[union-attr]
+_spec.loader.exec_module(load)
 
 
 def test_percentiles_nearest_rank():
@@ -23,9 +24,10 @@ def test_percentiles_nearest_rank():
 
 
 def test_summary_counts_and_unexpected_5xx():
-    O = load.Outcome
-    outcomes = [O(0, 1.0, 200, pages=1), O(0.5, 2.0, 200, pages=1), O(1, 0.1, 429, retry_after=True),
-                O(1, 0.1, 503, retry_after=True), O(2, 0.2, 503), O(2, 0.3, 500), O(3, 30.0, 0, error="ReadTimeout")]
+    out = load.Outcome
+    outcomes = [out(0, 1.0, 200, pages=1), out(0.5, 2.0, 200, pages=1), out(1, 0.1, 429, retry_after=True),
+                out(1, 0.1, 503, retry_after=True), out(2, 0.2, 503), out(2, 0.3, 500),
+                out(3, 30.0, 0, error="ReadTimeout")]
     s = load.summarize(outcomes, wall_s=10.0, rss={"gateway": [(0, 100.0), (1, 120.0), (2, 110.0)]})
     assert s["requests"] == 7
     assert s["by_status"] == {"200": 2, "429": 1, "500": 1, "503": 2}

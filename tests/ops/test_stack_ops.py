@@ -122,7 +122,8 @@ def test_one_request_one_trace_across_services(traced_stack, one_request):
     assert wanted <= services, services
     assert len({s["trace_id"] for s in mine}) == 1, "one request must be one trace"
     by_id = {s["span_id"]: s for s in spans}
-    model_spans = [s for s in mine if s["service"] in ("inkstream-encoder", "inkstream-decoder") and s["kind"] == "SERVER"]
+    model_spans = [s for s in mine
+                   if s["service"] in ("inkstream-encoder", "inkstream-decoder") and s["kind"] == "SERVER"]
     assert {s["service"] for s in model_spans} == {"inkstream-encoder", "inkstream-decoder"}
     for s in model_spans:
         parent = by_id.get(s["parent_span_id"])  # a gateway span (its CLIENT span or its page span)
@@ -144,7 +145,8 @@ def test_hpa_metrics_exported_by_running_services(traced_stack, one_request):
     rule_series = {re.match(r"^(\w+)\{", r["seriesQuery"]).group(1) for r in adapter_rules(objs)}
 
     def names(text: str) -> set[str]:
-        return {re.split(r"[{ ]", line, 1)[0] for line in text.splitlines() if line and not line.startswith("#")}
+        return {re.split(r"[{ ]", line, maxsplit=1)[0] for line in text.splitlines()
+                if line and not line.startswith("#")}
 
     texts = {
         "encoder": httpx.get(f"http://127.0.0.1:{stack.metrics_ports['encoder'][0]}/metrics", timeout=30).text,
@@ -220,7 +222,8 @@ def _watch_health(addr: str, events: list, timeout_s: float) -> None:
     (the last event is ``(time, "end:<code>")``)."""
     with grpc.insecure_channel(addr) as ch:
         try:
-            for resp in health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s):
+            watch = health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
+            for resp in watch:
                 events.append((time.monotonic(), resp.status))
         except grpc.RpcError as exc:
             events.append((time.monotonic(), f"end:{exc.code().name}"))

@@ -75,7 +75,7 @@ async def back():
     seen: list[dict] = []
     server, port = await _start(_back_handlers(seen))
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", interceptors=trace_interceptors.client_interceptors())
-    channel.port = port  # type: ignore[attr-defined]
+    channel.port = port
     yield channel, seen
     await channel.close()
     await server.stop(None)
@@ -245,7 +245,7 @@ def test_exporter_choice_from_env(monkeypatch, tmp_path):
 
 def test_otlp_without_package_names_the_package():
     try:
-        import opentelemetry.exporter.otlp.proto.grpc  # noqa: F401
+        import opentelemetry.exporter.otlp.proto.grpc  # noqa: F401 - only whether the optional package imports
     except ImportError:
         with pytest.raises(RuntimeError, match=tracing.OTLP_PACKAGE):
             tracing._span_processor("otlp", None)
@@ -292,7 +292,7 @@ async def test_gateway_encode_call_runs_to_its_end(spans):
     """The gateway reads an Encode stream to its end (status OK) instead of cancelling it after the
     result: an unfinished intercepted call kept its native state alive and the gateway's RSS grew
     with the page count (bench/memory.py)."""
-    from gateway.clients import encode_page
+    from gateway.clients.encoder import encode_page
     from gateway.replicas import Replica
     from tests.gateway_pipeline.fakes import FakeEncoder, n_segments, start_server
 

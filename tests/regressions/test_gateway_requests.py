@@ -16,13 +16,12 @@ import asyncio
 
 import pytest
 
-from inkstream.errors import InvalidInput, Unavailable, http_status, retry_after_header
-
 from gateway.config import GatewayConfig
 from gateway.ingest import UploadSink, upload_too_slow
-from gateway.pipeline import Pipeline, PipelineConfig
-from gateway.retry import RetryPolicy
+from gateway.pipeline import Pipeline
+from gateway.pipeline_config import PipelineConfig, RetryPolicy
 from gateway.service import OcrRequest, OcrService
+from inkstream.errors import InvalidInput, Unavailable, http_status, retry_after_header
 from tests.gateway_api.conftest import FakePipeline, marked_pdf
 from tests.gateway_pipeline.fakes import FakeDecoder, FakeEncoder, start_server
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from inkstream.errors import InvalidInput
-
 from gateway.config import GatewayConfig
 from gateway.ingest import UploadSink
 from gateway.service import OcrRequest, OcrService
 from gateway.types import EncoderInfo, ModeInfo
+from inkstream.errors import InvalidInput
 from tests.gateway_api.conftest import FakePipeline, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)

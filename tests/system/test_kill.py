@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from launcher.local_stack import LocalStack, grpc_serving
-from gateway.pipeline import Pipeline, PipelineConfig
-from gateway.retry import RetryPolicy
+from gateway.pipeline import Pipeline
+from gateway.pipeline_config import PipelineConfig, RetryPolicy
 from gateway.types import PageInput, PipelineOptions
+from launcher.local_stack import LocalStack, grpc_serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(240)]
 
@@ -33,7 +33,8 @@ def line_images(shared_dir: pathlib.Path) -> list[bytes]:
 
 def encoded_total(stack: LocalStack, i: int) -> float:
     """``inkstream_encoder_pages_encoded_total`` of encoder replica ``i`` (includes its warm-up page)."""
-    return sum(v for k, v in stack.metrics("encoder", i).items() if k.startswith("inkstream_encoder_pages_encoded_total"))
+    return sum(v for k, v in stack.metrics("encoder", i).items()
+               if k.startswith("inkstream_encoder_pages_encoded_total"))
 
 
 async def _pages(images: list[bytes], n: int):

@@ -71,3 +71,63 @@ def test_failed_up_keeps_its_logs(tmp_path):
         assert pathlib.Path(logs.group(1)).is_dir(), proc.stderr
     finally:
         shutil.rmtree(logs.group(1), ignore_errors=True)
+
+
+def _hold(port: int, held: dict[int, socket.socket]) -> socket.socket | None:
+    """A socket listening on 127.0.0.1:``port`` unless the session already holds it (tests/conftest.py)
+    or another process does (then it is taken anyway); None in those cases."""
+    if port in held:
+        return None
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+    except OSError:
+        s.close()
+        return None
+    return s
+
+
+def test_up_picks_free_ports_when_the_defaults_are_taken(tiny_ds_checkpoint, tmp_path, default_ports_held):
+    """8080 and 50050 taken: ``inkstream up`` without --port / --grpc-port says so, serves on other
+    ports, and prints every service's metrics URL."""
+    own = [s for s in (_hold(8080, default_ports_held), _hold(50050, default_ports_held)) if s is not None]
+    try:
+        _up_on_other_ports(tiny_ds_checkpoint, tmp_path)
+    finally:
+        for s in own:
+            s.close()
+
+
+def _up_on_other_ports(tiny_ds_checkpoint: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "up.out"
+    with open(out, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "up", "--model", str(tiny_ds_checkpoint),
+                                 "--log-dir", str(tmp_path / "logs")],
+                                stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while "  metrics: gateway: " not in out.read_text():
+            assert proc.poll() is None, out.read_text()
+            assert time.monotonic() < deadline, out.read_text()
+            time.sleep(0.2)
+        text = out.read_text()
+        assert "the default port 8080 is in use" in text and "the default port 50050 is in use" in text, text
+        line = next(ln for ln in text.splitlines() if "inkstream is up" in ln)
+        m = re.search(r"inkstream is up: (http://127\.0\.0\.1:(\d+))\s+\(gRPC 127\.0\.0\.1:(\d+)", line)
+        assert m, line
+        url, port, gport = m.group(1), int(m.group(2)), int(m.group(3))
+        assert port != 8080 and gport != 50050 and port != gport, line
+        assert httpx.get(f"{url}/readyz", timeout=10).status_code == 200
+        metrics = dict(re.findall(r"^  metrics: (\w+ \d+|gateway): (\S+)$", text, re.M))
+        assert set(metrics) == {"encoder 0", "decoder 0", "gateway"}, text
+        assert metrics["gateway"] == f"{url}/metrics"
+        for name, murl in metrics.items():
+            r = httpx.get(murl, timeout=10)
+            assert r.status_code == 200 and "inkstream_" in r.text, (name, murl, r.status_code)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0, out.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

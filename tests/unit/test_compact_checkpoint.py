@@ -13,8 +13,8 @@ from rapidfuzz.distance import Levenshtein
 
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf
-from models.inprocess import greedy_segments, ocr_page
 from models.compact.lineimage import normalised_width
+from models.inprocess import greedy_segments, ocr_page
 from training.compact.render import find_fonts
 
 WEIGHTS = pathlib.Path(__file__).resolve().parents[2] / "models" / "compact" / "weights"

@@ -8,13 +8,13 @@ import torch
 from PIL import Image, ImageDraw
 
 from inkstream.errors import InvalidInput
+from models.base import left_pad
 from models.compact.checkpoint import export_checkpoint
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf, _unrotate_box
-from models.base import left_pad
-from models.inprocess import greedy_segments
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
 from models.compact.vocab import build_tokenizer
+from models.inprocess import greedy_segments
 from models.registry import decoder_half_class, encoder_half_class, family_of
 
 
@@ -67,7 +67,8 @@ def test_left_padded_batch_matches_unbatched(tiny_ckpt):
         L = p.shape[0]
         logits = dec.forward(p[None], torch.ones(1, L, dtype=torch.long), torch.arange(L)[None], cache)
         nxt = logits.argmax(-1)
-        step = dec.forward(dec.embed_tokens(nxt[:, None]), torch.ones(1, L + 1, dtype=torch.long), torch.tensor([[L]]), cache)
+        step = dec.forward(dec.embed_tokens(nxt[:, None]), torch.ones(1, L + 1, dtype=torch.long),
+                           torch.tensor([[L]]), cache)
         alone.append((logits[0], step[0]))
     x, mask, pos = left_pad(prompts)
     cache = dec.new_cache()
@@ -79,7 +80,8 @@ def test_left_padded_batch_matches_unbatched(tiny_ckpt):
         torch.testing.assert_close(logits[i], l0, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(step[i], s0, atol=1e-4, rtol=1e-4)
     segs = [torch.randn(n, 32) for n in (4, 11, 6, 2)]
-    assert greedy_segments(dec, segs, max_new_tokens=6) == [greedy_segments(dec, [s], max_new_tokens=6)[0] for s in segs]
+    one_by_one = [greedy_segments(dec, [s], max_new_tokens=6)[0] for s in segs]
+    assert greedy_segments(dec, segs, max_new_tokens=6) == one_by_one
 
 
 def _page() -> Image.Image:
@@ -97,7 +99,7 @@ def test_encoder_page_segments_and_batch_invariance(tiny_ckpt):
     one = enc.encode_batch([prepared])[0]
     both = enc.encode_batch([prepared, enc.preprocess(_page().resize((450, 200)), "lines")])
     assert [tuple(s.vision_tokens.shape) for s in one.segments] == [(n, 32) for n in prepared.meta["n_tokens"]]
-    for a, b in zip(one.segments, both[0].segments):
+    for a, b in zip(one.segments, both[0].segments, strict=True):
         torch.testing.assert_close(a.vision_tokens, b.vision_tokens, atol=1e-5, rtol=1e-5)
     ys = [s.box[1] for s in one.segments]
     assert ys == sorted(ys) and all(0 <= s.box[0] < s.box[2] <= 900 for s in one.segments)

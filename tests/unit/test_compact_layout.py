@@ -31,7 +31,8 @@ def test_column_beside_a_labelled_figure_is_still_a_column():
     lines, as on page 2 of the tracemonkey paper): still read column by column."""
     left = [_box(100, 150 + 40 * i, 760, 180 + 40 * i) for i in range(30)]
     right_top = [_box(840, 150 + 40 * i, 1500, 180 + 40 * i) for i in range(6)]
-    labels = [_box(860 + 160 * (k % 4), 420 + 60 * (k // 4), 960 + 160 * (k % 4), 450 + 60 * (k // 4)) for k in range(28)]
+    labels = [_box(860 + 160 * (k % 4), 420 + 60 * (k // 4), 960 + 160 * (k % 4), 450 + 60 * (k // 4))
+              for k in range(28)]
     right_bottom = [_box(840, 900 + 40 * i, 1500, 930 + 40 * i) for i in range(6)]
     order = reading_order(labels + right_bottom + left[::-1] + right_top)
     assert order[:30] == left
@@ -105,8 +106,8 @@ def test_pieces_of_long_lines_are_marked_whatever_the_page_rotation():
     the same page upside down or sideways, where the pieces' page boxes run the other way."""
     from PIL import ImageDraw, ImageFont
 
-    from models.compact.encoder_half import CompactEncoderHalf
     from launcher.local_stack import default_model_dir
+    from models.compact.encoder_half import CompactEncoderHalf
 
     enc = CompactEncoderHalf.load(default_model_dir())
     font = ImageFont.load_default(size=24)
@@ -153,10 +154,10 @@ def test_tall_receipt_is_detected_in_bands_each_line_once(first_y):
         draw.text((20, y), f"ITEM {i:03d} COFFEE BEANS    {i * 3 + 1}.99", fill="black", font=font)
     _, lines, rotation = _detector().detect(page)
     assert rotation == 0
-    centres = [(l.box[1] + l.box[3]) / 2 for l in lines]
+    centres = [(ln.box[1] + ln.box[3]) / 2 for ln in lines]
     assert len(centres) == len(ys), (len(centres), len(ys))
     assert centres == sorted(centres)  # reading order: top to bottom
-    for c, y in zip(centres, ys):
+    for c, y in zip(centres, ys, strict=True):
         assert abs(c - (y + 11)) < 12  # each line where it was drawn (18-px text below its y)
 
 

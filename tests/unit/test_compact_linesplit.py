@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 from PIL import Image, ImageDraw
 
 from models.compact.linesplit import SPLIT_PX, split_line, split_points
 
 
-def _words_line(words: int, word_px: int = 60, gap_px: int = 14, height: int = 32) -> tuple[Image.Image, list[tuple[int, int]]]:
+def _words_line(words: int, word_px: int = 60, gap_px: int = 14,
+                height: int = 32) -> tuple[Image.Image, list[tuple[int, int]]]:
     """A white line with black 'words' (solid bars); returns it and the words' x ranges."""
     width = words * (word_px + gap_px) + gap_px
     im = Image.new("L", (width, height), 255)
@@ -38,7 +41,7 @@ def test_long_line_is_cut_between_words_into_short_pieces():
     assert [j for _, _, j in pieces] == ["line"] + ["space"] * len(cuts)  # cut at word gaps
     boxes = [b for _, b, _ in pieces]  # piece boxes tile the line's box, left to right
     assert boxes[0][0] == 100.0 and boxes[-1][2] == 100.0 + im.width
-    assert all(a[2] == b[0] for a, b in zip(boxes, boxes[1:]))
+    assert all(a[2] == b[0] for a, b in itertools.pairwise(boxes))
 
 
 def test_line_without_gaps_is_cut_at_the_ideal_positions():

@@ -56,7 +56,7 @@ def test_left_padded_prefill_then_decode_match(pair):
         a, f = _step(ref, emb, mask, pos, c_ref), _step(fast, emb, mask, pos, c_fast)
         assert torch.allclose(a, f, atol=1e-4), (a - f).abs().max()
     real = mask.bool()  # pad slots are never attended; what a layer caches there may differ
-    for layer_ref, layer_fast in zip(c_ref.layers, c_fast.layers):
+    for layer_ref, layer_fast in zip(c_ref.layers, c_fast.layers, strict=True):
         assert torch.allclose(layer_ref.keys[:, 0][real], layer_fast.keys[:, 0][real], atol=1e-5)
         assert torch.allclose(layer_ref.values[:, 0][real], layer_fast.values[:, 0][real], atol=1e-5)
 

@@ -12,9 +12,9 @@ import time
 import pytest
 import torch
 
+from tests.unit.test_compact_train import TEXTS
 from training.compact import train
 from training.compact.replay import ReplayBatches
-from tests.unit.test_compact_train import TEXTS
 
 
 def test_max_uses_one_is_the_plain_stream():
@@ -104,7 +104,7 @@ def test_train_command_with_replay_and_a_json_corpus(tmp_path):
                        "--enc-channels", "8,16", "--eval-every", "6", "--eval-lines", "2", "--ckpt-every", "3",
                        "--log-every", "3", "--workers", "0", "--threads", "1", "--warmup", "2", "--max-chars", "30",
                        "--replay-uses", "2"]) == 0
-    rows = [json.loads(l) for l in (out / "log.jsonl").read_text().splitlines()]
+    rows = [json.loads(ln) for ln in (out / "log.jsonl").read_text().splitlines()]
     train_rows = [r for r in rows if r["kind"] == "train"]
     assert [r["step"] for r in train_rows] == [3, 6]
     fresh, replayed = train_rows[-1]["fresh_batches"], train_rows[-1]["replayed_batches"]
@@ -129,7 +129,7 @@ def test_budget_schedule_survives_an_interruption_and_restarts_once_finished(tmp
     assert train.main(common + ["--max-steps-this-run", "2"]) == 0
     log = (out / "train.log").read_text()
     assert "continuing the --budget-seconds schedule begun at step 0" in log
-    lrs = [json.loads(l)["lr"] for l in (out / "log.jsonl").read_text().splitlines()]
+    lrs = [json.loads(ln)["lr"] for ln in (out / "log.jsonl").read_text().splitlines()]
     assert lrs[2] == pytest.approx(lrs[1], rel=1e-3)  # past the 2-step warm-up (a restarted one: half the peak)
     st = torch.load(out / "state.pt", weights_only=False)
     st["seconds"] = st["schedule"]["seconds_at_start"] + 3600  # as if the budget had been spent

@@ -9,14 +9,14 @@ import random
 import pytest
 import torch
 
-from training.compact import train
-from training.compact.data import collate, make_sample
-from training.compact.corpus import LineTexts
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
-from training.compact.render import find_fonts
 from models.compact.vocab import build_tokenizer
+from training.compact import train
+from training.compact.corpus import LineTexts
+from training.compact.data import collate, make_sample
+from training.compact.render import find_fonts
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Invoice No. 4711 dated 12/03/2024: $1,250.00",
          "Der schnelle braune Fuchs springt über den faulen Hund.", "Le renard brun « rapide » saute.",
@@ -57,13 +57,14 @@ def test_train_command_checkpoints_resumes_and_exports(tmp_path):
     assert train.main(common) == 0
     assert torch.load(out / "state.pt", weights_only=False)["step"] == 4
     assert "resumed from step 2" in (out / "train.log").read_text()
-    rows = [json.loads(l) for l in (out / "log.jsonl").read_text().splitlines()]
+    rows = [json.loads(ln) for ln in (out / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4]
     assert any(r["kind"] == "eval" for r in rows)
     assert (out / "curve.png").stat().st_size > 1000
     cfg = json.loads((out / "export" / "config.json").read_text())
     assert cfg["inkstream_family"] == "compact" and cfg["training"]["step"] == 4
-    assert CompactEncoderHalf.load(out / "export").hidden_size == CompactDecoderHalf.load(out / "export").hidden_size == 32
+    assert CompactEncoderHalf.load(out / "export").hidden_size == 32
+    assert CompactDecoderHalf.load(out / "export").hidden_size == 32
 
 
 def test_eval_set_reports_text_kinds_without_changing_the_lines():
@@ -77,7 +78,7 @@ def test_eval_set_reports_text_kinds_without_changing_the_lines():
     assert [s[1] for s in with_kinds] == [s[1] for s in plain]
     assert len(kinds) == 40 and set(kinds) <= set(LineTexts.KINDS)
     assert "prose" in kinds and len(set(kinds)) >= 2
-    for (img, text, _), kind in zip(with_kinds, kinds):
+    for (_, text, _), kind in zip(with_kinds, kinds, strict=True):
         if kind == "upper":
             assert text == text.upper()
 

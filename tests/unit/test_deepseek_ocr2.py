@@ -124,7 +124,8 @@ def test_vision_tokens_match_processor_and_full_model(enc, full, mode, size, n_l
     page = enc.encode_batch([prepared])[0]
     tokens = page.segments[0].vision_tokens
     assert page.segments[0].box == (0.0, 0.0, float(size[0]), float(size[1]))
-    inputs = processor(images=image, text="<image>\nFree OCR. ", return_tensors="pt", **processor_kwargs(processor, mode))
+    inputs = processor(images=image, text="<image>\nFree OCR. ", return_tensors="pt",
+                       **processor_kwargs(processor, mode))
     n_placeholders = int((inputs["input_ids"] == processor.image_token_id).sum())
     assert tokens.shape == (n_placeholders, enc.hidden_size) == (prepared.meta["n_vision_tokens"], enc.hidden_size)
     assert tokens.shape[0] <= enc.mode(mode).max_vision_tokens
@@ -176,9 +177,10 @@ def test_batched_encode_equals_single(enc):
     pages = [enc.preprocess(_page(s), "gundam") for s in (2, 3)]
     assert pages[0].batch_key == pages[1].batch_key
     batched = enc.encode_batch(pages)
-    for page, out in zip(pages, batched):
+    for page, out in zip(pages, batched, strict=True):
         single = enc.encode_batch([page])[0]
-        torch.testing.assert_close(out.segments[0].vision_tokens, single.segments[0].vision_tokens, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out.segments[0].vision_tokens, single.segments[0].vision_tokens,
+                                   rtol=1e-5, atol=1e-5)
     with pytest.raises(InvalidInput):
         enc.encode_batch([pages[0], enc.preprocess(_page(2), "base")])
 
@@ -212,8 +214,10 @@ def test_greedy_parity_with_reference_generate(ckpt_dir, enc, dec, mode, task, s
 
 
 def test_left_padded_batch_matches_unbatched(enc, dec):
-    prompts = [dec.embed_prompt(enc.encode_batch([enc.preprocess(_page(8), "base")])[0].segments[0].vision_tokens, "ocr"),
-               dec.embed_prompt(enc.encode_batch([enc.preprocess(_page(9), "small")])[0].segments[0].vision_tokens, "markdown")]
+    def tokens(page: int, mode: str) -> torch.Tensor:
+        return enc.encode_batch([enc.preprocess(_page(page), mode)])[0].segments[0].vision_tokens
+
+    prompts = [dec.embed_prompt(tokens(8, "base"), "ocr"), dec.embed_prompt(tokens(9, "small"), "markdown")]
     steps = 8
     expected = [_greedy(dec, p, steps) for p in prompts]
     assert prompts[0].shape[0] != prompts[1].shape[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from decoder_service.convert import error_to_pb
 from encoder_service.convert import error_response
-from gateway.clients import item_failure
+from gateway.clients.calls import item_failure
 from inkstream.errors import InvalidInput, ResourceExhausted
 
 

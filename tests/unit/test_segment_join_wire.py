@@ -5,13 +5,14 @@ from __future__ import annotations
 import torch
 
 from encoder_service.convert import encode_response
-from gateway.clients import encoded_from_pb
+from gateway.clients.encoder import encoded_from_pb
 from inkstream.pb import encoder_pb2
 from models.base import EncodedPage, SegmentTokens
 
 
 def test_joins_and_revision_survive_the_encode_response():
-    segs = [SegmentTokens(torch.zeros(3, 4), (0, 0, 10, 5)), SegmentTokens(torch.zeros(2, 4), (10, 0, 20, 5), join="space"),
+    segs = [SegmentTokens(torch.zeros(3, 4), (0, 0, 10, 5)),
+            SegmentTokens(torch.zeros(2, 4), (10, 0, 20, 5), join="space"),
             SegmentTokens(torch.zeros(2, 4), (20, 0, 25, 5), join="direct")]
     resp = encode_response(0, EncodedPage(segments=segs, width=30, height=10), wire_dtype=torch.float32,
                            model_id="m", seconds=0.1, revision="abc123")

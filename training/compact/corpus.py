@@ -48,9 +48,10 @@ def _mo_lines(limit_files: int) -> list[str]:
         try:
             with open(path, "rb") as fh:
                 cat = gettext.GNUTranslations(fh)
-        except Exception:  # malformed catalogue: skip it
+        except Exception:  # noqa: BLE001 - a malformed catalogue (any parse error): skip it
             continue
-        for k, v in cat._catalog.items():  # noqa: SLF001 - documented-enough private mapping
+        # gettext has no public way to list a catalogue's messages; _catalog is its (stable) private dict.
+        for k, v in cat._catalog.items():  # type: ignore[attr-defined]
             for s in (k if isinstance(k, str) else k[0], v):
                 for part in str(s).split("\n"):
                     out.append(part)
@@ -83,7 +84,8 @@ class Corpus:
 
 def build_corpus(max_mo_files_per_lang: int = 40) -> Corpus:
     """Read the local sources above, clean them (whitespace folded, printf placeholders removed,
-    characters outside the vocabulary dropped lines) and split train / eval by crc32 of the line."""
+    characters outside the vocabulary dropped lines) and split train / eval by crc32 of the line.
+    """
     raw = _mo_lines(max_mo_files_per_lang)
     for path in _prose_files():
         raw += [ln.strip().lstrip("#").strip() for ln in _file_lines(path)]
@@ -93,7 +95,8 @@ def build_corpus(max_mo_files_per_lang: int = 40) -> Corpus:
 def split_lines(raw: list[str]) -> Corpus:
     """Clean, de-duplicate and split lines into train / eval by crc32 (see the module docstring)."""
     seen: set[str] = set()
-    train, held = [], []
+    train: list[str] = []
+    held: list[str] = []
     for line in raw:
         line = _clean(line)
         if len(line) < 2 or line in seen or not set(line) <= _VOCAB:
@@ -138,12 +141,16 @@ def _code(rng: random.Random) -> str:
     alpha = string.ascii_uppercase + string.digits
     kind = rng.random()
     if kind < 0.3:
-        return "-".join("".join(rng.choice(alpha) for _ in range(rng.randint(2, 5))) for _ in range(rng.randint(1, 4)))
+        return "-".join("".join(rng.choice(alpha) for _ in range(rng.randint(2, 5)))
+                        for _ in range(rng.randint(1, 4)))
     if kind < 0.5:
-        user = "".join(rng.choice(string.ascii_lowercase + "._") for _ in range(rng.randint(3, 10))).strip("._") or "info"
-        return f"{user}@{rng.choice(['example', 'mail', 'uni-bonn', 'gov'])}.{rng.choice(['com', 'org', 'de', 'fr', 'gov'])}"
+        user = "".join(rng.choice(string.ascii_lowercase + "._") for _ in range(rng.randint(3, 10)))
+        user = user.strip("._") or "info"
+        domain = rng.choice(["example", "mail", "uni-bonn", "gov"])
+        return f"{user}@{domain}.{rng.choice(['com', 'org', 'de', 'fr', 'gov'])}"
     if kind < 0.65:
-        return f"https://www.{rng.choice(['example', 'census', 'data'])}.{rng.choice(['com', 'gov', 'eu'])}/{rng.randint(1, 9999)}"
+        site = rng.choice(["example", "census", "data"])
+        return f"https://www.{site}.{rng.choice(['com', 'gov', 'eu'])}/{rng.randint(1, 9999)}"
     if kind < 0.8:
         return f"({rng.randint(200, 999)}) {rng.randint(200, 999)}-{rng.randint(0, 9999):04d}"
     return f"§ {rng.randint(1, 999)}.{rng.randint(1, 99)}" if rng.random() < 0.5 else f"No. {rng.randint(1, 99999)}"
@@ -151,7 +158,7 @@ def _code(rng: random.Random) -> str:
 
 def _random_chars(rng: random.Random, n: int) -> str:
     """Uniform over the whole vocabulary (so rare glyphs are seen), grouped into word-like runs."""
-    out = []
+    out: list[str] = []
     while len(out) < n:
         out += [rng.choice(CHARSET[1:]) for _ in range(rng.randint(1, 8))] + [" "]
     return "".join(out[:n]).strip() or "x"
@@ -196,7 +203,8 @@ class LineTexts:
 
     def sample(self, rng: random.Random, max_chars: int = 110) -> str:
         """One line: corpus prose windows, prose mixed with numbers / dates / codes, random runs over
-        the whole vocabulary or upper-cased prose (by default 62 / 26 / 7 / 5 %, see ``shares``)."""
+        the whole vocabulary or upper-cased prose (by default 62 / 26 / 7 / 5 %, see ``shares``).
+        """
         target = int(min(max_chars, max(1, rng.choice([rng.randint(1, 12), rng.randint(10, 60),
                                                          rng.randint(30, max_chars), rng.randint(40, 90)]))))
         draw = rng.random()

@@ -12,15 +12,16 @@ import random
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from training.compact.corpus import LineTexts
 from models.compact.lineimage import LINE_HEIGHT, WIDTH_MULTIPLE, normalise_line
-from training.compact.render import render_line
 from models.compact.vocab import build_tokenizer, encode
+from training.compact.corpus import LineTexts
+from training.compact.render import render_line
 
 
 def collate(samples: list[tuple], tok) -> tuple:
     """[(image [1,32,w], text[, align])] -> (images [B,1,32,W], n_tokens [B], ids, texts, align);
-    pads with 0 (paper). ``align[i]``: vision-token index of each character of line i, or None."""
+    pads with 0 (paper). ``align[i]``: vision-token index of each character of line i, or None.
+    """
     width = max(s[0].shape[-1] for s in samples)
     images = torch.zeros(len(samples), 1, samples[0][0].shape[1], width)
     for i, s in enumerate(samples):
@@ -28,14 +29,17 @@ def collate(samples: list[tuple], tok) -> tuple:
     n_tokens = torch.tensor([s[0].shape[-1] // WIDTH_MULTIPLE for s in samples], dtype=torch.long)
     texts = [s[1] for s in samples]
     ids = [encode(tok, t) for t in texts]
-    align = [s[2] if len(s) > 2 and s[2] is not None and len(s[2]) == len(i) else None for s, i in zip(samples, ids)]
+    align = [s[2] if len(s) > 2 and s[2] is not None and len(s[2]) == len(i) else None
+             for s, i in zip(samples, ids, strict=True)]
     return images, n_tokens, ids, texts, align
 
 
-def make_sample(texts: LineTexts, fonts: list[str], rng: random.Random, max_chars: int) -> tuple[torch.Tensor, str, list[int]]:
+def make_sample(texts: LineTexts, fonts: list[str], rng: random.Random,
+                max_chars: int) -> tuple[torch.Tensor, str, list[int]]:
     """One rendered, normalised line, its text and the vision-token index of each character
     (x centre x 32 / image height / 16, clipped to the line's tokens). Retries with another text if
-    no font covers it."""
+    no font covers it.
+    """
     for _ in range(20):
         text = texts.sample(rng, max_chars)
         xs: list[float] = []
@@ -53,10 +57,11 @@ def make_sample(texts: LineTexts, fonts: list[str], rng: random.Random, max_char
 
 class SyntheticLines(IterableDataset):
     """Endless stream of length-bucketed batches. ``seed`` + worker id seed each worker, so a resumed
-    run (new seed = base seed + step) does not replay the same lines."""
+    run (new seed = base seed + step) does not replay the same lines.
+    """
 
-    def __init__(self, lines: list[str], fonts: list[str], batch_size: int, seed: int, max_chars: int = 110, pool: int = 6,
-                 shares: tuple[float, ...] = LineTexts.SHARES):
+    def __init__(self, lines: list[str], fonts: list[str], batch_size: int, seed: int, max_chars: int = 110,
+                 pool: int = 6, shares: tuple[float, ...] = LineTexts.SHARES):
         self.lines, self.fonts, self.batch_size, self.seed = lines, fonts, batch_size, seed
         self.max_chars, self.pool, self.shares = max_chars, pool, tuple(shares)
 
@@ -76,7 +81,8 @@ class SyntheticLines(IterableDataset):
 def fixed_eval_set(lines: list[str], fonts: list[str], n: int, seed: int, max_chars: int = 110,
                    kinds: list[str] | None = None) -> list[tuple[torch.Tensor, str, list[int]]]:
     """``n`` rendered held-out lines (held-out texts x held-out fonts), deterministic for ``seed``.
-    If ``kinds`` is a list, it receives each line's text kind (:attr:`LineTexts.KINDS`)."""
+    If ``kinds`` is a list, it receives each line's text kind (:attr:`LineTexts.KINDS`).
+    """
     rng, texts = random.Random(seed), LineTexts(lines)
     out = []
     for _ in range(n):

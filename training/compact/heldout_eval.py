@@ -20,11 +20,11 @@ import time
 import torch
 from rapidfuzz.distance import Levenshtein
 
+from models.compact.decoder_half import CompactDecoderHalf
+from models.compact.encoder_half import BUCKET_PX, CompactEncoderHalf
+from models.inprocess import greedy_segments
 from training.compact.corpus import LineTexts, build_corpus
 from training.compact.data import fixed_eval_set
-from models.compact.decoder_half import CompactDecoderHalf
-from models.compact.encoder_half import CompactEncoderHalf
-from models.inprocess import greedy_segments
 from training.compact.render import find_fonts
 
 DEFAULT_MODEL = pathlib.Path(__file__).resolve().parents[2] / "models" / "compact" / "weights"
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         chunk = samples[s: s + args.batch]
         xs = [c[0] for c in chunk]
         tokens = enc.encode_lines([_bucket(x) for x in xs], [x.shape[-1] // 16 for x in xs])
-        for ids, c, kind in zip(greedy_segments(dec, tokens), chunk, kinds[s: s + args.batch]):
+        for ids, c, kind in zip(greedy_segments(dec, tokens), chunk, kinds[s: s + args.batch], strict=True):
             hyp, ref = dec.decode_text(ids), c[1]
             d = Levenshtein.distance(hyp, ref)
             edits, chars, exact = edits + d, chars + len(ref), exact + (hyp == ref)
@@ -66,24 +66,24 @@ def main(argv: list[str] | None = None) -> int:
                 read = hyp[op.src_pos] if op.tag != "insert" else ""
                 confusions[(ref[op.dest_pos] if op.tag != "delete" else "", read)] += 1
     worst.sort(reverse=True)
-    print(f"{len(samples)} held-out lines ({len(eval_fonts)} held-out fonts), rendered in {t1 - t0:.0f}s, read in {time.time() - t1:.0f}s")
+    print(f"{len(samples)} held-out lines ({len(eval_fonts)} held-out fonts), rendered in {t1 - t0:.0f}s, "
+          f"read in {time.time() - t1:.0f}s")
     print(f"exact lines: {exact}/{len(samples)} ({100 * exact / len(samples):.1f}%)")
-    for kind, (e, c, n) in per_kind.items():
-        print(f"  {kind:>6}: CER {100 * e / max(1, c):5.2f}%  {n:4d} lines, {c:6d} chars, {100 * e / max(1, edits):4.1f}% of all edits")
+    for kind, (k_edits, k_chars, k_lines) in per_kind.items():
+        print(f"  {kind:>6}: CER {100 * k_edits / max(1, k_chars):5.2f}%  {k_lines:4d} lines, {k_chars:6d} chars, "
+              f"{100 * k_edits / max(1, edits):4.1f}% of all edits")
     if args.confusions:
         total = sum(confusions.values())
         top = ", ".join(f"{r or '∅'!r}→{h or '∅'!r} {n}" for (r, h), n in confusions.most_common(args.confusions))
         print(f"most frequent edits (reference→read, of {total}): {top}")
-    for e, hyp, ref in worst[:8]:
-        print(f"  cer {100 * e:5.1f}%  ref {ref!r}\n               hyp {hyp!r}")
+    for rate, hyp, ref in worst[:8]:
+        print(f"  cer {100 * rate:5.1f}%  ref {ref!r}\n               hyp {hyp!r}")
     print(f"heldout_cer: {edits / max(1, chars):.4f}")
     return 0
 
 
 def _bucket(x: torch.Tensor) -> torch.Tensor:
     """Pad a normalised line to the encoder half's 64-px width bucket (as ``prepare_lines`` does)."""
-    from models.compact.encoder_half import BUCKET_PX
-
     w = -(-x.shape[-1] // BUCKET_PX) * BUCKET_PX
     out = torch.zeros(1, x.shape[1], w)
     out[:, :, : x.shape[-1]] = x

@@ -17,7 +17,7 @@ import glob
 import io
 import os
 import random
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 from fontTools.ttLib import TTFont
@@ -45,7 +45,7 @@ def find_fonts() -> tuple[list[str], list[str]]:
     return train, held
 
 
-@lru_cache(maxsize=None)
+@cache
 def font_charset(path: str) -> frozenset[str]:
     """Characters with a glyph in the font's best Unicode cmap (fontTools)."""
     with TTFont(path, lazy=True, fontNumber=0) as f:
@@ -90,7 +90,7 @@ def render_line(text: str, fonts: list[str], rng: random.Random, positions: list
     font = _font(usable[0], rng.choice(range(16, 48, 2)))
     ascent, descent = font.getmetrics()
     left, _top, right, _bottom = font.getbbox(text)
-    tw = max(1, right - min(0, left))
+    tw = max(1, int(right - min(0, left)))  # FreeType bboxes are whole pixels (typed as float)
     line_h = ascent + descent
     # Detector boxes: margins from slightly clipped (-6%) to loose (+40%) of the line height.
     mt = int(line_h * rng.uniform(-0.06, 0.35))
@@ -113,19 +113,20 @@ def render_line(text: str, fonts: list[str], rng: random.Random, positions: list
     draw.text((x0, mt), text, font=font, fill=ink)
     if positions is not None:
         ends = [font.getlength(text[: k + 1]) for k in range(len(text))]
-        positions[:] = [x0 + (a + b) / 2 for a, b in zip([0.0] + ends[:-1], ends)]
+        positions[:] = [x0 + (a + b) / 2 for a, b in zip([0.0, *ends[:-1]], ends, strict=True)]
     if rng.random() < 0.12:
         _rule(draw, rng, w, h, ink, mt + ascent)
     if rng.random() < 0.25:  # skew, small enough that the line ends stay inside the crop
         max_deg = min(1.2, float(np.degrees(np.arctan(0.12 * h / max(1.0, w / 2)))))
-        img = img.rotate(rng.uniform(-max_deg, max_deg), resample=Image.BILINEAR, expand=False, fillcolor=paper)
+        img = img.rotate(rng.uniform(-max_deg, max_deg), resample=Image.Resampling.BILINEAR, expand=False,
+                         fillcolor=paper)
     if rng.random() < 0.5:
         img = img.filter(ImageFilter.GaussianBlur(rng.uniform(0.2, 1.3)))
     if rng.random() < 0.3:  # lose resolution: downscale, then back up (scan / rasterisation)
         f = rng.uniform(0.45, 0.85)
-        small = img.resize((max(1, int(w * f)), max(1, int(h * f))), Image.BILINEAR)
-        img = small.resize((w, h), Image.BILINEAR) if rng.random() < 0.5 else small
-    a = np.asarray(img, dtype=np.float32)
+        small = img.resize((max(1, int(w * f)), max(1, int(h * f))), Image.Resampling.BILINEAR)
+        img = small.resize((w, h), Image.Resampling.BILINEAR) if rng.random() < 0.5 else small
+    a: np.ndarray = np.asarray(img, dtype=np.float32)  # float64 once the noise below is added
     if rng.random() < 0.3:  # illumination gradient / faded regions
         g = np.linspace(rng.uniform(0.6, 1.0), rng.uniform(0.6, 1.0), a.shape[1], dtype=np.float32)
         a = 255.0 - (255.0 - a) * g[None, :]

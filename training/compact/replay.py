@@ -16,7 +16,8 @@ import collections
 import queue
 import random
 import threading
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 
 class ReplayBatches:
@@ -24,7 +25,8 @@ class ReplayBatches:
     memory: up to ``capacity`` + 64 queued batches, e.g. ~20 MB each for 256 lines of 600 x 32 float32);
     ``max_uses``: most times one batch is returned (>= 1). ``stats()`` gives (fresh, replayed) counts;
     ``close()`` stops the reading thread. Raises whatever the source raises (re-raised in the
-    consumer's thread); ValueError for ``max_uses`` or ``capacity`` < 1."""
+    consumer's thread); ValueError for ``max_uses`` or ``capacity`` < 1.
+    """
 
     def __init__(self, source: Iterable[Any], capacity: int = 128, max_uses: int = 4, seed: int = 0):
         if max_uses < 1 or capacity < 1:
@@ -71,7 +73,7 @@ class ReplayBatches:
         self.fresh += 1
         return value
 
-    def __iter__(self) -> "ReplayBatches":
+    def __iter__(self) -> ReplayBatches:
         return self
 
     def __next__(self) -> Any:

@@ -28,24 +28,26 @@ import pathlib
 import time
 
 import torch
+from rapidfuzz.distance import Levenshtein
 
 from models.compact.checkpoint import export_checkpoint
+from models.compact.model import CompactOCR, EncoderConfig, decoder_config
+from models.compact.vocab import build_tokenizer, decode
 from training.compact.corpus import Corpus, build_corpus, split_lines
 from training.compact.data import SyntheticLines, collate, fixed_eval_set
-from models.compact.model import CompactOCR, EncoderConfig, decoder_config
 from training.compact.render import find_fonts
 from training.compact.replay import ReplayBatches
-from models.compact.vocab import build_tokenizer, decode
 
 
 def texts_corpus(path: str) -> Corpus:
     """A :class:`Corpus` from a text file (one line per text), split like :func:`build_corpus`, or
     from a ``.json`` file ``{"train": [...], "eval": [...]}`` written from :func:`build_corpus` on
-    another machine (the exact split, for training where the local sources differ)."""
+    another machine (the exact split, for training where the local sources differ).
+    """
     if path.endswith(".json"):
         d = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
         return Corpus(train=list(d["train"]), eval=list(d["eval"]))
-    lines = [l.strip() for l in pathlib.Path(path).read_text(encoding="utf-8").splitlines() if l.strip()]
+    lines = [ln.strip() for ln in pathlib.Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
     corpus = split_lines(lines)
     if not corpus.eval:  # tiny files: evaluate on the training texts rather than on nothing
         corpus.eval = list(corpus.train)
@@ -54,15 +56,11 @@ def texts_corpus(path: str) -> Corpus:
 
 def cer(hyp: str, ref: str) -> float:
     """Character error rate: Levenshtein distance / len(ref) (rapidfuzz)."""
-    from rapidfuzz.distance import Levenshtein
-
     return Levenshtein.distance(hyp, ref) / max(1, len(ref))
 
 
 def evaluate_lines(model: CompactOCR, samples: list, batch: int = 32) -> tuple[float, list[tuple[str, str]]]:
     """Greedy-decode ``samples`` [(image, text)]; returns (corpus CER = total edits / total chars, pairs)."""
-    from rapidfuzz.distance import Levenshtein
-
     tok = build_tokenizer()
     model.eval()
     edits, chars, pairs = 0, 0, []
@@ -71,7 +69,8 @@ def evaluate_lines(model: CompactOCR, samples: list, batch: int = 32) -> tuple[f
         chunk = [samples[i] for i in order[s: s + batch]]
         images, n_tokens, _, texts, _ = collate(chunk, tok)
         images = images.to(next(model.parameters()).device)
-        for ids, ref in zip(model.greedy(images, n_tokens, max_new=min(250, int(1.3 * max(len(t) for t in texts)) + 10)), texts):
+        max_new = min(250, int(1.3 * max(len(t) for t in texts)) + 10)
+        for ids, ref in zip(model.greedy(images, n_tokens, max_new=max_new), texts, strict=True):
             hyp = decode(tok, ids)
             edits += Levenshtein.distance(hyp, ref)
             chars += len(ref)
@@ -82,27 +81,35 @@ def evaluate_lines(model: CompactOCR, samples: list, batch: int = 32) -> tuple[f
 
 def plot_curve(log_path: pathlib.Path, png: pathlib.Path) -> None:
     """Redraw the learning curve (train loss, held-out CER vs step) from log.jsonl."""
-    import matplotlib
+    import matplotlib  # heavy: only when a curve is drawn
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(l) for l in log_path.read_text().splitlines() if l.strip()]
+    rows = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()]
     tr = [r for r in rows if r["kind"] == "train"]
     ev = [r for r in rows if r["kind"] == "eval"]
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     ax[0].plot([r["step"] for r in tr], [r["ce"] for r in tr], label="cross-entropy")
     ax[0].plot([r["step"] for r in tr], [r["ctc"] for r in tr], label="CTC (aux)", alpha=0.6)
-    ax[0].set_yscale("log"); ax[0].set_xlabel("step"); ax[0].set_ylabel("train loss"); ax[0].legend()
+    ax[0].set_yscale("log")
+    ax[0].set_xlabel("step")
+    ax[0].set_ylabel("train loss")
+    ax[0].legend()
     ax[1].plot([r["step"] for r in ev], [100 * r["cer"] for r in ev], marker="o")
-    ax[1].set_yscale("log"); ax[1].set_xlabel("step"); ax[1].set_ylabel("held-out CER (%)")
+    ax[1].set_yscale("log")
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("held-out CER (%)")
     ax[1].set_title("greedy CER, held-out fonts + texts")
-    fig.tight_layout(); fig.savefig(png, dpi=90); plt.close(fig)
+    fig.tight_layout()
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
 
 
 def progress(step: int, seconds: float, args: argparse.Namespace) -> float:
     """Fraction of the schedule done: the larger of steps / --steps and seconds / --hours, or, with
-    --budget-seconds, the seconds trained since that schedule began / --budget-seconds."""
+    --budget-seconds, the seconds trained since that schedule began / --budget-seconds.
+    """
     if args.budget_seconds > 0:
         return min(1.0, (seconds - args.seconds_at_start) / args.budget_seconds)
     p = step / max(1, args.steps)
@@ -120,16 +127,24 @@ def _lr(step: int, prog: float, peak: float, warmup: int) -> float:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parse the ``inkstream train-compact`` command line (``argv`` without the program name).
+
+    Raises SystemExit (argparse) on a bad command line or for ``--help``.
+    """
     p = argparse.ArgumentParser(prog="inkstream train-compact", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="runs/compact", help="run directory (state, log, export)")
     p.add_argument("--steps", type=int, default=8000, help="total optimiser steps (cosine schedule length)")
-    p.add_argument("--max-steps-this-run", type=int, default=0, help="stop after this many steps in this invocation (0 = no limit)")
+    p.add_argument("--max-steps-this-run", type=int, default=0,
+                   help="stop after this many steps in this invocation (0 = no limit)")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--lr", type=float, default=1.5e-3)
     p.add_argument("--warmup", type=int, default=300)
     p.add_argument("--ctc-weight", type=float, default=0.3)
-    p.add_argument("--att-weight", type=float, default=0.5, help="weight of the supervised-attention loss (0 = off)")
-    p.add_argument("--hours", type=float, default=0.0, help="training-time budget: the schedule ends at whichever of --steps / --hours comes first (0 = steps only)")
+    p.add_argument("--att-weight", type=float, default=0.5,
+                   help="weight of the supervised-attention loss (0 = off)")
+    p.add_argument("--hours", type=float, default=0.0,
+                   help="training-time budget: the schedule ends at whichever of --steps / --hours comes first "
+                   "(0 = steps only)")
     p.add_argument("--hidden", type=int, default=160)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--max-chars", type=int, default=110)
@@ -140,16 +155,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--workers", type=int, default=1, help="DataLoader worker processes rendering lines")
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--texts", default="", help="UTF-8 file of training texts, one per line (or a .json corpus split, see texts_corpus), instead of the local corpus "
-                   "(held-out split by crc32 as in corpus.py; used by tests)")
+    p.add_argument("--texts", default="",
+                   help="UTF-8 file of training texts, one per line (or a .json corpus split, see texts_corpus), "
+                   "instead of the local corpus (held-out split by crc32 as in corpus.py; used by tests)")
     p.add_argument("--kind-shares", default="0.62,0.26,0.07,0.05",
-                   help="training share of each text kind: prose, mixed, random characters, upper case (the held-out set keeps the default)")
+                   help="training share of each text kind: prose, mixed, random characters, upper case "
+                   "(the held-out set keeps the default)")
     p.add_argument("--device", default="cpu", help="torch device to train on (cpu, cuda)")
     p.add_argument("--budget-seconds", type=float, default=0.0,
-                   help="schedule of this invocation alone: warm-up from the resumed step, cosine to 2 %% after this many seconds "
-                   "of training (rerunning the same command after an interruption continues it; once finished, a rerun starts a new one)")
+                   help="schedule of this invocation alone: warm-up from the resumed step, cosine to 2 %% after this "
+                   "many seconds of training (rerunning the same command after an interruption continues it; once "
+                   "finished, a rerun starts a new one)")
     p.add_argument("--replay-uses", type=int, default=1,
-                   help="with a fast accelerator: serve each rendered batch up to this many times while no fresh batch waits (replay.py)")
+                   help="with a fast accelerator: serve each rendered batch up to this many times while no fresh "
+                   "batch waits (replay.py)")
     p.add_argument("--write-corpus", default="", help="write the local corpus split as JSON to this path and exit")
     p.add_argument("--enc-channels", default="32,64", help="trunk stage widths (tests use smaller ones)")
     return p.parse_args(argv)
@@ -162,22 +181,24 @@ def main(argv: list[str] | None = None) -> int:
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log_path, state_path = out / "log.jsonl", out / "state.pt"
-    textlog = open(out / "train.log", "a", buffering=1)
-
     def say(msg: str) -> None:
         line = f"{time.strftime('%H:%M:%S')} {msg}"
         print(line, flush=True)
-        textlog.write(line + "\n")
+        with open(out / "train.log", "a") as textlog:
+            textlog.write(line + "\n")
 
     corpus = texts_corpus(args.texts) if args.texts else build_corpus()
     if args.write_corpus:
-        pathlib.Path(args.write_corpus).write_text(json.dumps({"train": corpus.train, "eval": corpus.eval}), encoding="utf-8")
+        split = json.dumps({"train": corpus.train, "eval": corpus.eval})
+        pathlib.Path(args.write_corpus).write_text(split, encoding="utf-8")
         say(f"wrote {args.write_corpus}")
         return 0
     train_fonts, eval_fonts = find_fonts()
-    say(f"corpus: {len(corpus.train)} train / {len(corpus.eval)} held-out text lines; fonts: {len(train_fonts)} train / {len(eval_fonts)} held-out")
+    say(f"corpus: {len(corpus.train)} train / {len(corpus.eval)} held-out text lines; "
+        f"fonts: {len(train_fonts)} train / {len(eval_fonts)} held-out")
     tok = build_tokenizer()
-    enc_cfg = EncoderConfig(channels=tuple(int(c) for c in args.enc_channels.split(",")))
+    c0, c1 = (int(c) for c in args.enc_channels.split(","))  # two trunk stages; ValueError otherwise
+    enc_cfg = EncoderConfig(channels=(c0, c1))
     model = CompactOCR(enc_cfg, decoder_config(tok.get_vocab_size(), args.hidden, args.layers)).to(args.device)
     if args.device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -187,19 +208,24 @@ def main(argv: list[str] | None = None) -> int:
         # On the host: load_state_dict moves the tensors to the parameters' device, but leaves AdamW's
         # step counters where they are, and counters on a GPU cost a sync per tensor and step.
         st = torch.load(state_path, map_location="cpu", weights_only=False)
-        model.load_state_dict(st["model"]); opt.load_state_dict(st["opt"])
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
         step, seconds, schedule = st["step"], st.get("seconds", 0.0), st.get("schedule")
         say(f"resumed from step {step} ({seconds / 3600:.2f} h trained)")
-    say(f"params: encoder {sum(p.numel() for p in model.encoder.parameters()) / 1e6:.2f} M, decoder {sum(p.numel() for p in model.lm.parameters()) / 1e6:.2f} M")
+    n_enc = sum(p.numel() for p in model.encoder.parameters())
+    n_dec = sum(p.numel() for p in model.lm.parameters())
+    say(f"params: encoder {n_enc / 1e6:.2f} M, decoder {n_dec / 1e6:.2f} M")
     eval_set = fixed_eval_set(corpus.eval, eval_fonts, args.eval_lines, seed=7, max_chars=args.max_chars)
     ds = SyntheticLines(corpus.train, train_fonts, args.batch, seed=args.seed + step, max_chars=args.max_chars,
                         shares=tuple(float(x) for x in args.kind_shares.split(",")))
-    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers, prefetch_factor=4 if args.workers else None,
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=args.workers,
+                                         prefetch_factor=4 if args.workers else None,
                                          persistent_workers=bool(args.workers))
-    batches = ReplayBatches(loader, max_uses=args.replay_uses, seed=args.seed + step) if args.replay_uses > 1 else loader
+    batches: ReplayBatches | torch.utils.data.DataLoader = (
+        ReplayBatches(loader, max_uses=args.replay_uses, seed=args.seed + step) if args.replay_uses > 1 else loader)
     args.seconds_at_start, warm_from = seconds, step if args.budget_seconds > 0 else 0
     if (args.budget_seconds > 0 and schedule and schedule["budget_seconds"] == args.budget_seconds
-            and seconds - schedule["seconds_at_start"] < args.budget_seconds):  # an interrupted run of this command
+            and seconds - schedule["seconds_at_start"] < args.budget_seconds):  # an interrupted run of this one
         args.seconds_at_start, warm_from = schedule["seconds_at_start"], schedule["step_at_start"]
         say(f"continuing the --budget-seconds schedule begun at step {warm_from}")
     model.train()
@@ -207,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def save_state() -> None:
         tmp = state_path.with_suffix(".tmp")
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "seconds": seconds, "args": vars(args),
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "seconds": seconds,
+                    "args": vars(args),
                     "schedule": {"budget_seconds": args.budget_seconds, "seconds_at_start": args.seconds_at_start,
                                  "step_at_start": warm_from} if args.budget_seconds > 0 else None}, tmp)
         os.replace(tmp, state_path)
@@ -217,11 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         for images, n_tokens, ids, _texts, align in batches:
             if first:  # worker start-up and the first batch's rendering are not training time
                 t_last, first = time.time(), False
-            if progress(step, seconds, args) >= 1.0 or (args.max_steps_this_run and step - started >= args.max_steps_this_run):
+            if progress(step, seconds, args) >= 1.0 or (
+                    args.max_steps_this_run and step - started >= args.max_steps_this_run):
                 break
             for g in opt.param_groups:
                 g["lr"] = _lr(step - warm_from, progress(step, seconds, args), args.lr, args.warmup)
-            ce, ctc = model(images.to(args.device, non_blocking=True), n_tokens, ids, align if args.att_weight > 0 else None)
+            ce, ctc = model(images.to(args.device, non_blocking=True), n_tokens, ids,
+                            align if args.att_weight > 0 else None)
             att = model.last_attention_loss
             loss = ce + args.ctc_weight * ctc + args.att_weight * att
             opt.zero_grad(set_to_none=True)
@@ -229,14 +258,21 @@ def main(argv: list[str] | None = None) -> int:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             step += 1
-            now = time.time(); seconds += now - t_last; t_last = now
-            agg["ce"] += float(ce.detach()); agg["ctc"] += float(ctc.detach()); agg["att"] += float(att.detach()); agg["n"] += 1
-            agg["chars"] += sum(len(i) for i in ids); agg["tokens"] += int(n_tokens.sum())
+            now = time.time()
+            seconds += now - t_last
+            t_last = now
+            agg["ce"] += float(ce.detach())
+            agg["ctc"] += float(ctc.detach())
+            agg["att"] += float(att.detach())
+            agg["n"] += 1
+            agg["chars"] += sum(len(i) for i in ids)
+            agg["tokens"] += int(n_tokens.sum())
             if step % args.log_every == 0:
-                row = {"kind": "train", "step": step, "ce": agg["ce"] / agg["n"], "ctc": agg["ctc"] / agg["n"], "att": agg["att"] / agg["n"],
-                       "lr": opt.param_groups[0]["lr"], "hours": seconds / 3600, "chars_per_vision_token": agg["chars"] / max(1, agg["tokens"]),
+                row = {"kind": "train", "step": step, "ce": agg["ce"] / agg["n"], "ctc": agg["ctc"] / agg["n"],
+                       "att": agg["att"] / agg["n"], "lr": opt.param_groups[0]["lr"], "hours": seconds / 3600,
+                       "chars_per_vision_token": agg["chars"] / max(1, agg["tokens"]),
                        "device": args.device, "batch": args.batch}
-                if batches is not loader:
+                if isinstance(batches, ReplayBatches):
                     row["fresh_batches"], row["replayed_batches"] = batches.stats()
                 with open(log_path, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
@@ -250,13 +286,15 @@ def main(argv: list[str] | None = None) -> int:
                 c, pairs = evaluate_lines(model, eval_set)
                 with open(log_path, "a") as fh:
                     fh.write(json.dumps({"kind": "eval", "step": step, "cer": c, "hours": seconds / 3600}) + "\n")
-                say(f"eval step {step}: held-out CER {100 * c:.2f}% ({time.time() - t0:.0f}s); e.g. {pairs[len(pairs) // 2]}")
+                say(f"eval step {step}: held-out CER {100 * c:.2f}% ({time.time() - t0:.0f}s); "
+                    f"e.g. {pairs[len(pairs) // 2]}")
                 export_checkpoint(model, out / "export", revision=f"step{step}",
-                                  training={"step": step, "hours": round(seconds / 3600, 3), "heldout_cer": round(c, 5)})
+                                  training={"step": step, "hours": round(seconds / 3600, 3),
+                                            "heldout_cer": round(c, 5)})
                 plot_curve(log_path, out / "curve.png")
                 t_last = time.time()
     finally:
-        if batches is not loader:
+        if isinstance(batches, ReplayBatches):
             batches.close()
     save_state()
     say(f"done at step {step}")

@@ -1,0 +1,176 @@
+"""The gateway's client of the decoder replicas: ``TextDecoder/Info`` and ``Decode`` to plain objects.
+
+One ``Decode`` stream per page carries the page's segments (a bounded window of them open at a
+time), so the decoder's continuous batching runs them together; the vision tokens are sent on
+exactly as the encoder made them (no dtype conversion, no copy into torch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+
+from gateway.clients.calls import CallFailure, call_metadata, classify_rpc_error, item_failure
+from gateway.clients.encoder import VisionSegment
+from gateway.types import SegmentText
+from inkstream.errors import InternalError
+from inkstream.pb import decoder_pb2, decoder_pb2_grpc, tensor_pb2
+
+_FINISH = {
+    decoder_pb2.FINISH_REASON_STOP: "stop",
+    decoder_pb2.FINISH_REASON_LENGTH: "length",
+    decoder_pb2.FINISH_REASON_REPETITION: "repetition",
+    decoder_pb2.FINISH_REASON_CANCELLED: "cancelled",
+}
+
+
+@dataclass(frozen=True)
+class DecoderInfo:
+    """What the gateway uses of a decoder's ``Info``: task names and its sequence capacity
+    (``max_running`` + ``max_waiting``: segments it accepts at once without RESOURCE_EXHAUSTED;
+    0 when the decoder does not say); ``revision``: its weights fingerprint ("" when unknown).
+    """
+
+    tasks: tuple[str, ...]
+    capacity: int
+    revision: str = ""
+
+
+async def fetch_decoder_info(channel: grpc.aio.Channel, timeout_s: float) -> DecoderInfo:
+    """Call ``TextDecoder/Info``. Raises CallFailure."""
+    try:
+        resp = await decoder_pb2_grpc.TextDecoderStub(channel).Info(decoder_pb2.InfoRequest(), timeout=timeout_s)
+    except grpc.RpcError as err:
+        raise classify_rpc_error(err) from None
+    return DecoderInfo(tuple(resp.tasks), max(0, int(resp.max_running) + int(resp.max_waiting)), resp.revision)
+
+
+def decode_request(
+    seg: VisionSegment, *, task: str, max_new_tokens: int, vision_revision: str = "", temperature: float = 0.0
+) -> decoder_pb2.DecodeRequest:
+    """One segment -> ``DecodeRequest`` (``segment_id`` = segment index; vision tokens forwarded as is;
+    ``vision_revision``: the encoder's weights revision, checked by the decoder; ``temperature``
+    0 = greedy).
+    """
+    return decoder_pb2.DecodeRequest(
+        segment_id=seg.index,
+        vision_tokens=tensor_pb2.Tensor(shape=list(seg.shape), dtype=seg.dtype, data=seg.data),
+        task=task,
+        sampling=decoder_pb2.SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature),
+        vision_revision=vision_revision,
+    )
+
+
+@dataclass
+class DecodeAttempt:
+    """Outcome of one Decode call: ``done`` finished segments by index, ``failed`` per-segment
+    item errors by index (segments neither done nor failed were cut off by a call failure).
+    """
+
+    done: dict[int, SegmentText] = field(default_factory=dict)
+    failed: dict[int, CallFailure] = field(default_factory=dict)
+
+
+async def decode_segments(
+    channel: grpc.aio.Channel,
+    segments: Sequence[VisionSegment],
+    *,
+    task: str,
+    max_new_tokens: int,
+    timeout_s: float,
+    request_id: str = "",
+    attempt: DecodeAttempt | None = None,
+    max_segments_in_flight: int = 64,
+    replica_slots: asyncio.Semaphore | None = None,
+    vision_revision: str = "",
+    temperature: float = 0.0,
+) -> DecodeAttempt:
+    """Decode ``segments`` of one page on one replica in one ``Decode`` stream, at most
+    ``max_segments_in_flight`` of this page open at a time and, when given, one of the replica's
+    ``replica_slots`` held per open segment (shared by every page sent to that replica, sized to its
+    ``max_running + max_waiting``), so the decoder's continuous batching runs them together without
+    its waiting queue ever overflowing (RESOURCE_EXHAUSTED). The next segment is sent as one finishes.
+
+    Requests are written by a task of their own, which is cancelled and awaited on every exit, and
+    the response stream is read to its end, so neither a failed call nor a finished one leaves
+    a task or a half-open call behind. Fills and returns ``attempt`` (finished segments survive a
+    later call failure, so a retry only re-sends the unfinished ones). Raises CallFailure when the
+    call itself fails; a segment whose finish reason is CANCELLED (the replica drained) is reported
+    in ``failed`` as transient.
+    """
+    attempt = attempt if attempt is not None else DecodeAttempt()
+    want = {s.index: s for s in segments}
+    text: dict[int, list[str]] = {i: [] for i in want}
+    window = asyncio.Semaphore(max(1, max_segments_in_flight))
+    held = 0  # replica slots held by this call
+
+    def release() -> None:
+        nonlocal held
+        window.release()
+        if replica_slots is not None and held > 0:
+            held -= 1
+            replica_slots.release()
+
+    call = decoder_pb2_grpc.TextDecoderStub(channel).Decode(timeout=timeout_s, metadata=call_metadata(request_id))
+
+    async def writer() -> None:
+        nonlocal held
+        for s in segments:
+            await window.acquire()
+            if replica_slots is not None:
+                await replica_slots.acquire()
+                held += 1
+            await call.write(
+                decode_request(s, task=task, max_new_tokens=max_new_tokens, vision_revision=vision_revision,
+                               temperature=temperature))
+        await call.done_writing()
+
+    writing = asyncio.create_task(writer())
+    open_ids = set(want)
+    finished = False
+    try:
+        while (resp := await call.read()) is not grpc.aio.EOF:  # not ``async for``: see encoder.encode_page
+            sid = int(resp.segment_id)
+            if sid not in open_ids:
+                continue
+            if resp.HasField("error") and resp.error.code:
+                attempt.failed[sid] = item_failure(resp.error.code, resp.error.message, resp.error.retry_after_s,
+                                                   resp.error.reason)
+                open_ids.discard(sid)
+                release()
+            else:
+                if resp.text_delta:
+                    text[sid].append(resp.text_delta)
+                if resp.finish_reason != decoder_pb2.FINISH_REASON_UNSPECIFIED:
+                    reason = _FINISH.get(resp.finish_reason, "stop")
+                    if reason == "cancelled":
+                        attempt.failed[sid] = item_failure(
+                            "CANCELLED", "the decoder replica cancelled the segment (draining)")
+                    else:
+                        seg = want[sid]
+                        attempt.done[sid] = SegmentText(index=sid, text="".join(text[sid]), box=seg.box,
+                                                        join=seg.join, finish_reason=reason,
+                                                        generated_tokens=int(resp.usage.generated_tokens))
+                    open_ids.discard(sid)
+                    release()
+        finished = True
+    except grpc.RpcError as err:
+        raise classify_rpc_error(err) from None
+    finally:
+        writing.cancel()
+        with contextlib.suppress(BaseException):
+            await writing
+        if not finished:
+            call.cancel()
+        if replica_slots is not None:
+            for _ in range(held):
+                replica_slots.release()
+            held = 0
+    if open_ids:
+        raise CallFailure(InternalError(f"decoder closed the stream with {len(open_ids)} segment(s) unfinished"),
+                          suspect=True)
+    return attempt

@@ -1,0 +1,136 @@
+"""The gateway's client of the encoder replicas: ``VisionEncoder/Info`` and ``Encode`` to plain objects.
+
+One ``Encode`` stream per page (one request, one response), so every page is routed to the
+least-loaded encoder replica on its own and retried on its own. Vision tokens are not parsed into
+tensors: the gateway only forwards them, so a :class:`VisionSegment` keeps the encoder's raw
+little-endian bytes, shape and dtype enum (``inkstream.common.v1.Tensor``) for the decoder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+from gateway.clients.calls import CallFailure, call_metadata, classify_rpc_error, item_failure
+from gateway.types import EncoderInfo, ModeInfo
+from inkstream.errors import InternalError
+from inkstream.pb import encoder_pb2, encoder_pb2_grpc
+from inkstream.segments import JOIN_LINE, JOINS
+
+
+@dataclass(frozen=True)
+class VisionSegment:
+    """Vision tokens of one segment as received from the encoder.
+
+    ``shape``: ``(n_tokens, hidden)``; ``dtype``: ``inkstream.common.v1.DType`` enum value;
+    ``data``: raw little-endian row-major bytes (``n_tokens * hidden * itemsize`` bytes);
+    ``box``: (x0, y0, x1, y1) in page pixels; ``index``: reading order within the page; ``join``:
+    how its text goes on from the previous segment's (:data:`inkstream.segments.JOINS`).
+    """
+
+    index: int
+    shape: tuple[int, ...]
+    dtype: int
+    data: bytes
+    box: tuple[float, float, float, float]
+    join: str = JOIN_LINE
+
+    @property
+    def n_tokens(self) -> int:
+        """Vision tokens in this segment."""
+        return int(self.shape[0]) if self.shape else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by this segment's vision tokens."""
+        return len(self.data)
+
+
+@dataclass
+class EncodedTokens:
+    """One page's encoder result: segments in reading order, page size in pixels, encoder model id
+    and weights ``revision`` (only a decoder of the same revision may decode the segments).
+    """
+
+    page_index: int
+    segments: list[VisionSegment]
+    width: int
+    height: int
+    n_vision_tokens: int
+    model_id: str = ""
+    encode_seconds: float = 0.0
+    revision: str = ""
+
+
+def encoder_info_from_pb(resp: encoder_pb2.InfoResponse) -> EncoderInfo:
+    """Encoder ``InfoResponse`` -> :class:`EncoderInfo` (modes with ``page_long_side_px``)."""
+    modes = tuple(
+        ModeInfo(name=m.name, page_long_side_px=int(m.page_long_side_px), max_vision_tokens=int(m.max_vision_tokens))
+        for m in resp.modes
+    )
+    default = resp.default_mode or (modes[0].name if modes else "")
+    capacity = int(resp.max_queue_pages) + int(resp.max_batch_size) if resp.max_queue_pages > 0 else 0
+    return EncoderInfo(model_id=resp.model_id, modes=modes, default_mode=default,
+                       max_image_bytes=int(resp.max_image_bytes), capacity=capacity, revision=resp.revision)
+
+
+async def fetch_encoder_info(channel: grpc.aio.Channel, timeout_s: float) -> EncoderInfo:
+    """Call ``VisionEncoder/Info``. Raises CallFailure."""
+    try:
+        resp = await encoder_pb2_grpc.VisionEncoderStub(channel).Info(encoder_pb2.InfoRequest(), timeout=timeout_s)
+    except grpc.RpcError as err:
+        raise classify_rpc_error(err) from None
+    return encoder_info_from_pb(resp)
+
+
+def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
+    """``EncodeResponse`` (without error) -> :class:`EncodedTokens`."""
+    segs = [
+        VisionSegment(
+            index=int(s.index),
+            shape=tuple(int(d) for d in s.vision_tokens.shape),
+            dtype=int(s.vision_tokens.dtype),
+            data=s.vision_tokens.data,
+            box=(s.box.x0, s.box.y0, s.box.x1, s.box.y1),
+            join=JOINS[s.join] if 0 <= s.join < len(JOINS) else JOIN_LINE,
+        )
+        for s in resp.segments
+    ]
+    segs.sort(key=lambda s: s.index)
+    n = int(resp.n_vision_tokens) or sum(s.n_tokens for s in segs)
+    return EncodedTokens(page_index=int(resp.page_index), segments=segs, width=int(resp.width),
+                         height=int(resp.height), n_vision_tokens=n, model_id=resp.model_id,
+                         encode_seconds=float(resp.encode_seconds), revision=resp.revision)
+
+
+async def encode_page(
+    channel: grpc.aio.Channel, page_index: int, image: bytes, mode: str, *, timeout_s: float, request_id: str = ""
+) -> EncodedTokens:
+    """Encode one page image (PNG/JPEG bytes) on one replica. Raises CallFailure."""
+    req = encoder_pb2.EncodeRequest(page_index=page_index, image=image, mode=mode)
+    call = encoder_pb2_grpc.VisionEncoderStub(channel).Encode(
+        iter([req]), timeout=timeout_s, metadata=call_metadata(request_id)
+    )
+    result: EncodedTokens | None = None
+    finished = False
+    try:
+        # call.read() to the end of the stream rather than ``async for`` + break: a call left
+        # unfinished keeps its C-core state (and, through the channel's interceptors, its Python
+        # wrappers) alive until garbage collection, which showed as RSS growing with page count.
+        while (resp := await call.read()) is not grpc.aio.EOF:
+            if resp.page_index != page_index or result is not None:
+                continue
+            if resp.HasField("error") and resp.error.code:
+                raise item_failure(resp.error.code, resp.error.message, resp.error.retry_after_s, resp.error.reason)
+            result = encoded_from_pb(resp)
+        finished = True
+    except grpc.RpcError as err:
+        raise classify_rpc_error(err) from None
+    finally:
+        if not finished:
+            call.cancel()
+    if result is not None:
+        return result
+    raise CallFailure(InternalError(f"encoder closed the stream without a result for page {page_index + 1}"),
+                      suspect=True)

@@ -1,0 +1,160 @@
+"""The request body of ``POST /v1/chat/completions`` (OpenAI's schema, the parts inkstream reads).
+
+Validated with pydantic; anything wrong is an InvalidInput (400) naming the field. Images come as
+``data:`` URIs (RFC 2397) holding base64 document bytes; other URL schemes are refused so the gateway
+never fetches a URL it was handed (server-side request forgery). The body is read with the gateway's
+upload limit (base64 makes a document about 4/3 as large, plus the JSON around it).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from inkstream.errors import InvalidInput, PayloadTooLarge
+
+#: DeepSeek-OCR's prompts (its README, "Prompts examples") -> the gateway's task names.
+PROMPT_TASKS = (("<|grounding|>convert the document to markdown", "markdown"), ("free ocr", "ocr"))
+_DATA_URI = re.compile(r"^data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(;[\w.+-]+=[^;,]*)*)(?P<b64>;base64)?,",
+                       re.IGNORECASE)
+_JSON_OVERHEAD_BYTES = 1 << 20  # the messages' text and JSON syntax around the base64 images
+
+
+class ImageUrl(BaseModel):
+    """``{"url": "data:image/png;base64,...", "detail": ...}``."""
+
+    url: str
+    detail: str | None = None
+
+
+class ContentPart(BaseModel):
+    """One part of a message's content: text or an image."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["text", "image_url"]
+    text: str | None = None
+    image_url: ImageUrl | None = None
+
+
+class Message(BaseModel):
+    """One chat message; ``content`` a string or a list of parts."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[ContentPart] | None = None
+
+
+class StreamOptions(BaseModel):
+    """``stream_options``: ``include_usage`` adds a last chunk with the token counts."""
+
+    include_usage: bool = False
+
+
+class ChatBody(BaseModel):
+    """The fields of OpenAI's chat completion request that inkstream reads; others are ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = ""
+    messages: list[Message] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+@dataclass
+class ChatRequest:
+    """A validated chat request: ``images`` the decoded documents (bytes) in order, ``task`` "" (the
+    model's default) | "ocr" | "markdown", ``max_tokens`` per segment (0 = decoder default),
+    ``temperature`` (0 = greedy).
+    """
+
+    images: list[bytes]
+    task: str = ""
+    model: str = ""
+    max_tokens: int = 0
+    temperature: float = 0.0
+    stream: bool = False
+    include_usage: bool = False
+    prompt: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def decode_data_uri(url: str, where: str) -> bytes:
+    """The bytes of a base64 ``data:`` URI; InvalidInput naming ``where`` for anything else."""
+    m = _DATA_URI.match(url)
+    if m is None:
+        scheme = url.split(":", 1)[0][:16] if ":" in url else "(none)"
+        raise InvalidInput(f"{where}: only data: URIs are accepted (base64 document bytes), not a {scheme!r} URL; "
+                           "the gateway does not fetch URLs")
+    if not m.group("b64"):
+        raise InvalidInput(f"{where}: the data: URI must be base64 (data:<type>;base64,<data>)")
+    try:
+        data = base64.b64decode(url[m.end():], validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"{where}: the data: URI is not valid base64") from None
+    if not data:
+        raise InvalidInput(f"{where}: the image is empty (0 bytes)")
+    return data
+
+
+def task_of(prompt: str) -> str:
+    """The task a prompt asks for (see :data:`PROMPT_TASKS`); "" = the model's default."""
+    text = " ".join(prompt.replace("<image>", " ").split()).strip().rstrip(".").lower()
+    for words, task in PROMPT_TASKS:
+        if text == words or text.endswith(words):
+            return task
+    return ""
+
+
+async def _read_body(request: Request, max_upload_bytes: int) -> bytes:
+    limit = max_upload_bytes * 4 // 3 + _JSON_OVERHEAD_BYTES
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"the request body is over {limit:,} bytes (the upload limit of "
+                                  f"{max_upload_bytes:,} bytes, base64-encoded)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def parse_chat_request(request: Request, max_upload_bytes: int) -> ChatRequest:
+    """Read and validate the body (see the module docstring). Raises InvalidInput (400),
+    PayloadTooLarge (413).
+    """
+    raw = await _read_body(request, max_upload_bytes)
+    try:
+        body = ChatBody.model_validate_json(raw or b"{}")
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        raise InvalidInput(f"invalid chat completion request: {problems}") from None
+    images: list[bytes] = []
+    prompt = ""
+    for i, msg in enumerate(body.messages):
+        if msg.role != "user":
+            continue
+        texts = []
+        parts = msg.content if isinstance(msg.content, list) else [ContentPart(type="text", text=msg.content or "")]
+        for j, part in enumerate(parts):
+            if part.type == "image_url":
+                if part.image_url is None:
+                    raise InvalidInput(f"messages[{i}].content[{j}]: image_url part without an image_url")
+                images.append(decode_data_uri(part.image_url.url, f"messages[{i}].content[{j}].image_url.url"))
+            elif part.text:
+                texts.append(part.text)
+        prompt = "\n".join(texts) if texts else prompt
+    if not images:
+        raise InvalidInput("the request holds no image: send the page as a user message part "
+                           '{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}')
+    return ChatRequest(images=images, task=task_of(prompt), model=body.model,
+                       max_tokens=body.max_completion_tokens or body.max_tokens or 0,
+                       temperature=body.temperature or 0.0, stream=body.stream,
+                       include_usage=bool(body.stream_options and body.stream_options.include_usage), prompt=prompt)

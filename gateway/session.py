@@ -1,0 +1,127 @@
+"""One synchronous OCR request, start to end, the same for every front end (REST, gRPC, OpenAI).
+
+The sequence each front end used to repeat: refuse while draining -> take an admission ticket
+(429 / RESOURCE_EXHAUSTED when the gateway is full) -> a request-scoped temp dir -> receive the
+document into it -> prepare (options, type, limits, page selection: 4xx here, before any output) ->
+page results in page order -> metrics -> clean-up (document closed, ticket returned, temp dir
+removed), also when the client goes away mid-answer. Front ends only convert their messages.
+
+Usage::
+
+    async with OcrSession(core, request_id, api="rest", route="/v1/ocr") as s:
+        upload = s.spool(data)                      # or receive into s.tmp and pass the UploadedFile
+        prepared = await s.prepare(upload, OcrRequest(format="text"))
+        async for page in s.pages():
+            ...
+
+Metrics: ``inkstream.gateway.requests`` (api, route, status: the HTTP status of the outcome),
+``inkstream.gateway.pages`` (status, finish_reason) and ``inkstream.gateway.request.duration``
+(seconds), recorded once when the session closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from gateway.ingest.upload import UploadedFile, UploadSink
+from gateway.service import OcrRequest, Prepared
+from gateway.stitch import PageResult
+from inkstream.errors import http_status
+
+if TYPE_CHECKING:
+    from gateway.core import GatewayCore
+
+
+class OcrSession:
+    """A request-scoped owner of one OCR request's resources (see the module docstring).
+
+    ``request_id``: the admission key and the id in logs and traces; ``api`` / ``route``: metric
+    labels. Raises what admission and :meth:`prepare` raise (InkstreamErrors with their status).
+    """
+
+    def __init__(self, core: GatewayCore, request_id: str, *, api: str, route: str):
+        self.core, self.request_id, self.api, self.route = core, request_id, api, route
+        self.started = time.monotonic()
+        self.prepared: Prepared | None = None
+        self.tmp: pathlib.Path = pathlib.Path()
+        self.status = "200"
+        self._stack = contextlib.AsyncExitStack()
+        self._pages: AsyncGenerator[PageResult, None] | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> OcrSession:
+        try:
+            self.core.check_accepting()
+            await self._stack.enter_async_context(self.core.service.admit(self.request_id))
+            self.tmp = self._stack.enter_context(self.core.request_dir())
+        except BaseException as exc:
+            await self._close(exc)
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        await self._close(exc)
+
+    def spool(self, data: bytes, name: str = "document") -> UploadedFile:
+        """Write ``data`` (a whole document, bytes) into the temp dir with the upload size limit;
+        raises PayloadTooLarge (413) over ``limits.max_upload_bytes``.
+        """
+        sink = UploadSink(self.tmp, self.core.config.limits.max_upload_bytes, name=name)
+        sink.write(data)
+        return sink.finish()
+
+    async def prepare(self, upload: UploadedFile, request: OcrRequest) -> Prepared:
+        """Validate ``request`` and open ``upload`` (4xx InkstreamErrors here, before any output)."""
+        self.prepared = await self._stack.enter_async_context(
+            await self.core.service.prepare(upload, request, self.request_id))
+        return self.prepared
+
+    def pages(self) -> AsyncGenerator[PageResult, None]:
+        """The page results in page order, each selected page exactly once (once per session)."""
+        if self.prepared is None:
+            raise RuntimeError("OcrSession.pages() before prepare()")
+        if self._pages is None:
+            self._pages = self._counted(self.prepared.pages(self.core.config.request_timeout_s))
+        return self._pages
+
+    async def _counted(self, pages: AsyncGenerator[PageResult, None]) -> AsyncGenerator[PageResult, None]:
+        self._stack.push_async_callback(pages.aclose)
+        async for page in pages:
+            self.core.metrics.pages.add(1, {"status": page.status, "finish_reason": page.finish_reason})
+            yield page
+
+    @property
+    def cache_hit(self) -> bool:
+        """Whether the pages came from the result cache."""
+        return self.prepared is not None and self.prepared.cache_hit
+
+    async def close(self) -> None:
+        """Release everything (idempotent); what ``async with`` does at exit."""
+        await self._close(None)
+
+    async def _close(self, exc: BaseException | None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._stack.aclose()
+        finally:
+            if isinstance(exc, Exception):
+                self.status = str(http_status(exc))
+            if exc is None or isinstance(exc, Exception):
+                m = self.core.metrics
+                m.requests.add(1, {"api": self.api, "route": self.route, "status": self.status})
+                m.duration.record(time.monotonic() - self.started)
+
+
+@contextlib.asynccontextmanager
+async def ocr_bytes(core: GatewayCore, request_id: str, data: bytes, request: OcrRequest, *, api: str,
+                    route: str) -> AsyncIterator[OcrSession]:
+    """An :class:`OcrSession` for a document given as bytes, prepared with ``request``."""
+    async with OcrSession(core, request_id, api=api, route=route) as session:
+        await session.prepare(session.spool(data), request)
+        yield session

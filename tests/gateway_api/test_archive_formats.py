@@ -1,0 +1,103 @@
+"""Archive image formats: JPEG 2000 (.jp2 container and bare .j2k codestream) and the TIFF
+compressions archives use (LZW, ZIP, JPEG, CCITT G3/G4, multi-page), sniffed by magic bytes and read
+like their PNG equivalents; hOCR and searchable PDF answers of /v1/ocr."""
+
+from __future__ import annotations
+
+import io
+
+import httpx
+import pikepdf
+import pytest
+
+from gateway.ingest.sniff import detect_type
+from gateway.rest import create_app
+from tests.gateway_api.conftest import marked_page, marked_pdf, png_bytes
+
+
+@pytest.fixture
+async def client(gw_config, fake):
+    app = create_app(gw_config, fake)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            yield c
+
+
+def _jp2(n: int, fmt: str = "JPEG2000", **kw) -> bytes:
+    buf = io.BytesIO()
+    marked_page(n).save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def _tiff(numbers: list[int], compression: str) -> bytes:
+    mode = "1" if compression.startswith("group") else "RGB" if compression == "jpeg" else "L"
+    frames = [marked_page(n).convert(mode) for n in numbers]
+    buf = io.BytesIO()
+    frames[0].save(buf, "TIFF", save_all=True, append_images=frames[1:], compression=compression)
+    return buf.getvalue()
+
+
+async def _texts(client: httpx.AsyncClient, data: bytes) -> list[str]:
+    r = await client.post("/v1/ocr", files={"file": ("doc", data)}, data={"format": "json"})
+    assert r.status_code == 200, r.text
+    return [p["text"] for p in r.json()["pages"]]
+
+
+def test_sniffing():
+    assert detect_type(_jp2(1)) == "jp2"
+    assert detect_type(_jp2(1, no_jp2=True)) == "jp2"  # bare J2K codestream
+
+
+@pytest.mark.parametrize("no_jp2", [False, True])
+async def test_jpeg2000_reads_like_png(client, no_jp2):
+    assert await _texts(client, _jp2(37, no_jp2=no_jp2)) == await _texts(client, png_bytes(marked_page(37)))
+
+
+@pytest.mark.parametrize("compression", ["tiff_lzw", "tiff_adobe_deflate", "jpeg", "group4", "group3"])
+async def test_tiff_compressions_multi_page(client, compression):
+    texts = await _texts(client, _tiff([5, 6, 7], compression))
+    expected = [(await _texts(client, png_bytes(marked_page(n))))[0] for n in (5, 6, 7)]
+    assert texts == expected
+
+
+async def test_hocr_answer(client):
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", marked_pdf([1, 2]))}, data={"format": "hocr"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/xhtml+xml")
+    assert r.text.count("class='ocr_page'") == 2 and "ocrx_word" in r.text
+
+
+async def test_searchable_pdf_answer_and_refusals(client):
+    src = marked_pdf([3, 4, 5])
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", src)}, data={"format": "pdf", "pages": "2-3"})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/pdf"
+    with pikepdf.open(io.BytesIO(r.content)) as pdf:
+        assert len(pdf.pages) == 2
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", src)}, data={"format": "pdf"},
+                          headers={"Accept": "application/x-ndjson"})
+    assert r.status_code == 400 and "binary document" in r.json()["error"]["message"]
+
+
+async def test_job_with_format_pdf(client):
+    import asyncio
+
+    r = await client.post("/v1/jobs", files={"file": ("d.tif", _tiff([8, 9], "group4"))}, data={"format": "pdf"})
+    assert r.status_code == 202
+    job = r.json()["job_id"]
+    for _ in range(200):
+        r = await client.get(f"/v1/jobs/{job}/result")
+        if r.status_code != 202:
+            break
+        await asyncio.sleep(0.05)
+    assert r.status_code == 200 and r.headers["content-type"] == "application/pdf"
+    with pikepdf.open(io.BytesIO(r.content)) as pdf:
+        assert len(pdf.pages) == 2
+    assert (await client.get(f"/v1/jobs/{job}/result", params={"format": "json"})).status_code == 200
+    r = await client.post("/v1/jobs", files={"file": ("p.png", png_bytes(marked_page(1)))}, data={"format": "text"})
+    job = r.json()["job_id"]
+    for _ in range(200):
+        if (await client.get(f"/v1/jobs/{job}")).json()["status"] == "done":
+            break
+        await asyncio.sleep(0.05)
+    r = await client.get(f"/v1/jobs/{job}/result", params={"format": "pdf"})
+    assert r.status_code == 409 and "format=pdf" in r.json()["error"]["message"]
+

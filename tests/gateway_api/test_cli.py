@@ -1,0 +1,142 @@
+"""``inkstream`` command line against a real uvicorn gateway on loopback (fake pipeline): --version,
+the message of an unreachable gateway, the progress bar's clock, and the "(cached)" summary line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+import uvicorn
+
+from client import ocr_cli
+from gateway.core import GatewayCore
+from gateway.rest import create_app
+from inkstream import cli
+from tests.gateway_api.conftest import FakePipeline, marked_pdf
+
+pytestmark = pytest.mark.timeout(60)
+
+PAGE_DELAY_S = 0.5
+
+
+@pytest.fixture
+async def server(gw_config):
+    """(base_url, fake pipeline) of a uvicorn gateway on a free loopback port; each page takes
+    :data:`PAGE_DELAY_S` seconds."""
+    fake = FakePipeline(delay_s=PAGE_DELAY_S)
+    core = GatewayCore(gw_config, fake)
+    app = create_app(gw_config, fake, core)
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(srv.serve())
+    while not srv.started:
+        await asyncio.sleep(0.02)
+    port = srv.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}", fake
+    srv.should_exit = True
+    await task
+    await core.close()
+
+
+def test_version(capsys):
+    assert cli.main(["--version"]) == 0
+    assert re.fullmatch(r"inkstream \d+\.\d+\.\d+\S*\n", capsys.readouterr().out)
+
+
+def test_version_of_the_console_script():
+    exe = [sys.executable, "-m", "inkstream.cli", "--version"]
+    out = subprocess.run(exe, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("inkstream "), out
+
+
+def test_refused_connection_names_the_url(tmp_path, capsys):
+    with socket.socket() as s:  # a port nobody listens on once the socket is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    doc = tmp_path / "d.pdf"
+    doc.write_bytes(marked_pdf([1]))
+    url = f"http://127.0.0.1:{port}"
+    assert ocr_cli.main([str(doc), "--gateway", url, "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot reach the gateway at {url}: connection refused" in err, err
+    assert "Errno" not in err
+
+
+async def test_progress_clock_starts_when_the_request_is_sent(server, tmp_path, monkeypatch):
+    """One page that takes PAGE_DELAY_S: the bar's elapsed time covers it (it used to start when the
+    response headers came, i.e. after the page was read: '1/1 ... 694 page/s')."""
+    import tqdm
+
+    url, _ = server
+    bars: list[dict] = []
+
+    class RecordingBar(tqdm.tqdm):
+        def close(self) -> None:
+            if not self.disable and not any(b["bar"] is self for b in bars):
+                bars.append({"bar": self, "start_t": self.start_t, "elapsed": self._time() - self.start_t,
+                             "n": self.n, "total": self.total})
+            super().close()
+
+    sent: list[float] = []
+    real_send = httpx.Client.send
+
+    def send(self, request, **kw):
+        sent.append(time.time())
+        return real_send(self, request, **kw)
+
+    monkeypatch.setattr(tqdm, "tqdm", RecordingBar)
+    monkeypatch.setattr(httpx.Client, "send", send)
+    doc = tmp_path / "one.pdf"
+    doc.write_bytes(marked_pdf([1]))
+    pages, summary = await asyncio.to_thread(ocr_cli.stream_pages, url, doc, {"format": "text"})
+    assert len(pages) == 1 and summary["pages_ok"] == 1
+    assert len(bars) == 1 and len(sent) == 1
+    bar = bars[0]
+    assert bar["start_t"] <= sent[0], "the bar was created after the request was sent"
+    assert bar["n"] == 1 and bar["total"] == 1
+    assert bar["elapsed"] >= PAGE_DELAY_S * 0.9, bar
+    assert bar["n"] / bar["elapsed"] < 1 / (PAGE_DELAY_S * 0.9)  # page/s as the page really took
+
+
+async def test_cached_answer_says_so(server, tmp_path, capsys):
+    url, fake = server
+    doc = tmp_path / "two.pdf"
+    doc.write_bytes(marked_pdf([1, 2]))
+    out = tmp_path / "out.json"
+    args = [str(doc), "--gateway", url, "--no-progress", "--format", "json", "-o", str(out)]
+    assert await asyncio.to_thread(ocr_cli.main, args) == 0
+    first = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "2/2 pages read" in first and "(cached)" not in first, first
+    assert json.loads(out.read_text())["cached"] is False
+    assert await asyncio.to_thread(ocr_cli.main, args) == 0
+    second = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "2/2 pages read" in second and second.endswith("(cached)"), second
+    assert json.loads(out.read_text())["cached"] is True
+    assert fake.pages_run == 2  # the second answer came from the cache
+
+
+async def test_output_extension_picks_the_format(server, tmp_path, capsys):
+    """``-o out.pdf`` writes a searchable PDF (the pages are read once: the PDF comes from the cache),
+    ``-o out.hocr`` hOCR; pdf without -o is refused."""
+    import pikepdf
+
+    url, fake = server
+    doc = tmp_path / "three.pdf"
+    doc.write_bytes(marked_pdf([1, 2, 3]))
+    out = tmp_path / "out.pdf"
+    assert await asyncio.to_thread(ocr_cli.main, [str(doc), "--gateway", url, "--no-progress", "-o", str(out)]) == 0
+    with pikepdf.open(out) as pdf:
+        assert len(pdf.pages) == 3
+    assert fake.pages_run == 3
+    hocr = tmp_path / "out.hocr"
+    assert await asyncio.to_thread(ocr_cli.main, [str(doc), "--gateway", url, "--no-progress", "-o", str(hocr)]) == 0
+    assert hocr.read_text().count("class='ocr_page'") == 3
+    capsys.readouterr()
+    assert ocr_cli.main([str(doc), "--gateway", url, "--format", "pdf"]) == 2
+    assert "-o OUT.pdf" in capsys.readouterr().err

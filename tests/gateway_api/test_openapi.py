@@ -1,0 +1,159 @@
+"""/openapi.json describes the REST API as README.md does: every option (form field and query
+parameter), the Idempotency-Key header, the JSON result's schema, each route's error statuses with
+the error body; and real answers have exactly the documented fields."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from gateway import rest_schema
+from gateway.core import GatewayCore
+from gateway.rest import create_app
+from tests.gateway_api.conftest import marked_pdf
+
+pytestmark = pytest.mark.timeout(60)
+
+OPTIONS = {"format", "pages", "mode", "task", "password"}
+
+
+@pytest.fixture
+async def client(gw_config, fake):
+    core = GatewayCore(gw_config, fake)
+    core.start()
+    app = create_app(gw_config, fake, core)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        yield c
+    await core.close()
+
+
+@pytest.fixture
+async def spec(client) -> dict:
+    r = await client.get("/openapi.json")
+    assert r.status_code == 200
+    return r.json()
+
+
+def resolve(spec: dict, node: dict) -> dict:
+    """``node`` with its ``$ref`` (``#/components/schemas/NAME``) followed."""
+    while "$ref" in node:
+        node = spec["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+    return node
+
+
+def prop(spec: dict, schema: dict, name: str) -> dict:
+    """The schema of property ``name`` of ``schema`` (refs and ``anyOf [X, null]`` unwrapped)."""
+    node = resolve(spec, schema)["properties"][name]
+    if "anyOf" in node:
+        node = next(n for n in node["anyOf"] if n.get("type") != "null")
+    return resolve(spec, node)
+
+
+@pytest.mark.parametrize("path", ["/v1/ocr", "/v1/jobs"])
+def test_every_option_is_declared_as_form_field_and_query_parameter(spec, path):
+    op = spec["paths"][path]["post"]
+    form = op["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert set(form["properties"]) == {"file"} | OPTIONS and form["required"] == ["file"]
+    assert form["properties"]["format"]["enum"] == ["markdown", "text", "json", "hocr", "pdf"]
+    assert "application/octet-stream" in op["requestBody"]["content"]
+    query = {p["name"] for p in op["parameters"] if p["in"] == "query"}
+    assert query == OPTIONS
+
+
+def test_idempotency_key_header_on_job_submission(spec):
+    headers = {p["name"]: p for p in spec["paths"]["/v1/jobs"]["post"]["parameters"] if p["in"] == "header"}
+    assert "Idempotency-Key" in headers and headers["Idempotency-Key"]["required"] is False
+    assert not any(p["name"] == "Idempotency-Key" for p in spec["paths"]["/v1/ocr"]["post"]["parameters"])
+
+
+@pytest.mark.parametrize("path,method", [("/v1/ocr", "post"), ("/v1/jobs/{job_id}/result", "get")])
+def test_json_result_schema(spec, path, method):
+    content = spec["paths"][path][method]["responses"]["200"]["content"]
+    assert {"application/json", "text/markdown; charset=utf-8", "text/plain; charset=utf-8"} <= set(content)
+    doc = resolve(spec, content["application/json"]["schema"])
+    assert {"model_id", "pages", "pages_ok", "pages_error", "seconds", "cached"} <= set(doc["properties"])
+    page = resolve(spec, prop(spec, doc, "pages")["items"])
+    assert set(page["properties"]) == {"index", "status", "text", "blocks", "finish_reason", "vision_tokens",
+                                       "generated_tokens", "width", "height", "error"}
+    assert page["properties"]["status"]["enum"] == ["ok", "error"]
+    block = resolve(spec, prop(spec, page, "blocks")["items"])
+    assert set(block["properties"]) == {"type", "text", "box"}
+    assert block["properties"]["box"]["minItems"] == block["properties"]["box"]["maxItems"] == 4
+    assert set(prop(spec, page, "error")["properties"]) == {"code", "message"}
+
+
+def test_ndjson_lines_are_described(spec):
+    line = spec["paths"]["/v1/ocr"]["post"]["responses"]["200"]["content"]["application/x-ndjson"]["schema"]
+    kinds = {next(iter(alt["properties"])): alt["properties"] for alt in line["oneOf"]}
+    assert set(kinds) == {"page", "summary"}
+    assert "index" in resolve(spec, kinds["page"]["page"])["properties"]
+    assert {"cached", "document", "pages_ok"} <= set(kinds["summary"]["summary"]["properties"])
+
+
+ROUTE_ERRORS = {
+    ("/v1/ocr", "post"): {400, 401, 405, 408, 413, 415, 422, 429, 500, 503, 504},
+    ("/v1/jobs", "post"): {400, 401, 405, 408, 413, 415, 422, 429, 500, 503},
+    ("/v1/jobs/{job_id}", "get"): {401, 404, 500},
+    ("/v1/jobs/{job_id}/result", "get"): {400, 401, 404, 409, 500},
+    ("/v1/jobs/{job_id}", "delete"): {401, 404, 500},
+}
+
+
+@pytest.mark.parametrize("route", sorted(ROUTE_ERRORS))
+def test_error_statuses_with_the_error_body(spec, route):
+    path, method = route
+    responses = spec["paths"][path][method]["responses"]
+    declared = {int(s) for s in responses if s.isdigit() and int(s) >= 400}
+    assert declared == ROUTE_ERRORS[route]
+    for status in declared:
+        body = resolve(spec, responses[str(status)]["content"]["application/json"]["schema"])
+        detail = prop(spec, body, "error")
+        assert set(detail["properties"]) == {"code", "reason", "message"}, (route, status)
+        assert responses[str(status)]["description"]
+    assert "HTTPValidationError" not in json.dumps(responses)  # validation errors are our 400s
+
+
+def test_job_routes_answer_with_the_job_schema(spec):
+    for path, method, status in [("/v1/jobs", "post", "202"), ("/v1/jobs/{job_id}", "get", "200"),
+                                 ("/v1/jobs/{job_id}", "delete", "200"), ("/v1/jobs/{job_id}/result", "get", "202")]:
+        job = resolve(spec, spec["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"])
+        assert {"job_id", "status", "pages_done", "pages_total", "error"} <= set(job["properties"]), path
+
+
+async def test_real_answers_have_exactly_the_documented_fields(client):
+    pdf = marked_pdf([1, 2])
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", pdf)}, data={"format": "json"})
+    assert r.status_code == 200
+    doc = rest_schema.DocumentResult.model_validate(r.json())
+    assert set(r.json()) == set(rest_schema.DocumentResult.model_fields)
+    assert all(set(p) == set(rest_schema.Page.model_fields) for p in r.json()["pages"])
+    assert set(r.json()["pages"][0]["blocks"][0]) == set(rest_schema.Block.model_fields)
+    assert doc.pages_ok == 2
+
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", pdf)}, headers={"Accept": "application/x-ndjson"})
+    lines = [json.loads(ln) for ln in r.text.splitlines() if ln.strip()]
+    rest_schema.Page.model_validate(lines[0]["page"])
+    assert set(lines[-1]["summary"]) == set(rest_schema.Summary.model_fields)
+    rest_schema.Summary.model_validate(lines[-1]["summary"])
+
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", b"not a document")})
+    assert r.status_code == 415
+    rest_schema.ErrorBody.model_validate(r.json())
+    assert set(r.json()["error"]) == set(rest_schema.ErrorDetail.model_fields)
+
+    r = await client.post("/v1/jobs", files={"file": ("d.pdf", pdf)}, headers={"Idempotency-Key": "k"})
+    assert r.status_code == 202
+    assert set(r.json()) == set(rest_schema.Job.model_fields)
+    job = rest_schema.Job.model_validate(r.json())
+    for _ in range(200):
+        st = (await client.get(f"/v1/jobs/{job.job_id}")).json()
+        if st["status"] == "done":
+            break
+        await asyncio.sleep(0.05)
+    rest_schema.Job.model_validate(st)
+    r = await client.get(f"/v1/jobs/{job.job_id}/result", params={"format": "json"})
+    rest_schema.DocumentResult.model_validate(r.json())
+    assert set(r.json()) == set(rest_schema.DocumentResult.model_fields)
