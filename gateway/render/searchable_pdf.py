@@ -33,6 +33,7 @@ import pathlib
 from collections.abc import Sequence
 
 import img2pdf
+import ocrmypdf
 import pikepdf
 from ocrmypdf.font import MultiFontManager
 from ocrmypdf.fpdf_renderer import Fpdf2MultiPageRenderer
@@ -50,7 +51,8 @@ DEFAULT_IMAGE_DPI = 300.0
 _PASSTHROUGH = {"JPEG", "JPEG2000", "PNG", "TIFF"}
 _MASK_BEGIN = b"/Span <</ActualText ()>> BDC\n"
 _MASK_END = b"\nEMC\n"
-_FONT_DIR = pathlib.Path(str(__import__("ocrmypdf").__file__)).parent / "data"  # a package: __file__ is set
+#: OCRmyPDF's own fonts (glyphless Occulta, Noto Sans), as its hocrtransform CLI uses them.
+_FONT_DIR = pathlib.Path(str(ocrmypdf.__file__)).parent / "data"
 
 
 def _bbox(box: Box) -> BoundingBox:
@@ -100,14 +102,13 @@ def _underlay(pdf: pikepdf.Pdf, pages: Sequence[PageResult], layer_path: pathlib
         for page, result, text_page in zip(pdf.pages, pages, layer.pages, strict=True):
             if not page_regions(result):
                 continue
-            rotate = int(page.obj.get("/Rotate", 0)) % 360
-            if rotate:  # the text was laid out on the page as shown; turn it back into page space
-                text_page.rotate((360 - rotate) % 360, relative=True)
             # The page's own text (a born-digital page) is kept visible but no longer extracted: an empty
             # /ActualText over its content (ISO 32000-1 §14.9.4) makes the OCR layer the page's only
             # text, so search, copy and pdftotext give what the JSON result says, not both.
             page.contents_add(_MASK_BEGIN, prepend=True)
             page.contents_add(_MASK_END)
+            # The text page is laid out as the page shows (pdfium applied /Rotate when the gateway
+            # rasterised it); qpdf's placement inverts the page's /Rotate, so the text lands upright.
             page.add_underlay(text_page, pikepdf.Rectangle(*_visible_box(page)))
 
 

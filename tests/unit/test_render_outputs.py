@@ -186,3 +186,34 @@ def test_hocr_escapes_text_and_keeps_error_pages():
     import xml.etree.ElementTree as ET
 
     ET.fromstring(hocr.split("\n", 3)[3])
+
+
+@pytest.mark.parametrize("rotate", [0, 90, 180, 270])
+def test_rotated_pdf_pages_get_their_text_where_it_shows(tmp_path, rotate):
+    """A page with /Rotate: the gateway reads it as shown (pdfium renders the rotation), so the
+    text layer must land where the text shows, reading left to right."""
+    import numpy as np
+    import pypdfium2 as pdfium
+
+    upright, blocks = _page(1650, 1275)
+    src = tmp_path / "turned.pdf"
+    upright.rotate(rotate, expand=True).save(src, "PDF", resolution=150.0)  # counter-clockwise
+    with pikepdf.open(src, allow_overwriting_input=True) as pdf:
+        pdf.pages[0].obj.Rotate = rotate  # clockwise on display: upright again
+        pdf.save(src)
+    shown = pdfium.PdfDocument(str(src))[0].render(scale=150 / 72).to_pil().convert("L")
+    assert abs(shown.width - upright.width) <= 1 and abs(shown.height - upright.height) <= 1  # pdfium rounds up
+    shown_px = np.asarray(shown.crop((0, 0, *upright.size)), float)
+    assert np.mean(np.abs(shown_px - np.asarray(upright, float))) < 8  # shown upright
+    out = tmp_path / "out.pdf"
+    write_searchable_pdf([_result(1, blocks, shown.size)], src, "pdf", out)
+    assert _cer("\n".join(LINES), _pdftotext(out, "-raw")) <= 0.01
+    html = _pdftotext(out, "-bbox")
+    words = re.findall(r'xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">([^<]*)<', html)
+    first = blocks[0].box
+    x0, y0, x1, y1, w = words[0]
+    assert w == LINES[0].split()[0]
+    assert abs(float(x0) - first[0] * 72 / 150) < 3 and first[1] * 72 / 150 - 3 < float(y0) < first[3] * 72 / 150
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert _render(src, tmp_path / "a" / "p") == _render(out, tmp_path / "b" / "p")
