@@ -27,6 +27,7 @@ API keys, limits, admission (429 + Retry-After), metrics and traces apply as on 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 import uuid
@@ -36,6 +37,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from gateway.core import GatewayCore
 from gateway.openai_messages import ChatRequest, parse_chat_request
 from gateway.rest_http import StreamWithCleanup
 from gateway.service import OcrRequest, run_id
@@ -81,7 +83,7 @@ class ChatCompletions:
     :class:`gateway.service.OcrService`, in order; built by :func:`openai_router` per request.
     """
 
-    def __init__(self, core: Any, chat: ChatRequest, request_id: str):
+    def __init__(self, core: GatewayCore, chat: ChatRequest, request_id: str):
         self.core, self.chat, self.request_id = core, chat, request_id
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
@@ -98,8 +100,7 @@ class ChatCompletions:
                                  route="/v1/chat/completions") as session:
                 async for page in session.pages():
                     n += 1
-                    page.index = n
-                    yield page
+                    yield dataclasses.replace(page, index=n)
 
     def _chunk(self, model: str, delta: dict[str, Any], finish: str | None) -> bytes:
         body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": model,
@@ -134,7 +135,7 @@ class ChatCompletions:
                 "usage": _usage(pages)}
 
 
-def openai_router(core: Any) -> APIRouter:
+def openai_router(core: GatewayCore) -> APIRouter:
     """The routes above for one gateway ``core`` (:class:`gateway.core.GatewayCore`)."""
     router = APIRouter(tags=["OpenAI-compatible"])
 
