@@ -5,7 +5,7 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := fonts-dejavu fonts-liberation fonts-freefont-ttf fonts-urw-base35 fonts-noto-core fonts-crosextra-carlito fonts-crosextra-caladea fonts-texgyre tesseract-ocr poppler-utils
+APT_PACKAGES := fonts-dejavu fonts-liberation fonts-freefont-ttf fonts-urw-base35 fonts-noto-core fonts-crosextra-carlito fonts-crosextra-caladea fonts-texgyre tesseract-ocr poppler-utils redis-server prometheus
 
 .PHONY: install install-test system-packages demo lint test
 

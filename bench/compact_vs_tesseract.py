@@ -20,7 +20,11 @@ loop instead.
 Tesseract: the ``tesseract`` CLI, ``OMP_THREAD_LIMIT=1``, PDF pages rasterised at 200 dpi
 (rasterisation is timed for both engines). CER / WER as in ``inkstream eval`` (inkstream/evaluate.py).
 
-The last line is ``speed_ratio: X`` = our pages/s / Tesseract pages/s (> 1: we are faster).
+Through a stack, each service's peak resident set size over the run (``VmHWM``, bench/memory.py)
+is printed, the encoder's as ``encoder_peak_rss_mib: X`` (goal <= 1,024).
+
+The last line is ``speed_ratio@N: X`` = our pages/s / Tesseract pages/s (> 1: we are faster) with
+N = the documents in flight (``--concurrency``).
 """
 
 from __future__ import annotations
@@ -87,11 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     if stack is None:
         ours = InProcessEngine(args.model, threads=1)
     conc = args.concurrency if stack is not None else 1
+    peaks: dict[str, int] = {}
     try:
         run_engine(ours, docs[:1], root, verbose=False)  # warm-up (first-call allocations), not timed
         t0 = time.perf_counter()
         ours_res = run_engine(ours, docs, root, concurrency=conc)
         ours_wall = time.perf_counter() - t0
+        if stack is not None:
+            from bench.memory import vm_hwm_bytes  # after the sys.path insert above
+
+            peaks = {svc: max(vm_hwm_bytes(p.pid) for p in procs) for svc, procs in stack.procs.items() if procs}
     finally:
         if stack is not None:
             stack.close()
@@ -108,9 +117,11 @@ def main(argv: list[str] | None = None) -> int:
           f"(mean latency {t_o / max(1, p_o):.2f} s/page), CER {100 * s_o.cer:.2f}%")
     print(f"tesseract (one at a time): {p_t} pages in {tess_wall:.1f} s = {tess_pps:.3f} pages/s, "
           f"CER {100 * s_t.cer:.2f}%")
+    for svc, v in peaks.items():
+        print(f"{svc}_peak_rss_mib: {v / 2**20:.0f}")
     print(f"ours_cer: {s_o.cer:.4f}")
     print(f"tesseract_cer: {s_t.cer:.4f}")
-    print(f"speed_ratio: {ours_pps / max(1e-9, tess_pps):.3f}")
+    print(f"speed_ratio@{conc}: {ours_pps / max(1e-9, tess_pps):.3f}")
     return 0
 
 

@@ -51,7 +51,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from encoder_service.config import EncoderConfig
 from encoder_service.server import build_server
-from inkstream.lifecycle import server_options
+from inkstream.lifecycle import client_options
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 from inkstream.wire import from_wire, to_wire
 from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, SegmentTokens
@@ -111,7 +111,7 @@ async def _round_trips(n_tokens: int, wire_dtype: str, pages: int) -> list[float
     img = _tiny_png()
     times = []
     try:
-        options = server_options(cfg.max_message_bytes)
+        options = client_options(cfg.max_message_bytes)
         async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}", options=options) as ch:
             stub = encoder_pb2_grpc.VisionEncoderStub(ch)
             for i in range(pages + 3):  # 3 warm-up pages

@@ -26,7 +26,7 @@ import grpc
 
 from client.results import Block, DocumentSummary, JobStatus, PageError, PageResult, RecognizeResult
 from inkstream.errors import from_rpc_error
-from inkstream.lifecycle import server_options
+from inkstream.lifecycle import client_options
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 
 Document = bytes | str | os.PathLike | IO[bytes]
@@ -36,10 +36,10 @@ CHUNK_BYTES = 1024 * 1024
 def _page(msg: gateway_pb2.PageResult) -> PageResult:
     return PageResult(
         index=msg.index, status=msg.status, text=msg.text,
-        blocks=[Block(b.type, b.text, (b.x0, b.y0, b.x1, b.y1)) for b in msg.blocks],
+        blocks=[Block(b.type, b.text, (b.x0, b.y0, b.x1, b.y1), b.confidence, list(b.warnings)) for b in msg.blocks],
         finish_reason=msg.finish_reason, vision_tokens=msg.vision_tokens, generated_tokens=msg.generated_tokens,
         error=PageError(msg.error.code, msg.error.message) if msg.HasField("error") and msg.error.code else None,
-        width=msg.width, height=msg.height,
+        width=msg.width, height=msg.height, confidence=msg.confidence, warnings=list(msg.warnings),
     )
 
 
@@ -103,9 +103,9 @@ class GatewayClient:
     def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES,
                  api_key: str = "", credentials: grpc.ChannelCredentials | None = None):
         if credentials is not None:
-            self._channel = grpc.secure_channel(target, credentials, options=server_options())
+            self._channel = grpc.secure_channel(target, credentials, options=client_options())
         else:
-            self._channel = grpc.insecure_channel(target, options=server_options())
+            self._channel = grpc.insecure_channel(target, options=client_options())
         self._stub = gateway_pb2_grpc.OcrGatewayStub(self._channel)
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes
@@ -180,9 +180,9 @@ class AsyncGatewayClient:
     def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES,
                  api_key: str = "", credentials: grpc.ChannelCredentials | None = None):
         if credentials is not None:
-            self._channel = grpc.aio.secure_channel(target, credentials, options=server_options())
+            self._channel = grpc.aio.secure_channel(target, credentials, options=client_options())
         else:
-            self._channel = grpc.aio.insecure_channel(target, options=server_options())
+            self._channel = grpc.aio.insecure_channel(target, options=client_options())
         self._stub = gateway_pb2_grpc.OcrGatewayStub(self._channel)
         self.timeout_s = timeout_s
         self.chunk_bytes = chunk_bytes

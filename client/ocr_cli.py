@@ -11,6 +11,9 @@ Exit codes: 0 every page read; 3 the document came back but some pages carry err
 stderr); 1 the request failed (the gateway's message on stderr: unreachable, overloaded, 5xx) or
 the stack did not start; 2 bad command line, unreadable FILE, or the gateway refused the request's
 document or options (HTTP 4xx other than 408 / 429, e.g. ``--pages 5`` of a 1-page file).
+Pages read with warnings (``no_text_found``, ``unsupported_script``, ``low_confidence``) are listed
+on stderr with their confidence and counted in the last line ("N/M pages read, K with warnings");
+they do not change the exit code.
 """
 
 from __future__ import annotations
@@ -248,7 +251,12 @@ def main(argv: list[str]) -> int:
     for p in failed:
         assert p.error is not None
         print(f"inkstream ocr: page {p.index}: {p.error.code}: {p.error.message}", file=sys.stderr)
+    warned = [p for p in pages if p.status == "ok" and p.warnings]
+    for p in warned:
+        print(f"inkstream ocr: page {p.index}: {', '.join(p.warnings)} (confidence {p.confidence:.2f})",
+              file=sys.stderr)
     cached = " (cached)" if summary.get("cached") else ""
-    print(f"inkstream ocr: {len(pages) - len(failed)}/{len(pages)} pages read in {summary.get('seconds', 0):.1f} s "
-          f"({summary.get('model_id', '')}){cached}", file=sys.stderr)
+    with_warnings = f", {len(warned)} with warnings" if warned else ""
+    print(f"inkstream ocr: {len(pages) - len(failed)}/{len(pages)} pages read{with_warnings} in "
+          f"{summary.get('seconds', 0):.1f} s ({summary.get('model_id', '')}){cached}", file=sys.stderr)
     return 3 if failed else 0

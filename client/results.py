@@ -16,16 +16,23 @@ FORMATS = ("markdown", "text", "json", "hocr", "pdf")
 
 Box = tuple[float, float, float, float]
 
+WARNING_CODES = ("no_text_found", "unsupported_script", "low_confidence")
+"""The page / block warning codes the gateway sends (README "Confidence and warnings")."""
+
 
 @dataclass
 class Block:
     """A region of a page: layout ``type`` ("text", "line", "title", ...), its ``text`` and ``box``
-    (x0, y0, x1, y1) in page pixels of the page's ``width`` x ``height``.
+    (x0, y0, x1, y1) in page pixels of the page's ``width`` x ``height``; ``confidence`` in [0, 1]
+    (geometric mean of the model's token probabilities over the block's segment) and ``warnings``
+    (stable codes, e.g. "low_confidence").
     """
 
     type: str
     text: str
     box: Box
+    confidence: float = 0.0
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -41,7 +48,9 @@ class PageResult:
     """One page of an answer (``inkstream.gateway.v1.PageResult`` / a REST ``pages[]`` item).
 
     ``index`` is the 1-based page number, ``status`` "ok" | "error"; ``vision_tokens`` and
-    ``generated_tokens`` are token counts, ``width`` / ``height`` the page's size in pixels.
+    ``generated_tokens`` are token counts, ``width`` / ``height`` the page's size in pixels;
+    ``confidence`` in [0, 1] is the geometric mean of the page's token probabilities (0 for an error
+    page or one without text) and ``warnings`` its stable codes (:data:`WARNING_CODES`).
     """
 
     index: int
@@ -54,11 +63,17 @@ class PageResult:
     error: PageError | None = None
     width: int = 0
     height: int = 0
+    confidence: float = 0.0
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The REST JSON form (``box`` as a list rounded to 0.1 px, ``error`` null or {code, message})."""
+        """The REST JSON form (``box`` as a list rounded to 0.1 px, ``error`` null or {code, message},
+        confidences rounded to 4 decimals).
+        """
         d = asdict(self)
-        d["blocks"] = [{"type": b.type, "text": b.text, "box": [round(v, 1) for v in b.box]} for b in self.blocks]
+        d["confidence"] = round(self.confidence, 4)
+        d["blocks"] = [{"type": b.type, "text": b.text, "box": [round(v, 1) for v in b.box],
+                        "confidence": round(b.confidence, 4), "warnings": list(b.warnings)} for b in self.blocks]
         return d
 
     @classmethod
@@ -68,13 +83,15 @@ class PageResult:
         blocks = []
         for b in d.get("blocks", []):
             x0, y0, x1, y1 = (float(v) for v in b["box"])
-            blocks.append(Block(b["type"], b.get("text", ""), (x0, y0, x1, y1)))
+            blocks.append(Block(b["type"], b.get("text", ""), (x0, y0, x1, y1), float(b.get("confidence", 0.0)),
+                                list(b.get("warnings", []))))
         return cls(
             index=int(d["index"]), status=d["status"], text=d.get("text", ""), blocks=blocks,
             finish_reason=d.get("finish_reason", ""), vision_tokens=int(d.get("vision_tokens", 0)),
             generated_tokens=int(d.get("generated_tokens", 0)),
             error=PageError(err["code"], err["message"]) if err else None,
             width=int(d.get("width", 0)), height=int(d.get("height", 0)),
+            confidence=float(d.get("confidence", 0.0)), warnings=list(d.get("warnings", [])),
         )
 
 

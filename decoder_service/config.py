@@ -32,6 +32,9 @@ class DecoderConfig(BaseModel):
     max_running: int = Field(64, ge=1, description="sequences in the running batch at most (a line-level model "
                                                    "such as compact runs one per text line)")
     max_waiting: int = Field(64, ge=0, description="queued sequences before RESOURCE_EXHAUSTED")
+    max_consecutive_failures: int = Field(
+        8, ge=1, description="decode steps failing in a row (none advancing) before the replica reports NOT_SERVING "
+        "and exits (inkstream.fatal): a device that is gone fails every step")
     kv_cache_budget_tokens: int = Field(131072, ge=1,
                                         description="KV-cache admission budget over running sequences, tokens")
     max_new_tokens: int = Field(4096, ge=1, description="default max_new_tokens when a request says 0, tokens")

@@ -71,7 +71,7 @@ def event_to_pb(segment_id: int, ev: SequenceEvent) -> decoder_pb2.DecodeRespons
         u = ev.usage
         resp.usage.CopyFrom(decoder_pb2.Usage(
             prompt_tokens=u.prompt_tokens, vision_tokens=u.vision_tokens, generated_tokens=u.generated_tokens,
-            ttft_seconds=u.ttft_s, tpot_seconds=u.tpot_s,
+            ttft_seconds=u.ttft_s, tpot_seconds=u.tpot_s, confidence=u.confidence,
         ))
     return resp
 

@@ -16,6 +16,7 @@ import sys
 from decoder_service.config import DecoderConfig, load_decoder_config
 from inkstream.config import ConfigError
 from inkstream.errors import InkstreamError
+from inkstream.fatal import EXIT_UNRECOVERABLE
 from inkstream.service_main import run_service
 from models.registry import decoder_half_class, family_of
 
@@ -75,4 +76,7 @@ async def _serve(cfg: DecoderConfig) -> int:
         raise failure
     await stopped
     await bundle._stop_engine()
+    if bundle.lifecycle.failed is not None:
+        print(f"inkstream decoder: stopped: {bundle.lifecycle.failed}", file=sys.stderr)
+        return EXIT_UNRECOVERABLE
     return 0

@@ -6,12 +6,12 @@ The continuous-batching engine (:mod:`decoder_service.scheduler`) must produce e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from decoder_service.detok import IncrementalDetokenizer
-from decoder_service.sampling import SamplingParams, make_generator, select_token
+from decoder_service.sampling import SamplingParams, make_generator, select_token, token_logprobs
 from decoder_service.stopping import FinishReason, StopCriteria
 from models.base import DecoderHalf
 
@@ -19,12 +19,14 @@ from models.base import DecoderHalf
 @dataclass
 class Generation:
     """Result of one sequence: generated ``token_ids`` (EOS included when it ended the sequence),
-    its ``text`` and why it stopped.
+    its ``text``, why it stopped, and ``logprobs``: each generated token's natural log-probability
+    under the model (:func:`decoder_service.sampling.token_logprobs`), aligned with ``token_ids``.
     """
 
     token_ids: list[int]
     text: str
     finish_reason: FinishReason
+    logprobs: list[float] = field(default_factory=list)
 
 
 def effective_max_new_tokens(half: DecoderHalf, prompt_len: int, params: SamplingParams) -> int:
@@ -52,9 +54,11 @@ def generate_one(half: DecoderHalf, prompt_embeds: torch.Tensor, params: Samplin
         cache,
     )
     ids: list[int] = []
+    logprobs: list[float] = []
     while True:
         tok = select_token(logits[0], params, gen)
         ids.append(tok)
+        logprobs.extend(token_logprobs(logits[:1], torch.tensor([tok], dtype=torch.long)))
         reason = stop.check(tok, len(ids))
         if reason is not None:
             break
@@ -66,4 +70,4 @@ def generate_one(half: DecoderHalf, prompt_embeds: torch.Tensor, params: Samplin
             cache,
         )
     detok = IncrementalDetokenizer(half.decode_text)
-    return Generation(ids, detok.push(ids) + detok.flush(), reason)
+    return Generation(ids, detok.push(ids) + detok.flush(), reason, logprobs)

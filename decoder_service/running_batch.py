@@ -21,7 +21,7 @@ import torch
 
 from decoder_service.kv import BatchedKVCache
 from decoder_service.prefill import prefill, prefill_groups
-from decoder_service.sampling import select_token
+from decoder_service.sampling import select_token, token_logprobs
 from decoder_service.sequence import Seq
 from decoder_service.stopping import FinishReason
 from models.base import DecoderHalf
@@ -122,9 +122,11 @@ class RunningBatch:
             log.exception("prefill failed", extra={"prompt_tokens": group[0].prompt_len})
             failed.append(group[0])
             return
+        chosen = [select_token(logits[j], s.params, s.generator) for j, s in enumerate(group)]
+        logprobs = token_logprobs(logits, torch.tensor(chosen, dtype=torch.long))
         for j, s in enumerate(group):
             s.embeds = None
-            self._accept(s, select_token(logits[j], s.params, s.generator), events)
+            self._accept(s, chosen[j], logprobs[j], events)
         rows = [j for j, s in enumerate(group) if s.finish is None]
         if rows:
             self.kv.add(cache, mask, rows)
@@ -138,13 +140,16 @@ class RunningBatch:
         logits = self.half.forward(self.half.embed_tokens(last), mask, pos, self.kv.cache)
         self.kv.commit_step(mask)
         greedy = torch.argmax(logits, dim=-1).tolist()
+        chosen = [greedy[i] if s.params.greedy else select_token(logits[i], s.params, s.generator)
+                  for i, s in enumerate(rows)]
+        logprobs = token_logprobs(logits, torch.tensor(chosen, dtype=torch.long))
         for i, s in enumerate(rows):
-            tok = greedy[i] if s.params.greedy else select_token(logits[i], s.params, s.generator)
-            self._accept(s, tok, events)
+            self._accept(s, chosen[i], logprobs[i], events)
 
-    def _accept(self, s: Seq, tok: int, events: list) -> None:
+    def _accept(self, s: Seq, tok: int, logprob: float, events: list) -> None:
         now = time.perf_counter()
         s.generated.append(tok)
+        s.logprob_sum += logprob
         if not s.first_t:
             s.first_t = now
         s.last_t = now

@@ -73,6 +73,19 @@ def make_generator(params: SamplingParams) -> torch.Generator | None:
     return g
 
 
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> list[float]:
+    """Natural log-probability of each chosen token under the model's own distribution.
+
+    ``logits`` [B, V] (any float dtype, any device), ``tokens`` [B] long (same device): returns B
+    floats ``log softmax(logits[b])[tokens[b]]`` (<= 0), computed in float32 at temperature 1, i.e.
+    before any temperature / top-k / top-p processing, so the value measures how sure the model was
+    and not how the sequence was sampled. This is what :attr:`decoder_service.sequence.Usage.confidence`
+    is built from.
+    """
+    lsm = torch.log_softmax(logits.float(), dim=-1)
+    return lsm.gather(1, tokens.view(-1, 1).to(lsm.device)).view(-1).tolist()
+
+
 def select_token(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
     """Pick the next token from one position's logits ``[V]`` (float32, any device).
 

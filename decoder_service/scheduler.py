@@ -50,6 +50,7 @@ from decoder_service.sampling import SamplingParams, make_generator
 from decoder_service.sequence import Seq, SequenceEvent, SequenceStream, Usage
 from decoder_service.stopping import FinishReason, StopCriteria
 from inkstream.errors import InternalError, InvalidInput, ResourceExhausted, Unavailable
+from inkstream.fatal import ForwardHealth
 from models.base import DecoderHalf
 
 log = logging.getLogger("inkstream.decoder.engine")
@@ -77,6 +78,8 @@ class DecodeEngine:
         self._ids = itertools.count(1)
         self._waiting: collections.deque[Seq] = collections.deque()
         self._batch = RunningBatch(half, max_running, kv_cache_budget_tokens)  # written by the model thread only
+        # Trip wire over forward passes (inkstream.fatal); set by the server, None in bare tests.
+        self.forward_health: ForwardHealth | None = None
         self._admitting: list[Seq] = []  # popped from the queue, being prefilled in the current step
         self._work = threading.Condition()  # guards _waiting and _closed; wakes the model thread
         self._thread: threading.Thread | None = None
@@ -127,7 +130,8 @@ class DecodeEngine:
     @property
     def waiting_count(self) -> int:
         """Sequences in the waiting queue."""
-        return len(self._waiting)
+        with self._work:
+            return len(self._waiting)
 
     @property
     def kv_reserved_tokens(self) -> int:
@@ -165,9 +169,10 @@ class DecodeEngine:
         if self._closed:
             raise Unavailable("the decode engine is shutting down")
         # Queue room: max_waiting plus the running rows still free (those are admitted at the next step).
-        if len(self._waiting) >= self.max_waiting + max(0, self.max_running - self.running_count):
+        waiting = self.waiting_count
+        if waiting >= self.max_waiting + max(0, self.max_running - self.running_count):
             raise ResourceExhausted(
-                f"decoder full: {self.running_count} running and {len(self._waiting)} waiting sequences "
+                f"decoder full: {self.running_count} running and {waiting} waiting sequences "
                 f"(max_running={self.max_running}, max_waiting={self.max_waiting}); retry later or on another replica",
                 retry_after_s=self.retry_after_s(),
             )
@@ -255,6 +260,11 @@ class DecodeEngine:
 
     def _finish_step(self, result: StepResult) -> StepResult:
         self.steps += 1
+        if self.forward_health is not None:  # a step where rows failed and none advanced is a failed forward
+            if result.failed and not result.events:
+                self.forward_health.failure()
+            elif result.events:
+                self.forward_health.success()
         a = 0.2  # EWMA weight of the newest step time
         self._step_ewma_s = result.step_s if not self._step_ewma_s else (1 - a) * self._step_ewma_s + a * result.step_s
         return result

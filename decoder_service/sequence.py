@@ -8,6 +8,7 @@ sequence's asyncio queue.
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,13 +24,19 @@ if TYPE_CHECKING:
 
 @dataclass
 class Usage:
-    """Per-sequence accounting: tokens, and TTFT / TPOT in seconds (TTFT from submit, queueing included)."""
+    """Per-sequence accounting: tokens, and TTFT / TPOT in seconds (TTFT from submit, queueing included).
+
+    ``confidence`` in [0, 1]: the geometric mean of the generated tokens' probabilities under the
+    model (:func:`decoder_service.sampling.token_logprobs`), ``exp(mean log p)`` over all
+    ``generated_tokens`` including the end-of-sequence token; 0.0 when no token was generated.
+    """
 
     prompt_tokens: int
     vision_tokens: int
     generated_tokens: int
     ttft_s: float
     tpot_s: float
+    confidence: float = 0.0
 
 
 @dataclass
@@ -62,6 +69,7 @@ class Seq:
     arrival: float
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     generated: list[int] = field(default_factory=list)
+    logprob_sum: float = 0.0  # sum of the generated tokens' natural log-probabilities (model thread)
     first_t: float = 0.0
     last_t: float = 0.0
     finish: FinishReason | None = None  # written by the worker
@@ -79,7 +87,16 @@ class Seq:
         n = len(self.generated)
         ttft = (self.first_t - self.arrival) if self.first_t else 0.0
         tpot = (self.last_t - self.first_t) / (n - 1) if n > 1 else 0.0
-        return Usage(self.prompt_len, self.n_vision, n, ttft, tpot)
+        return Usage(self.prompt_len, self.n_vision, n, ttft, tpot, sequence_confidence(self.logprob_sum, n))
+
+
+def sequence_confidence(logprob_sum: float, n_tokens: int) -> float:
+    """``exp(logprob_sum / n_tokens)`` clipped to [0, 1]: the geometric mean of ``n_tokens`` token
+    probabilities whose natural logs sum to ``logprob_sum``; 0.0 for ``n_tokens`` <= 0.
+    """
+    if n_tokens <= 0:
+        return 0.0
+    return min(1.0, max(0.0, math.exp(logprob_sum / n_tokens)))
 
 
 class SequenceStream:

@@ -125,8 +125,10 @@ async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, w
     await lifecycle.start_plain_health()
 
     def make_engine(h: DecoderHalf) -> DecodeEngine:
-        return DecodeEngine(h, max_running=cfg.max_running, max_waiting=cfg.max_waiting,
-                            kv_cache_budget_tokens=cfg.kv_cache_budget_tokens, name=f"decoder:{port}")
+        engine = DecodeEngine(h, max_running=cfg.max_running, max_waiting=cfg.max_waiting,
+                              kv_cache_budget_tokens=cfg.kv_cache_budget_tokens, name=f"decoder:{port}")
+        engine.forward_health = lifecycle.forward_health("decoder", cfg.max_consecutive_failures)
+        return engine
 
     async def get_ready() -> None:  # runs once the loop next gets control, after ``bundle`` is bound below
         if bundle.engine is None:

@@ -43,6 +43,7 @@ from inkstream.errors import (
     Unavailable,
     as_inkstream_error,
 )
+from inkstream.fatal import ForwardHealth, is_unrecoverable
 from models.base import EncodedPage, EncoderHalf, PreparedPage
 
 log = logging.getLogger("inkstream.encoder.batcher")
@@ -87,6 +88,8 @@ class MicroBatcher:
         self.limits = limits
         self.metrics = metrics or EncoderMetrics()
         self.stats = BatcherStats()
+        # Trip wire over forward passes (inkstream.fatal); set by the server, None in bare tests.
+        self.forward_health: ForwardHealth | None = None
         self._half: EncoderHalf | None = None
         self._queue = BatchQueue(limits.max_batch_size, limits.max_wait_ms / 1000.0)
         self._pending = 0  # admitted, not yet inside a forward pass
@@ -309,6 +312,7 @@ class MicroBatcher:
         self.stats.forward_seconds += elapsed
         self.metrics.batch_size.record(len(batch), self.metrics.attrs)
         self.metrics.forward.record(elapsed, self.metrics.attrs)
+        self._record_health(results)
         for it, res in zip(batch, results, strict=True):  # one result per page (checked above)
             if it.future.done():
                 continue
@@ -319,3 +323,17 @@ class MicroBatcher:
             else:
                 self.stats.pages_encoded += 1
                 it.future.set_result(res)
+
+    def _record_health(self, results: list[Any]) -> None:
+        """Feed one forward's outcome to :attr:`forward_health`: a failure when no page of the batch
+        was encoded (errors of the input itself, InkstreamErrors, do not count) or when a failure
+        is unrecoverable; a success otherwise.
+        """
+        if self.forward_health is None:
+            return
+        model_errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, InkstreamError)]
+        fatal = next((e for e in model_errors if is_unrecoverable(e)), None)
+        if fatal is not None or (model_errors and len(model_errors) == len(results)):
+            self.forward_health.failure(fatal or model_errors[-1])
+        elif len(model_errors) < len(results):
+            self.forward_health.success()

@@ -49,6 +49,9 @@ class EncoderConfig(BaseModel):
     max_batch_size: int = Field(8, ge=1, le=1024, description="pages per forward pass")
     max_wait_ms: float = Field(10.0, ge=0, le=10_000, description="micro-batching window, milliseconds")
     max_queue_pages: int = Field(64, ge=1, description="admitted pages waiting for a forward before RESOURCE_EXHAUSTED")
+    max_consecutive_failures: int = Field(
+        8, ge=1, description="forward passes failing in a row (no page encoded) before the replica reports NOT_SERVING "
+        "and exits (inkstream.fatal): a device that is gone fails every forward")
     max_image_bytes: int = Field(20 * 1024 * 1024, ge=1024, description="largest page image, bytes")
     max_image_pixels: int = Field(40_000_000, ge=1, description="largest page image, width x height pixels")
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=4 * 1024 * 1024,

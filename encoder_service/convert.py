@@ -12,7 +12,7 @@ import torch
 
 from inkstream.errors import InkstreamError
 from inkstream.pb import encoder_pb2, tensor_pb2
-from inkstream.segments import JOINS
+from inkstream.segments import join_to_wire
 from inkstream.wire import DTYPE_TO_WIRE, item_error, to_wire
 from models.base import EncodedPage, ModeSpec
 
@@ -68,12 +68,14 @@ def encode_response(
     )
     for i, seg in enumerate(page.segments):
         x0, y0, x1, y1 = (float(v) for v in seg.box)
+        join, cell = join_to_wire(seg.join)
         resp.segments.append(
             encoder_pb2.Segment(
                 index=i,
                 vision_tokens=to_wire(seg.vision_tokens, wire_dtype),
                 box=tensor_pb2.Box(x0=x0, y0=y0, x1=x1, y1=y1),
-                join=JOINS.index(seg.join),
+                join=join,
+                cell=encoder_pb2.TableCell(table=cell.table, row=cell.row, column=cell.column) if cell else None,
             )
         )
     return resp

@@ -15,6 +15,7 @@ from encoder_service.config import ENV_PREFIX, EncoderConfig, load_encoder_confi
 from encoder_service.server import build_server
 from inkstream.config import ConfigError
 from inkstream.errors import InkstreamError
+from inkstream.fatal import EXIT_UNRECOVERABLE
 from inkstream.service_main import run_service
 from models.registry import family_of
 
@@ -69,6 +70,9 @@ async def _serve(cfg: EncoderConfig) -> int:
         print(f"inkstream encoder: serving {srv.half.model_id if srv.half else ''} on port {srv.port}", flush=True)
         await stopped
     await srv.batcher.stop()
+    if srv.lifecycle.failed is not None:
+        print(f"inkstream encoder: stopped: {srv.lifecycle.failed}", file=sys.stderr)
+        return EXIT_UNRECOVERABLE
     return 0
 
 

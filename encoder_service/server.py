@@ -199,6 +199,7 @@ async def build_server(
     )
     batcher = MicroBatcher(limits, metrics)
     lifecycle = Lifecycle([SERVICE_NAME])
+    batcher.forward_health = lifecycle.forward_health("encoder", config.max_consecutive_failures)
     server = grpc.aio.server(options=listener_options(config.max_message_bytes),
                              interceptors=trace_interceptors.server_interceptors())
     servicer = VisionEncoderServicer(batcher, lifecycle, config.max_message_bytes)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import pathlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.pipeline_config import PipelineConfig
 from inkstream.config import load_config
@@ -45,25 +45,50 @@ class Limits(BaseModel):
 
 
 class Stores(BaseModel):
-    """Where jobs, results and the cache live. ``job_store`` "sqlite" (embedded; the interface in
-    :mod:`gateway.stores` leaves room for "redis"), ``result_store`` "dir" (a local directory; room for
-    an S3-compatible store). Empty ``data_dir`` = a per-process temp dir (removed at exit). Jobs run in
-    the process that accepted them, so each gateway process needs its own ``data_dir`` (in k8s, a
-    per-pod volume); a job's id is only known to that process.
+    """Where jobs, results and the cache live (README "Jobs, storage and scale-out").
+
+    ``job_store`` "sqlite" (embedded, default: jobs run in the process that accepted them, so each
+    gateway process needs its own ``data_dir``) or "redis" (queue, records, idempotency keys and the
+    result cache in Redis at ``redis_url``: any gateway answers for any job and a worker takes over
+    a dead one's job after ``job_lease_s``). ``result_store`` "dir" (a local directory, default) or
+    "s3" (documents and results under ``s3_url``; endpoint and credentials from the standard AWS
+    variables). Empty ``data_dir`` = a per-process temp dir (removed at exit).
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    job_store: Literal["sqlite"] = "sqlite"
-    result_store: Literal["dir"] = "dir"
+    job_store: Literal["sqlite", "redis"] = "sqlite"
+    result_store: Literal["dir", "s3"] = "dir"
+    redis_url: str = Field("", description="redis://HOST:PORT/DB (job_store=redis)")
+    s3_url: str = Field("", description="s3://BUCKET/PREFIX (result_store=s3)")
+    s3_presign_endpoint_url: str = Field("", description="endpoint written into presigned URLs (the address "
+                                         "clients reach); empty = AWS_ENDPOINT_URL")
+    source_buckets: list[str] = Field(default_factory=list, description="buckets besides s3_url's that "
+                                      "source=s3:// may read; no other bucket is ever read")
+    presign_expires_s: int = Field(3600, gt=0, le=7 * 24 * 3600, description="life of presigned URLs, seconds")
     data_dir: str = ""
     temp_dir: str = Field("", description="parent of request-scoped temp dirs; empty = system default")
     cache_enabled: bool = True
     cache_ttl_s: float = Field(24 * 3600.0, gt=0)
-    cache_max_entries: int = Field(10_000, gt=0)
+    cache_max_entries: int = Field(10_000, gt=0, description="directory cache only (Redis: its maxmemory policy)")
     job_ttl_s: float = Field(24 * 3600.0, gt=0, description="finished jobs and results are kept this long")
+    job_lease_s: float = Field(30.0, gt=0, description="a running job's lease: renewed every third of it; "
+                               "another worker takes the job over when it lapses")
+    job_deadline_s: float = Field(3600.0, gt=0, description="a job that cannot finish (storage or replicas "
+                                  "down) within this many seconds of its first run fails")
+    job_max_attempts: int = Field(5, gt=0, description="runs of one job (takeovers included) before it fails")
     max_jobs_running: int = Field(4, gt=0, description="jobs processed concurrently; others wait queued")
     max_jobs_queued: int = Field(1000, gt=0, description="queued jobs before 429")
+
+    @model_validator(mode="after")
+    def _engines_named(self) -> Stores:
+        if self.job_store == "redis" and not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("job_store=redis needs redis_url=redis://HOST:PORT/DB")
+        if self.result_store == "s3" and not self.s3_url.startswith("s3://"):
+            raise ValueError("result_store=s3 needs s3_url=s3://BUCKET/PREFIX")
+        if self.result_store == "s3" and self.job_store != "redis":
+            raise ValueError("result_store=s3 is shared storage: use it with job_store=redis")
+        return self
 
 
 class GatewayConfig(BaseModel):
@@ -77,6 +102,9 @@ class GatewayConfig(BaseModel):
                            description="gRPC port (0 = any free port; default 50050, next to the encoder's 50051 "
                            "and the decoder's 50052 defaults on one host)")
     grpc_enabled: bool = True
+    role: Literal["all", "api", "worker"] = Field(
+        "all", description="all: accept and run jobs; api: accept and answer, never run jobs; worker: run queued "
+        "jobs only (REST has only health, readiness and metrics; no gRPC). api / worker need job_store=redis")
     encoders: list[str] = Field(default_factory=list, description="encoder replica addresses host:port")
     decoders: list[str] = Field(default_factory=list, description="decoder replica addresses host:port")
     limits: Limits = Field(default_factory=Limits)
@@ -95,6 +123,12 @@ class GatewayConfig(BaseModel):
         default_factory=PipelineConfig,
         description="data-path settings: max_pages_in_flight (gateway-wide page bound, 429 beyond it), "
         "max_pages_per_request, encode_timeout_s, decode_timeout_s, decode_window_segments, retry ...")
+
+    @model_validator(mode="after")
+    def _role_needs_queue(self) -> GatewayConfig:
+        if self.role != "all" and self.stores.job_store != "redis":
+            raise ValueError(f"role={self.role} needs a shared queue: set stores.job_store=redis")
+        return self
 
     @field_validator("replica_tls")
     @classmethod

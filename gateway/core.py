@@ -1,31 +1,45 @@
 """One gateway process's shared parts, used by both front ends (REST and gRPC): stores, result cache,
-:class:`OcrService`, :class:`JobManager`, metrics, the drain flag and request-scoped temp dirs.
+:class:`OcrService`, :class:`JobManager` (+ :class:`JobWorker` unless ``role: api``), sources and
+uploads, metrics, the drain flag and request-scoped temp dirs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import pathlib
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
+from typing import Any
 
-from gateway.cache import ResultCache
+from gateway.cache import BlobCache, CacheBackend, RedisCache, ResultCache
 from gateway.config import GatewayConfig
-from gateway.jobs import JobManager
+from gateway.job_queue import JobQueue, LocalQueue
+from gateway.job_worker import JobWorker
+from gateway.jobs import SHUTDOWN, JobManager
+from gateway.jobs_metrics import jobs_metrics
 from gateway.metrics import gateway_metrics
 from gateway.service import OcrService
-from gateway.stores import DirResultStore, SqliteJobStore
+from gateway.sources import Sources
+from gateway.stores.factory import open_stores
 from gateway.types import PagePipeline
-from inkstream.errors import Unavailable
+from gateway.webhooks import WebhookSender
+from inkstream.errors import Unavailable, as_inkstream_error
+
+log = logging.getLogger("inkstream.gateway")
+
+STORES_PROBE_S = 2.0  # readiness re-checks the stores at most this often
 
 
 class GatewayCore:
-    """Build with :meth:`create`; call :meth:`start` on the running event loop and :meth:`close` at exit.
+    """Call :meth:`start` on the running event loop and :meth:`close` at exit.
 
-    ``data_dir``: where the SQLite job store (``jobs.sqlite``) and the result store (``results/``)
-    live; a fresh temp dir (removed by :meth:`close`) when ``config.stores.data_dir`` is empty.
+    ``data_dir``: where the embedded SQLite job store (``jobs.sqlite``) and result directory
+    (``results/``) live, and the worker's spool; a fresh temp dir (removed by :meth:`close`) when
+    ``config.stores.data_dir`` is empty.
     """
 
     def __init__(self, config: GatewayConfig, pipeline: PagePipeline):
@@ -36,29 +50,107 @@ class GatewayCore:
         self.data_dir = pathlib.Path(st.data_dir or tempfile.mkdtemp(prefix="inkstream-gateway-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.temp_root = st.temp_dir or None
-        self.job_store = SqliteJobStore(self.data_dir / "jobs.sqlite")
-        self.results = DirResultStore(self.data_dir / "results")
+        self.stores = open_stores(st, self.data_dir)
+        self.job_store, self.results = self.stores.jobs, self.stores.results
         self.metrics = gateway_metrics()
-        self.cache = (ResultCache(self.results, st.cache_ttl_s, st.cache_max_entries, self.metrics.cache)
-                      if st.cache_enabled else None)
+        backend: CacheBackend = (RedisCache(self.stores.redis) if self.stores.redis is not None
+                                 else BlobCache(self.results, st.cache_max_entries))
+        self.cache = ResultCache(backend, st.cache_ttl_s, lookups=self.metrics.cache) if st.cache_enabled else None
         self.service = OcrService(config, pipeline, self.cache, render_timeout_s=config.render_timeout_s)
-        self.jobs = JobManager(self.service, self.job_store, self.results, self.data_dir / "spool",
-                               max_running=st.max_jobs_running, max_queued=st.max_jobs_queued, ttl_s=st.job_ttl_s,
-                               on_running=self.metrics.inflight.add)
+        queue: JobQueue
+        if self.stores.redis_url:
+            from gateway.job_queue import RedisQueue
+            queue = RedisQueue(self.stores.redis_url, st.job_lease_s)
+        else:
+            queue = LocalQueue()
+        self.jobs_metrics = jobs_metrics()
+        self.jobs = JobManager(self.service, self.job_store, self.results, queue, settings=st,
+                               webhooks=WebhookSender(counter=self.jobs_metrics.webhooks),
+                               recover=not self.stores.redis_url)
+        s3 = self.results if st.result_store == "s3" else None
+        self.sources = Sources(s3, st.source_buckets, st.presign_expires_s)  # type: ignore[arg-type]
+        self.worker = (JobWorker(self.jobs, self.data_dir / "spool", self.sources, max_running=st.max_jobs_running,
+                                 on_running=self.metrics.inflight.add) if config.role != "api" else None)
+        if self.worker is not None:
+            worker = self.worker
+            self.jobs_metrics.running = lambda: worker.running
         self.draining = False
         self.inflight = 0  # synchronous OCR requests being served (REST + gRPC)
         self._started = False
+        self._background: list[asyncio.Task[Any]] = []
+        self._stores_checked = (0.0, True, "")
 
     def start(self) -> None:
-        """Recover the job store (idempotent; call from the event loop)."""
+        """Recover the job store, start the worker and the metrics refresh (idempotent; call from
+        the event loop). Unreachable stores only delay this (readiness says so meanwhile).
+        """
         if not self._started:
             self._started = True
-            self.jobs.start()
+            if self.jobs.recover:  # embedded (local file): at once, before any submission
+                n = self.job_store.fail_unfinished(*SHUTDOWN)
+                if n:
+                    log.warning("%d unfinished jobs from an earlier run marked failed", n)
+            self._background.append(asyncio.create_task(self._start(), name="gateway-start"))
+            self._background.append(asyncio.create_task(self.jobs_metrics.refresh_loop(self.jobs.queue.depth)))
+
+    async def _start(self) -> None:
+        delay = 1.0
+        while True:
+            try:
+                await self.jobs.start()
+                break
+            except Exception as exc:  # noqa: BLE001 - a store down at start: keep trying, not ready meanwhile
+                log.warning("job store not reachable at start (%s); retrying in %g s", as_inkstream_error(exc).message,
+                            delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        if self.worker is not None:
+            self.worker.start()
+        while True:  # expire finished jobs once a minute
+            await asyncio.sleep(60.0)
+            with contextlib.suppress(Exception):
+                await self.jobs.sweep()
+
+    async def stores_ready(self) -> tuple[bool, str]:
+        """(reachable, reason) of the job store and the result store, checked at most every
+        :data:`STORES_PROBE_S` seconds; an unreachable one is logged by name.
+        """
+        at, ok, reason = self._stores_checked
+        if time.monotonic() - at < STORES_PROBE_S:
+            return ok, reason
+        ok, reason = True, ""
+        for store in (self.job_store, self.results):
+            try:
+                await asyncio.wait_for(asyncio.to_thread(store.ping), 5.0)
+            except Exception as exc:  # noqa: BLE001 - readiness never raises
+                ok, reason = False, as_inkstream_error(exc).message if not isinstance(exc, TimeoutError) \
+                    else f"{type(store).__name__} did not answer within 5 s"
+                log.warning("not ready: %s", reason)
+                break
+        self._stores_checked = (time.monotonic(), ok, reason)
+        return ok, reason
 
     async def close(self) -> None:
-        """Fail unfinished jobs (shutdown), close the stores, remove an owned data dir."""
+        """Stop the worker (embedded: its unfinished jobs are marked failed), close the stores,
+        remove an owned data dir.
+        """
+        loop = asyncio.get_running_loop()
+        mine = [t for t in self._background if t.get_loop() is loop]
+        for t in self._background:  # tasks of another loop (a server thread's) are cancelled there
+            if t.get_loop() is loop:
+                t.cancel()
+            elif not t.get_loop().is_closed():
+                t.get_loop().call_soon_threadsafe(t.cancel)
+        await asyncio.gather(*mine, return_exceptions=True)
+        self._background.clear()
+        if self.worker is not None:
+            await self.worker.close()
         await self.jobs.close()
-        self.job_store.close()
+        if self.jobs.recover:
+            with contextlib.suppress(Exception):
+                self.job_store.fail_unfinished(*SHUTDOWN)
+        await self.jobs.queue.close()
+        self.stores.close()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

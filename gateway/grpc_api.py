@@ -19,10 +19,11 @@ from gateway.auth import ApiKeyInterceptor, ApiKeys
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, upload_too_slow
 from gateway.service import OcrRequest, run_id
+from gateway.session import OcrSession
 from gateway.stitch import PageResult, render_document
 from gateway.stores import JobRecord
 from inkstream import trace_interceptors
-from inkstream.errors import InkstreamError, InvalidInput, JobCancelled, error_for_code, grpc_guard
+from inkstream.errors import InkstreamError, InvalidInput, JobCancelled, grpc_guard
 from inkstream.lifecycle import Lifecycle, listener_options
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 from inkstream.request_id import current_request_id
@@ -48,8 +49,10 @@ def page_to_pb(p: PageResult) -> gateway_pb2.PageResult:
     msg = gateway_pb2.PageResult(
         index=p.index, status=p.status, text=p.text, finish_reason=p.finish_reason,
         vision_tokens=p.vision_tokens, generated_tokens=p.generated_tokens, width=p.width, height=p.height,
-        blocks=[gateway_pb2.Block(type=b.type, text=b.text, x0=b.box[0], y0=b.box[1], x1=b.box[2], y1=b.box[3])
+        blocks=[gateway_pb2.Block(type=b.type, text=b.text, x0=b.box[0], y0=b.box[1], x1=b.box[2], y1=b.box[3],
+                                  confidence=b.confidence, warnings=b.warnings)
                 for b in p.blocks],
+        confidence=p.confidence, warnings=p.warnings,
     )
     if p.error is not None:
         msg.error.code, msg.error.message = p.error.code, p.error.message
@@ -132,42 +135,32 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
 
     @grpc_guard
     async def Recognize(self, request_iterator, context):  # gRPC method name
-        """Options, then document chunks -> one PageResult per page in page order, then a Summary."""
-        core = self.core
+        """Options, then document chunks -> one PageResult per page in page order, then a Summary.
+
+        The request's resources and metrics are :class:`gateway.session.OcrSession`'s (as for REST);
+        a request refused before its whole upload was read is drained after its slot is freed.
+        """
         supplied = any(k == "x-request-id" for k, _ in (context.invocation_metadata() or ()))
         request_id = run_id(current_request_id(), supplied)
-        started = time.monotonic()
-        status = "OK"
+        received = False
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                try:  # refused before the whole upload was read: free the slot, drain it, then report
-                    stack.enter_context(core.track())
-                    options = await self._options(request_iterator)
-                    await stack.enter_async_context(core.service.admit(request_id))
-                    tmp = stack.enter_context(core.request_dir())
-                    upload, opts, _ = await self._receive(request_iterator, tmp, options)
-                except InkstreamError:
-                    await stack.aclose()  # admission slot, temp dir and in-flight count, at once
-                    await self._drain(request_iterator)
-                    raise
-                prepared = await stack.enter_async_context(await core.service.prepare(upload, opts, request_id))
-                pages_iter = prepared.pages(core.config.request_timeout_s)
-                stack.push_async_callback(pages_iter.aclose)
-                pages: list[PageResult] = []
-                async for page in pages_iter:
-                    pages.append(page)
-                    core.metrics.pages.add(1, {"status": page.status, "finish_reason": page.finish_reason})
-                    yield gateway_pb2.RecognizeResponse(page=page_to_pb(page))
-                seconds = time.monotonic() - started
-                yield gateway_pb2.RecognizeResponse(
-                    summary=summary_to_pb(pages, prepared.model_id, prepared.request.format, seconds,
-                                          prepared.cache_hit))
-                core.metrics.duration.record(seconds)
-        except BaseException as exc:
-            status = getattr(exc, "code_name", type(exc).__name__)
+            with self.core.track():
+                options = await self._options(request_iterator)
+                async with OcrSession(self.core, request_id, api="grpc", route="Recognize") as session:
+                    upload, opts, _ = await self._receive(request_iterator, session.tmp, options)
+                    received = True
+                    prepared = await session.prepare(upload, opts)
+                    pages: list[PageResult] = []
+                    async for page in session.pages():
+                        pages.append(page)
+                        yield gateway_pb2.RecognizeResponse(page=page_to_pb(page))
+                    yield gateway_pb2.RecognizeResponse(summary=summary_to_pb(
+                        pages, prepared.model_id, prepared.request.format, time.monotonic() - session.started,
+                        session.cache_hit))
+        except InkstreamError:
+            if not received:  # slot, temp dir and in-flight count are released: drain, then report
+                await self._drain(request_iterator)
             raise
-        finally:
-            core.metrics.requests.add(1, {"api": "grpc", "route": "Recognize", "status": status})
 
     @grpc_guard
     async def SubmitJob(self, request_iterator, context):
@@ -185,20 +178,19 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
     @grpc_guard
     async def GetJob(self, request, context):
         """The job's status and progress; NOT_FOUND for an unknown id."""
-        return job_to_pb(self.core.jobs.get(request.job_id))
+        return job_to_pb(await self.core.jobs.get(request.job_id))
 
     @grpc_guard
     async def GetJobResult(self, request, context):
         """A done job's pages then its Summary; INVALID_ARGUMENT while it runs, its error when it failed,
         FAILED_PRECONDITION (reason JOB_CANCELLED) when it was cancelled.
         """
-        res = self.core.jobs.result(request.job_id)
+        res = await self.core.jobs.result(request.job_id)
         if isinstance(res, JobRecord):
             if res.status == "cancelled":
                 raise JobCancelled(f"job {res.job_id} was cancelled; it has no result")
             if res.status == "failed":
-                code, _, message = res.error.partition(": ")
-                raise error_for_code(code or "INTERNAL", message or "the job failed")
+                raise res.failure()
             raise InvalidInput(f"job {res.job_id} is {res.status} ({res.pages_done}/{res.pages_total} pages); "
                                "poll GetJob until it is done")
         for page in res.pages:

@@ -1,127 +1,108 @@
-"""Asynchronous OCR jobs, run inside the gateway process as asyncio tasks.
+"""Asynchronous OCR jobs: submission, status, result, cancel, pause and expiry (any gateway).
 
-Lifecycle: ``queued`` -> ``running`` -> ``done`` | ``failed`` | ``cancelled``. At most
-``stores.max_jobs_running`` jobs run at once (others wait queued); more than ``stores.max_jobs_queued``
-unfinished jobs -> ResourceExhausted (429). A running job waits for pipeline admission (it retries
-after the hinted delay instead of failing). The document is validated at submission (4xx then), kept
-in the result store's job folder until the job finishes, and the result (page results + model id)
-is stored as ``jobs/<id>.json``. A transient failure before the first page (no replica reachable)
-is retried (:data:`JOB_ATTEMPTS` runs, waiting the hinted delay or 1, 2 s) before the job fails.
-An idempotency key returns the job first created with it (the same
-document is required). Finished jobs expire after ``stores.job_ttl_s`` seconds. Jobs left unfinished
-by an earlier process are marked failed at start.
+Lifecycle: ``queued`` -> ``running`` -> ``done`` | ``failed`` | ``cancelled``. Submission validates the
+document (4xx then, not later), stores it in the result store (``<id>/document``; a ``source=s3://``
+object stays where it is), creates the record (an idempotency key returns the job first created
+with it; the same document and options are required, else 422) and queues the job. Jobs are run by
+:class:`gateway.job_worker.JobWorker` on whichever gateway consumes the queue (see
+:mod:`gateway.job_queue`). With the embedded stores (SQLite + directory) that is this process, and
+jobs left unfinished by an earlier process are marked failed at start; with Redis another worker
+takes them over. A job's error is stored as ``error_code`` + ``error_message``. Finished jobs
+expire after ``stores.job_ttl_s`` seconds (records, checkpoints and result blobs).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-import pathlib
-import shutil
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
+from gateway.config import Stores
 from gateway.ingest import UploadedFile
-from gateway.render.searchable_pdf import write_searchable_pdf
+from gateway.job_queue import JobQueue
+from gateway.job_results import JobResult, document_blob, read_result, result_url
 from gateway.service import OcrRequest, OcrService
-from gateway.stitch import PageResult
 from gateway.stores import FINISHED, JobRecord, JobStore, ResultStore
-from inkstream.errors import (
-    InkstreamError,
-    InvalidInput,
-    NotFound,
-    ResourceExhausted,
-    Unprocessable,
-    as_inkstream_error,
-)
+from gateway.webhooks import WebhookSender, allowed_hosts, check_callback_url
+from inkstream.errors import InvalidInput, NotFound, ResourceExhausted, Unprocessable
+
+__all__ = ["JobManager", "JobResult"]
 
 log = logging.getLogger("inkstream.gateway.jobs")
 
-#: Runs of a job whose pipeline fails transiently (UNAVAILABLE / RESOURCE_EXHAUSTED) before its first page.
-JOB_ATTEMPTS = 3
-
-_SHUTDOWN = "UNAVAILABLE: the gateway shut down before this job finished; submit it again"
-
-
-@dataclass
-class JobResult:
-    """A finished job's output: ``pages`` in page order, the model that read them, the options;
-    ``cached``: the pages came from the gateway's result cache.
-    """
-
-    job: JobRecord
-    model_id: str
-    pages: list[PageResult]
-    seconds: float
-    cached: bool = False
+SHUTDOWN = ("UNAVAILABLE", "the gateway shut down before this job finished; submit it again")
 
 
 class JobManager:
-    """Creates, runs, cancels and expires jobs. ``spool``: local directory holding the documents of
-    unfinished jobs (one folder per job, removed when the job ends). ``on_running(+1 / -1)`` is
-    called as a job starts / stops running (the gateway adds it to its in-flight gauge).
+    """The job API of one gateway process over shared or embedded stores.
+
+    ``jobs`` / ``results`` / ``queue``: the stores (:mod:`gateway.stores`, :mod:`gateway.job_queue`);
+    ``settings``: the gateway's ``stores`` section; ``webhooks``: the sender used when a job this
+    process finishes (or cancels) has a ``callback_url``. ``recover``: mark jobs of an earlier process
+    failed at :meth:`start` (embedded stores only: nobody else would run them).
     """
 
-    def __init__(self, service: OcrService, jobs: JobStore, results: ResultStore, spool: pathlib.Path, *,
-                 max_running: int, max_queued: int, ttl_s: float, on_running: Callable[[int], None] | None = None):
-        self.service = service
-        self.jobs = jobs
-        self.results = results
-        self.spool = pathlib.Path(spool)
-        self.spool.mkdir(parents=True, exist_ok=True)
-        self.max_queued = max_queued
-        self.ttl_s = ttl_s
-        self._running = asyncio.Semaphore(max_running)
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._closing = False
-        self._on_running = on_running or (lambda _delta: None)  # +1 / -1 as a job starts / ends running
+    def __init__(self, service: OcrService, jobs: JobStore, results: ResultStore, queue: JobQueue, *,
+                 settings: Stores, webhooks: WebhookSender, recover: bool):
+        self.service, self.jobs, self.results, self.queue = service, jobs, results, queue
+        self.settings = settings
+        self.ttl_s = settings.job_ttl_s
+        self.webhooks = webhooks
+        self.recover = recover
+        self.local_tasks: dict[str, asyncio.Task[None]] = {}  # jobs running in this process (the worker's)
+        self._notify: set[asyncio.Task[None]] = set()
 
-    def start(self) -> None:
-        """Mark jobs of an earlier process failed and remove expired ones (call once at start-up)."""
-        n = self.jobs.fail_unfinished(_SHUTDOWN)
-        if n:
-            log.warning("%d unfinished jobs from an earlier run marked failed", n)
-        self.sweep()
+    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking store call in a thread (SQLite, Redis, S3); raises what it raises."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
 
-    async def submit(self, upload: UploadedFile, request: OcrRequest, idempotency_key: str = "") -> JobRecord:
-        """Validate ``upload`` (4xx now, not later), create the job and start it; returns the record.
+    async def start(self) -> None:
+        """Remove expired jobs (at start-up; raises Unavailable while the job store is unreachable)."""
+        await self.call(self.jobs.ping)
+        await self.sweep()
 
-        The same ``idempotency_key`` returns the existing job (Unprocessable 422 if it was created for
-        a different document). Raises ResourceExhausted (429) when too many jobs are unfinished.
+    async def submit(self, upload: UploadedFile, request: OcrRequest, idempotency_key: str = "", *,
+                     source: str = "", callback_url: str = "") -> JobRecord:
+        """Validate ``upload`` (4xx now), store it (unless it is the ``source`` object), create the job
+        and queue it; returns the record. ``callback_url``: webhook destination (InvalidInput 400 when
+        its host is not allowed). The same ``idempotency_key`` returns the existing job (Unprocessable
+        422 if it was created for a different document or options). Raises ResourceExhausted (429)
+        when ``max_jobs_queued`` jobs wait, Unavailable (503) when a store is unreachable.
         """
-        self.sweep()
         if len(idempotency_key) > 255:
             raise InvalidInput("the Idempotency-Key is longer than 255 characters")
-        if idempotency_key:
-            existing = self.jobs.get_by_key(idempotency_key)
-            if existing is not None:
-                return self._same_doc(existing, upload, request.validated())
-        if len(self._tasks) >= self.max_queued:
-            raise ResourceExhausted(f"{len(self._tasks)} jobs are already waiting or running; retry later",
-                                    retry_after_s=10.0)
+        if callback_url:
+            check_callback_url(callback_url, allowed_hosts())
         request = request.validated()
+        if idempotency_key:
+            existing = await self.call(self.jobs.get_by_key, idempotency_key)
+            if existing is not None:
+                return self._same_doc(existing, upload, request)
+        waiting, _ = await self.queue.depth()
+        if waiting >= self.settings.max_jobs_queued:
+            raise ResourceExhausted(f"{waiting} jobs are already waiting; retry later", retry_after_s=10.0)
         prepared = await self.service.prepare(upload, request, request_id="job-validate")
         pages_total, model_id = prepared.page_count, prepared.model_id
         await prepared.close()
-        now = time.time()
-        record = JobRecord(job_id=uuid.uuid4().hex, pages_total=pages_total, options=request.public(),
+        now, job_id = time.time(), uuid.uuid4().hex
+        if not source:
+            source = document_blob(job_id)
+            await self.call(self.results.put_file, source, upload.path)
+        record = JobRecord(job_id=job_id, pages_total=pages_total, options=request.public(),
                            idempotency_key=idempotency_key, doc_sha256=upload.sha256, model_id=model_id,
-                           created_at=now, updated_at=now)
-        record, created = self.jobs.create(record)
+                           created_at=now, updated_at=now, source=source, callback_url=callback_url,
+                           doc_password=request.password)
+        record, created = await self.call(self.jobs.create, record)
         if not created:
+            await self.call(self.results.delete, document_blob(job_id))
             return self._same_doc(record, upload, request)
-        folder = self.spool / record.job_id
-        folder.mkdir(parents=True, exist_ok=True)
-        doc_path = folder / "document"
-        shutil.move(str(upload.path), doc_path)
-        stored = UploadedFile(doc_path, upload.size, upload.sha256, upload.head)
-        self._tasks[record.job_id] = asyncio.create_task(self._run(record.job_id, stored, request),
-                                                         name=f"job-{record.job_id}")
+        try:
+            await self.queue.put(job_id, now)
+        except BaseException:
+            await self.call(self.jobs.delete, job_id)
+            raise
         return record
 
     @staticmethod
@@ -137,138 +118,89 @@ class JobManager:
                                 "use a new key for new options")
         return job
 
-    async def _attempt(self, job_id: str, upload: UploadedFile,
-                       request: OcrRequest) -> tuple[str, list[PageResult], bool, str]:
-        """One run of the job's document through the pipeline: (model id, pages, from the cache,
-        the document's kind).
-        """
-        async with await self._admitted(job_id):
-            prepared = await self.service.prepare(upload, request, request_id=f"job-{job_id}")
-            async with prepared:
-                pages: list[PageResult] = []
-                async for page in prepared.pages():
-                    pages.append(page)
-                    self.jobs.update(job_id, pages_done=len(pages))
-        return prepared.model_id, pages, prepared.cache_hit, prepared.doc.kind
-
-    async def _run(self, job_id: str, upload: UploadedFile, request: OcrRequest) -> None:
-        started = time.monotonic()
-        try:
-            async with self._running, self._counted_running():
-                self.jobs.update(job_id, status="running")
-                for attempt in range(JOB_ATTEMPTS):
-                    try:
-                        model_id, pages, cached, kind = await self._attempt(job_id, upload, request)
-                        break
-                    except InkstreamError as exc:  # e.g. no replica reachable before the first page
-                        if not exc.transient or attempt + 1 == JOB_ATTEMPTS:
-                            raise
-                        log.warning("job %s: %s; retrying", job_id, exc.message)
-                        await asyncio.sleep(exc.retry_after_s or 2.0 ** attempt)
-            body = {"model_id": model_id, "seconds": time.monotonic() - started, "cached": cached,
-                    "pages": [p.to_dict() for p in pages]}
-            if request.format == "pdf":  # the source is gone after the job: write the searchable PDF now
-                out = self.spool / job_id / "searchable.pdf"
-                await asyncio.to_thread(write_searchable_pdf, pages, upload.path, kind, out,
-                                        password=request.password)
-                self.results.put_file(f"jobs/{job_id}.pdf", out)
-            self.results.put(f"jobs/{job_id}.json", json.dumps(body).encode())
-            self.jobs.update(job_id, status="done", pages_done=len(pages))
-        except asyncio.CancelledError:
-            if self._closing:
-                self.jobs.update(job_id, status="failed", error=_SHUTDOWN)
-            else:
-                self.jobs.update(job_id, status="cancelled")
-            raise
-        except Exception as exc:  # a job's failure is recorded, never raised
-            err = as_inkstream_error(exc)
-            if not isinstance(exc, InkstreamError):
-                log.exception("job %s failed", job_id)
-            self.jobs.update(job_id, status="failed", error=f"{err.code_name}: {err.message}")
-        finally:
-            self._tasks.pop(job_id, None)
-            shutil.rmtree(self.spool / job_id, ignore_errors=True)
-
-    @contextlib.asynccontextmanager
-    async def _counted_running(self) -> AsyncIterator[None]:
-        """Report a running job to ``on_running`` (the gateway's in-flight autoscaling gauge)."""
-        self._on_running(1)
-        try:
-            yield
-        finally:
-            self._on_running(-1)
-
-    async def _admitted(self, job_id: str) -> Any:
-        """Enter the pipeline's admission, waiting (not failing) while the gateway is full."""
-        while True:
-            admission = self.service.admit(f"job-{job_id}")
-            try:
-                await admission.__aenter__()
-            except ResourceExhausted as exc:
-                await asyncio.sleep(exc.retry_after_s or 1.0)
-                continue
-            return _Entered(admission)
-
-    def get(self, job_id: str) -> JobRecord:
-        """The job's record; NotFound (404) for an unknown or expired id."""
-        job = self.jobs.get(job_id)
+    async def get(self, job_id: str) -> JobRecord:
+        """The job's record; NotFound (404) for an unknown or expired id, Unavailable (503)."""
+        job = await self.call(self.jobs.get, job_id) if job_id.isalnum() else None
         if job is None:
             raise NotFound(f"no job {job_id!r} (unknown, or expired after {self.ttl_s / 3600:g} h)")
         return job
 
-    def result(self, job_id: str) -> JobResult | JobRecord:
+    def result_url(self, job: JobRecord) -> str:
+        """Presigned GET URL of a done job's document ("" when not done or the store is local)."""
+        if job.status != "done":
+            return ""
+        return result_url(self.results, job, self.settings.presign_expires_s)
+
+    async def result(self, job_id: str) -> JobResult | JobRecord:
         """The JobResult of a done job; the record itself while it is not done (callers report the
-        status). Raises NotFound (404).
+        status). Raises NotFound (404), Unavailable (503).
         """
-        job = self.get(job_id)
+        job = await self.get(job_id)
         if job.status != "done":
             return job
-        raw = self.results.get(f"jobs/{job_id}.json")
-        if raw is None:
+        res = await self.call(read_result, self.results, job)
+        if res is None:
             raise NotFound(f"the result of job {job_id!r} is no longer stored")
-        body = json.loads(raw)
-        return JobResult(job, body["model_id"], [PageResult.from_dict(p) for p in body["pages"]], body["seconds"],
-                         bool(body.get("cached", False)))
+        return res
 
     async def cancel(self, job_id: str) -> JobRecord:
-        """Cancel a queued or running job (a finished job is returned unchanged). Raises NotFound."""
-        job = self.get(job_id)
-        task = self._tasks.get(job_id)
-        if task is not None and job.status not in FINISHED:
-            task.cancel()
-            try:
-                await asyncio.wait_for(asyncio.shield(task), 10.0)
-            except (TimeoutError, asyncio.CancelledError):
-                pass
-            current = self.jobs.get(job_id)
-            if current is not None and current.status not in FINISHED:
-                self.jobs.update(job_id, status="cancelled")
-        return self.get(job_id)
+        """Cancel a queued or running job wherever it runs (its worker sees the record within a
+        second); a finished job is returned unchanged. Raises NotFound, Unavailable.
+        """
+        job = await self.get(job_id)
+        if job.status not in FINISHED and await self.finish(job_id, "cancelled"):
+            task = self.local_tasks.get(job_id)
+            if task is not None:
+                task.cancel()
+                await asyncio.wait({task}, timeout=10.0)
+        return await self.get(job_id)
 
-    def sweep(self) -> None:
-        """Delete finished jobs (and their results) older than the TTL."""
-        for job_id in self.jobs.expired(time.time() - self.ttl_s):
-            self.results.delete(f"jobs/{job_id}.json")
-            self.results.delete(f"jobs/{job_id}.pdf")
-            self.jobs.delete(job_id)
+    async def finish(self, job_id: str, status: str, **fields: Any) -> bool:
+        """Move an unfinished job to ``status`` (done / failed / cancelled) with ``fields``; then its
+        webhook, if any, is sent in the background. Returns False when it had finished already.
+        """
+        if not await self.call(self.jobs.update, job_id, unless_finished=True, status=status, doc_password="",
+                               **fields):
+            return False
+        job = await self.call(self.jobs.get, job_id)
+        if job is not None and job.callback_url:
+            task = asyncio.create_task(self._send_webhook(job), name=f"webhook-{job_id}")
+            self._notify.add(task)
+            task.add_done_callback(self._notify.discard)
+        return True
+
+    async def _send_webhook(self, job: JobRecord) -> None:
+        payload: dict[str, Any] = {"job_id": job.job_id, "status": job.status, "pages_done": job.pages_done,
+                                   "pages_total": job.pages_total}
+        if url := self.result_url(job):
+            payload["result_url"] = url
+        if job.error_code:
+            payload["error"] = {"code": job.error_code, "message": job.error_message}
+        outcome = await self.webhooks.deliver(job.callback_url, payload)
+        try:
+            await self.call(self.jobs.update, job.job_id, webhook="delivered" if outcome.delivered else "failed",
+                            webhook_attempts=outcome.attempts)
+        except Exception as exc:  # noqa: BLE001 - recording the outcome is best effort
+            log.warning("job %s: webhook outcome not recorded (%s)", job.job_id, exc)
+
+    async def pause(self, paused: bool) -> dict[str, Any]:
+        """Pause (True) or resume (False) queue consumption on every worker; returns :meth:`queue_state`."""
+        await self.queue.set_paused(paused)
+        return await self.queue_state()
+
+    async def queue_state(self) -> dict[str, Any]:
+        """``{paused, queued, oldest_queued_age_s}``."""
+        depth, age = await self.queue.depth()
+        return {"paused": await self.queue.paused(), "queued": depth, "oldest_queued_age_s": round(age, 3)}
+
+    async def sweep(self) -> None:
+        """Delete finished jobs (record, checkpoints, result blobs) older than the TTL."""
+        for job_id in await self.call(self.jobs.expired, time.time() - self.ttl_s):
+            await self.call(self.results.delete_prefix, f"{job_id}/")
+            await self.call(self.jobs.delete, job_id)
 
     async def close(self) -> None:
-        """Stop every unfinished job (shutdown); they are marked failed, not cancelled."""
-        self._closing = True
-        tasks = list(self._tasks.values())
-        for t in tasks:
+        """Stop webhook deliveries still in flight (shutdown)."""
+        for t in list(self._notify):
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-class _Entered:
-    """Async context manager exiting an already-entered admission."""
-
-    def __init__(self, admission: Any):
-        self.admission = admission
-
-    async def __aenter__(self) -> _Entered:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.admission.__aexit__(*exc)
+        await asyncio.gather(*self._notify, return_exceptions=True)

@@ -1,5 +1,6 @@
 """``inkstream serve gateway --encoders ADDR[,ADDR...] --decoders ADDR[,ADDR...] [--port P]
-[--grpc-port P] [--host H] [--config FILE]``: the REST (uvicorn) and gRPC front ends in one process.
+[--grpc-port P] [--host H] [--role all|api|worker] [--config FILE]``: the REST (uvicorn) and gRPC front
+ends in one process; ``--role`` splits online (api) and batch (worker) pools over a shared Redis queue.
 
 Settings: YAML ``--config``, then ``INKSTREAM_GATEWAY__<FIELD>`` env vars, then flags (see
 :mod:`gateway.config`). API keys: :func:`gateway.auth.load_api_keys` (env ``INKSTREAM_API_KEYS_FILE``
@@ -43,6 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="bind address (default 127.0.0.1; 0.0.0.0 in containers)")
     p.add_argument("--port", type=int, help="REST port (default 8080; 0 = any free port)")
     p.add_argument("--grpc-port", type=int, help="gRPC port (default 50050; 0 = any free port)")
+    p.add_argument("--role", choices=("all", "api", "worker"),
+                   help="all (default): accept and run jobs; api: accept and answer, never run jobs; worker: run "
+                        "queued jobs only (REST has only /healthz, /readyz, /metrics; no gRPC). api and worker need "
+                        "stores.job_store=redis")
     p.add_argument("--config", metavar="FILE", help="YAML file with GatewayConfig fields")
     return p
 
@@ -79,7 +84,7 @@ async def _serve(cfg: GatewayConfig) -> int:
     lifecycle: Any = None
     try:
         app = create_app(cfg, pipeline, core, api_keys=keys)
-        if cfg.grpc_enabled:
+        if cfg.grpc_enabled and cfg.role != "worker":
             grpc_server, grpc_port, lifecycle = await build_grpc_server(core, cfg.grpc_port, cfg.host, keys)
             print(f"inkstream gateway: gRPC on {cfg.host}:{grpc_port}", flush=True)
         # The drain below already waited for in-flight requests; uvicorn then gets a few seconds for
@@ -112,8 +117,8 @@ async def _serve(cfg: GatewayConfig) -> int:
             print(f"inkstream serve gateway: cannot listen on {cfg.host}:{cfg.port}", file=sys.stderr)
             return 2
         port = server.servers[0].sockets[0].getsockname()[1]
-        print(f"inkstream gateway: REST on http://{cfg.host}:{port} (encoders {', '.join(cfg.encoders)}; "
-              f"decoders {', '.join(cfg.decoders)})", flush=True)
+        print(f"inkstream gateway: REST on http://{cfg.host}:{port} (role {cfg.role}; "
+              f"encoders {', '.join(cfg.encoders)}; decoders {', '.join(cfg.decoders)})", flush=True)
         waiter = asyncio.ensure_future(stop.wait())
         await asyncio.wait({serving, waiter}, return_when=asyncio.FIRST_COMPLETED)
         log.info("drain started", extra={"inflight": core.inflight, "grace_s": cfg.drain_grace_s})
@@ -136,7 +141,7 @@ def main(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2, message already printed)
         return int(exc.code or 0)
-    overrides = {"host": args.host, "port": args.port, "grpc_port": args.grpc_port,
+    overrides = {"role": args.role, "host": args.host, "port": args.port, "grpc_port": args.grpc_port,
                  "encoders": _addrs(args.encoders), "decoders": _addrs(args.decoders)}
     try:
         cfg = load_gateway_config(args.config, overrides=overrides)

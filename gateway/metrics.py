@@ -34,6 +34,9 @@ class GatewayMetrics:
             "inkstream.gateway.requests", unit="{request}", description="finished requests by api, route and status")
         self.pages = m.create_counter(
             "inkstream.gateway.pages", unit="{page}", description="pages returned, by status and finish reason")
+        self.page_warnings = m.create_counter(
+            "inkstream.gateway.page_warnings", unit="{warning}",
+            description="warnings on returned pages, by code (no_text_found, unsupported_script, low_confidence)")
         self.duration = m.create_histogram(
             "inkstream.gateway.request.duration", unit="s", description="wall time of a whole OCR request",
             explicit_bucket_boundaries_advisory=[0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600])
@@ -41,3 +44,6 @@ class GatewayMetrics:
             "inkstream.gateway.cache.lookups", unit="{lookup}", description="result-cache lookups by result")
         self.upload_bytes = m.create_counter(
             "inkstream.gateway.upload", unit="By", description="document bytes received")
+        self.client_disconnects = m.create_counter(
+            "inkstream.gateway.client_disconnects", unit="{request}",
+            description="requests whose client went away (label phase: upload or answer)")

@@ -39,7 +39,8 @@ Float = Annotated[float, BeforeValidator(_no_bool)]
 
 class RetryPolicy(BaseModel):
     """Per page and stage: ``max_attempts`` calls at most; backoff ``base_s`` doubling up to ``cap_s``
-    seconds; ``replica_wait_s`` seconds to wait for an eligible replica before failing the page;
+    seconds; ``replica_wait_s`` seconds to wait for an eligible replica (a restart: the encoder of
+    the embedded model takes ~20 s to be ready) before failing a page that has no deadline of its own;
     ``quarantine_after``: replicas a page may be suspect on before it is quarantined (see
     :mod:`gateway.retry`).
     """
@@ -49,7 +50,9 @@ class RetryPolicy(BaseModel):
     max_attempts: Int = Field(4, ge=1, description="calls per page and stage at most")
     base_s: Float = Field(0.05, description="first backoff, seconds (doubles per retry, full jitter)")
     cap_s: Float = Field(2.0, description="longest backoff, seconds")
-    replica_wait_s: Float = Field(10.0, description="wait for an eligible replica before failing the page, seconds")
+    replica_wait_s: Float = Field(
+        300.0, description="wait for an eligible replica, counted from the start of an outage, for pages without a "
+        "deadline (asynchronous jobs), seconds; a synchronous request's pages wait up to its request_timeout_s")
     quarantine_after: Int = Field(2, description="different replicas a page may be suspect on before quarantine")
 
     def backoff_s(self, retry: int, hint_s: float | None = None) -> float:

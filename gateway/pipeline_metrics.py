@@ -5,14 +5,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry.metrics import Observation
 
 from gateway.admission import Admission
-from gateway.replicas import ReplicaSet
 from gateway.retry import RetryCounters
+from gateway.router import Router
 from inkstream.telemetry import meter
 
 
@@ -28,10 +27,11 @@ class PipelineStats:
     decode: RetryCounters = field(default_factory=RetryCounters)
 
 
-def register_pipeline_metrics(stats: PipelineStats, admission: Admission, replica_sets: Sequence[ReplicaSet]) -> None:
-    """Observable instruments reading ``stats``, ``admission`` and the replicas of ``replica_sets``
-    whenever metrics are collected.
+def register_pipeline_metrics(stats: PipelineStats, admission: Admission, router: Router) -> None:
+    """Observable instruments reading ``stats``, ``admission`` and the replicas and leases of
+    ``router`` whenever metrics are collected.
     """
+    replica_sets = list(router.stages.values())
 
     def per_stage(attr: str):
         return lambda _o: [Observation(getattr(stats.encode, attr), {"stage": "encode"}),
@@ -57,7 +57,7 @@ def register_pipeline_metrics(stats: PipelineStats, admission: Admission, replic
                                 callbacks=[per_stage("quarantined")])
     m.create_observable_gauge("inkstream.gateway.replica.outstanding", unit="{page}",
                               description="pages sent to a replica and not finished",
-                              callbacks=[per_replica(lambda r: r.outstanding)])
+                              callbacks=[per_replica(router.leases)])
     m.create_observable_gauge("inkstream.gateway.replica.serving", unit="1",
                               description="1 while the replica is eligible for new work (health SERVING)",
                               callbacks=[per_replica(lambda r: int(r.healthy and not r.retired))])

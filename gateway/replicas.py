@@ -11,10 +11,9 @@ connected; DESIGN.md asks for client-side balancing instead). Targets are ``host
   replicas start receiving traffic within one interval and removed ones stop receiving new work.
 
 Each replica's health is watched with the standard ``grpc.health.v1.Health/Watch`` stream (overall
-service ``""``). A replica gets new work only while its last reported status is SERVING and no call
-to it has just failed with a lost / refused connection. Among the eligible replicas,
-:meth:`ReplicaSet.acquire` picks the one with the fewest outstanding pages ("least outstanding
-requests", the usual choice for backends with uneven per-item cost), ties broken at random.
+service ``""``). A replica is eligible for new work only while its last reported status is SERVING
+and no call to it has just failed with a lost / refused connection. This module owns membership and
+health only; which replica gets a page, and the work windows, are :class:`gateway.router.Router`'s.
 """
 
 from __future__ import annotations
@@ -23,16 +22,15 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-import random
 import socket
-from collections.abc import AsyncIterator, Callable, Iterable, Set
+from collections.abc import Callable, Iterable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from inkstream import trace_interceptors
 from inkstream.errors import Unavailable
-from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES, server_options
+from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES, client_options
 from inkstream.tls import TlsConfig, open_channel
 
 log = logging.getLogger("inkstream.gateway.replicas")
@@ -63,89 +61,93 @@ def _is_ip(host: str) -> bool:
 
 
 class Replica:
-    """One replica: its channel, health and outstanding-page count.
+    """One replica: its channel and its health, nothing else (routing state lives in
+    :class:`gateway.router.Router`).
 
-    ``address``: gRPC target ``ip:port``. ``healthy`` is True while the last health report was
-    SERVING and no connection failure was seen since. ``outstanding``: pages currently sent to it
-    by this gateway and not finished.
+    ``address``: gRPC target ``ip:port``. :attr:`healthy`: the last health report was SERVING and
+    no connection failure was seen since. :attr:`incarnation`: how many times the replica has turned
+    SERVING (1 after the first report); a restart behind the same address (the watch broke, then
+    reports SERVING again) is a new incarnation, which is what "already tried" is keyed by.
+    ``retired``: its address vanished from DNS; it gets no new work and is closed when idle.
     """
 
     def __init__(self, address: str, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, tls: TlsConfig | None = None):
         self.address = address
         # Client interceptors: one CLIENT span per call, W3C trace context + request id in metadata.
-        # TLS / mutual TLS when ``tls.enabled`` (inkstream.tls), else plaintext.
-        self.channel = open_channel(address, tls, options=server_options(max_message_bytes),
+        # TLS / mutual TLS when ``tls.enabled`` (inkstream.tls), else plaintext; keepalive agreeing
+        # with the servers' ping policy (inkstream.lifecycle.client_options).
+        self.channel = open_channel(address, tls, options=client_options(max_message_bytes),
                                     interceptors=trace_interceptors.client_interceptors())
-        self.outstanding = 0
-        # Work this gateway may have open on the replica (decoders: segments, max_running +
-        # max_waiting; encoders: pages, max_queue_pages + max_batch_size; both from its Info),
-        # shared by all pages; set by the pipeline on first use. ``slots_capacity``
-        # is that size; ``slots_stale`` asks the pipeline to re-read Info (the replica came back,
-        # perhaps restarted with other limits); ``slots_checked_at``: monotonic time of the last try.
-        self.segment_slots: asyncio.Semaphore | None = None
-        self.slots_capacity = 0
-        self.slots_stale = False
-        self.slots_checked_at = float("-inf")
-        self.slots_lock = asyncio.Lock()  # one Info call at a time; the other pages wait for its answer
-        self.model_revision = ""  # weights revision from its Info ("" until read): pages go to matching ones
-        self.healthy = False
-        self.retired = False  # removed from DNS: finishes its work, gets no new work
+        self._healthy = False
+        self.incarnation = 0
+        self.retired = False
+        self.closed = False
         self._watch_task: asyncio.Task | None = None
-        self._watch_args: tuple[Callable[[], None], float] | None = None
+        self._on_change: Callable[[], None] = lambda: None
+        self._retry_s = 0.5
 
     def __repr__(self) -> str:
-        return f"Replica({self.address}, healthy={self.healthy}, outstanding={self.outstanding})"
+        return f"Replica({self.address}, healthy={self.healthy}, incarnation={self.incarnation})"
+
+    @property
+    def healthy(self) -> bool:
+        """SERVING by its last health report, with no connection failure seen since."""
+        return self._healthy
+
+    def _set_health(self, serving: bool) -> None:
+        if serving and not self._healthy:
+            self.incarnation += 1
+        if serving != self._healthy:
+            log.info("replica %s %s", self.address, "SERVING" if serving else "NOT_SERVING")
+        self._healthy = serving
+        self._on_change()
 
     def mark_unreachable(self) -> None:
         """A call saw the connection refused or lost: no new work until health reports SERVING.
 
         The health watch is restarted, so a replica that is in fact up (only that call's stream
-        was reset) reports SERVING again at once instead of staying excluded.
+        was reset) reports SERVING again at once (as a new incarnation) instead of staying excluded.
         """
-        self.healthy = False
-        if self._watch_task is not None and self._watch_args is not None:
+        if self._healthy:
+            self._set_health(False)
+        if self._watch_task is not None and not self.closed:
             self._watch_task.cancel()
             self._watch_task = None
-            self.start_watch(*self._watch_args)
+            self.start_watch(self._on_change, self._retry_s)
 
     def start_watch(self, on_change: Callable[[], None], retry_s: float) -> None:
-        """Start the background ``Health/Watch`` loop (reconnects every ``retry_s`` seconds)."""
-        self._watch_args = (on_change, retry_s)
+        """Start the background ``Health/Watch`` loop (reconnects every ``retry_s`` seconds);
+        ``on_change()`` is called after every health report.
+        """
+        self._on_change, self._retry_s = on_change, retry_s
         if self._watch_task is None:
-            self._watch_task = asyncio.get_running_loop().create_task(self._watch(on_change, retry_s))
+            self._watch_task = asyncio.get_running_loop().create_task(self._watch(retry_s))
 
-    async def _watch(self, on_change: Callable[[], None], retry_s: float) -> None:
+    async def _watch(self, retry_s: float) -> None:
         stub = health_pb2_grpc.HealthStub(self.channel)
         while True:
             try:
                 async for resp in stub.Watch(health_pb2.HealthCheckRequest(service="")):
-                    new = resp.status == _SERVING
-                    if new != self.healthy:
-                        log.info("replica %s %s", self.address, "SERVING" if new else "NOT_SERVING")
-                        self.slots_stale = self.slots_stale or new
-                    self.healthy = new
-                    on_change()
+                    self._set_health(resp.status == _SERVING)
                 # The server ended the watch (shutting down): its state is unknown until re-watched.
-                self.healthy = False
-                on_change()
+                self._set_health(False)
             except asyncio.CancelledError:
                 raise
             except grpc.RpcError as err:
                 if err.code() == grpc.StatusCode.UNIMPLEMENTED:
                     # No health service: treat a reachable replica as serving (calls still mark
                     # it unreachable on connection failures).
-                    self.healthy = True
-                    on_change()
+                    self._set_health(True)
                     await asyncio.sleep(retry_s * 10)
                     continue
-                if self.healthy:
+                if self._healthy:
                     log.warning("replica %s unreachable: %s", self.address, err.code().name)
-                self.healthy = False
-                on_change()
+                self._set_health(False)
             await asyncio.sleep(retry_s)
 
     async def close(self) -> None:
         """Stop the health watch and close the channel (in-flight calls are cancelled)."""
+        self.closed = True
         if self._watch_task is not None:
             self._watch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -154,13 +156,15 @@ class Replica:
 
 
 class ReplicaSet:
-    """Replicas of one service (encoder or decoder) behind a list of targets.
+    """Membership of one service's replicas (encoder or decoder) behind a list of targets.
 
     ``targets``: ``host:port`` strings (see the module docstring for static vs DNS targets).
     ``resolve_interval_s``: seconds between DNS re-resolutions. ``health_retry_s``: seconds between
     reconnect attempts of a broken health watch. ``name``: for logs and errors ("encoder").
     ``tls``: client side of the hop (:class:`inkstream.tls.TlsConfig`; None or disabled = plaintext);
-    a missing or empty PEM file raises ValueError when the first replica is added.
+    a missing or empty PEM file raises ValueError when the first replica is added. ``busy(replica)``:
+    whether work is leased on it (given by :class:`gateway.router.Router`); a vanished replica is
+    closed only once it is not busy (:meth:`discard_if_idle`).
     Call :meth:`start` inside the event loop before use and :meth:`close` at shutdown.
     """
 
@@ -183,8 +187,8 @@ class ReplicaSet:
         self.health_retry_s = health_retry_s
         self.max_message_bytes = max_message_bytes
         self.replicas: dict[str, Replica] = {}
-        self._changed = asyncio.Event()
-        self._outage_since: float | None = None  # loop time since when no replica has been SERVING
+        self.busy: Callable[[Replica], bool] = lambda r: False
+        self._waiters: list[asyncio.Future[None]] = []
         self._resolver: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -224,7 +228,7 @@ class ReplicaSet:
             if a not in self.replicas:
                 r = Replica(a, self.max_message_bytes, self.tls)
                 self.replicas[a] = r
-                r.start_watch(self._notify, self.health_retry_s)
+                r.start_watch(self.notify, self.health_retry_s)
                 log.info("%s replica added: %s", self.name, a)
             elif self.replicas[a].retired:  # vanished while busy, back before it went idle
                 self.replicas[a].retired = False
@@ -232,11 +236,15 @@ class ReplicaSet:
         for a, r in list(self.replicas.items()):
             if a not in addrs:
                 r.retired = True
-                if r.outstanding == 0:
-                    del self.replicas[a]
-                    await r.close()
-                    log.info("%s replica removed: %s", self.name, a)
-        self._notify()
+                await self.discard_if_idle(r)
+        self.notify()
+
+    async def discard_if_idle(self, replica: Replica) -> None:
+        """Close and forget ``replica`` if it is retired and nothing is leased on it."""
+        if replica.retired and not self.busy(replica) and self.replicas.get(replica.address) is replica:
+            del self.replicas[replica.address]
+            await replica.close()
+            log.info("%s replica removed: %s", self.name, replica.address)
 
     async def _resolve_loop(self) -> None:
         while True:
@@ -246,89 +254,48 @@ class ReplicaSet:
             except Exception:  # keep resolving; the next round may succeed
                 log.exception("re-resolving %s replicas failed", self.name)
 
-    def _notify(self) -> None:
-        self._changed.set()
+    def notify(self) -> None:
+        """Wake everyone waiting in :meth:`changed` (health, membership or routing state changed)."""
+        waiters, self._waiters = self._waiters, []
+        for f in waiters:
+            if not f.done():
+                f.set_result(None)
 
-    def eligible(self, exclude: Set[str] = frozenset(),
-                 accept: Callable[[Replica], bool] | None = None) -> list[Replica]:
-        """Healthy, non-retired replicas not in ``exclude`` (addresses) for which ``accept`` (when
-        given) is true.
+    def changed(self) -> asyncio.Future[None]:
+        """A future resolved at the next :meth:`notify`. Registered at once, so a change that
+        happens between a caller's check and its wait is not lost; each waiter has its own future
+        (no shared event that one waiter clears under another).
         """
-        return [r for r in self.replicas.values() if r.healthy and not r.retired and r.address not in exclude
-                and (accept is None or accept(r))]
+        f: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters = [w for w in self._waiters if not w.done()]
+        self._waiters.append(f)
+        return f
 
-    def pick(self, exclude: Set[str] = frozenset(),
-             accept: Callable[[Replica], bool] | None = None) -> Replica | None:
-        """The eligible replica with the fewest outstanding pages (random among ties), or None."""
-        rs = self.eligible(exclude, accept)
-        if not rs:
-            return None
-        self._outage_since = None
-        least = min(r.outstanding for r in rs)
-        return random.choice([r for r in rs if r.outstanding == least])
-
-    def outage_s(self, now: float) -> float:
-        """Seconds (event-loop clock ``now``) since this set was first seen with no SERVING replica;
-        0 while one serves.
-        """
-        if any(r.healthy and not r.retired for r in self.replicas.values()):
-            self._outage_since = None
-            return 0.0
-        if self._outage_since is None:
-            self._outage_since = now
-        return now - self._outage_since
-
-    async def wait_pick(self, exclude: set[str], wait_s: float, accept: Callable[[Replica], bool] | None = None,
-                        unaccepted: str = "") -> Replica:
-        """:meth:`pick`, waiting up to ``wait_s`` seconds for a replica to become eligible (and
-        accepted by ``accept``; ``unaccepted`` says why a serving replica was not, for the error).
-
-        The wait counts from the start of an outage (no replica SERVING at all), not from this call:
-        when every replica is down, the pages queued behind the first ones fail together after
-        ``wait_s`` instead of each waiting ``wait_s`` in turn. Raises Unavailable (UNAVAILABLE)
-        naming the service when none becomes eligible in time.
-        """
-        loop = asyncio.get_running_loop()
-        end = loop.time() + max(0.0, wait_s - self.outage_s(loop.time()))
-        while True:
-            r = self.pick(exclude, accept)
-            if r is not None:
-                return r
-            left = end - loop.time()
-            if left <= 0:
-                known = ", ".join(f"{a} ({'serving' if x.healthy else 'not serving'})"
-                                  for a, x in self.replicas.items())
-                tried = f"; already tried: {', '.join(sorted(exclude))}" if exclude else ""
-                refused = [a for a, x in self.replicas.items() if accept is not None and not accept(x)]
-                why = f"; {unaccepted}: {', '.join(refused)}" if refused and unaccepted else ""
-                raise Unavailable(f"no {self.name} replica is available (known: {known or 'none'}{tried}{why})")
-            self._changed.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout=min(left, 0.25))
+    def eligible(self) -> list[Replica]:
+        """Healthy, non-retired replicas."""
+        return [r for r in self.replicas.values() if r.healthy and not r.retired]
 
     async def wait_ready(self, timeout_s: float, count: int = 1) -> None:
         """Wait until at least ``count`` replicas are SERVING; raises Unavailable after ``timeout_s``."""
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout_s
-        while len(self.eligible()) < count:
-            if loop.time() >= end:
+        while True:
+            changed = self.changed()
+            if len(self.eligible()) >= count:
+                changed.cancel()
+                return
+            left = end - loop.time()
+            if left <= 0:
+                changed.cancel()
                 raise Unavailable(f"{self.name}: {len(self.eligible())} of {count} replicas serving "
                                   f"after {timeout_s:.0f} s")
-            self._changed.clear()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout=0.2)
+                await asyncio.wait_for(changed, timeout=left)
 
-    @contextlib.asynccontextmanager
-    async def lease(self, replica: Replica, pages: int = 1) -> AsyncIterator[Replica]:
-        """Count ``pages`` as outstanding on ``replica`` for the duration of the block."""
-        replica.outstanding += pages
-        try:
-            yield replica
-        finally:
-            replica.outstanding -= pages
-            if replica.retired and replica.outstanding == 0 and self.replicas.get(replica.address) is replica:
-                del self.replicas[replica.address]
-                await replica.close()
+    def describe(self) -> str:
+        """The known replicas and their health, for error messages."""
+        return ", ".join(f"{a} ({'serving' if x.healthy else 'not serving'})"
+                         for a, x in self.replicas.items()) or "none"
 
     async def close(self) -> None:
         """Stop resolving and watching; close every channel."""

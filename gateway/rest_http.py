@@ -9,11 +9,14 @@ import asyncio
 import contextlib
 import logging
 import pathlib
+import urllib.parse
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.requests import ClientDisconnect
 
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, too_large, upload_too_slow
@@ -66,28 +69,47 @@ async def file_chunks(path: pathlib.Path, chunk_bytes: int = 1 << 20) -> AsyncIt
             yield chunk
 
 
-async def receive_upload(request: Request, core: GatewayCore, directory: Any) -> tuple[UploadedFile, OcrRequest]:
+@dataclass
+class Received:
+    """A received request: the document (``upload``, on local disk), its options, and the other
+    fields: ``source`` (``s3://`` URI the document was read from, "" when it was in the body) and
+    ``callback_url`` ("" when not given).
+    """
+
+    upload: UploadedFile
+    options: OcrRequest
+    source: str = ""
+    callback_url: str = ""
+
+
+async def receive_upload(request: Request, core: GatewayCore, directory: Any,
+                         extra_fields: tuple[str, ...] = ("source",)) -> Received:
     """Stream the body into ``directory``; returns the upload and the options (form fields, then query).
 
     A declared ``Content-Length`` over the limit is refused (413) before any byte is read; otherwise
     the running count stops the upload at the limit. Multipart bodies: the ``file`` part is the
-    document; any other body is the document itself. Form fields and query parameters other than
-    ``file`` and :data:`OPTION_NAMES` are refused (InvalidInput). Raises InvalidInput / PayloadTooLarge, and
-    DeadlineExceeded when the body takes longer than ``limits.upload_timeout_s`` (a slow client would
-    otherwise hold its admission slot).
+    document; any other body is the document itself. ``source=s3://BUCKET/KEY`` (a field in
+    ``extra_fields``) instead of a file: the object is streamed from the object store with the same
+    limits (:class:`gateway.sources.Sources`). Form fields and query parameters other than ``file``,
+    :data:`OPTION_NAMES` and ``extra_fields`` are refused (InvalidInput). Raises InvalidInput /
+    PayloadTooLarge, and DeadlineExceeded when the body takes longer than ``limits.upload_timeout_s``
+    (a slow client would otherwise hold its admission slot).
     """
     limits = core.config.limits
+    known = OPTION_NAMES + extra_fields
     for name in request.query_params:
-        if name not in OPTION_NAMES:
-            raise InvalidInput(unknown_option(name, OPTION_NAMES, "query parameter"))
+        if name not in known:
+            raise InvalidInput(unknown_option(name, known, "query parameter"))
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limits.max_upload_bytes + MULTIPART_SLACK:
         raise too_large(limits.max_upload_bytes, int(declared))
-    sink = UploadSink(directory, limits.max_upload_bytes)
     ctype = request.headers.get("content-type", "")
+    if ctype.startswith("application/x-www-form-urlencoded"):  # fields only (source=...), no document body
+        return await _form_fields(request, core, directory, known)
+    sink = UploadSink(directory, limits.max_upload_bytes)
     form = None
     if ctype.startswith("multipart/form-data"):
-        form = MultipartUpload(ctype, sink, limits.max_form_field_bytes, known_fields=OPTION_NAMES)
+        form = MultipartUpload(ctype, sink, limits.max_form_field_bytes, known_fields=known)
     try:
         async with asyncio.timeout(limits.upload_timeout_s):
             async for chunk in request.stream():
@@ -100,14 +122,51 @@ async def receive_upload(request: Request, core: GatewayCore, directory: Any) ->
     except TimeoutError:
         sink.abort()
         raise upload_too_slow(limits.upload_timeout_s) from None
+    except ClientDisconnect:
+        sink.abort()
+        raise client_gone(core, request, "upload", sink.size) from None
     except BaseException:
         sink.abort()
         raise
     upload = sink.finish()
+    return await _received(request, core, directory, upload, form.fields if form is not None else {}, known)
+
+
+async def _form_fields(request: Request, core: GatewayCore, directory: Any, known: tuple[str, ...]) -> Received:
+    """An ``application/x-www-form-urlencoded`` body: options and ``source``, at most
+    ``limits.max_form_field_bytes`` x the number of known fields; any other name is refused.
+    """
+    cap = core.config.limits.max_form_field_bytes * len(known)
+    body = bytearray()
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > cap:
+                raise InvalidInput(f"the form body is larger than {cap} bytes; send the document as multipart 'file'")
+    except ClientDisconnect:
+        raise client_gone(core, request, "upload", len(body)) from None
+    fields: dict[str, str] = {}
+    for name, value in urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+        if name not in known:
+            raise InvalidInput(unknown_option(name, known, "form field"))
+        fields[name] = value
+    empty = UploadSink(directory, core.config.limits.max_upload_bytes).finish()
+    return await _received(request, core, directory, empty, fields, known)
+
+
+async def _received(request: Request, core: GatewayCore, directory: Any, upload: UploadedFile,
+                    fields: dict[str, str], known: tuple[str, ...]) -> Received:
+    """Options from ``fields`` then the query; a ``source`` object is fetched into ``directory``."""
+    limits = core.config.limits
+    values: dict[str, Any] = {k: fields.get(k, request.query_params.get(k, "")) for k in known}
+    source = values.pop("source", "").strip()
+    callback = values.pop("callback_url", "").strip()
+    if source:
+        if upload.size:
+            raise InvalidInput("send the document either in 'file' / the body or as source=s3://..., not both")
+        upload = await core.sources.fetch(source, pathlib.Path(directory), limits.max_upload_bytes)
     core.metrics.upload_bytes.add(upload.size)
-    fields = form.fields if form is not None else {}
-    opts: dict[str, Any] = {k: fields.get(k, request.query_params.get(k, "")) for k in OPTION_NAMES}
-    return upload, OcrRequest(**opts)
+    return Received(upload, OcrRequest(**values), source, callback)
 
 
 class CatchAll:
@@ -140,7 +199,18 @@ class CatchAll:
             await error_response(exc)(scope, receive, send)
 
 
-async def collect_while_connected(request: Request, pages: AsyncIterator[PageResult],
+def client_gone(core: GatewayCore, request: Request, phase: str, received_bytes: int = 0) -> Cancelled:
+    """The client closed its connection (``phase``: "upload" or "answer"): an info line and the
+    ``inkstream.gateway.client_disconnects`` counter, not an ERROR with a traceback (a client giving
+    up is not a gateway fault); returns the Cancelled (499) error that ends the request.
+    """
+    log.info("client went away during the %s of %s %s (%d bytes received)", phase, request.method,
+             request.url.path, received_bytes)
+    core.metrics.client_disconnects.add(1, {"phase": phase})
+    return Cancelled(f"the client disconnected during the {phase}")
+
+
+async def collect_while_connected(request: Request, pages: AsyncIterator[PageResult], core: GatewayCore,
                                    poll_s: float = 0.5) -> list[PageResult]:
     """All pages of a non-streaming request; stops the work (Cancelled) if the client disconnects,
     checked every ``poll_s`` seconds, so an abandoned long document does not keep replicas busy.
@@ -157,7 +227,7 @@ async def collect_while_connected(request: Request, pages: AsyncIterator[PageRes
             if done:
                 return task.result()
             if await request.is_disconnected():
-                raise Cancelled("the client disconnected before the document was finished")
+                raise client_gone(core, request, "answer")
     finally:
         if not task.done():
             task.cancel()

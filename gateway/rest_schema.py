@@ -25,6 +25,15 @@ PDF = "application/pdf"
 
 # ---- response bodies ---------------------------------------------------------------------------
 
+class TableCell(BaseModel):
+    """One cell of a ``table`` block (gateway/render/tables.py)."""
+
+    row: int = Field(ge=0, description="row in the table, 0-based, top to bottom")
+    column: int = Field(ge=0, description="column in the table, 0-based")
+    text: str
+    box: list[float] = Field(min_length=4, max_length=4, description="[x0, y0, x1, y1] in page pixels")
+
+
 class Block(BaseModel):
     """A region of a page: layout type, its text and its box."""
 
@@ -32,6 +41,11 @@ class Block(BaseModel):
     text: str
     box: list[float] = Field(min_length=4, max_length=4,
                              description="[x0, y0, x1, y1] in pixels of the page's width x height")
+    confidence: float = Field(ge=0, le=1, description="geometric mean of the model's token probabilities over "
+                                                      "the segment the block was read from (README: Confidence "
+                                                      "and warnings)")
+    warnings: list[str] = Field(description='stable codes: "low_confidence"')
+    cells: list[TableCell] | None = Field(default=None, description='only in a "table" block: its cells')
 
 
 class PageError(BaseModel):
@@ -55,6 +69,9 @@ class Page(BaseModel):
     width: int = Field(ge=0, description="page image width, pixels (the boxes' frame)")
     height: int = Field(ge=0, description="page image height, pixels")
     error: PageError | None = Field(description="null, or why the page has no text")
+    confidence: float = Field(ge=0, le=1, description="geometric mean of every token probability of the page "
+                                                      "(0 for an error page or a page without text)")
+    warnings: list[str] = Field(description='stable codes: "no_text_found", "unsupported_script", "low_confidence"')
 
 
 class DocumentResult(BaseModel):
@@ -103,11 +120,33 @@ class Job(BaseModel):
     status: Literal["queued", "running", "done", "failed", "cancelled"]
     pages_done: int = Field(ge=0)
     pages_total: int = Field(ge=0)
-    error: str = Field(description='"CODE: message" of a failed job, else ""')
+    error: PageError | None = Field(description="why a failed job failed ({code, message}), else null")
     model_id: str
     options: dict[str, str] = Field(description="the job's options (format, pages, mode, task; never the password)")
     created_at: float = Field(description="Unix time, seconds")
     updated_at: float = Field(description="Unix time, seconds")
+    result_url: str = Field(description="a done job's document in its format as a presigned object-store GET URL "
+                                        "(result_store=s3), else \"\"")
+    webhook: str = Field(description='callback delivery: "" (none yet / no callback_url), "delivered", "failed"')
+    webhook_attempts: int = Field(ge=0, description="webhook deliveries tried")
+    attempts: int = Field(ge=0, description="runs started (a takeover after a worker died is one more)")
+    worker: str = Field(description="the worker (host-pid-id) that last started the job")
+
+
+class Upload(BaseModel):
+    """A presigned upload: PUT the document to ``upload_url``, then submit with ``source``."""
+
+    upload_url: str = Field(description="presigned PUT URL of a new object in the gateway's object store")
+    source: str = Field(description="s3://BUCKET/KEY to pass as the source field of /v1/jobs or /v1/ocr")
+    expires_in: int = Field(description="seconds the upload_url stays valid")
+
+
+class QueueState(BaseModel):
+    """The job queue seen by every gateway of one Redis (or this process, embedded)."""
+
+    paused: bool = Field(description="true: workers take no new job (submissions are still accepted)")
+    queued: int = Field(ge=0, description="jobs queued and not started")
+    oldest_queued_age_s: float = Field(ge=0, description="age of the oldest queued job, seconds")
 
 
 # ---- request options ---------------------------------------------------------------------------
@@ -127,26 +166,34 @@ OPTIONS: dict[str, dict[str, Any]] = {
 }
 assert tuple(OPTIONS) == OPTION_NAMES, "document every option gateway.rest_http accepts"
 
+SOURCE = {"source": {"type": "string", "default": "", "examples": ["s3://bucket/uploads/0f3a"],
+                     "description": "instead of file: s3://BUCKET/KEY of an object in a bucket the gateway is "
+                                    "configured with (see POST /v1/uploads); any other URL is refused (400)"}}
+CALLBACK = {"callback_url": {"type": "string", "default": "", "examples": ["https://hooks.example.com/ocr"],
+                             "description": "webhook POSTed when the job finishes (signed X-Inkstream-Signature); "
+                                            "its host must be in INKSTREAM_WEBHOOK_ALLOWED_HOSTS (400 otherwise)"}}
 
-def _query(name: str) -> dict[str, Any]:
-    schema = {k: v for k, v in OPTIONS[name].items() if k != "description"}
+
+def _query(name: str, fields: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    schema = {k: v for k, v in fields[name].items() if k != "description"}
     return {"name": name, "in": "query", "required": False, "schema": schema,
-            "description": OPTIONS[name]["description"] + " (also accepted as a form field; the form field wins)"}
+            "description": fields[name]["description"] + " (also accepted as a form field; the form field wins)"}
 
 
-def _upload(extra_parameters: list[dict[str, Any]]) -> dict[str, Any]:
+def _upload(extra_parameters: list[dict[str, Any]], extra_fields: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    fields = {**OPTIONS, **extra_fields}
     form = {"file": {"type": "string", "format": "binary",
                      "description": "PDF, PNG, JPEG, TIFF (multi-page), WebP, BMP or GIF (first frame); "
-                                    "the type comes from the file's magic bytes"},
-            **OPTIONS}
+                                    "the type comes from the file's magic bytes (or give source instead)"},
+            **fields}
     return {
         "requestBody": {"required": True, "content": {
-            "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": form,
-                                               "additionalProperties": False}},
+            "multipart/form-data": {"schema": {"type": "object", "properties": form, "additionalProperties": False,
+                                               "anyOf": [{"required": ["file"]}, {"required": ["source"]}]}},
             "application/octet-stream": {"schema": {"type": "string", "format": "binary",
                                                     "description": "the document itself; options as query parameters"}},
         }},
-        "parameters": [_query(n) for n in OPTION_NAMES] + extra_parameters,
+        "parameters": [_query(n, fields) for n in fields] + extra_parameters,
     }
 
 
@@ -197,7 +244,7 @@ OCR_ROUTE: dict[str, Any] = {
     "openapi_extra": _upload([{
         "name": "Accept", "in": "header", "required": False, "schema": {"type": "string", "examples": [NDJSON]},
         "description": f"{NDJSON}: one {{\"page\": …}} line per page as soon as it is ready, in page order, then "
-                       "{\"summary\": …}"}]),
+                       "{\"summary\": …}"}], SOURCE),
     "responses": {
         200: {"model": DocumentResult,
               "description": "the document: the JSON result (format=json), markdown, plain text (pages separated by "
@@ -222,7 +269,7 @@ JOB_SUBMIT_ROUTE: dict[str, Any] = {
         "name": "Idempotency-Key", "in": "header", "required": False,
         "schema": {"type": "string", "maxLength": 255},
         "description": "the same key returns the job first created with it (same document and options required, "
-                       "else 422)"}]),
+                       "else 422)"}], {**SOURCE, **CALLBACK}),
     "responses": {
         202: {"model": Job, "description": "the job (Location: /v1/jobs/{job_id})",
               "headers": {"Location": {"schema": {"type": "string"}}}},
@@ -257,3 +304,18 @@ JOB_CANCEL_ROUTE: dict[str, Any] = {
 
 FORMAT_QUERY_DESCRIPTION = ("output format of the result: markdown, text, json or hocr; pdf for a job submitted with "
                             "format=pdf (default: the job's format)")
+
+UPLOAD_ROUTE: dict[str, Any] = {
+    "summary": "Presigned upload: PUT a large document straight into the object store",
+    "status_code": 201,
+    "response_model": None,
+    "responses": {201: {"model": Upload, "description": "where to PUT the document, and its source URI"},
+                  **_errors(401, 409, 500, 503, s409="no object store is configured (FAILED_PRECONDITION)"),
+                  **_OTHER},
+}
+
+QUEUE_ROUTE: dict[str, Any] = {
+    "response_model": None,
+    "responses": {200: {"model": QueueState, "description": "the queue after the call"}, **_errors(401, 500, 503),
+                  **_OTHER},
+}

@@ -3,8 +3,10 @@
 Policy (DESIGN.md: only transient codes are retried):
 
 - A failure with UNAVAILABLE, RESOURCE_EXHAUSTED, a lost connection, or a CANCELLED the gateway did
-  not ask for (a draining replica) is retried on ANOTHER replica when one is eligible (the same one
-  only when it is the only choice and the failure did not make the page suspect).
+  not ask for (a draining replica) is retried on ANOTHER replica incarnation when one is eligible
+  (the same one only when it is the only choice and the failure did not make the page suspect). A
+  replica restarted behind the same address is a new incarnation, so a page waits for it and is
+  retried there (:mod:`gateway.router`).
 - INTERNAL, or a connection lost while the replica held the page (it may have crashed on it), makes
   the page *suspect* on that replica; it is retried on a replica where it is not suspect, and when it
   is suspect on two different replicas it is quarantined: the page becomes an error and the rest of
@@ -12,7 +14,7 @@ Policy (DESIGN.md: only transient codes are retried):
 - Anything else (INVALID_ARGUMENT, DEADLINE_EXCEEDED, ...) is final for the page.
 - At most ``max_attempts`` attempts per page and stage; between attempts an exponential backoff with
   full jitter (``uniform(0, min(cap, base * 2**n))``, AWS Architecture Blog "Exponential Backoff And
-  Jitter", 2015), or the server's RetryInfo hint when retrying the same replica.
+  Jitter", 2015), or the server's RetryInfo hint when it gave one.
 - A replica that cannot serve the page at all (a decoder running other weights than the encoder that
   made the page's vision tokens, during a rollout) is skipped: the page moves on without backoff,
   retry budget or an attempt spent.
@@ -30,8 +32,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from gateway.clients.calls import CallFailure
+from gateway.fair import WorkKey
 from gateway.pipeline_config import RetryPolicy
-from gateway.replicas import Replica, ReplicaSet
+from gateway.router import NO_KEY, Lease, ReplicaKey, Router, RouteView
 from inkstream.errors import InkstreamError, InternalError, Unavailable
 
 log = logging.getLogger("inkstream.gateway.retry")
@@ -78,67 +81,74 @@ class RetryCounters:
 
 
 async def with_retries(
-    replicas: ReplicaSet,
-    fn: Callable[[Replica], Awaitable[T]],
+    router: Router,
+    stage: str,
+    fn: Callable[[Lease], Awaitable[T]],
     *,
     policy: RetryPolicy,
     budget: RetryBudget,
     counters: RetryCounters,
     what: str,
-    accept: Callable[[Replica], bool] | None = None,
+    key: WorkKey = NO_KEY,
+    deadline: float | None = None,
+    accept: Callable[[RouteView], bool] | None = None,
     unaccepted: str = "",
 ) -> T:
-    """Run ``fn(replica)`` until it succeeds, following the module's policy.
+    """Run ``fn(lease)`` on a leased replica of ``stage`` until it succeeds, following the module's
+    policy.
 
     ``fn`` raises :class:`CallFailure` on failure. ``what`` names the work in errors ("page 3 decode").
-    ``accept``: only replicas for which it is true are picked (``unaccepted`` says why the others
-    were not, for the error when none is left). A ``misrouted`` failure (the replica turned out not
-    to be acceptable) moves the page to another replica without spending retry budget.
-    Raises :class:`PageFailed` with the error the page should report.
+    ``key``: the request's turn in the replicas' windows; ``deadline``: event-loop time up to which
+    the page may wait for a replica (None: ``replica_wait_s`` of an outage). ``accept``: only
+    replicas for which it is true are leased (``unaccepted`` says why the others were not, for the
+    error when none is left). A ``misrouted`` failure (the replica turned out not to be acceptable)
+    moves the page to another replica without spending retry budget. Incarnations already tried
+    are avoided and those the page is suspect on excluded, so a replica restarted behind the same
+    address is tried again. The backoff sleep comes before the next lease, never between choosing
+    a replica and calling it. Raises :class:`PageFailed` with the error the page should report.
     """
-    tried: set[str] = set()
-    suspects: dict[str, str] = {}  # replica address -> failure
+    tried: set[ReplicaKey] = set()
+    suspects: dict[ReplicaKey, str] = {}  # (address, incarnation) -> failure
     last: CallFailure | None = None
     attempt, misroutes = 0, 0
     while attempt < policy.max_attempts:
-        replica = replicas.pick(tried, accept) or replicas.pick(set(suspects), accept)
-        if replica is None:
-            try:
-                replica = await replicas.wait_pick(set(suspects), policy.replica_wait_s, accept, unaccepted)
-            except Unavailable as exc:
-                if last is not None:
-                    raise PageFailed(_reword(last.error, f"{what}: {last.error.message} (and {exc.message})")) from None
-                raise PageFailed(_reword(exc, f"{what}: {exc.message}")) from None
-        if last is not None and last.misrouted and misroutes <= len(replicas.replicas):
+        if last is not None and last.misrouted and misroutes <= len(router.stages[stage].replicas):
             pass  # the last replica ran other weights: no backoff, and it does not count as an attempt
         else:
             attempt += 1
             if attempt > 1:
                 counters.retries += 1
-                same = replica.address in tried
-                hint = last.error.retry_after_s if (last and same) else None
-                await asyncio.sleep(policy.backoff_s(attempt - 1, hint))
-        counters.calls += 1
-        async with replicas.lease(replica):
-            try:
-                result = await fn(replica)
-            except CallFailure as f:
-                last = f
-            else:
-                budget.on_success()
-                return result
+                await asyncio.sleep(policy.backoff_s(attempt - 1, last.error.retry_after_s if last else None))
+        try:
+            async with router.lease(stage, key=key, avoid=tried, exclude=set(suspects), accept=accept,
+                                    unaccepted=unaccepted, deadline=deadline) as lease:
+                counters.calls += 1
+                try:
+                    result = await fn(lease)
+                except CallFailure as f:
+                    last = f
+                else:
+                    budget.on_success()
+                    return result
+        except Unavailable as exc:
+            if last is not None:
+                raise PageFailed(_reword(last.error, f"{what}: {last.error.message} (and {exc.message})")) from None
+            raise PageFailed(_reword(exc, f"{what}: {exc.message}")) from None
+        assert last is not None
         if (last.transient or last.suspect) and not last.misrouted:  # gRFC A6: only retryable failures drain the budget
             budget.on_failure()
-        tried.add(replica.address)
+        tried.add(lease.key)
         misroutes += last.misrouted
+        if last.misrouted:
+            router.invalidate(lease.replica)
         if last.unreachable:
-            replica.mark_unreachable()
-        log.info("%s failed on %s: %s", what, replica.address, last)
+            lease.replica.mark_unreachable()
+        log.info("%s failed on %s (incarnation %d): %s", what, lease.replica.address, lease.incarnation, last)
         if last.suspect:
-            suspects[replica.address] = str(last)
+            suspects[lease.key] = str(last)
             if len(suspects) >= policy.quarantine_after:
                 counters.quarantined += 1
-                detail = "; ".join(f"{a}: {m}" for a, m in suspects.items())
+                detail = "; ".join(f"{a} (incarnation {i}): {m}" for (a, i), m in suspects.items())
                 msg = f"{what} quarantined after failing on {len(suspects)} replicas ({detail})"
                 raise PageFailed(InternalError(msg), quarantined=True)
         if not (last.transient or last.suspect):

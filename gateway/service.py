@@ -24,6 +24,7 @@ from typing import Any
 
 from gateway.cache import ResultCache, cache_key
 from gateway.config import GatewayConfig
+from gateway.fair import INTERACTIVE
 from gateway.ingest import UploadedFile, close_document, open_document, page_stream, parse_pages
 from gateway.ingest.document import Document
 from gateway.stitch import FORMATS, PageResult, error_page, page_result
@@ -134,13 +135,17 @@ class Prepared:
             self._closed = True
             await close_document(self.doc)
 
-    async def pages(self, deadline_s: float | None = None) -> AsyncGenerator[PageResult, None]:
+    async def pages(self, deadline_s: float | None = None,
+                    priority: int = INTERACTIVE) -> AsyncGenerator[PageResult, None]:
         """Page results in page order, each selected page exactly once.
 
         From the cache when possible. A page missing from, or duplicated by, the pipeline is reported
         as an INTERNAL error / dropped (and logged). ``deadline_s`` (seconds from now): pages not done
-        by then come back as DEADLINE_EXCEEDED errors. An error raised by the pipeline before its first
-        page (e.g. ResourceExhausted, Unavailable) propagates; after that, remaining pages carry it.
+        by then come back as DEADLINE_EXCEEDED errors (until then a page waits for a replica that is
+        down to come back); ``priority``: :data:`gateway.fair.INTERACTIVE` (a client waits) or
+        :data:`gateway.fair.BATCH` (an asynchronous job: its pages yield to interactive ones). An
+        error raised by the pipeline before its first page (e.g. ResourceExhausted, Unavailable)
+        propagates; after that, remaining pages carry it.
         """
         svc = self.service
         key = cache_key(self.upload.sha256, self.model_id, self.mode, self.request.task, self.indices,
@@ -154,7 +159,7 @@ class Prepared:
                     yield p
                 return
         results: list[PageResult] = []
-        run = self._run(deadline_s)
+        run = self._run(deadline_s, priority)
         try:
             async for p in run:
                 results.append(p)
@@ -164,12 +169,13 @@ class Prepared:
         if svc.cache is not None and use_cache:
             svc.cache.put(key, results)
 
-    async def _run(self, deadline_s: float | None) -> AsyncGenerator[PageResult, None]:
+    async def _run(self, deadline_s: float | None, priority: int) -> AsyncGenerator[PageResult, None]:
         loop = asyncio.get_running_loop()
         deadline = None if deadline_s is None else loop.time() + deadline_s
         options = PipelineOptions(mode=self.mode,  # the encoder's own spelling of the mode
                                    task=self.request.task, request_id=self.request_id,
-                                   max_new_tokens=self.request.max_new_tokens, temperature=self.request.temperature)
+                                   max_new_tokens=self.request.max_new_tokens, temperature=self.request.temperature,
+                                   priority=priority, deadline=deadline)
         pending = list(self.indices)  # still owed, in order
         wanted = set(self.indices)
         inputs = page_stream(self.doc, self.indices, self.service.config.render_lookahead_pages,

@@ -92,6 +92,8 @@ class OcrSession:
         self._stack.push_async_callback(pages.aclose)
         async for page in pages:
             self.core.metrics.pages.add(1, {"status": page.status, "finish_reason": page.finish_reason})
+            for code in page.warnings:
+                self.core.metrics.page_warnings.add(1, {"code": code})
             yield page
 
     @property

@@ -12,6 +12,9 @@ Output conventions (decided here, documented for API users):
 * text: pages separated by a form feed ``\f`` (the pdftotext convention).
 * a page with an error reads ``[page N: error CODE: message]`` (text) or an HTML comment (markdown);
   a page cut short by ``length`` / ``repetition`` is followed by a note saying so.
+* every page and block carries ``confidence`` and ``warnings`` (:mod:`gateway.page_signal`); in
+  markdown a page with warnings ends with an HTML comment naming them (``no text found`` for an
+  empty page); the text format stays the text only.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gateway.page_signal import SegmentScore, block_warnings, page_warnings
+from gateway.render.tables import Table, TableCell, markdown_body, page_lines
 from gateway.types import PageError, PageOutcome
-from inkstream.segments import JOIN_LINE, JOINS, join_lines
+from inkstream.segments import JOIN_LINE, is_known_join
 
 FORMATS = ("markdown", "text", "json", "hocr", "pdf")
 #: formats rendered as text by :func:`render_document`; ``pdf`` is written by
@@ -56,17 +61,25 @@ def _box(values: Sequence[float]) -> Box:
 @dataclass
 class Block:
     """A region of a page: layout ``type`` ("text", "title", "table", "line", ...), its ``text`` and
-    ``box`` (x0, y0, x1, y1) in page pixels (of the document page, see PageResult.width/height).
+    ``box`` (x0, y0, x1, y1) in page pixels (of the document page, see PageResult.width/height);
+    ``confidence`` in [0, 1] and ``warnings`` (codes of :mod:`gateway.page_signal`) of the segment
+    it was read from.
     """
 
     type: str
     text: str
     box: Box
+    confidence: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    cells: list[TableCell] = field(default_factory=list)  # a ``table`` block's cells (gateway/render/tables.py)
 
 
 @dataclass
 class PageResult:
-    """One page of a response. ``index`` is the 1-based page number; ``status`` "ok" | "error"."""
+    """One page of a response. ``index`` is the 1-based page number; ``status`` "ok" | "error";
+    ``confidence`` in [0, 1] and ``warnings`` (stable codes) from :func:`gateway.page_signal.page_warnings`
+    (0.0 and none for an error page).
+    """
 
     index: int
     status: str
@@ -78,11 +91,20 @@ class PageResult:
     error: PageError | None = None
     width: int = 0
     height: int = 0
+    confidence: float = 0.0
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the REST schema: blocks with ``box`` lists, ``error`` null or {code, message})."""
+        """JSON-ready dict (the REST schema: blocks with ``box`` lists, ``error`` null or {code, message},
+        confidences rounded to 4 decimals).
+        """
         d = asdict(self)
-        d["blocks"] = [{"type": b.type, "text": b.text, "box": [round(v, 1) for v in b.box]} for b in self.blocks]
+        d["confidence"] = round(self.confidence, 4)
+        d["blocks"] = [{"type": b.type, "text": b.text, "box": [round(v, 1) for v in b.box],
+                        "confidence": round(b.confidence, 4), "warnings": list(b.warnings)} for b in self.blocks]
+        for out, b in zip(d["blocks"], self.blocks, strict=True):
+            if b.type == "table":
+                out["cells"] = _cells_json(b.cells)
         return d
 
     @classmethod
@@ -91,12 +113,37 @@ class PageResult:
         err = d.get("error")
         return cls(
             index=int(d["index"]), status=d["status"], text=d.get("text", ""),
-            blocks=[Block(b["type"], b.get("text", ""), _box(b["box"])) for b in d.get("blocks", [])],
+            blocks=[Block(b["type"], b.get("text", ""), _box(b["box"]), float(b.get("confidence", 0.0)),
+                          list(b.get("warnings", [])), _cells_from_json(b.get("cells", [])))
+                    for b in d.get("blocks", [])],
             finish_reason=d.get("finish_reason", ""), vision_tokens=int(d.get("vision_tokens", 0)),
             generated_tokens=int(d.get("generated_tokens", 0)),
             error=PageError(err["code"], err["message"]) if err else None,
             width=int(d.get("width", 0)), height=int(d.get("height", 0)),
+            confidence=float(d.get("confidence", 0.0)), warnings=list(d.get("warnings", [])),
         )
+
+
+def _cells_json(cells: list[TableCell]) -> list[dict[str, Any]]:
+    """A table block's cells as JSON: ``{row, column, text, box}`` each (box rounded to 0.1 px)."""
+    return [{"row": c.row, "column": c.column, "text": c.text, "box": [round(v, 1) for v in c.box]} for c in cells]
+
+
+def _cells_from_json(cells: list[dict[str, Any]]) -> list[TableCell]:
+    """Inverse of :func:`_cells_json`."""
+    return [TableCell(int(c["row"]), int(c["column"]), c.get("text", ""), _box(c["box"])) for c in cells]
+
+
+def _table_blocks(cleans: list[str], segments: list[Any], sx: float, sy: float) -> tuple[list[str], list[Block]]:
+    """(page text lines, ``table`` blocks in page pixels scaled by ``sx``/``sy``) from the segments'
+    texts and joins (:func:`gateway.render.tables.page_lines`).
+    """
+    joins = [s.join if is_known_join(s.join) else JOIN_LINE for s in segments]
+    lines, tables = page_lines(cleans, joins, [_box(s.box) for s in segments])
+    blocks = [Block("table", "\n".join(t.rows), _scale_box(t.box, sx, sy),
+                    cells=[TableCell(c.row, c.column, c.text, _scale_box(c.box, sx, sy)) for c in t.cells])
+              for t in tables]
+    return lines, blocks
 
 
 def error_page(index0: int, code: str, message: str) -> PageResult:
@@ -154,7 +201,9 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
     rendered size); boxes are scaled to it from the encoder's image (``outcome.width/height``).
     Segments are taken in reading order (``SegmentText.index``); the pieces of one text line that
     the encoder cut apart are joined as it marked them (``SegmentText.join``: with a space or
-    directly, :func:`inkstream.segments.join_lines`), lines by newlines.
+    directly, :func:`inkstream.segments.join_lines`), lines by newlines. Each block gets its
+    segment's confidence, the page its token-weighted confidence and warnings
+    (:mod:`gateway.page_signal`).
     """
     if outcome.status != "ok":
         err = outcome.error or PageError("INTERNAL", "the page failed without a reason")
@@ -169,6 +218,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
     page_box: Box = (0.0, 0.0, float(w), float(h))
     texts: list[str] = []
     blocks: list[Block] = []
+    tables: list[Block] = []
     segments = sorted(outcome.segments, key=lambda s: s.index)
     if segments:
         cleans: list[str] = []
@@ -177,19 +227,37 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
             seg_box = _box(seg.box)
             clean, seg_blocks = parse_grounding(seg.text, seg_box, "text" if whole else "line")
             cleans.append(clean)
+            for b in seg_blocks:
+                b.confidence, b.warnings = seg.confidence, block_warnings(seg.confidence, b.text)
             blocks.extend(seg_blocks)
-        texts = join_lines(cleans, [s.join if s.join in JOINS else JOIN_LINE for s in segments])
+        texts, tables = _table_blocks(cleans, segments, sx, sy)
     else:
         clean, blocks = parse_grounding(outcome.text, page_box, "text")
         if clean:
             texts.append(clean)
-    blocks = [Block(b.type, b.text, _scale_box(b.box, sx, sy)) for b in blocks]
+    blocks = [Block(b.type, b.text, _scale_box(b.box, sx, sy), b.confidence, b.warnings) for b in blocks]
     joiner = "\n" if len(segments) > 1 and all(b.type == "line" for b in blocks) else "\n\n"
+    blocks += tables
+    text = joiner.join(texts)
+    confidence, warnings = page_warnings(
+        [SegmentScore(s.text, s.confidence, s.generated_tokens) for s in segments], text)
     return PageResult(
-        index=outcome.index + 1, status="ok", text=joiner.join(texts), blocks=blocks,
+        index=outcome.index + 1, status="ok", text=text, blocks=blocks,
         finish_reason=outcome.finish_reason or "stop", vision_tokens=outcome.vision_tokens,
         generated_tokens=outcome.generated_tokens, width=int(dw), height=int(dh),
+        confidence=confidence, warnings=warnings,
     )
+
+
+def warning_note(page: PageResult) -> str:
+    """What a page's warnings say, for a person ("" without warnings): ``no text found``, or the codes
+    with the page's confidence.
+    """
+    if not page.warnings:
+        return ""
+    if page.warnings == ["no_text_found"]:
+        return "no text found"
+    return f"warnings: {', '.join(page.warnings)} (confidence {page.confidence:.2f})"
 
 
 def finish_note(page: PageResult) -> str:
@@ -204,17 +272,25 @@ def render_page(page: PageResult, fmt: str) -> str:
         if page.status != "ok":
             err = page.error or PageError("INTERNAL", "unknown error")
             return f"{head}\n\n<!-- page {page.index}: error {err.code}: {_comment_safe(err.message)} -->"
-        note = finish_note(page)
         text = page.text
-        if page.blocks and all(b.type == "line" for b in page.blocks):
-            text = "\n".join(_plain_line_markdown(line) for line in text.split("\n"))
-        body = text + (f"\n\n<!-- page {page.index}: {_comment_safe(note)} -->" if note else "")
+        lines = [b for b in page.blocks if b.type != "table"]
+        if lines and all(b.type == "line" for b in lines):
+            tables = [b for b in page.blocks if b.type == "table"]
+            text = markdown_body(text, [_md_table(b) for b in tables], _plain_line_markdown)
+        body = text
+        for note in (finish_note(page), warning_note(page)):
+            body += f"\n\n<!-- page {page.index}: {_comment_safe(note)} -->" if note else ""
         return f"{head}\n\n{body}".rstrip()
     if page.status != "ok":
         err = page.error or PageError("INTERNAL", "unknown error")
         return f"[page {page.index}: error {err.code}: {err.message}]"
     note = finish_note(page)
     return page.text + (f"\n[page {page.index}: {note}]" if note else "")
+
+
+def _md_table(block: Block) -> Table:
+    """The :class:`gateway.render.tables.Table` of a ``table`` block (its rows: the block's text lines)."""
+    return Table(cells=list(block.cells), box=block.box, rows=block.text.split("\n") if block.text else [])
 
 
 _MD_LEAD = re.compile(r"^(\s*)([#>+*=|`~_\[-])")

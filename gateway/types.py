@@ -47,7 +47,8 @@ class ModeInfo:
 class EncoderInfo:
     """What the gateway needs from the encoders' Info: model id, modes, default mode, image limit
     (bytes), ``capacity`` (pages one replica holds before RESOURCE_EXHAUSTED: ``max_queue_pages`` +
-    ``max_batch_size``; 0 when it does not say) and weights ``revision``.
+    ``max_batch_size``; 0 when it does not say), ``window`` (pages this gateway keeps open on one
+    replica: see :func:`gateway.clients.encoder.encoder_window`) and weights ``revision``.
     """
 
     model_id: str
@@ -56,6 +57,7 @@ class EncoderInfo:
     max_image_bytes: int = 0
     capacity: int = 0
     revision: str = ""
+    window: int = 0
 
     def mode(self, name: str | None) -> ModeInfo:
         """The named mode (default when empty), matched case-insensitively like ``format`` and ``task``
@@ -74,7 +76,9 @@ class EncoderInfo:
 @dataclass
 class SegmentText:
     """Decoded text of one segment, ``box`` (x0, y0, x1, y1) in page pixels, ``join``: how it goes
-    on from the previous segment's text (:data:`inkstream.segments.JOINS`).
+    on from the previous segment's text (:data:`inkstream.segments.JOINS`); ``confidence`` in [0, 1]:
+    the decoder's geometric mean of the probabilities of the ``generated_tokens`` tokens
+    (``Usage.confidence``; 0.0 when none were generated).
     """
 
     index: int
@@ -83,6 +87,7 @@ class SegmentText:
     finish_reason: str = "stop"
     generated_tokens: int = 0
     join: str = "line"
+    confidence: float = 0.0
 
 
 @dataclass
@@ -108,7 +113,10 @@ class PageOutcome:
 class PipelineOptions:
     """Per-request options: encoder ``mode`` and decoder ``task`` names ("" = service default),
     ``max_new_tokens`` per segment (0 = decoder default), ``request_id`` for logs and traces,
-    ``temperature`` of the decoder's sampling (0 = greedy).
+    ``temperature`` of the decoder's sampling (0 = greedy), ``priority`` (:data:`gateway.fair.INTERACTIVE`
+    0 for a waiting client, :data:`gateway.fair.BATCH` 1 for an asynchronous job) and ``deadline``
+    (event-loop time by which the document is due; None = none): a page waits for a replica to come
+    back up to it.
     """
 
     mode: str = ""
@@ -116,6 +124,8 @@ class PipelineOptions:
     max_new_tokens: int = 0
     request_id: str = ""
     temperature: float = 0.0
+    priority: int = 0
+    deadline: float | None = None
 
 
 class PagePipeline(Protocol):

@@ -7,7 +7,9 @@ Documents: every ``NAME.{png,jpg,jpeg,tif,tiff,bmp,webp,pdf}`` under DIR (recurs
 Scoring (as /work/shared/eval/README.md prescribes): both texts are NFC-normalised (Unicode UAX #15,
 so a decomposed accent counts as one character), then every run of whitespace (spaces, newlines,
 form feeds) is folded to one space. CER = Levenshtein distance / reference characters (rapidfuzz);
-WER = word-level edit distance / reference words (jiwer). "overall" sums edits and reference lengths
+WER = word-level edit distance / reference words (jiwer). A ``~`` in the
+ground truth (UNLV-ISRI: a character the transcriber could not encode) is masked in the CER: it is
+not counted in the reference length and no edit at its place counts. "overall" sums edits and reference lengths
 over all documents (micro average).
 
 Page rasterisation: in-process, PDF pages are rendered (pypdfium2) so their long side is the encoder
@@ -45,6 +47,8 @@ from models.registry import decoder_half_class, encoder_half_class, family_of
 IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"}
 DOC_EXTS = IMAGE_EXTS | {".pdf"}
 _WS = re.compile(r"\s+")
+#: Marks a character the transcriber could not encode (UNLV-ISRI ground truth): not scored in the CER.
+MASK_CHAR = "~"
 
 
 def fold(text: str) -> str:
@@ -85,7 +89,24 @@ def score(hyp: str, ref: str) -> Score:
         word_edits = out.substitutions + out.deletions + out.insertions
     else:
         word_edits = len(h.split())
+    if MASK_CHAR in r:
+        return Score(_masked_distance(h, r), len(r) - r.count(MASK_CHAR), word_edits, len(rw))
     return Score(Levenshtein.distance(h, r), len(r), word_edits, len(rw))
+
+
+def _masked_distance(h: str, r: str) -> int:
+    """Levenshtein edits of ``h`` against ``r`` where no edit touching a masked reference character
+    (``MASK_CHAR``: read as anything, or nothing, or with a stray character beside it) counts.
+    """
+    edits = 0
+    for op in Levenshtein.editops(h, r):  # turns the hypothesis into the reference
+        j = op.dest_pos
+        if op.tag in ("insert", "replace") and r[j] == MASK_CHAR:
+            continue
+        if op.tag == "delete" and ((j > 0 and r[j - 1] == MASK_CHAR) or (j < len(r) and r[j] == MASK_CHAR)):
+            continue
+        edits += 1
+    return edits
 
 
 def find_documents(root: str | pathlib.Path) -> list[tuple[pathlib.Path, pathlib.Path]]:

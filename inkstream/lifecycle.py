@@ -26,30 +26,20 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from inkstream.errors import Unavailable
+from inkstream.fatal import ForwardHealth
+from inkstream.grpc_options import (  # noqa: F401 - re-exported: the services import them from here
+    DEFAULT_MAX_MESSAGE_BYTES,
+    client_options,
+    listener_options,
+    server_options,
+)
 
 T = TypeVar("T")
 
 log = logging.getLogger("inkstream.lifecycle")
 
-# Vision tokens of the real model's largest page: 1,120 tokens x 1,280 hidden x 4 bytes (fp32)
-# = 5.7 MB; bf16 halves it. gRPC's default 4 MiB receive limit is below that, so services set
-# their limit explicitly (default 64 MiB also covers multi-segment pages and page images).
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-
 # Health service name the liveness probe asks for (stays SERVING while draining).
 LIVENESS_SERVICE = "inkstream.liveness"
-
-
-def server_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
-    """GRPC channel arguments for servers and clients: message limits (bytes) and keepalive."""
-    return [
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.keepalive_time_ms", 30_000),
-        ("grpc.keepalive_timeout_ms", 10_000),
-        ("grpc.http2.max_pings_without_data", 0),
-        ("grpc.keepalive_permit_without_calls", 1),
-    ]
 
 
 async def in_daemon_thread(fn: Callable[..., T], *args: object) -> T:
@@ -85,14 +75,6 @@ async def in_daemon_thread(fn: Callable[..., T], *args: object) -> T:
     return await fut
 
 
-def listener_options(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
-    """:func:`server_options` for a gRPC server, plus ``grpc.so_reuseport`` 0: gRPC sets SO_REUSEPORT
-    by default on Linux, so a second server started on a port already in use would bind it too and
-    silently share its connections; without it the bind fails (``add_*_port`` returns 0).
-    """
-    return [*server_options(max_message_bytes), ("grpc.so_reuseport", 0)]
-
-
 class Lifecycle:
     """Readiness, in-flight accounting and drain for one gRPC server.
 
@@ -110,11 +92,48 @@ class Lifecycle:
         self._idle = asyncio.Event()
         self._idle.set()
         self.stopped = asyncio.Event()
+        self.failed: str | None = None  # why the replica stopped on an unrecoverable failure
         self._health_servers: list[grpc.aio.Server] = []  # plaintext health-only servers (TLS setups)
+        self._servers: list[grpc.aio.Server] = []
+        self._fail_task: asyncio.Task[None] | None = None
 
     def register(self, server: grpc.aio.Server) -> None:
         """Add the health service to ``server``."""
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        self._servers.append(server)
+
+    def forward_health(self, name: str, max_consecutive_failures: int = 8) -> ForwardHealth:
+        """A :class:`inkstream.fatal.ForwardHealth` whose trip calls :meth:`fail` on this loop
+        (callable from any thread). Must be called from the running event loop.
+        """
+        loop = asyncio.get_running_loop()
+
+        def on_trip(reason: str) -> None:
+            def start() -> None:
+                self._fail_task = asyncio.ensure_future(self.fail(reason))
+            try:
+                loop.call_soon_threadsafe(start)
+            except RuntimeError:  # the loop is closed: the process is ending anyway
+                pass
+
+        return ForwardHealth(name, on_trip, max_consecutive_failures)
+
+    async def fail(self, reason: str) -> None:
+        """The replica can no longer work (:mod:`inkstream.fatal`): every health entry, liveness
+        included, NOT_SERVING; new work refused; the servers stop (calls in flight are cancelled:
+        they would fail anyway) and :attr:`stopped` is set, so the service's main exits with
+        :data:`inkstream.fatal.EXIT_UNRECOVERABLE`.
+        """
+        if self.failed is not None:
+            return
+        self.failed = reason
+        self._drain_started = self.draining = True
+        await self.set_not_serving()
+        await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+        for server in self._servers:
+            await server.stop(grace=0.5)
+        await self._stop_plain_health()
+        self.stopped.set()
 
     def add_plain_health(self, address: str) -> int:
         """A second server on ``address`` serving only this health service, without TLS (kubelet's

@@ -30,8 +30,8 @@ from launcher.probes import free_port, grpc_serving, http_up
 
 SERVICES = ("encoder", "decoder", "gateway")
 # The gateway drains for up to drain_grace_s (30 s by default, gateway/config.py) so that documents
-# in flight finish or fail page by page (a page with no replica left fails after replica_wait_s,
-# 10 s), then gives uvicorn up to min(drain_grace_s, 30 s) to close (gateway/main.py); the stack
+# in flight finish or fail page by page (a page with no replica left waits for one, at most until
+# the drain grace ends), then gives uvicorn up to min(drain_grace_s, 30 s) to close (gateway/main.py); the stack
 # waits that long plus a margin before SIGKILL.
 GATEWAY_STOP_GRACE_S = 65.0
 BACKEND_STOP_GRACE_S = 10.0

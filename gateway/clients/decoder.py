@@ -11,13 +11,14 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import grpc
 
 from gateway.clients.calls import CallFailure, call_metadata, classify_rpc_error, item_failure
 from gateway.clients.encoder import VisionSegment
 from gateway.types import SegmentText
-from inkstream.errors import InternalError
+from inkstream.errors import InternalError, Unavailable
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc, tensor_pb2
 
 _FINISH = {
@@ -32,12 +33,14 @@ _FINISH = {
 class DecoderInfo:
     """What the gateway uses of a decoder's ``Info``: task names and its sequence capacity
     (``max_running`` + ``max_waiting``: segments it accepts at once without RESOURCE_EXHAUSTED;
-    0 when the decoder does not say); ``revision``: its weights fingerprint ("" when unknown).
+    0 when the decoder does not say); ``revision``: its weights fingerprint ("" when unknown);
+    ``window``: segments this gateway keeps open on it (:func:`decoder_window`).
     """
 
     tasks: tuple[str, ...]
     capacity: int
     revision: str = ""
+    window: int = 0
 
 
 async def fetch_decoder_info(channel: grpc.aio.Channel, timeout_s: float) -> DecoderInfo:
@@ -46,7 +49,20 @@ async def fetch_decoder_info(channel: grpc.aio.Channel, timeout_s: float) -> Dec
         resp = await decoder_pb2_grpc.TextDecoderStub(channel).Info(decoder_pb2.InfoRequest(), timeout=timeout_s)
     except grpc.RpcError as err:
         raise classify_rpc_error(err) from None
-    return DecoderInfo(tuple(resp.tasks), max(0, int(resp.max_running) + int(resp.max_waiting)), resp.revision)
+    running, waiting = max(0, int(resp.max_running)), max(0, int(resp.max_waiting))
+    return DecoderInfo(tuple(resp.tasks), running + waiting, resp.revision, decoder_window(running, waiting))
+
+
+def decoder_window(max_running: int, max_waiting: int) -> int:
+    """Segments the gateway keeps open on one decoder replica: its running batch plus a quarter of
+    it queued (so a finished row is replaced at the next step), never more than it accepts
+    (``max_running + max_waiting``); 0 (no window) when it does not say. The rest wait in the
+    gateway's fair window rather than in the decoder's FIFO waiting queue, where a small request's
+    segments would queue behind a long document's.
+    """
+    if max_running <= 0:
+        return 0
+    return min(max_running + max_waiting, max_running + max(1, max_running // 4))
 
 
 def decode_request(
@@ -63,6 +79,20 @@ def decode_request(
         sampling=decoder_pb2.SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature),
         vision_revision=vision_revision,
     )
+
+
+class Slots(Protocol):
+    """A replica's shared segment window as the caller's semaphore (``asyncio.Semaphore`` or
+    :class:`gateway.fair.KeyedSlots`): ``await acquire()`` one slot, ``release()`` it.
+    """
+
+    async def acquire(self) -> Any:
+        """Take one slot (waits for one)."""
+        ...
+
+    def release(self) -> None:
+        """Give one slot back."""
+        ...
 
 
 @dataclass
@@ -85,7 +115,7 @@ async def decode_segments(
     request_id: str = "",
     attempt: DecodeAttempt | None = None,
     max_segments_in_flight: int = 64,
-    replica_slots: asyncio.Semaphore | None = None,
+    replica_slots: Slots | None = None,
     vision_revision: str = "",
     temperature: float = 0.0,
 ) -> DecodeAttempt:
@@ -129,7 +159,15 @@ async def decode_segments(
                                temperature=temperature))
         await call.done_writing()
 
+    def writer_failed(task: asyncio.Task[None]) -> None:
+        # A writer that fails (a request that cannot be built or written) would otherwise leave the
+        # reader waiting for answers to segments never sent, until the call's deadline: end the call
+        # now, so the read below returns and the failure is raised at once.
+        if not task.cancelled() and task.exception() is not None:
+            call.cancel()
+
     writing = asyncio.create_task(writer())
+    writing.add_done_callback(writer_failed)
     open_ids = set(want)
     finished = False
     try:
@@ -154,15 +192,21 @@ async def decode_segments(
                         seg = want[sid]
                         attempt.done[sid] = SegmentText(index=sid, text="".join(text[sid]), box=seg.box,
                                                         join=seg.join, finish_reason=reason,
-                                                        generated_tokens=int(resp.usage.generated_tokens))
+                                                        generated_tokens=int(resp.usage.generated_tokens),
+                                                        confidence=float(resp.usage.confidence))
                     open_ids.discard(sid)
                     release()
         finished = True
     except grpc.RpcError as err:
+        _raise_writer_failure(writing)
         raise classify_rpc_error(err) from None
+    except asyncio.CancelledError:
+        if writing.done():  # cancelled by writer_failed, not by our caller
+            _raise_writer_failure(writing)
+        raise
     finally:
         writing.cancel()
-        with contextlib.suppress(BaseException):
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # its failure is raised above
             await writing
         if not finished:
             call.cancel()
@@ -170,7 +214,21 @@ async def decode_segments(
             for _ in range(held):
                 replica_slots.release()
             held = 0
+    _raise_writer_failure(writing)
     if open_ids:
         raise CallFailure(InternalError(f"decoder closed the stream with {len(open_ids)} segment(s) unfinished"),
                           suspect=True)
     return attempt
+
+
+def _raise_writer_failure(writing: asyncio.Task[None]) -> None:
+    """Raise the request writer's failure, if it failed, as a CallFailure (transient: the page may
+    be retried on another replica at once; a stream that broke under the writer is classified as
+    the RPC error it was).
+    """
+    if not writing.done() or writing.cancelled() or writing.exception() is None:
+        return
+    exc = writing.exception()
+    if isinstance(exc, grpc.RpcError):
+        raise classify_rpc_error(exc) from None
+    raise CallFailure(Unavailable(f"sending the segments to the decoder failed: {exc!r}"), transient=True) from exc

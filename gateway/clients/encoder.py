@@ -16,7 +16,7 @@ from gateway.clients.calls import CallFailure, call_metadata, classify_rpc_error
 from gateway.types import EncoderInfo, ModeInfo
 from inkstream.errors import InternalError
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
-from inkstream.segments import JOIN_LINE, JOINS
+from inkstream.segments import JOIN_LINE, join_from_wire
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,20 @@ def encoder_info_from_pb(resp: encoder_pb2.InfoResponse) -> EncoderInfo:
     default = resp.default_mode or (modes[0].name if modes else "")
     capacity = int(resp.max_queue_pages) + int(resp.max_batch_size) if resp.max_queue_pages > 0 else 0
     return EncoderInfo(model_id=resp.model_id, modes=modes, default_mode=default,
-                       max_image_bytes=int(resp.max_image_bytes), capacity=capacity, revision=resp.revision)
+                       max_image_bytes=int(resp.max_image_bytes), capacity=capacity, revision=resp.revision,
+                       window=encoder_window(int(resp.max_batch_size), capacity))
+
+
+def encoder_window(max_batch_size: int, capacity: int) -> int:
+    """Pages the gateway keeps open on one encoder replica: two batches (one in the forward pass,
+    one queued behind it, so the encoder never idles between batches), never more than it holds
+    (``capacity``); 0 (no window) when the encoder gives no capacity. Pages beyond it wait in the
+    gateway, where :class:`gateway.fair.FairWindow` gives them out in turn per request: in the
+    encoder's own FIFO queue a small request would wait behind every queued page of a long one.
+    """
+    if capacity <= 0:
+        return 0
+    return max(1, min(capacity, 2 * max(1, max_batch_size)))
 
 
 async def fetch_encoder_info(channel: grpc.aio.Channel, timeout_s: float) -> EncoderInfo:
@@ -93,7 +106,7 @@ def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
             dtype=int(s.vision_tokens.dtype),
             data=s.vision_tokens.data,
             box=(s.box.x0, s.box.y0, s.box.x1, s.box.y1),
-            join=JOINS[s.join] if 0 <= s.join < len(JOINS) else JOIN_LINE,
+            join=join_from_wire(s.join, s.cell.table, s.cell.row, s.cell.column),
         )
         for s in resp.segments
     ]

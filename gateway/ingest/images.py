@@ -123,9 +123,14 @@ def _on_white(im: Image.Image) -> Image.Image:
 def fit(im: Image.Image, long_side_px: int, max_pixels: int) -> Image.Image:
     """Downscale (never upscale) so the long side is at most ``long_side_px`` and the pixel count at
     most ``max_pixels``; Lanczos resampling (Pillow ``Image.resize``).
+
+    A page more than twice as long as it is wide (a tall screenshot, a receipt, a panorama) is
+    bounded by its short side instead, at ``long_side_px / 2``: shrinking its long side to
+    ``long_side_px`` would shrink its text below what the model can read (a 1000 x 15000 px
+    screenshot would become 147 px wide). The two rules agree at an aspect ratio of 2.
     """
     w, h = im.size
-    scale = min(1.0, long_side_px / max(w, h)) if long_side_px > 0 else 1.0
+    scale = min(1.0, long_side_px / min(max(w, h), 2 * min(w, h))) if long_side_px > 0 else 1.0
     scale = min(scale, math.sqrt(max_pixels / (w * h)))
     if scale >= 1.0:
         return im

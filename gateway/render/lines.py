@@ -77,7 +77,8 @@ def _line_groups(page: PageResult) -> list[list[int]] | None:
     word gap or inside a word, :data:`inkstream.segments.JOINS`), one block each; the page text has
     them joined back into one line.
     """
-    blocks, groups, bi = page.blocks, [], 0
+    # ``table`` blocks (gateway/render/tables.py) come after the line blocks and repeat their text
+    blocks, groups, bi = [b for b in page.blocks if b.type != "table"], [], 0
     for line in (ln for ln in page.text.split("\n") if ln.strip()):
         want, acc, group = _squash(line), "", []
         while bi < len(blocks) and len(acc) < len(want):
@@ -109,7 +110,7 @@ def _joined_line(page: PageResult, group: list[int], line_text: str) -> Line | N
         if box is None or not text:
             continue
         padded = (" " if spaced_before and k > 0 else "") + text + (" " if spaced_after and k < len(pieces) - 1 else "")
-        words.extend(words_of(padded, box))
+        words.extend(words_of(padded, box, page.blocks[group[k]].confidence))
     union = (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
     return Line(line_text, union, words)
 
@@ -135,7 +136,7 @@ def page_regions(page: PageResult) -> list[Region]:
     """
     if page.status != "ok":
         return []
-    if page.blocks and all(b.type == "line" for b in page.blocks):
+    if page.blocks and all(b.type in ("line", "table") for b in page.blocks):
         joined = _line_regions(page)
         if joined is not None:
             return joined
@@ -150,6 +151,6 @@ def page_regions(page: PageResult) -> list[Region]:
         lines = []
         for i, t in enumerate(texts):
             lbox = (box[0], box[1] + i * band, box[2], box[1] + (i + 1) * band)
-            lines.append(Line(t, lbox, words_of(t, lbox)))
+            lines.append(Line(t, lbox, words_of(t, lbox, block.confidence)))
         regions.append(Region(block.type, box, lines))
     return regions

@@ -15,6 +15,14 @@ decides between the two 90-degree turns, and turns a page that looks upright by 
 a clear vote over at least 4 lines (about 25 ms per page). Boxes are reported in the pixels of the
 page as received.
 
+Layout (:meth:`LineDetector.detect`, when ``tesserocr`` is installed): once the page is upright,
+Tesseract's page-layout analysis (:mod:`models.compact.layout`) measures its skew -- a page skewed by
+``MIN_SKEW_DEG`` to ``MAX_SKEW_DEG`` degrees is rotated straight and detected again -- and finds its
+regions and rule lines; rules are painted out of the returned image (borders are not read as
+characters) and the lines are ordered region by region (:mod:`models.compact.layout_order`), table
+regions cell by cell (:mod:`models.compact.table`). Without it, the whole page is ordered by
+:func:`reading_order`.
+
 Reading order (:func:`reading_order`): recursive XY-cut (Nagy & Seth 1984) on the line boxes. A
 vertical cut (a column gutter: an x-range crossed by at most 5 % of the boxes) is preferred, but only
 where both sides hold prose lines (several boxes much wider than tall), so table rows and margin line
@@ -31,20 +39,26 @@ import rapidocr
 from PIL import Image
 from rapidocr.ch_ppocr_det.utils import DBPostProcess, DetPreProcess
 
+from inkstream.segments import JOIN_LINE
+from models.compact import large_print
+from models.compact.layout import LayoutAnalyser, PageLayout, erase_rules, interval_gaps
+
 RAPIDOCR_MODELS = pathlib.Path(rapidocr.__file__).parent / "models"
 DET_MODEL = RAPIDOCR_MODELS / "PP-OCRv6_det_small.onnx"
 CLS_MODEL = RAPIDOCR_MODELS / "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
 
-
 @dataclass
 class LineBox:
     """A detected text line: ``quad`` float32 [4, 2] (x, y page pixels, clockwise from top-left),
-    ``box`` (x0, y0, x1, y1) its axis-aligned bounds, ``score`` detector confidence 0..1.
+    ``box`` (x0, y0, x1, y1) its axis-aligned bounds, ``score`` detector confidence 0..1, ``join``
+    how its text goes on from the previous line's (:mod:`inkstream.segments`: ``line``, or
+    ``cell:T:R:C`` / ``space`` for a table cell's lines).
     """
 
     quad: np.ndarray
     box: tuple[float, float, float, float]
     score: float
+    join: str = JOIN_LINE
 
 
 def _session(path: pathlib.Path, threads: int):
@@ -54,6 +68,11 @@ def _session(path: pathlib.Path, threads: int):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
+    # No arena / memory pattern: onnxruntime's CPU arena keeps (and grows to) the largest activations
+    # ever seen at the detector's resolution -- measured on the Federal Register page: +710 MiB peak
+    # after two pages with the arena, +520 MiB without, and no slower.
+    opts.enable_cpu_mem_arena = False
+    opts.enable_mem_pattern = False
     return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
@@ -71,6 +90,7 @@ class LineDetector:
 
     def __init__(self, det_long_side: int = 1600, threads: int = 1, pad_px: int = 24):
         self.det_long_side, self.pad = det_long_side, pad_px
+        self.layout = LayoutAnalyser()
         self.det = _session(DET_MODEL, threads)
         self.cls = _session(CLS_MODEL, threads) if CLS_MODEL.is_file() else None
         self.pre = DetPreProcess(limit_side_len=det_long_side, limit_type="max")
@@ -88,8 +108,8 @@ class LineDetector:
         """
         h, w = rgb.shape[:2]
         band = max(self.det_long_side, w)
-        if h <= 2 * w or h <= self.det_long_side:
-            return self._detect_band(rgb)
+        if h <= 2 * w or h <= self.det_long_side:  # display type found by a coarse pass (large_print)
+            return large_print.with_large_lines(rgb, self._detect_band(rgb), self._detect_band)
         overlap = max(256, band // 5)
         starts = list(range(0, h - band, band - overlap)) + [h - band]
         starts = sorted(set(starts))
@@ -151,10 +171,11 @@ class LineDetector:
             n += 1
         return n >= min_lines and votes / n > margin
 
-    def detect(self, image: Image.Image) -> tuple[Image.Image, list[LineBox], int]:
-        """Find the text lines of ``image``. Returns (upright page image, lines in reading order with
-        boxes in the upright image's pixels, rotation applied in degrees counter-clockwise: 0, 90,
-        180 or 270).
+    def detect(self, image: Image.Image) -> tuple[Image.Image, list[LineBox], float]:
+        """Find the text lines of ``image``. Returns (upright page image, with rule lines painted
+        out when the layout analysis ran; lines in reading order with boxes in the upright image's
+        pixels; rotation applied in degrees counter-clockwise: 0, 90, 180 or 270 plus the deskew
+        angle, the image turned by PIL ``rotate(rotation, expand=True)``).
         """
         rgb = np.asarray(image.convert("RGB"))
         lines = self._detect(rgb)
@@ -171,18 +192,31 @@ class LineDetector:
             image, rotation = image.rotate(180, expand=True), (rotation + 180) % 360
             rgb = np.asarray(image.convert("RGB"))
             lines = self._detect(rgb)
-        return image, reading_order(lines), rotation
+        if not self.layout.available:
+            return image, reading_order(lines), rotation
+        return self._layout(image, lines, rotation)
 
+    def _layout(self, image: Image.Image, lines: list[LineBox],
+                rotation: float) -> tuple[Image.Image, list[LineBox], float]:
+        """Deskew, rule removal and region-based reading order of an upright page (see the module
+        docstring); same return value as :meth:`detect`.
+        """
+        from models.compact.regions import MAX_SKEW_DEG, MIN_SKEW_DEG, inside_rule, line_skew_deg, region_order
 
-def _gaps(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Empty stretches between the union of ``intervals`` (sorted), as (start, end) pairs."""
-    iv = sorted(intervals)
-    gaps, end = [], iv[0][1]
-    for a, b in iv[1:]:
-        if a > end:
-            gaps.append((end, a))
-        end = max(end, b)
-    return gaps
+        skew = line_skew_deg(lines)
+        page = self.layout.analyse(image) if skew is None or abs(skew) < MIN_SKEW_DEG else PageLayout()
+        if skew is None:  # too few long lines to measure: Tesseract's estimate
+            skew = page.skew_deg
+        if MIN_SKEW_DEG <= abs(skew) <= MAX_SKEW_DEG:
+            image = image.convert("RGB").rotate(-skew, resample=Image.Resampling.BICUBIC, expand=True,
+                                                fillcolor=(255, 255, 255))  # turned back clockwise
+            rotation -= skew
+            lines = self._detect(np.asarray(image))
+            page = self.layout.analyse(image)
+        if page.rules:
+            image = erase_rules(image, page.rules)
+            lines = [ln for ln in lines if not inside_rule(ln, page.rules)]
+        return image, region_order(lines, page, image.height), rotation
 
 
 def reading_order(lines: list[LineBox]) -> list[LineBox]:
@@ -233,7 +267,7 @@ def _straddler_cut(lines: list[LineBox], x_mid: float, med_h: float) -> float | 
     cross = [ln for ln in lines if ln.box[0] < x_mid - med_h and ln.box[2] > x_mid + med_h]
     if not cross:
         return None
-    gaps = [(g0 + g1) / 2 for g0, g1 in _gaps([(ln.box[1], ln.box[3]) for ln in lines])]
+    gaps = [(g0 + g1) / 2 for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines])]
     best = None
     for y in gaps:
         above = [ln for ln in lines if _cy(ln) < y]
@@ -287,7 +321,7 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
             if best is None or score > best[0]:
                 best = (score, "x", mid)
     if best is None:
-        for g0, g1 in _gaps([(ln.box[1], ln.box[3]) for ln in lines]):
+        for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines]):
             score = (g1 - g0) / med_h
             if best is None or score > best[0]:
                 best = (score, "y", (g0 + g1) / 2)

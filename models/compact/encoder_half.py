@@ -4,7 +4,9 @@
 (:class:`models.compact.detect.LineDetector`), order them for reading (columns, then top to bottom),
 crop each line, split lines longer than the recogniser was trained on at inter-word gaps
 (:mod:`models.compact.linesplit`; each piece is a segment) and normalise each to a [1, 32, W] ink
-map (:func:`models.compact.lineimage.normalise_line`).
+map (:func:`models.compact.lineimage.normalise_line`). A page or line of light text on dark paper is
+inverted first, and lines too faint to be print (bleed-through) are dropped
+(:mod:`models.compact.prepare`).
 Each line is then zero-padded (paper) to a width bucket (a multiple of ``BUCKET_PX`` = 64 pixels), so
 its vision tokens do not depend on which other lines share its forward pass.
 
@@ -17,6 +19,7 @@ the page as received (for a page found sideways the box is mapped back through t
 
 from __future__ import annotations
 
+import math
 import pathlib
 from typing import Any
 
@@ -26,6 +29,7 @@ from PIL import Image
 from inkstream.errors import InvalidInput
 from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, SegmentTokens
 from models.compact import checkpoint as ckpt
+from models.compact import prepare
 from models.compact.detect import LineDetector, crop_line
 from models.compact.lineimage import LINE_HEIGHT, MAX_WIDTH, WIDTH_MULTIPLE, normalise_line, normalised_width
 from models.compact.linesplit import split_line
@@ -38,19 +42,32 @@ MODES = {"lines": ModeSpec(name="lines", page_long_side_px=2200, max_vision_toke
 MIN_PAGE_PX = 8
 
 
-def _unrotate_box(box: tuple[float, float, float, float], rotation: int, w: int,
+def _unrotate_box(box: tuple[float, float, float, float], rotation: float, w: int,
                   h: int) -> tuple[float, float, float, float]:
     """Map a box in the upright image back to the received page (PIL ``rotate(deg, expand=True)``
-    turned the received ``w`` x ``h`` page counter-clockwise by ``rotation`` degrees).
+    turned the received ``w`` x ``h`` page counter-clockwise by ``rotation`` degrees: a quarter turn,
+    plus the deskew angle). The box's corners are turned back about the images' centres; the result
+    is their axis-aligned bounds (exact for quarter turns).
     """
     x0, y0, x1, y1 = box
-    if rotation == 90:  # upright (u, v) <- received (x, y): u = y, v = w - x
+    quarter = rotation % 90 == 0
+    if quarter and rotation % 360 == 90:  # upright (u, v) <- received (x, y): u = y, v = w - x
         return (w - y1, x0, w - y0, x1)
-    if rotation == 180:
+    if quarter and rotation % 360 == 180:
         return (w - x1, h - y1, w - x0, h - y0)
-    if rotation == 270:
+    if quarter and rotation % 360 == 270:
         return (y0, h - x1, y1, h - x0)
-    return box
+    if quarter:
+        return box
+    t = math.radians(rotation)
+    c, s = math.cos(t), math.sin(t)
+    uw, uh = abs(w * c) + abs(h * s), abs(w * s) + abs(h * c)  # the expanded canvas
+    xs, ys = [], []
+    for u, v in ((x0, y0), (x1, y0), (x1, y1), (x0, y1)):
+        du, dv = u - uw / 2, v - uh / 2  # u = x c + y s, v = -x s + y c (about the centres)
+        xs.append(du * c - dv * s + w / 2)
+        ys.append(du * s + dv * c + h / 2)
+    return (max(0.0, min(xs)), max(0.0, min(ys)), min(float(w), max(xs)), min(float(h), max(ys)))
 
 
 class CompactEncoderHalf(EncoderHalf):
@@ -90,7 +107,7 @@ class CompactEncoderHalf(EncoderHalf):
         """Normalise line crops -> [1, 32, W_bucket] float32 each (W_bucket a multiple of 64)."""
         out = []
         for crop in crops:
-            x = normalise_line(crop)
+            x = normalise_line(prepare.dark_on_light(crop))
             bucket = min(MAX_WIDTH, -(-x.shape[-1] // BUCKET_PX) * BUCKET_PX)
             padded = torch.zeros(1, LINE_HEIGHT, max(bucket, x.shape[-1]))
             padded[:, :, : x.shape[-1]] = x
@@ -108,8 +125,12 @@ class CompactEncoderHalf(EncoderHalf):
         if image.width < MIN_PAGE_PX or image.height < MIN_PAGE_PX:
             raise InvalidInput(f"page of {image.width}x{image.height} px is too small "
                                f"(min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
-        upright, lines, rotation = self._detector.detect(image)
-        pieces = [p for ln in lines for p in split_line(crop_line(upright, ln), ln.box)]
+        upright, lines, rotation = self._detector.detect(prepare.positive(image))  # light-on-dark inverted
+        lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln))  # faint bleed-through is no text
+        pieces = []
+        for ln in lines:  # a line's first piece carries the line's join (a table cell's place)
+            parts = split_line(*prepare.tighten(crop_line(upright, ln), ln.box))  # display type trimmed
+            pieces += [(parts[0][0], parts[0][1], ln.join), *parts[1:]]
         crops = [crop for crop, _, _ in pieces]
         tensors, n_tokens = {}, []
         for i, (crop, x) in enumerate(zip(crops, self.prepare_lines(crops), strict=True)):

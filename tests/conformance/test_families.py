@@ -17,7 +17,7 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from inkstream.segments import JOINS
+from inkstream.segments import is_known_join
 from inkstream.wire import from_wire, to_wire
 from models.base import DecoderHalf, EncoderHalf, left_pad
 from models.inprocess import greedy_segments, ocr_page
@@ -99,7 +99,7 @@ def test_encoder_contract(halves):
         assert seg.vision_tokens.shape[0] >= 1 and seg.vision_tokens.dtype == enc.dtype
         x0, y0, x1, y1 = seg.box
         assert 0 <= x0 < x1 <= page.width + 1 and 0 <= y0 < y1 <= page.height + 1
-        assert seg.join in JOINS
+        assert is_known_join(seg.join)
     assert encoded.n_vision_tokens == sum(s.vision_tokens.shape[0] for s in encoded.segments)
 
 
@@ -143,3 +143,30 @@ def test_reference_path_and_wire(halves):
     assert back.shape == seg.vision_tokens.shape
     ids = greedy_segments(dec, [seg.vision_tokens, back.to(seg.vision_tokens.dtype)], max_new_tokens=6)
     assert ids[0] == ids[1]  # the wire format does not change what the decoder reads
+
+
+async def test_decode_engine_reports_confidence_for_every_family(halves):
+    """The decoder service's confidence is computed from any family's logits: the geometric mean of
+    the generated tokens' probabilities, as the one-sequence reference computes them."""
+    import math
+
+    from decoder_service.reference import generate_one
+    from decoder_service.sampling import SamplingParams
+    from decoder_service.scheduler import DecodeEngine
+
+    _, _, enc, dec = halves
+    [encoded] = enc.encode_batch([enc.preprocess(_page(), enc.default_mode)])
+    params = SamplingParams(max_new_tokens=8, repetition_guard=False)
+    engine = DecodeEngine(dec, max_running=4, kv_cache_budget_tokens=1 << 16)
+    await engine.start()
+    try:
+        for seg in encoded.segments[:2]:
+            ref = generate_one(dec, dec.embed_prompt(seg.vision_tokens, dec.default_task), params)
+            last = None
+            async for ev in await engine.submit(seg.vision_tokens, params):
+                last = ev
+            assert last is not None and last.usage is not None
+            assert 0.0 < last.usage.confidence <= 1.0
+            assert last.usage.confidence == pytest.approx(math.exp(sum(ref.logprobs) / len(ref.logprobs)), rel=1e-3)
+    finally:
+        await engine.stop()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import math
+import threading
 import time
 
 import pytest
@@ -66,6 +69,10 @@ async def test_engine_matches_generate_one_for_8_staggered_prompts(half, engine_
         assert text == ref.text
         assert last.finish_reason == ref.finish_reason
         assert last.usage.generated_tokens == len(ids) and last.usage.ttft_s > 0
+        # confidence: geometric mean of the tokens' probabilities, as the reference computes them
+        assert len(ref.logprobs) == len(ids) and all(lp <= 0.0 for lp in ref.logprobs)
+        assert last.usage.confidence == pytest.approx(math.exp(sum(ref.logprobs) / len(ids)), rel=1e-4)
+        assert 0.0 < last.usage.confidence <= 1.0
     assert eng.running_count == 0 and eng.kv_used_tokens == 0 and eng._batch.kv.batch_size == 0
 
 
@@ -204,3 +211,55 @@ async def test_failed_prefill_fails_only_its_sequence_and_engine_keeps_serving(h
     state["decode_fail"] = False
     ids, _, last = await _collect(await eng.submit(_vision(half, 1), p, "ocr"))
     assert ids == generate_one(half, half.embed_prompt(_vision(half, 1), "ocr"), p).token_ids
+
+
+class _LockCheckedQueue(collections.deque):
+    """The engine's waiting queue, failing any read or write made without the engine's lock (the
+    model thread pops from it while the event loop appends, counts and snapshots it)."""
+
+    def __init__(self, lock: threading.Condition):
+        super().__init__()
+        self.lock = lock
+        self.unlocked: list[str] = []
+
+    def _check(self, what: str) -> None:
+        if not self.lock._is_owned():  # type: ignore[attr-defined]
+            self.unlocked.append(what)
+
+    def __iter__(self):
+        self._check("iterate")
+        return super().__iter__()
+
+    def __len__(self):
+        self._check("len")
+        return super().__len__()
+
+    def __bool__(self):
+        self._check("bool")
+        return super().__len__() > 0
+
+    def append(self, x):
+        self._check("append")
+        super().append(x)
+
+    def popleft(self):
+        self._check("popleft")
+        return super().popleft()
+
+
+async def test_waiting_queue_is_only_touched_under_the_engine_lock(half, endless_half, engine_factory):
+    """The scheduler's docstring promises that ``_work`` guards ``_waiting``: submit, count, check
+    capacity, cancel and stop (which used to snapshot the queue unlocked while the model thread
+    admitted from it) all hold it."""
+    eng = await engine_factory(endless_half, max_running=1, max_waiting=4, kv_cache_budget_tokens=4096)
+    queue = _LockCheckedQueue(eng._work)
+    eng._waiting = queue
+    p = SamplingParams(max_new_tokens=300, repetition_guard=False)
+    s1 = await eng.submit(_vision(half, 0), p, "ocr")
+    await s1.__anext__()  # running: the next ones wait
+    waiting = [await eng.submit(_vision(half, i), p, "ocr") for i in (1, 2)]
+    assert eng.waiting_count == 2
+    eng.check_capacity()
+    waiting[0].cancel()
+    await eng.stop()
+    assert queue.unlocked == []

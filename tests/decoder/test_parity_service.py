@@ -17,7 +17,7 @@ from PIL import Image
 
 from decoder_service.config import DecoderConfig
 from decoder_service.server import build_server
-from inkstream.lifecycle import server_options
+from inkstream.lifecycle import client_options
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
 from inkstream.wire import to_wire
 
@@ -70,7 +70,7 @@ async def stub(halves):
     cfg = DecoderConfig(host="127.0.0.1", port=0, max_running=8, max_waiting=16, kv_cache_budget_tokens=16384,
                         max_new_tokens=MAX_NEW)
     b = await build_server(cfg, dec)
-    ch = grpc.aio.insecure_channel(f"127.0.0.1:{b.port}", options=server_options())
+    ch = grpc.aio.insecure_channel(f"127.0.0.1:{b.port}", options=client_options())
     yield decoder_pb2_grpc.TextDecoderStub(ch)
     await ch.close()
     await b.stop(0)

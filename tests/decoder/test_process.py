@@ -15,7 +15,7 @@ import pytest
 import torch
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from inkstream.lifecycle import server_options
+from inkstream.lifecycle import client_options
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
 from inkstream.wire import to_wire
 
@@ -36,7 +36,7 @@ def test_serve_decoder_process_ready_decode_and_drain(tiny_ds_checkpoint, tmp_pa
                              "--model", str(tiny_ds_checkpoint), "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}", options=server_options()) as ch:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=client_options()) as ch:
             health = health_pb2_grpc.HealthStub(ch)
             deadline, status = time.monotonic() + 120, None
             while time.monotonic() < deadline:

@@ -5,6 +5,7 @@ health, message-size limits at the real model's largest page, configuration and 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 
@@ -20,7 +21,7 @@ from decoder_service.sampling import SamplingParams
 from decoder_service.server import SERVICE_NAME, build_server
 from inkstream.config import ConfigError
 from inkstream.errors import retry_after_of
-from inkstream.lifecycle import server_options
+from inkstream.lifecycle import client_options
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc, tensor_pb2
 from inkstream.wire import to_wire
 from tests.decoder.conftest import HookedHalf, forced_tokens
@@ -54,7 +55,7 @@ async def served(half):
     async def start(half_override=None, **kw):
         b = await build_server(_cfg(**kw), half_override or half)
         bundles.append(b)
-        ch = grpc.aio.insecure_channel(f"127.0.0.1:{b.port}", options=server_options())
+        ch = grpc.aio.insecure_channel(f"127.0.0.1:{b.port}", options=client_options())
         bundles.append(ch)
         return b, decoder_pb2_grpc.TextDecoderStub(ch)
 
@@ -85,6 +86,7 @@ async def test_decode_matches_reference_and_reports_usage(served, half):
     last = rs[-1]
     assert last.finish_reason == decoder_pb2.FINISH_REASON_LENGTH and all(r.finish_reason == 0 for r in rs[:-1])
     assert last.usage.generated_tokens == 20 and last.usage.vision_tokens == 8
+    assert last.usage.confidence == pytest.approx(math.exp(sum(ref.logprobs) / 20), rel=1e-4)
     assert last.usage.prompt_tokens == half.embed_prompt(_vt(), "ocr").shape[0]
 
 

@@ -11,7 +11,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from encoder_service.config import EncoderConfig
 from encoder_service.metrics import EncoderMetrics
 from encoder_service.server import EncoderServer, build_server
-from inkstream.lifecycle import server_options
+from inkstream.lifecycle import client_options
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 from models.base import EncoderHalf
 
@@ -24,7 +24,7 @@ async def running_encoder(
     config = EncoderConfig(**{"host": "127.0.0.1", "port": 0, "drain_grace_s": 5.0, **settings})
     srv = await build_server(config, half=half, metrics=EncoderMetrics(MeterProvider().get_meter("test")))
     await srv.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}", options=server_options(config.max_message_bytes))
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}", options=client_options(config.max_message_bytes))
     try:
         if wait_ready:
             await srv.wait_ready(30)

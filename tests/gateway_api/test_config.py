@@ -23,7 +23,9 @@ def test_env_overrides_and_defaults():
 
 @pytest.mark.parametrize("env,needle", [
     ({"INKSTREAM_GATEWAY__PIPELINE__BOGUS": "1"}, "bogus"),
-    ({"INKSTREAM_GATEWAY__STORES__JOB_STORE": "redis"}, "stores.job_store"),
+    ({"INKSTREAM_GATEWAY__STORES__JOB_STORE": "redis"}, "job_store=redis needs redis_url"),
+    ({"INKSTREAM_GATEWAY__STORES__JOB_STORE": "kafka"}, "stores.job_store"),
+    ({"INKSTREAM_GATEWAY__ROLE": "worker"}, "role=worker needs a shared queue"),
     ({"INKSTREAM_GATEWAY__LIMITS__MAX_UPLOAD_BYTES": "0"}, "limits.max_upload_bytes"),
     ({"INKSTREAM_GATEWAY__PORT": "70000"}, "port"),
     ({"INKSTREAM_GATEWAY__LIMITS__MAX_PAGEZ": "3"}, "limits.max_pagez"),  # misspelt: not ignored

@@ -90,6 +90,9 @@ def test_fit_never_upscales_and_caps_pixels():
     assert fit(im, 1000, 10**9).size == (100, 50)
     assert fit(Image.new("RGB", (2000, 1000)), 1000, 10**9).size == (1000, 500)
     assert fit(Image.new("RGB", (2000, 1000)), 2000, 20_000).size == (200, 100)
+    # a tall page keeps its short side up to long_side / 2 (text of a tall screenshot stays readable)
+    assert fit(Image.new("RGB", (1000, 15000)), 2200, 50_000_000).size == (1000, 15000)
+    assert fit(Image.new("RGB", (3000, 9000)), 2200, 50_000_000).size == (1100, 3300)
 
 
 async def test_tiff_page_over_limit_is_that_pages_error(tmp_path):

@@ -119,11 +119,13 @@ async def test_transient_failure_is_retried(env):
 
 
 async def test_failed_job_reports_its_error(env):
-    c, fake, _ = env
+    c, fake, core = env
+    core.config.stores.job_deadline_s = 1.5  # transient failures are retried until the job's deadline
     fake.raise_on_run = Unavailable("no decoder replica is reachable", retry_after_s=0.1)
     job = (await submit(c, marked_pdf([1]))).json()
     failed = await wait_status(c, job["job_id"], ("failed", "done"))
-    assert failed["status"] == "failed" and "no decoder replica" in failed["error"]
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == "UNAVAILABLE" and "no decoder replica" in failed["error"]["message"]
     r = await c.get(f"/v1/jobs/{job['job_id']}/result")
     assert r.status_code == 503 and r.json()["error"]["code"] == "UNAVAILABLE"
 
@@ -145,8 +147,9 @@ def test_unfinished_jobs_of_earlier_process_fail_and_expire(tmp_path):
     store.create(JobRecord(job_id="a", status="running", updated_at=1.0))
     store.create(JobRecord(job_id="b", status="done", updated_at=1.0))
     store.create(JobRecord(job_id="c", status="done", updated_at=10.0))
-    assert store.fail_unfinished("restarted") == 1
-    assert store.get("a").status == "failed"
+    assert store.fail_unfinished("UNAVAILABLE", "restarted") == 1
+    a = store.get("a")
+    assert (a.status, a.error_code, a.error_message) == ("failed", "UNAVAILABLE", "restarted")
     assert store.expired(before=5.0) == ["b"]  # "a" was just updated by fail_unfinished
     _, created = store.create(JobRecord(job_id="d", idempotency_key="k"))
     existing, created2 = store.create(JobRecord(job_id="e", idempotency_key="k"))
@@ -158,9 +161,9 @@ async def test_running_jobs_count_in_the_autoscaling_gauge(env):
     # The gateway HPA scales on inkstream_gateway_requests_inflight: a gateway busy with jobs only
     # must not look idle.
     c, fake, core = env
-    assert core.jobs._on_running == core.metrics.inflight.add
+    assert core.worker._on_running == core.metrics.inflight.add
     deltas: list[int] = []
-    core.jobs._on_running = deltas.append
+    core.worker._on_running = deltas.append
     fake.delay_s = 0.3
     job = (await submit(c, marked_pdf([1, 2]))).json()
     for _ in range(100):

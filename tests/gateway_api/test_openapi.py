@@ -56,11 +56,13 @@ def prop(spec: dict, schema: dict, name: str) -> dict:
 def test_every_option_is_declared_as_form_field_and_query_parameter(spec, path):
     op = spec["paths"][path]["post"]
     form = op["requestBody"]["content"]["multipart/form-data"]["schema"]
-    assert set(form["properties"]) == {"file"} | OPTIONS and form["required"] == ["file"]
+    extra = {"source"} | ({"callback_url"} if path == "/v1/jobs" else set())
+    assert set(form["properties"]) == {"file"} | OPTIONS | extra
+    assert form["anyOf"] == [{"required": ["file"]}, {"required": ["source"]}]
     assert form["properties"]["format"]["enum"] == ["markdown", "text", "json", "hocr", "pdf"]
     assert "application/octet-stream" in op["requestBody"]["content"]
     query = {p["name"] for p in op["parameters"] if p["in"] == "query"}
-    assert query == OPTIONS
+    assert query == OPTIONS | extra
 
 
 def test_idempotency_key_header_on_job_submission(spec):
@@ -77,10 +79,11 @@ def test_json_result_schema(spec, path, method):
     assert {"model_id", "pages", "pages_ok", "pages_error", "seconds", "cached"} <= set(doc["properties"])
     page = resolve(spec, prop(spec, doc, "pages")["items"])
     assert set(page["properties"]) == {"index", "status", "text", "blocks", "finish_reason", "vision_tokens",
-                                       "generated_tokens", "width", "height", "error"}
+                                       "generated_tokens", "width", "height", "error", "confidence",
+                                       "warnings"}
     assert page["properties"]["status"]["enum"] == ["ok", "error"]
     block = resolve(spec, prop(spec, page, "blocks")["items"])
-    assert set(block["properties"]) == {"type", "text", "box"}
+    assert set(block["properties"]) == {"type", "text", "box", "confidence", "warnings", "cells"}
     assert block["properties"]["box"]["minItems"] == block["properties"]["box"]["maxItems"] == 4
     assert set(prop(spec, page, "error")["properties"]) == {"code", "message"}
 
@@ -130,7 +133,8 @@ async def test_real_answers_have_exactly_the_documented_fields(client):
     doc = rest_schema.DocumentResult.model_validate(r.json())
     assert set(r.json()) == set(rest_schema.DocumentResult.model_fields)
     assert all(set(p) == set(rest_schema.Page.model_fields) for p in r.json()["pages"])
-    assert set(r.json()["pages"][0]["blocks"][0]) == set(rest_schema.Block.model_fields)
+    # "cells" is only in a "table" block
+    assert set(r.json()["pages"][0]["blocks"][0]) == set(rest_schema.Block.model_fields) - {"cells"}
     assert doc.pages_ok == 2
 
     r = await client.post("/v1/ocr", files={"file": ("d.pdf", pdf)}, headers={"Accept": "application/x-ndjson"})

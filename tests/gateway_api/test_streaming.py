@@ -115,3 +115,32 @@ async def test_slow_upload_times_out_and_frees_its_slot(server):
         r = await c.post(f"{url}/v1/ocr", content=trickle(), headers={"content-type": "application/pdf"})
     assert r.status_code == 408 and "did not finish within 0.5 s" in r.json()["error"]["message"]
     assert fake.admitted == 0
+
+
+async def test_client_that_leaves_mid_upload_is_an_info_line_and_a_metric(server, caplog):
+    """A client closing its connection halfway through the body: no ERROR and no traceback in the
+    gateway's log, one ``client_disconnects`` count (phase upload), and the request's slot freed."""
+    import logging
+
+    url, fake, core = server
+    counted: list[dict] = []
+    real_add = core.metrics.client_disconnects.add
+    core.metrics.client_disconnects.add = lambda n, attrs=None: (counted.append(dict(attrs or {})), real_add(n, attrs))
+    host, port = url.removeprefix("http://").split(":")
+    body = b"%PDF-1.7\n" + b"x" * 200_000
+    caplog.set_level(logging.INFO)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"POST /v1/ocr HTTP/1.1\r\nHost: x\r\nContent-Type: application/pdf\r\n"
+                 + f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:50_000])
+    await writer.drain()
+    await asyncio.sleep(0.3)
+    writer.close()  # gone, 150 kB short
+    await writer.wait_closed()
+    for _ in range(100):
+        if counted:
+            break
+        await asyncio.sleep(0.05)
+    assert counted == [{"phase": "upload"}]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+    assert any("client went away during the upload" in r.getMessage() for r in caplog.records)
+    assert fake.admitted == 0 and core.inflight == 0

@@ -102,6 +102,7 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
         self.segments_per_call: list[int] = []
         self.fail_digests: dict[int, str] = {}
         self.fail_all: str | None = None
+        self.fail_delay_s = 0.0  # seconds before a failing call aborts
         self.hang_digests: set[int] = set()  # never answer (to kill the server mid-call)
         self.item_error: str | None = None  # per-segment ItemError code for segment 0
         self.slow_digests: dict[int, float] = {}  # extra seconds before answering these pages
@@ -130,6 +131,7 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
         self.started.set()
         code = self.fail_all or self.fail_digests.get(d)
         if code:
+            await asyncio.sleep(self.fail_delay_s)
             await errors.abort(context, errors.error_for_code(code, f"fake decoder fails with {code}"))
         if d in self.hang_digests:
             await asyncio.sleep(3600)

@@ -401,10 +401,11 @@ async def test_decoder_capacity_is_read_again_when_the_replica_comes_back(cluste
     images = make_pages(3, seed=6)
     assert_all_pages(await collect(c.pipeline, PageSource(images)), images)
     replica = c.pipeline.decoders.replicas[c.dec_addrs[0]]
-    first = replica.segment_slots
-    assert replica.slots_capacity == 8 and first is not None
+    router = c.pipeline.router
+    assert router.capacity(replica) == 7 and replica.incarnation == 1  # 6 running + 6 // 4 queued
+    dec.max_running = 10  # not seen while the replica stays up: Info is read once per incarnation
     assert_all_pages(await collect(c.pipeline, PageSource(images)), images)
-    assert replica.segment_slots is first  # not re-read while the replica stays up
+    assert router.capacity(replica) == 7
 
     dec.max_running = 14
     await dec.lifecycle.set_not_serving()
@@ -415,7 +416,7 @@ async def test_decoder_capacity_is_read_again_when_the_replica_comes_back(cluste
     await dec.lifecycle.set_serving()
     await c.pipeline.decoders.wait_ready(5, count=1)
     assert_all_pages(await collect(c.pipeline, PageSource(images)), images)
-    assert replica.slots_capacity == 16 and replica.segment_slots is not first
+    assert replica.incarnation == 2 and router.capacity(replica) == 16  # 14 running + 2 (all it accepts)
 
 
 async def test_pages_go_to_decoders_of_the_encoders_weights(cluster):
@@ -451,17 +452,19 @@ async def test_decoder_refuses_vision_tokens_of_other_weights_itself(cluster):
     c = await cluster.start(n_dec=2)
     c.encoders[0].revision = "new0000000ab"
     c.decoders[0].revision, c.decoders[1].revision = "old0000000cd", "new0000000ab"
-    for r in c.pipeline.decoders.replicas.values():
-        await c.pipeline.stages.segment_slots(r)
-        r.model_revision = ""  # forget what Info said
-    c.pipeline.stages.segment_slots = lambda r: asyncio.sleep(0)  # and never read it again
+    router = c.pipeline.router
+
+    async def never(stage, route):  # the gateway never learns the decoders' revisions
+        return None
+
+    router._ensure_info = never
     c.pipeline.budget.token_ratio = 0.0
     images = make_pages(6, seed=23)
     outs = await collect(c.pipeline, PageSource(images))
     assert_all_pages(outs, images)
     assert c.pipeline.budget.tokens == c.pipeline.budget.max_tokens  # a refusal is a misroute, not a failure
     old = next(r for r in c.pipeline.decoders.replicas.values() if r.address == c.dec_addrs[0])
-    assert old.slots_stale  # its Info is read again before the next page goes there
+    assert router.view(old).stale  # its Info is read again before the next page goes there
 
 
 async def test_pages_wait_at_the_gateway_rather_than_overflow_an_encoders_queue(cluster):
@@ -472,9 +475,9 @@ async def test_pages_wait_at_the_gateway_rather_than_overflow_an_encoders_queue(
     images = make_pages(16, seed=24)
     outs = await collect(c.pipeline, PageSource(images))
     assert_all_pages(outs, images)
-    assert c.encoders[0].max_active <= 3
+    assert c.encoders[0].max_active <= 2
     replica = next(iter(c.pipeline.encoders.replicas.values()))
-    assert replica.slots_capacity == 3
+    assert c.pipeline.router.capacity(replica) == 2  # two batches of one page
     assert c.pipeline.stats.encode.retries == 0
 
 
@@ -484,8 +487,9 @@ async def test_pages_go_to_encoders_whose_weights_a_ready_decoder_serves(cluster
     c = await cluster.start(n_enc=2)
     c.encoders[0].revision, c.encoders[1].revision = "old0000000cd", "new0000000ab"
     c.decoders[0].revision = "old0000000cd"
-    for r in list(c.pipeline.encoders.replicas.values()) + list(c.pipeline.decoders.replicas.values()):
-        await c.pipeline.stages.page_slots(r) if r.address in c.enc_addrs else await c.pipeline.stages.segment_slots(r)
+    for stage in ("encoder", "decoder"):
+        for r in list(c.pipeline.router.stages[stage].replicas.values()):
+            await c.pipeline.router.ensure_info(stage, r)
     images = make_pages(10, seed=25)
     outs = await collect(c.pipeline, PageSource(images))
     assert_all_pages(outs, images)

@@ -64,7 +64,7 @@ async def test_decoder_tasks_without_any_decoder_is_empty_not_an_error(real_pipe
     pipeline, servers = real_pipeline
     await servers[1].stop(0)  # the decoder
     for _ in range(100):
-        if pipeline.decoders.pick() is None:
+        if not pipeline.decoders.eligible():
             break
         await asyncio.sleep(0.05)
     pipeline._tasks = ()  # as at start-up, before any decoder answered

@@ -58,26 +58,32 @@ async def _kill_when_busy(stack: LocalStack, p: Pipeline, service: str, idx: int
 
     rs = p.encoders if service == "encoder" else p.decoders
     addr = (stack.encoder_addrs if service == "encoder" else stack.decoder_addrs)[idx]
-    while rs.replicas[addr].outstanding < busy:
+    while p.router.leases(rs.replicas[addr]) < busy:
         await asyncio.sleep(0.002)
-    held = rs.replicas[addr].outstanding
+    held = p.router.leases(rs.replicas[addr])
     os.kill(stack.procs[service][idx].pid, signal.SIGKILL)
     await asyncio.to_thread(stack.kill, service, idx)  # reap
     return held
+
+
+async def _ready_and_alone(stack: LocalStack, p: Pipeline, images: list[bytes]) -> dict[int, str]:
+    """Wait for every replica, then read each distinct page alone: the reference text per image,
+    taken before anything is killed."""
+    await p.encoders.wait_ready(60, count=len(stack.encoder_addrs))
+    await p.decoders.wait_ready(60, count=len(stack.decoder_addrs))
+    expected = {}
+    for k, img in enumerate(images):
+        (alone,) = await _collect(p, [img], 1, f"alone-{k}")
+        assert alone.status == "ok", alone.error
+        expected[k] = alone.text
+    return expected
 
 
 async def _kill_run(stack: LocalStack, images: list[bytes], service: str):
     cfg = PipelineConfig(max_pages_per_request=8, retry=RetryPolicy(replica_wait_s=30.0))
     p = await Pipeline.connect(stack.encoder_addrs, stack.decoder_addrs, cfg)
     try:
-        await p.encoders.wait_ready(60, count=len(stack.encoder_addrs))
-        await p.decoders.wait_ready(60, count=len(stack.decoder_addrs))
-        # Reference: each distinct page alone, before anything is killed.
-        expected = {}
-        for k, img in enumerate(images):
-            (alone,) = await _collect(p, [img], 1, f"alone-{k}")
-            assert alone.status == "ok", alone.error
-            expected[k] = alone.text
+        expected = await _ready_and_alone(stack, p, images)
         calls_before = p.stats.encode.calls
         killer = asyncio.create_task(_kill_when_busy(stack, p, service, 0))
         outs = await asyncio.wait_for(_collect(p, images, N_PAGES, "doc"), 150)
@@ -144,3 +150,56 @@ def test_kill_encoder_mid_document(tiny_ds_checkpoint, line_images):
             assert stack.alive()["encoder"][0], stack.log_tail("encoder", 0)
             time.sleep(0.5)
         assert grpc_serving(stack.encoder_addrs[0])
+
+
+async def _kill_both_and_ride_out(stack: LocalStack, images: list[bytes]):
+    """Kill -9 decoder 0 once it holds a page, then encoder 0 once it holds one (after the decoder
+    is back when it is the only one), while ``inkstream up``'s supervisor (:func:`launcher.up.watch`,
+    in a thread) restarts each on its ports. Returns the outcomes, the pages-alone reference and the
+    pages each killed replica held."""
+    cfg = PipelineConfig(max_pages_per_request=4, retry=RetryPolicy(base_s=0.05, cap_s=0.5))
+    p = await Pipeline.connect(stack.encoder_addrs, stack.decoder_addrs, cfg)
+    try:
+        expected = await _ready_and_alone(stack, p, images)
+
+        async def killer() -> list[int]:
+            held = [await _kill_when_busy(stack, p, "decoder", 0)]
+            dec = p.decoders.replicas[stack.decoder_addrs[0]]
+            # With one decoder, the encoder is killed once the decoder is back (the supervisor
+            # restarted it and it reports SERVING); with two, at once (the other one carries on).
+            while len(stack.decoder_addrs) == 1 and not (dec.healthy and dec.incarnation >= 2):
+                await asyncio.sleep(0.05)
+            held.append(await _kill_when_busy(stack, p, "encoder", 0))
+            return held
+
+        kill = asyncio.create_task(killer())
+        outs = await asyncio.wait_for(_collect(p, images, N_PAGES, "doc"), 200)
+        held = await asyncio.wait_for(kill, 5)
+        return outs, expected, held
+    finally:
+        await p.close()
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_kill_decoder_then_encoder_restarted_by_the_supervisor(replicas, tiny_ds_checkpoint, line_images):
+    """One encoder and one decoder (and again two of each): kill -9 of the decoder mid-document,
+    then of the encoder; the supervisor restarts each on its ports and the document still comes
+    back whole: pages wait for a replica (up to their deadline) and the restarted address is a new
+    incarnation, not one "already tried"."""
+    import threading
+
+    from launcher.up import watch
+
+    with LocalStack(tiny_ds_checkpoint, encoders=replicas, decoders=replicas, gateway=False,
+                    startup_timeout_s=150) as stack:
+        stop = threading.Event()
+        sup = threading.Thread(target=watch, args=(stack, stop.is_set), kwargs={"poll_s": 0.1, "backoff_s": 0.1},
+                               daemon=True)
+        sup.start()
+        try:
+            outs, expected, held = asyncio.run(_kill_both_and_ride_out(stack, line_images))
+        finally:
+            stop.set()
+            sup.join(10)
+        assert all(h >= 1 for h in held)
+        _check_document(outs, expected, line_images)

@@ -1,0 +1,103 @@
+"""Latency of small requests alone and beside a long document (fair admission, gateway.fair).
+
+Usage: ``python bench/fairness.py [--model DIR] [--pages 100] [--small 10]`` (default model: the
+embedded compact checkpoint, models/compact/weights).
+
+One local stack (gateway + one encoder + one decoder, :class:`launcher.local_stack.LocalStack`).
+The small requests are ``--small`` one-page PDFs (the eval set's scanned lines on a letter page,
+:mod:`bench.pdfgen`; each run gets files of its own, so the result cache answers none of them) sent
+together through ``POST /v1/ocr``:
+
+1. alone: nothing else in flight; each request's latency (seconds, send to full answer);
+2. beside: the same requests, sent while a ``--pages``-page PDF is being read by a request of its
+   own (sent first; the small ones go once its first pages are in flight).
+
+Printed: the latencies of both runs (median and max) and, last, ``small_latency_ratio: X`` =
+median latency beside / median latency alone (goal <= 2.0: without fair admission, each small page
+waits behind every queued page of the long document). Both are measured in the same run, on the
+same stack, so machine noise affects them alike. The long document is not waited for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+import httpx
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # run as a script from a checkout
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from bench.pdfgen import line_pages, make_pdf
+from launcher.local_stack import LocalStack
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+async def _ocr(client: httpx.AsyncClient, url: str, pdf: bytes, name: str) -> float:
+    """Seconds until the whole answer of one POST /v1/ocr came back; raises on a non-200 answer."""
+    t0 = time.perf_counter()
+    r = await client.post(f"{url}/v1/ocr", files={"file": (name, pdf, "application/pdf")},
+                          data={"format": "json"}, timeout=3600)
+    if r.status_code != 200:
+        raise RuntimeError(f"POST /v1/ocr ({name}) answered {r.status_code}: {r.text[:300]}")
+    return time.perf_counter() - t0
+
+
+async def _small_batch(client: httpx.AsyncClient, url: str, pdfs: list[bytes]) -> list[float]:
+    return list(await asyncio.gather(*(_ocr(client, url, p, f"small{i}.pdf") for i, p in enumerate(pdfs))))
+
+
+async def _run(url: str, warm: bytes, small: list[bytes], small_beside: list[bytes], long_pdf: bytes,
+               lead_s: float) -> tuple[list[float], list[float]]:
+    async with httpx.AsyncClient() as client:
+        await _ocr(client, url, warm, "warm-up.pdf")
+        alone = await _small_batch(client, url, small)
+        long_task = asyncio.ensure_future(_ocr(client, url, long_pdf, "long.pdf"))
+        await asyncio.sleep(lead_s)  # its first pages are in the encoder and decoder
+        beside = await _small_batch(client, url, small_beside)
+        if long_task.done():
+            print("warning: the long document finished before the small requests did; use more --pages")
+        long_task.cancel()
+        return alone, beside
+
+
+def _describe(name: str, xs: list[float]) -> str:
+    return f"{name}: median {statistics.median(xs):.2f} s, max {max(xs):.2f} s ({', '.join(f'{x:.1f}' for x in xs)})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=str(REPO / "models" / "compact" / "weights"), help="checkpoint directory")
+    ap.add_argument("--pages", type=int, default=100, help="pages of the long document (default 100)")
+    ap.add_argument("--small", type=int, default=10, help="one-page requests per run (default 10)")
+    ap.add_argument("--lead-s", type=float, default=8.0, help="seconds the long document runs before (default 8)")
+    ap.add_argument("--shared", default=str(REPO.parent / "shared"), help="folder with eval/lines")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-fair-") as scratch:
+        tmp = pathlib.Path(scratch)
+        pages = line_pages(args.shared)
+        # Distinct files for warm-up, alone and beside (the result cache would answer a repeat at
+        # once): the same page at slightly different resolutions, so the work per request is alike.
+        def small_pdfs(run: int) -> list[bytes]:
+            return [make_pdf([pages[i % len(pages)]], 1, tmp / f"s{run}-{i}.pdf", dpi=150.0 + run).read_bytes()
+                    for i in range(args.small)]
+
+        warm, small, small_beside = small_pdfs(0)[0], small_pdfs(1), small_pdfs(2)
+        long_pdf = make_pdf(pages, args.pages, tmp / "long.pdf").read_bytes()
+        with LocalStack(pathlib.Path(args.model), gateway=True, startup_timeout_s=600) as stack:
+            alone, beside = asyncio.run(_run(stack.gateway_url, warm, small, small_beside, long_pdf, args.lead_s))
+    print(_describe(f"{args.small} small requests alone", alone))
+    print(_describe(f"{args.small} small requests beside a {args.pages}-page document", beside))
+    print(f"small_latency_ratio: {statistics.median(beside) / statistics.median(alone):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

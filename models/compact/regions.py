@@ -1,0 +1,95 @@
+"""Layout steps of :meth:`models.compact.detect.LineDetector.detect` on detected lines: the page's
+skew from the lines' slopes, detections that are rule lines, cutting a line at an x position, and
+the reading order by the page's regions (:mod:`models.compact.layout_order`; table regions cell by
+cell, :mod:`models.compact.table`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.compact import layout_order, table
+from models.compact.detect import LineBox, reading_order
+from models.compact.layout import TABLE, PageLayout
+
+#: Skew below this (degrees) is left alone: a line then drifts < 1/4 of its height over 1,500 px.
+MIN_SKEW_DEG = 0.4
+#: Skew above this is not trusted (Tesseract's estimate is for scans laid slightly askew).
+MAX_SKEW_DEG = 15.0
+#: Lines measured for the skew: at least this many times as long as tall (their slope is precise) ...
+SKEW_LINE_ASPECT = 6.0
+#: ... and at least this many of them (a median of fewer is one stray line's say).
+SKEW_MIN_LINES = 5
+#: A detected "line" lying this much inside a rule box is the rule itself, not text.
+RULE_COVER = 0.6
+
+
+def line_skew_deg(lines: list[LineBox]) -> float | None:
+    """The page's skew in degrees counter-clockwise (text rising to the right is positive; PIL
+    ``rotate`` by minus it straightens the page): the median slope of the top edges of the lines at least
+    ``SKEW_LINE_ASPECT`` times as long as tall, or None with fewer than ``SKEW_MIN_LINES`` of them.
+    """
+    slopes = []
+    for ln in lines:
+        q = ln.quad.astype(np.float64)
+        dx, dy = float(q[1, 0] - q[0, 0]), float(q[1, 1] - q[0, 1])
+        tall = float(np.hypot(*(q[3] - q[0])))
+        if dx > 0 and np.hypot(dx, dy) >= SKEW_LINE_ASPECT * max(1.0, tall):
+            slopes.append(-np.degrees(np.arctan2(dy, dx)))
+    return float(np.median(slopes)) if len(slopes) >= SKEW_MIN_LINES else None
+
+
+def inside_rule(line: LineBox, rules: list[tuple[float, float, float, float]], pad: float = 2.0) -> bool:
+    """Whether ``line`` lies at least RULE_COVER inside one rule box (grown by ``pad`` pixels)."""
+    x0, y0, x1, y1 = line.box
+    area = max(1e-6, (x1 - x0) * (y1 - y0))
+    for r in rules:
+        w = min(x1, r[2] + pad) - max(x0, r[0] - pad)
+        h = min(y1, r[3] + pad) - max(y0, r[1] - pad)
+        if w > 0 and h > 0 and w * h >= RULE_COVER * area:
+            return True
+    return False
+
+
+def line_piece(line: LineBox, x0: float, x1: float) -> LineBox:
+    """The part of ``line`` between page x ``x0`` and ``x1`` (its quad cut along its top and bottom
+    edges at those x positions; a piece of a table cell's line keeps no join).
+    """
+    q = line.quad.astype(np.float32)
+    def at(p: np.ndarray, r: np.ndarray, x: float) -> np.ndarray:
+        t = 0.0 if abs(float(r[0] - p[0])) < 1e-6 else (x - float(p[0])) / float(r[0] - p[0])
+        return p + min(1.0, max(0.0, t)) * (r - p)
+    quad = np.stack([at(q[0], q[1], x0), at(q[0], q[1], x1), at(q[3], q[2], x1), at(q[3], q[2], x0)])
+    y0, y1 = float(quad[:, 1].min()), float(quad[:, 1].max())
+    return LineBox(quad.astype(np.float32), (float(x0), y0, float(x1), y1), line.score)
+
+
+def region_order(lines: list[LineBox], page: PageLayout, page_height: float) -> list[LineBox]:
+    """Lines in reading order by the page's regions (:mod:`models.compact.layout_order`); table
+    regions (with a header row just above them) cell by cell, their lines carrying cell joins.
+    Falls back to :func:`reading_order` when the analysis found no region.
+    """
+    if not page.regions or not lines:
+        return reading_order(lines)
+    groups = layout_order.assign(lines, page, line_piece)
+    heights = sorted(ln.box[3] - ln.box[1] for g in groups for ln in g.lines) or [1.0]
+    med_h = heights[len(heights) // 2]
+    if layout_order.numbered_lines(groups, med_h):
+        return reading_order(lines)
+    for t in [g for g in groups if g.kind == TABLE]:
+        for i in sorted(table.header_row_above(t.box, groups, med_h), reverse=True):
+            head = groups.pop(i)
+            t.lines += head.lines
+            t.box = (min(t.box[0], head.box[0]), head.box[1], max(t.box[2], head.box[2]), t.box[3])
+    out: list[LineBox] = []
+    n_tables = 0
+    for g in layout_order.order_groups(groups, page_height):
+        if g.kind == TABLE and len(g.lines) >= 4:
+            n_tables += 1
+            for ln, join in table.table_lines(g.lines, page.rules, n_tables, med_h, line_piece):
+                assert isinstance(ln, LineBox)
+                ln.join = join
+                out.append(ln)
+        else:
+            out += reading_order(g.lines)
+    return out

@@ -1,0 +1,110 @@
+"""Fair admission: pages of concurrent requests take a replica's window in turn, interactive first."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+
+import pytest
+
+from gateway.fair import BATCH, INTERACTIVE, FairWindow, WorkKey
+from gateway.types import PipelineOptions
+
+from .test_pipeline import PageSource, cluster, make_pages  # noqa: F401 - cluster is a fixture
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def _grant_order(window: FairWindow, keys: list[WorkKey]) -> list[str]:
+    """Queue one waiter per key (in order) on a full window, then release slots one at a time."""
+    order: list[str] = []
+
+    async def one(k: WorkKey, tag: str):
+        await window.acquire(k)
+        order.append(tag)
+
+    tasks = []
+    for i, k in enumerate(keys):
+        tasks.append(asyncio.ensure_future(one(k, f"{k.request_id}{i}")))
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    for _ in keys:
+        window.release()
+        await asyncio.sleep(0)
+    await asyncio.gather(*tasks)
+    return order
+
+
+async def test_freed_slots_go_round_robin_over_requests():
+    w = FairWindow(1)
+    await w.acquire(WorkKey("big"))  # the window is full
+    keys = [WorkKey("big")] * 4 + [WorkKey("small")]
+    order = await _grant_order(w, keys)
+    # FIFO would serve big1..big3 first; in turn, "small" waits for one page of "big" at most.
+    assert order.index("small4") <= 1, order
+    assert [t for t in order if t.startswith("big")] == ["big0", "big1", "big2", "big3"]  # FIFO within a request
+
+
+async def test_interactive_pages_go_before_batch_jobs():
+    w = FairWindow(1)
+    await w.acquire(WorkKey("job", BATCH))
+    keys = [WorkKey("job", BATCH)] * 3 + [WorkKey("sync", INTERACTIVE)] * 2
+    order = await _grant_order(w, keys)
+    assert order[:2] == ["sync3", "sync4"], order
+
+
+async def test_a_cancelled_waiter_takes_no_slot_and_a_granted_one_passes_it_on():
+    w = FairWindow(1)
+    await w.acquire(WorkKey("a"))
+    b = asyncio.ensure_future(w.acquire(WorkKey("b")))
+    c = asyncio.ensure_future(w.acquire(WorkKey("c")))
+    await asyncio.sleep(0)
+    b.cancel()
+    await asyncio.sleep(0)
+    w.release()  # goes to c, not to the cancelled b
+    await asyncio.wait_for(c, 1)
+    assert w.used == 1 and w.waiting == 0
+    d = asyncio.ensure_future(w.acquire(WorkKey("d")))
+    await asyncio.sleep(0)
+    w.release()  # granted to d ...
+    d.cancel()  # ... which is cancelled in the same moment: the slot is handed back
+    await asyncio.gather(d, return_exceptions=True)
+    assert w.used == 0
+    w.resize(3)
+    for k in "xyz":
+        await asyncio.wait_for(w.acquire(WorkKey(k)), 1)
+    assert w.used == 3
+
+
+async def _latencies(pipeline, n: int, seed: int, tag: str) -> list[float]:
+    async def one(i: int) -> float:
+        t0 = time.monotonic()
+        outs = [o async for o in pipeline.run(PageSource(make_pages(1, seed=seed + i)).__aiter__(),
+                                              PipelineOptions(request_id=f"{tag}-{i}"))]
+        assert [o.status for o in outs] == ["ok"]
+        return time.monotonic() - t0
+
+    return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+
+async def test_small_requests_are_not_queued_behind_a_long_document(cluster):  # noqa: F811 - the fixture
+    """Ten 1-page requests beside a 100-page document finish within 3x their latency alone (the
+    encoder window is the bottleneck here: two pages at a time, 50 ms each)."""
+    c = await cluster.start(max_pages_per_request=24, enc_delay=0.05, dec_delay=0.0)
+    c.encoders[0].max_queue_pages, c.encoders[0].max_batch_size = 1, 1
+    alone = statistics.median(await _latencies(c.pipeline, 10, 100, "alone"))
+    big = asyncio.ensure_future(_drain(c.pipeline, make_pages(100, seed=7)))
+    await asyncio.sleep(0.5)  # the document fills its window and the encoder's
+    beside = await _latencies(c.pipeline, 10, 200, "beside")
+    assert not big.done(), "the long document should still be running"
+    assert max(beside) <= 3 * max(alone, 0.05) + 0.1, (alone, beside)
+    assert await big == 100
+
+
+async def _drain(pipeline, images) -> int:
+    n = 0
+    async for o in pipeline.run(PageSource(images).__aiter__(), PipelineOptions(request_id="long")):
+        assert o.status == "ok"
+        n += 1
+    return n

@@ -1,0 +1,133 @@
+"""Region-based reading order, rules, skew and box mapping of the compact detector (no recogniser)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from inkstream.evaluate import score
+from models.compact.detect import LineBox
+from models.compact.encoder_half import _unrotate_box
+from models.compact.layout import HEADING, IMAGE, TABLE, TEXT, LayoutAnalyser, PageLayout, Region, erase_rules
+from models.compact.regions import line_piece, line_skew_deg, region_order
+
+
+def _line(x0, y0, x1, y1) -> LineBox:
+    q = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float32)
+    return LineBox(q, (x0, y0, x1, y1), 0.9)
+
+
+def _column(x0, x1, y0, n, step=40):
+    return [_line(x0, y0 + step * i, x1, y0 + step * i + 28) for i in range(n)]
+
+
+def test_columns_around_a_photo_under_a_title_with_header_and_page_number():
+    """Four columns, a photo across the first two (the first column's lines run beside it), a title
+    spanning the last three below their text, a running header and a page number: read header, then
+    each column (the photo's line after the first, the block just above it), then the title, then
+    the page number."""
+    header = _line(100, 20, 500, 44)
+    cols = [_column(100 + 420 * c, 480 + 420 * c, 150, 20) for c in range(4)]
+    title = _line(520, 1000, 1800, 1080)
+    photo_line = _line(150, 1100, 300, 1130)  # "text" the detector found in the photo
+    number = _line(1700, 1400, 1740, 1424)
+    layout = PageLayout(regions=[
+        Region(TEXT, (95, 15, 505, 48), 0), Region(IMAGE, (80, 950, 900, 1300), 1),
+        *[Region(TEXT, (95 + 420 * c, 145, 485 + 420 * c, 950), 2 + c) for c in range(4)],
+        Region(HEADING, (515, 995, 1805, 1085), 7), Region(TEXT, (1695, 1395, 1745, 1428), 8)])
+    lines = [number, title, photo_line, *[ln for col in cols[::-1] for ln in col[::-1]], header]
+    order = region_order(lines, layout, 1500)
+    assert order == [header, *cols[0], photo_line, *[ln for col in cols[1:] for ln in col], title, number]
+
+
+def test_line_run_across_a_gutter_is_cut_and_overlapping_blocks_merge():
+    left, right = _column(100, 480, 150, 10), _column(540, 920, 150, 10)
+    across = _line(100, 550, 920, 578)  # the detector ran one line over both columns
+    drop_cap_block = Region(TEXT, (95, 140, 490, 260), 2)  # overlaps the first column's block
+    layout = PageLayout(regions=[Region(TEXT, (95, 145, 485, 590), 0), Region(TEXT, (535, 145, 925, 590), 1),
+                                 drop_cap_block])
+    order = region_order([*right, across, *left], layout, 1200)
+    assert len(order) == 22
+    assert order[:10] == left and order[10].box[2] == pytest.approx(512.5) and order[11:21] == right
+    assert order[21].box[0] == pytest.approx(512.5)
+
+
+def test_table_region_with_header_row_gets_cell_joins():
+    rows = [[_line(100, 300 + 40 * r, 220, 328 + 40 * r), _line(400, 300 + 40 * r, 520, 328 + 40 * r),
+             _line(560, 300 + 40 * r, 600, 328 + 40 * r)] for r in range(5)]
+    head = [_line(100, 255, 200, 283), _line(400, 255, 480, 283), _line(560, 255, 640, 283)]
+    layout = PageLayout(regions=[Region(TEXT, (95, 250, 650, 286), 0),
+                                 Region(TABLE, (95, 295, 650, 500), 1)])
+    order = region_order([*head, *[c for r in rows for c in r]], layout, 1200)
+    assert [ln.join for ln in order[:3]] == ["cell:1:0:0", "cell:1:0:1", "cell:1:0:2"]
+    assert order[3].join == "cell:1:1:0" and order[-1].join == "cell:1:5:2"
+
+
+def test_skew_is_measured_from_the_lines():
+    lines = []
+    for i in range(8):  # lines rising to the right by 5 degrees
+        x0, y0, length = 100.0, 300.0 + 50 * i, 800.0
+        dy = -length * np.tan(np.radians(5))
+        q = np.array([[x0, y0], [x0 + length, y0 + dy], [x0 + length, y0 + dy + 30], [x0, y0 + 30]], np.float32)
+        lines.append(LineBox(q, (x0, y0 + dy, x0 + length, y0 + 30), 0.9))
+    assert line_skew_deg(lines) == pytest.approx(5.0, abs=0.01)
+    assert line_skew_deg(lines[:3]) is None
+    piece = line_piece(lines[0], 100.0, 500.0)
+    assert piece.box[0] == 100.0 and piece.box[2] == 500.0 and piece.quad[1, 1] < lines[0].quad[0, 1]
+
+
+@pytest.mark.parametrize("angle", [90, 180, 270, 7.5, -4.0, 97.0])
+def test_unrotate_box_maps_a_marked_pixel_back(angle):
+    w, h = 300, 200
+    page = Image.new("L", (w, h), 0)
+    page.paste(255, (240, 30, 246, 36))  # a marked square in the received page
+    up = page.rotate(angle, expand=True)
+    ys, xs = np.nonzero(np.asarray(up) > 128)
+    x0, y0, x1, y1 = _unrotate_box((float(xs.min()), float(ys.min()), float(xs.max()) + 1, float(ys.max()) + 1),
+                                   angle, w, h)
+    assert x0 <= 241 and x1 >= 245 and y0 <= 31 and y1 >= 35, (x0, y0, x1, y1)
+    assert x1 - x0 < 16 and y1 - y0 < 16
+
+
+def test_tesseract_finds_rules_and_columns_and_rules_are_erased():
+    from PIL import ImageFont
+
+    analyser = LayoutAnalyser()
+    if not analyser.available:
+        pytest.skip("tesserocr not installed")
+    page = Image.new("RGB", (1700, 1100), "white")
+    draw = ImageDraw.Draw(page)
+    font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf", 30)
+    for x0 in (120, 900):  # two columns of text with a vertical rule between them
+        for i in range(14):
+            draw.text((x0, 200 + 50 * i), "The quick brown fox jumps over", font=font, fill="black")
+    draw.rectangle((860, 180, 862, 900), fill="black")
+    layout = analyser.analyse(page)
+    assert any(r[3] - r[1] > 600 and r[2] - r[0] < 10 for r in layout.rules), layout.rules
+    texts = sorted(r.box[0] for r in layout.regions if r.kind == TEXT)
+    assert texts[0] < 200 and texts[-1] > 850
+    clean = np.asarray(erase_rules(page, layout.rules).convert("L"))
+    assert clean[180:900, 858:865].min() > 200 and clean[200:240, 120:600].min() < 60
+    assert erase_rules(page, []) is page
+
+
+def test_masked_reference_characters_are_not_scored():
+    assert score("ab x cd", "ab ~ cd").char_edits == 0
+    s = score("successful", "~~ successful")
+    assert s.ref_chars == len("successful") + 1 and s.char_edits <= 1
+    assert score("abXcd", "abcd").char_edits == 1
+
+
+def test_page_with_margin_line_numbers_keeps_numbers_with_their_rows():
+    """A transcript: line numbers in the left margin, each Tesseract's block of its own, and the text
+    in a few blocks: read row by row, each number before its line (not the numbers column first)."""
+    rows = []
+    regions = []
+    for i in range(12):
+        y = 100 + 60 * i
+        rows += [_line(60, y, 90, y + 24), _line(160, y, 900 - 20 * (i % 3), y + 24)]
+        regions.append(Region(TEXT, (58, y - 2, 92, y + 26), i))
+    regions += [Region(TEXT, (155, 95, 905, 400), 20), Region(TEXT, (155, 450, 905, 800), 21)]
+    order = region_order(rows[::-1], PageLayout(regions=regions), 1000)
+    assert order == rows

@@ -1,0 +1,98 @@
+"""Page / block confidence and warnings (gateway.page_signal), stitched into PageResult, rendered, and
+read back by the client library; the decoder's sequence confidence."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from client import ocr_cli
+from client.results import PageResult as ClientPage
+from decoder_service.sequence import sequence_confidence
+from gateway.page_signal import (
+    LOW_CONFIDENCE,
+    NO_TEXT_FOUND,
+    UNSUPPORTED_SCRIPT,
+    SegmentScore,
+    page_confidence,
+    page_warnings,
+)
+from gateway.stitch import PageResult, page_result, render_document
+from gateway.types import PageOutcome, SegmentText
+
+
+def test_sequence_confidence_is_the_geometric_mean():
+    lps = [math.log(0.9), math.log(0.5), math.log(1.0)]
+    assert sequence_confidence(sum(lps), 3) == pytest.approx((0.9 * 0.5 * 1.0) ** (1 / 3))
+    assert sequence_confidence(0.0, 0) == 0.0 and sequence_confidence(1e-9, 1) == 1.0
+
+
+def test_page_confidence_weights_segments_by_tokens():
+    segs = [SegmentScore("a", 0.9, 10), SegmentScore("b", 0.5, 30), SegmentScore("", 0.1, 0)]
+    assert page_confidence(segs) == pytest.approx(math.exp((10 * math.log(0.9) + 30 * math.log(0.5)) / 40))
+    assert page_confidence([]) == 0.0 and page_confidence([SegmentScore("x", 0.0, 4)]) == 0.0
+
+
+@pytest.mark.parametrize("segments, text, expect", [
+    ([SegmentScore("fine", 0.99, 20)] * 5, "fine", []),
+    ([], "", [NO_TEXT_FOUND]),
+    ([SegmentScore("", 0.9, 1)] * 3, " \n", [NO_TEXT_FOUND]),
+    ([SegmentScore("meh", 0.8, 20)] * 5, "meh", [LOW_CONFIDENCE]),
+    ([SegmentScore("junk", 0.4, 20)] * 5, "junk", [UNSUPPORTED_SCRIPT, LOW_CONFIDENCE]),
+    ([SegmentScore("logo", 0.4, 20)] * 2, "logo", [LOW_CONFIDENCE]),  # two lines: too few to judge the script
+])
+def test_page_warnings(segments, text, expect):
+    conf, warnings = page_warnings(segments, text)
+    assert warnings == expect
+    assert 0.0 <= conf <= 1.0
+
+
+def _outcome(confs: list[float]) -> PageOutcome:
+    segs = [SegmentText(index=i, text=f"line {i}", box=(0.0, 20.0 * i, 100.0, 20.0 * i + 18), generated_tokens=8,
+                        confidence=c) for i, c in enumerate(confs)]
+    return PageOutcome(index=0, status="ok", segments=segs, finish_reason="stop", width=100, height=200)
+
+
+def test_page_result_carries_confidence_and_warnings_through_json():
+    res = page_result(_outcome([0.99, 0.98, 0.5]))
+    assert [b.confidence for b in res.blocks] == [0.99, 0.98, 0.5]
+    assert [b.warnings for b in res.blocks] == [[], [], [LOW_CONFIDENCE]]
+    assert res.confidence == pytest.approx((0.99 * 0.98 * 0.5) ** (1 / 3))
+    assert res.warnings == [LOW_CONFIDENCE]
+    d = res.to_dict()
+    assert d["confidence"] == round(res.confidence, 4) and d["warnings"] == [LOW_CONFIDENCE]
+    assert d["blocks"][2] == {"type": "line", "text": "line 2", "box": [0.0, 40.0, 100.0, 58.0],
+                              "confidence": 0.5, "warnings": [LOW_CONFIDENCE]}
+    back = PageResult.from_dict(d)
+    assert back.warnings == res.warnings and back.blocks[2].warnings == [LOW_CONFIDENCE]
+    client = ClientPage.from_dict(d)
+    assert client.confidence == d["confidence"] and client.blocks[2].confidence == 0.5
+    assert client.to_dict() == d
+    # results stored before confidences existed still load
+    old = {k: v for k, v in d.items() if k not in ("confidence", "warnings")}
+    assert PageResult.from_dict(old).warnings == [] and ClientPage.from_dict(old).confidence == 0.0
+
+
+def test_empty_page_says_no_text_found_in_markdown_only():
+    res = page_result(PageOutcome(index=1, status="ok", finish_reason="stop", width=10, height=10))
+    assert res.warnings == [NO_TEXT_FOUND] and res.confidence == 0.0
+    assert "<!-- page 2: no text found -->" in render_document([res], "markdown")
+    assert render_document([res], "text") == "\n"
+    bad = page_result(_outcome([0.3, 0.3, 0.3]))
+    assert "warnings: unsupported_script, low_confidence (confidence 0.30)" in render_document([bad], "markdown")
+    err = page_result(PageOutcome(index=2, status="error"))
+    assert err.warnings == [] and err.confidence == 0.0
+
+
+def test_cli_summary_counts_pages_with_warnings(tmp_path, monkeypatch, capsys):
+    doc = tmp_path / "a.png"
+    doc.write_bytes(b"x")
+    pages = [ClientPage(index=1, status="ok", text="hi", confidence=0.99),
+             ClientPage(index=2, status="ok", warnings=[NO_TEXT_FOUND])]
+    monkeypatch.setattr(ocr_cli, "stream_pages", lambda *a, **k: (pages, {"document": "hi\n", "seconds": 1.0,
+                                                                          "model_id": "m"}))
+    assert ocr_cli.main([str(doc), "--gateway", "http://127.0.0.1:9", "--format", "text"]) == 0
+    err = capsys.readouterr().err
+    assert "page 2: no_text_found (confidence 0.00)" in err
+    assert "2/2 pages read, 1 with warnings in 1.0 s (m)" in err.splitlines()[-1]
