@@ -114,6 +114,8 @@ class Router:
     def _route(self, replica: Replica) -> _Route:
         route = self._routes.get(id(replica))
         if route is None or route.replica is not replica:
+            for key in [k for k, r in self._routes.items() if r.replica.closed]:  # replicas gone from DNS
+                del self._routes[key]
             route = self._routes[id(replica)] = _Route(replica)
         return route
 
