@@ -141,11 +141,11 @@ class GatewayCore:
                 t.cancel()
             elif not t.get_loop().is_closed():
                 t.get_loop().call_soon_threadsafe(t.cancel)
-        await asyncio.gather(*mine, return_exceptions=True)
+        await _bounded(asyncio.gather(*mine, return_exceptions=True), "background tasks")
         self._background.clear()
         if self.worker is not None:
-            await self.worker.close()
-        await self.jobs.close()
+            await _bounded(self.worker.close(), "the job worker")
+        await _bounded(self.jobs.close(), "webhook deliveries")
         if self.jobs.recover:
             with contextlib.suppress(Exception):
                 self.job_store.fail_unfinished(*SHUTDOWN)
@@ -190,3 +190,16 @@ class GatewayCore:
         """A request-scoped temp dir, removed with everything in it when the block exits."""
         with tempfile.TemporaryDirectory(prefix="inkstream-req-", dir=self.temp_root) as d:
             yield pathlib.Path(d)
+
+
+CLOSE_STEP_S = 15.0  # a shutdown step that takes longer is abandoned: Kubernetes would SIGKILL a hung pod
+
+
+async def _bounded(aw: Any, what: str, timeout_s: float = CLOSE_STEP_S) -> None:
+    """Await one shutdown step for at most ``timeout_s`` seconds; past that it is abandoned (and
+    cancelled) with a warning naming ``what``, so that closing the gateway never hangs.
+    """
+    try:
+        await asyncio.wait_for(aw, timeout_s)
+    except TimeoutError:
+        log.warning("closing the gateway: %s did not stop within %.0f s; abandoned", what, timeout_s)
