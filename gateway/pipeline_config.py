@@ -52,7 +52,8 @@ class RetryPolicy(BaseModel):
     cap_s: Float = Field(2.0, description="longest backoff, seconds")
     replica_wait_s: Float = Field(
         300.0, description="wait for an eligible replica, counted from the start of an outage, for pages without a "
-        "deadline (asynchronous jobs), seconds; a synchronous request's pages wait up to its request_timeout_s")
+        "deadline (Info reads, direct Pipeline use), seconds; a request's pages wait up to its deadline "
+        "(request_timeout_s; a job's job_deadline_s)")
     quarantine_after: Int = Field(2, description="different replicas a page may be suspect on before quarantine")
 
     def backoff_s(self, retry: int, hint_s: float | None = None) -> float:
