@@ -3,9 +3,11 @@
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/compact_vs_tesseract.py [--in-process] [--all]``
 
 Documents: the printed-text single pages and line images of /work/shared/eval (``pages/``,
-``lines/``; ``--all`` adds the two long multi-page PDFs; the Chinese page is never included: the
-compact model does not read CJK). Both engines see the same documents in the same run, one after the
-other (the machine is shared: compare within a run, not across runs).
+``lines/``; ``--all`` adds the two long multi-page PDFs). ``--zh`` adds the Chinese run: the pages of
+``zh/`` through the same stack, beside RapidOCR (the ``rapidocr`` package, same PP-OCRv6 models, one
+thread) and Tesseract ``chi_sim+eng`` (Debian ``tesseract-ocr-chi-sim``), ``--zh-only`` runs only it.
+All engines see the same documents in the same run, one after the other (the machine is shared:
+compare within a run, not across runs).
 
 Pages/s = pages / wall-clock seconds of the whole set. Our side sends ``--concurrency`` documents
 at a time (default 4: a server's clients overlap, which is what lets the encoder process detect one
@@ -24,7 +26,9 @@ Through a stack, each service's peak resident set size over the run (``VmHWM``, 
 is printed, the encoder's as ``encoder_peak_rss_mib: X`` (goal <= 1,024).
 
 The last line is ``speed_ratio@N: X`` = our pages/s / Tesseract pages/s (> 1: we are faster) with
-N = the documents in flight (``--concurrency``).
+N = the documents in flight (``--concurrency``); the Chinese run prints ``zh_ours_cer``,
+``zh_rapidocr_cer``, ``zh_tesseract_cer`` and ``zh_speed_vs_rapidocr: X`` (our pages/s / RapidOCR's,
+both one document at a time) before it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from inkstream.evaluate import (  # noqa: E402 - after the sys.path insert above
     GatewayEngine,
     InProcessEngine,
+    RapidOCREngine,
     TesseractEngine,
     find_documents,
     print_table,
@@ -50,6 +55,47 @@ from inkstream.evaluate import (  # noqa: E402 - after the sys.path insert above
 )
 
 EVAL_DIR = pathlib.Path(__file__).resolve().parents[2] / "shared" / "eval"  # ../shared beside the repo
+
+
+def warm_up(engine) -> None:
+    """One request on a small rendered page that is not among the measured documents."""
+    import tempfile
+
+    from PIL import Image, ImageDraw
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "warm-up.png"
+        img = Image.new("RGB", (900, 120), "white")
+        ImageDraw.Draw(img).text((20, 40), f"warm-up {time.time():.0f}", fill="black")
+        img.save(path)
+        engine.ocr(path)
+
+
+def chinese_run(ours_res: list, ours_wall: float, docs: list, root: pathlib.Path) -> None:
+    """RapidOCR and Tesseract chi_sim+eng on the Chinese documents; print the three tables and figures."""
+    rapid = RapidOCREngine()
+    run_engine(rapid, docs[:1], root, verbose=False)  # warm-up, not timed
+    t0 = time.perf_counter()
+    rapid_res = run_engine(rapid, docs, root)
+    rapid_wall = time.perf_counter() - t0
+    tess_res: list = []
+    tess = None
+    if shutil.which("tesseract"):
+        tess = TesseractEngine("chi_sim+eng")
+        tess_res = run_engine(tess, docs, root)
+    print_table("inkstream stack (Chinese)", ours_res)
+    print_table(rapid.name, rapid_res)
+    if tess is not None:
+        print_table(tess.name, tess_res)
+    (s_o, p_o, _), (s_r, p_r, _) = summary(ours_res), summary(rapid_res)
+    ours_pps, rapid_pps = p_o / max(1e-9, ours_wall), p_r / max(1e-9, rapid_wall)
+    print(f"\nChinese: ours {p_o} pages in {ours_wall:.1f} s = {ours_pps:.3f} pages/s; "
+          f"rapidocr {p_r} pages in {rapid_wall:.1f} s = {rapid_pps:.3f} pages/s")
+    print(f"zh_ours_cer: {s_o.cer:.4f}")
+    print(f"zh_rapidocr_cer: {s_r.cer:.4f}")
+    if tess is not None:
+        print(f"zh_tesseract_cer: {summary(tess_res)[0].cer:.4f}")
+    print(f"zh_speed_vs_rapidocr: {ours_pps / max(1e-9, rapid_pps):.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,12 +109,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=4,
                    help="documents in flight at once through the stack (a server's clients overlap; the "
                         "encoder and decoder processes then use both cores); Tesseract runs one at a time")
+    p.add_argument("--zh", action="store_true",
+                   help="also the Chinese run (zh/, beside RapidOCR and Tesseract chi_sim)")
+    p.add_argument("--zh-only", action="store_true", help="only the Chinese run")
     args = p.parse_args(argv)
     root = pathlib.Path(args.dir)
     folders = ("pages/", "lines/") + (("multipage/",) if args.all else ())
-    docs = [(d, g) for d, g in find_documents(root) if str(d.relative_to(root)).startswith(folders)
-            and (not args.include or re.search(args.include, str(d.relative_to(root))))]
-    if not docs:
+    selected = [(d, g) for d, g in find_documents(root)
+                if not args.include or re.search(args.include, str(d.relative_to(root)))]
+    docs = [] if args.zh_only else [(d, g) for d, g in selected if str(d.relative_to(root)).startswith(folders)]
+    zh_docs = ([(d, g) for d, g in selected if str(d.relative_to(root)).startswith("zh/")]
+               if args.zh or args.zh_only else [])
+    if not docs and not zh_docs:
         print(f"no documents under {root}", file=sys.stderr)
         return 2
     if not shutil.which("tesseract"):
@@ -93,10 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     conc = args.concurrency if stack is not None else 1
     peaks: dict[str, int] = {}
     try:
-        run_engine(ours, docs[:1], root, verbose=False)  # warm-up (first-call allocations), not timed
+        warm_up(ours)  # first-call allocations, not timed; a page of its own (a timed document would be a cache hit)
         t0 = time.perf_counter()
         ours_res = run_engine(ours, docs, root, concurrency=conc)
         ours_wall = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        zh_res = run_engine(ours, zh_docs, root)
+        zh_wall = time.perf_counter() - t0
         if stack is not None:
             from bench.memory import vm_hwm_bytes  # after the sys.path insert above
 
@@ -104,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if stack is not None:
             stack.close()
+    if zh_docs:
+        chinese_run(zh_res, zh_wall, zh_docs, root)
+    if not docs:
+        return 0
     tess = TesseractEngine()
     t0 = time.perf_counter()
     tess_res = run_engine(tess, docs, root)

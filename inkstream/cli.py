@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("inkstream.evaluate:main", "CER/WER of a folder of documents with ground truth"),
     "make-tiny-checkpoint": ("models.deepseek_ocr2.tiny:main", "write a tiny random deepseek_ocr2 checkpoint"),
     "train-compact": ("training.compact.train:main", "train the embedded compact model (resumable)"),
+    "train-compact-zh": ("training.compact.train_zh:main",
+                         "train the bilingual Chinese + Latin compact checkpoint on the PP-OCRv6 tower (resumable)"),
 }
 
 

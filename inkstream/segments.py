@@ -16,6 +16,7 @@ from 0); a cell's further lines follow it with ``space``. On the wire that is
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -81,12 +82,28 @@ def is_known_join(join: str) -> bool:
     return True
 
 
+def is_wide(ch: str) -> bool:
+    """Whether ``ch`` is a wide East Asian character (hanzi, kana, hangul, full-width punctuation and
+    forms: Unicode East_Asian_Width W or F, UAX #11), which Chinese and Japanese write without spaces.
+    """
+    return unicodedata.east_asian_width(ch) in ("W", "F")
+
+
+def piece_separator(before: str, after: str) -> str:
+    """What goes between two pieces of one text line that were cut at a gap: a space, except between
+    two wide characters (:func:`is_wide`: a Chinese line cut between two hanzi stays unspaced,
+    while Latin words keep their space).
+    """
+    return "" if before and after and is_wide(before[-1]) and is_wide(after[0]) else " "
+
+
 def join_lines(texts: Sequence[str], joins: Sequence[str]) -> list[str]:
     """Text lines of a page from its segments' ``texts`` in reading order and their ``joins``.
 
     A ``line`` (or ``cell:T:R:C``) segment starts a new line; a ``space`` / ``direct`` one is appended to the line its
     first piece started (with a space / nothing), even when a piece between them read as nothing
-    (then with a space if any cut since the last text was at a word gap).
+    (then with a space if any cut since the last text was at a word gap; never a space between two
+    wide characters, :func:`piece_separator`).
     Empty texts make no line. Raises ValueError for an unknown join or lengths that differ.
     """
     if len(texts) != len(joins):
@@ -103,7 +120,7 @@ def join_lines(texts: Sequence[str], joins: Sequence[str]) -> list[str]:
         if not text:
             continue
         if open_line:
-            lines[-1] += (" " if space else "") + text
+            lines[-1] += (piece_separator(lines[-1], text) if space else "") + text
         else:
             lines.append(text)
             open_line = True

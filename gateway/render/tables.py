@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from inkstream.segments import JOIN_DIRECT, JOIN_SPACE, join_lines, parse_cell
+from inkstream.segments import JOIN_DIRECT, JOIN_SPACE, join_lines, parse_cell, piece_separator
 
 Box = tuple[float, float, float, float]
 CELL_GAP = "  "  # between a row's cells in plain text
@@ -101,12 +101,12 @@ def page_lines(texts: Sequence[str], joins: Sequence[str], boxes: Sequence[Box])
                 flush_table()
             current = (cell.table, cell.row, cell.column)
             old = cells.get((cell.row, cell.column))
-            joined = (old[0] + " " + text).strip() if old else text.strip()
+            joined = (old[0] + piece_separator(old[0], text.strip()) + text).strip() if old else text.strip()
             cells[(cell.row, cell.column)] = (joined, (old[1] if old else []) + [box])
         elif current is not None and join in (JOIN_SPACE, JOIN_DIRECT):
             key = current[1:]
             old_text, old_boxes = cells[key]
-            sep = " " if join == JOIN_SPACE and old_text and text else ""
+            sep = piece_separator(old_text, text.strip()) if join == JOIN_SPACE and old_text and text else ""
             cells[key] = ((old_text + sep + text.strip()).strip(), old_boxes + [box])
         else:
             if current is not None:

@@ -20,6 +20,7 @@ import json
 import pathlib
 import shutil
 import tempfile
+from typing import Any
 
 import torch
 from safetensors import safe_open
@@ -34,15 +35,20 @@ WEIGHTS = "model.safetensors"
 
 
 def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, training: dict | None = None,
-                      dtype: torch.dtype = torch.float32) -> pathlib.Path:
-    """Write ``model`` (a :class:`models.compact.model.CompactOCR`) as a checkpoint directory,
-    atomically (written to a temp dir beside ``out_dir``, then renamed). Returns ``out_dir``.
+                      dtype: torch.dtype = torch.float32, extra_parts: dict | None = None,
+                      charset: list[str] | None = None, extra_config: dict | None = None) -> pathlib.Path:
+    """Write ``model`` (a :class:`models.compact.model.CompactOCR`, or the bilingual trainer's model:
+    anything with ``encoder``, ``lm`` and ``encoder_config_dict()``) as a checkpoint directory,
+    atomically (written to a temp dir beside ``out_dir``, then renamed). ``extra_parts`` maps a
+    tensor-name prefix (e.g. ``"pp_tower."``) to a module saved under it; ``charset`` is the
+    tokenizer's character set (default the Latin one); ``extra_config`` is merged into config.json.
+    Returns ``out_dir``.
     """
     out_dir = pathlib.Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".export-"))
     tensors = {}
-    for prefix, part in ((ENCODER_PREFIX, model.encoder), (DECODER_PREFIX, model.lm)):
+    for prefix, part in ((ENCODER_PREFIX, model.encoder), (DECODER_PREFIX, model.lm), *(extra_parts or {}).items()):
         for k, v in part.state_dict().items():
             tensors[prefix + k] = v.detach().cpu().to(dtype if v.is_floating_point() else v.dtype).contiguous().clone()
     save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt"})
@@ -55,11 +61,12 @@ def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, trainin
         "encoder": model.encoder_config_dict(),
         "decoder": model.lm.config.to_dict(),
         "training": training or {},
+        **(extra_config or {}),
     }
     (tmp / "config.json").write_text(json.dumps(cfg, indent=2, default=str))
     (tmp / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID, "max_new_tokens": 256}, indent=2))
-    build_tokenizer().save(str(tmp / "tokenizer.json"))
+    build_tokenizer(charset).save(str(tmp / "tokenizer.json"))
     tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint directory is meant to be shared / committed
     for f in tmp.iterdir():
         f.chmod(0o644)
@@ -111,3 +118,44 @@ def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
     digest = hashlib.sha256((root / "config.json").read_bytes())
     digest.update((root / WEIGHTS).read_bytes())
     return "inkstream-compact", digest.hexdigest()[:12]
+
+
+PP_TOWER_PREFIX = "pp_tower."
+
+
+def pp_tower_config(compressor) -> dict:
+    """config.json ``"pp_tower"`` entry of a bilingual checkpoint: which frozen trunk (rapidocr's
+    PP-OCRv6 recogniser, by file name and sha256) and the compressor's width.
+    """
+    from models.compact import pptower
+
+    return {"trunk": pptower.REC_MODEL_FILE, "trunk_sha256": pptower.REC_MODEL_SHA256,
+            "feature_output": pptower.FEATURE_OUTPUT, "channels": int(compressor.compress[0].out_channels),
+            "line_height": pptower.PP_LINE_HEIGHT, "tokens_stride_px": pptower.PP_TOKEN_PX}
+
+
+def load_training_model(checkpoint_dir: str | pathlib.Path, cfg: dict | None = None):
+    """A :class:`models.compact.model.CompactOCR` with the checkpoint's encoder and decoder weights
+    (the training-only CTC head starts random), for further training. Raises InvalidInput as
+    :func:`read_config`.
+    """
+    from transformers import DeepseekV2Config
+
+    from models.compact.model import CompactOCR
+
+    cfg = cfg or read_config(checkpoint_dir)
+    enc_cfg = encoder_config(cfg)
+    model = CompactOCR(enc_cfg, DeepseekV2Config.from_dict(cfg["decoder"], attn_implementation="eager"))
+    enc, _ = load_prefixed(checkpoint_dir, ENCODER_PREFIX)
+    dec, _ = load_prefixed(checkpoint_dir, DECODER_PREFIX)
+    model.encoder.load_state_dict({k: v.float() for k, v in enc.items()}, strict=True)
+    model.lm.load_state_dict({k: v.float() for k, v in dec.items()}, strict=True)
+    return model
+
+
+def encoder_config(cfg: dict):
+    """The Latin tower's :class:`models.compact.model.EncoderConfig` from a config.json dict."""
+    from models.compact.model import EncoderConfig
+
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg["encoder"].items()}
+    return EncoderConfig(**fields)

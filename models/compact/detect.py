@@ -201,7 +201,14 @@ class LineDetector:
         """Deskew, rule removal and region-based reading order of an upright page (see the module
         docstring); same return value as :meth:`detect`.
         """
-        from models.compact.regions import MAX_SKEW_DEG, MIN_SKEW_DEG, inside_rule, line_skew_deg, region_order
+        from models.compact.regions import (
+            MAX_SKEW_DEG,
+            MIN_SKEW_DEG,
+            character_strokes_dropped,
+            inside_rule,
+            line_skew_deg,
+            region_order,
+        )
 
         skew = line_skew_deg(lines)
         page = self.layout.analyse(image) if skew is None or abs(skew) < MIN_SKEW_DEG else PageLayout()
@@ -213,6 +220,7 @@ class LineDetector:
             rotation -= skew
             lines = self._detect(np.asarray(image))
             page = self.layout.analyse(image)
+        page.rules = character_strokes_dropped(page.rules, lines)
         if page.rules:
             image = erase_rules(image, page.rules)
             lines = [ln for ln in lines if not inside_rule(ln, page.rules)]

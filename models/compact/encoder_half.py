@@ -10,7 +10,11 @@ inverted first, and lines too faint to be print (bleed-through) are dropped
 Each line is then zero-padded (paper) to a width bucket (a multiple of ``BUCKET_PX`` = 64 pixels), so
 its vision tokens do not depend on which other lines share its forward pass.
 
-``encode_batch``: all lines of all pages in the batch are grouped by bucket width and run through the
+A bilingual checkpoint (config.json ``"pp_tower"``, :mod:`models.compact.towers`) first routes every
+line by script: the script head on the Latin tower's features of the whole line sends a line with CJK
+script to the PP-OCRv6 tower (48-px lines, cut only beyond 32 em), any other line to the Latin tower.
+
+``encode_batch``: all lines of all pages in the batch are grouped by tower and bucket width and run through the
 line encoder (timm ResNet trunk + conv token compressor + projector, :class:`models.compact.model.LineEncoder`);
 each line keeps its first ``width/16`` tokens (one vision token per 16 columns of the 32-px-high
 line). One :class:`SegmentTokens` per line, in reading order, with the line's box in the pixels of
@@ -32,8 +36,9 @@ from models.compact import checkpoint as ckpt
 from models.compact import prepare
 from models.compact.detect import LineDetector, crop_line
 from models.compact.lineimage import LINE_HEIGHT, MAX_WIDTH, WIDTH_MULTIPLE, normalise_line, normalised_width
-from models.compact.linesplit import split_line
+from models.compact.linesplit import SPLIT_PX, split_line
 from models.compact.model import EncoderConfig, LineEncoder
+from models.compact.towers import PP_SPLIT_PX, PPTower
 
 BUCKET_PX = 64
 MAX_LINES_PER_FORWARD = 64
@@ -76,16 +81,18 @@ class CompactEncoderHalf(EncoderHalf):
     family = "compact"
 
     def __init__(self, encoder: LineEncoder, loaded: set[str], model_id: str, revision: str, hidden: int,
-                 device: torch.device, dtype: torch.dtype, detector: LineDetector) -> None:
-        self._encoder, self._loaded, self._detector = encoder, loaded, detector
+                 device: torch.device, dtype: torch.dtype, detector: LineDetector,
+                 pp: PPTower | None = None) -> None:
+        self._encoder, self._loaded, self._detector, self._pp = encoder, loaded, detector, pp
         self.model_id, self.revision, self.hidden_size = model_id, revision, hidden
         self.device, self.dtype, self.default_mode = device, dtype, "lines"
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: torch.dtype = torch.float32,
              detector_threads: int = 1) -> CompactEncoderHalf:
-        """Read config.json and ONLY the ``encoder.*`` tensors; build the line encoder and the ONNX
-        line detector. Raises InvalidInput for a directory that is not a compact checkpoint.
+        """Read config.json and ONLY the ``encoder.*`` tensors (and, for a bilingual checkpoint, the
+        ``pp_tower.*`` / ``script_head.*`` ones, :mod:`models.compact.towers`); build the line encoder and
+        the ONNX line detector. Raises InvalidInput for a directory that is not a compact checkpoint.
         """
         cfg = ckpt.read_config(checkpoint_dir)
         enc_fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg["encoder"].items()}
@@ -96,8 +103,10 @@ class CompactEncoderHalf(EncoderHalf):
         enc.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
         enc = enc.to(device=device, dtype=dtype).eval()
         model_id, revision = ckpt.checkpoint_identity(checkpoint_dir)
-        return cls(enc, loaded, model_id, revision, hidden, torch.device(device), dtype,
-                   LineDetector(threads=detector_threads))
+        pp = (PPTower.load(checkpoint_dir, cfg, hidden, enc_cfg.compressor_channels, detector_threads, dtype)
+              if "pp_tower" in cfg else None)
+        return cls(enc, loaded | (pp.loaded if pp else set()), model_id, revision, hidden, torch.device(device),
+                   dtype, LineDetector(threads=detector_threads), pp)
 
     def modes(self) -> list[ModeSpec]:
         """One mode, ``lines``: pages rasterised at 2,200 px long side, <= 160 vision tokens per line."""
@@ -127,19 +136,26 @@ class CompactEncoderHalf(EncoderHalf):
                                f"(min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
         upright, lines, rotation = self._detector.detect(prepare.positive(image))  # light-on-dark inverted
         lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln))  # faint bleed-through is no text
+        tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
+        cjk = (self._pp.route(self._encoder, [prepare.dark_on_light(c) for c, _ in tight]) if self._pp
+               else [False] * len(tight))
         pieces = []
-        for ln in lines:  # a line's first piece carries the line's join (a table cell's place)
-            parts = split_line(*prepare.tighten(crop_line(upright, ln), ln.box))  # display type trimmed
-            pieces += [(parts[0][0], parts[0][1], ln.join), *parts[1:]]
-        crops = [crop for crop, _, _ in pieces]
-        tensors, n_tokens = {}, []
-        for i, (crop, x) in enumerate(zip(crops, self.prepare_lines(crops), strict=True)):
-            tensors[f"line_{i}"] = x
-            n_tokens.append(normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE)
-        boxes = [_unrotate_box(box, rotation, image.width, image.height) for _, box, _ in pieces]
+        for ln, (crop, box), pp in zip(lines, tight, cjk, strict=True):  # first piece: the line's join
+            parts = split_line(crop, box, PP_SPLIT_PX if pp else SPLIT_PX)
+            pieces += [(parts[0][0], parts[0][1], ln.join, pp), *((*part, pp) for part in parts[1:])]
+        tensors, n_tokens, towers = {}, [], []
+        for i, (crop, _, _, pp) in enumerate(pieces):
+            if pp and self._pp is not None:
+                tensors[f"pp_{i}"], n = self._pp.prepare(prepare.dark_on_light(crop))
+            else:
+                tensors[f"line_{i}"] = self.prepare_lines([crop])[0]
+                n = normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE
+            n_tokens.append(n)
+            towers.append("pp" if pp else "latin")
+        boxes = [_unrotate_box(box, rotation, image.width, image.height) for _, box, _, _ in pieces]
         return PreparedPage(batch_key="compact-lines", tensors=tensors, width=image.width, height=image.height,
-                            meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [j for _, _, j in pieces],
-                                  "rotation": rotation})
+                            meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [p[2] for p in pieces],
+                                  "towers": towers, "rotation": rotation})
 
     def encode_lines(self, lines: list[torch.Tensor], n_tokens: list[int]) -> list[torch.Tensor]:
         """Bucketed lines [1, 32, W] -> vision tokens [n_tokens[i], hidden] (``dtype``, CPU), same order."""
@@ -161,14 +177,17 @@ class CompactEncoderHalf(EncoderHalf):
 
     def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
         """Encode all lines of ``pages`` (grouped by width across pages); one EncodedPage per page."""
-        flat, ntok, owner = [], [], []
+        flat, ntok, owner, pp_at = [], [], [], []
         for p, page in enumerate(pages):
             n = page.meta["n_tokens"]
+            towers = page.meta.get("towers") or ["latin"] * len(n)
             for i in range(len(n)):
-                flat.append(page.tensors[f"line_{i}"])
+                is_pp = towers[i] == "pp"
+                flat.append(page.tensors[f"pp_{i}" if is_pp else f"line_{i}"])
                 ntok.append(n[i])
                 owner.append(p)
-        tokens = self.encode_lines(flat, ntok) if flat else []
+                pp_at.append(is_pp)
+        tokens = self._encode_routed(flat, ntok, pp_at) if flat else []
         result = [EncodedPage(segments=[], width=pg.width, height=pg.height) for pg in pages]
         per_page_index = [0] * len(pages)
         for t, p in zip(tokens, owner, strict=True):
@@ -178,6 +197,22 @@ class CompactEncoderHalf(EncoderHalf):
             x0, y0, x1, y1 = (float(v) for v in box)
             result[p].segments.append(SegmentTokens(vision_tokens=t, box=(x0, y0, x1, y1), join=join))
         return result
+
+    def _encode_routed(self, flat: list[torch.Tensor], ntok: list[int], pp_at: list[bool]) -> list[torch.Tensor]:
+        """Vision tokens of every line, each through the tower it was routed to, in the given order."""
+        latin = [i for i, pp in enumerate(pp_at) if not pp]
+        pp_idx = [i for i, pp in enumerate(pp_at) if pp]
+        out: list[torch.Tensor] = [torch.empty(0)] * len(flat)
+        if latin:
+            for i, t in zip(latin, self.encode_lines([flat[i] for i in latin], [ntok[i] for i in latin]), strict=True):
+                out[i] = t
+        if pp_idx:
+            if self._pp is None:
+                raise InvalidInput("page prepared for the PP tower, but this checkpoint has none")
+            for i, t in zip(pp_idx, self._pp.encode([flat[i] for i in pp_idx], [ntok[i] for i in pp_idx]),
+                            strict=True):
+                out[i] = t.to(self.dtype)
+        return out
 
     def loaded_tensor_names(self) -> set[str]:
         """Checkpoint names of the ``encoder.*`` tensors read at load time."""

@@ -39,6 +39,37 @@ def line_skew_deg(lines: list[LineBox]) -> float | None:
     return float(np.median(slopes)) if len(slopes) >= SKEW_MIN_LINES else None
 
 
+#: A "rule" lying inside a detected text line, its centre in the middle band of the line's height
+#: (this fraction of the height off the top and off the bottom), is part of the characters, not a rule:
+#: Tesseract reports the long horizontal strokes of hanzi such as 董, 事 or 三 (alone or several side by
+#: side) and dashes as rule lines, and erasing them loses the characters. Underlines (at the bottom edge)
+#: and table borders (between lines) are outside that band.
+STROKE_BAND = 0.2
+
+
+def character_strokes_dropped(rules: list[tuple[float, float, float, float]],
+                              lines: list[LineBox]) -> list[tuple[float, float, float, float]]:
+    """``rules`` without those that are strokes of the characters of a detected line (see
+    :data:`STROKE_BAND`); boxes in page pixels.
+    """
+    kept = []
+    for r in rules:
+        cy = (r[1] + r[3]) / 2
+        area = max(1e-6, (r[2] - r[0] + 1) * (r[3] - r[1] + 1))
+        stroke = False
+        for ln in lines:
+            x0, y0, x1, y1 = ln.box
+            w = min(x1, r[2] + 1) - max(x0, r[0])
+            h = min(y1, r[3] + 1) - max(y0, r[1])
+            band = STROKE_BAND * (y1 - y0)
+            if w > 0 and h > 0 and w * h >= RULE_COVER * area and y0 + band <= cy <= y1 - band:
+                stroke = True
+                break
+        if not stroke:
+            kept.append(r)
+    return kept
+
+
 def inside_rule(line: LineBox, rules: list[tuple[float, float, float, float]], pad: float = 2.0) -> bool:
     """Whether ``line`` lies at least RULE_COVER inside one rule box (grown by ``pad`` pixels)."""
     x0, y0, x1, y1 = line.box

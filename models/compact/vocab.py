@@ -41,13 +41,14 @@ def normalize_text(text: str) -> str:
     return "".join(table.get(c, c) for c in text)
 
 
-def build_tokenizer() -> Tokenizer:
-    """A character-level ``tokenizers.Tokenizer``: WordLevel model over :data:`CHARSET`, every
-    character its own pre-token (regex ``.``), NFC normaliser, ``Fuse`` decoder (no spaces added).
-    Vocabulary size = 5 specials + ``len(CHARSET)``.
+def build_tokenizer(charset: list[str] | None = None) -> Tokenizer:
+    """A character-level ``tokenizers.Tokenizer``: WordLevel model over ``charset`` (default
+    :data:`CHARSET`; :data:`models.compact.vocab_zh.ZH_CHARSET` for the Chinese checkpoint, which
+    keeps :data:`CHARSET`'s ids), every character its own pre-token (regex ``.``), NFC normaliser,
+    ``Fuse`` decoder (no spaces added). Vocabulary size = 5 specials + ``len(charset)``.
     """
     vocab = {tok: i for i, tok in enumerate(SPECIALS)}
-    for ch in CHARSET:
+    for ch in CHARSET if charset is None else charset:
         vocab.setdefault(ch, len(vocab))
     tok = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
     tok.normalizer = normalizers.NFC()

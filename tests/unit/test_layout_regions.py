@@ -131,3 +131,16 @@ def test_page_with_margin_line_numbers_keeps_numbers_with_their_rows():
     regions += [Region(TEXT, (155, 95, 905, 400), 20), Region(TEXT, (155, 450, 905, 800), 21)]
     order = region_order(rows[::-1], PageLayout(regions=regions), 1000)
     assert order == rows
+
+
+def test_strokes_inside_a_text_line_are_not_rules():
+    """Tesseract reports the long horizontal strokes of hanzi (董, 事, 三) as rule lines; erasing them
+    loses the characters. A rule in the middle band of a detected line is dropped; an underline at the
+    line's bottom edge and a table border between two lines are kept."""
+    from models.compact.regions import character_strokes_dropped
+
+    lines = [_line(100, 100, 800, 140), _line(100, 200, 800, 240)]
+    stroke = (300.0, 118.0, 420.0, 121.0)  # across three hanzi, mid-height of the first line
+    underline = (100.0, 137.0, 800.0, 139.0)  # at the first line's bottom edge
+    border = (80.0, 168.0, 820.0, 170.0)  # between the lines
+    assert character_strokes_dropped([stroke, underline, border], lines) == [underline, border]

@@ -45,17 +45,27 @@ def find_fonts() -> tuple[list[str], list[str]]:
     return train, held
 
 
+def _face(spec: str) -> tuple[str, int]:
+    """``"path"`` or ``"path#N"`` (face N of a .ttc collection) -> (path, face index)."""
+    path, _, index = spec.partition("#")
+    return path, int(index or 0)
+
+
 @cache
 def font_charset(path: str) -> frozenset[str]:
-    """Characters with a glyph in the font's best Unicode cmap (fontTools)."""
-    with TTFont(path, lazy=True, fontNumber=0) as f:
+    """Characters with a glyph in the font's best Unicode cmap (fontTools); ``path`` may name a
+    face of a collection as ``"file.ttc#N"``.
+    """
+    file, index = _face(path)
+    with TTFont(file, lazy=True, fontNumber=index) as f:
         cmap = f.getBestCmap() or {}
     return frozenset(chr(c) for c in cmap)
 
 
 @lru_cache(maxsize=2048)
 def _font(path: str, size: int) -> ImageFont.FreeTypeFont:
-    return ImageFont.truetype(path, size)
+    file, index = _face(path)
+    return ImageFont.truetype(file, size, index=index)
 
 
 def _rule(draw: ImageDraw.ImageDraw, rng: random.Random, w: int, h: int, ink: int, y_base: int) -> None:

@@ -1,0 +1,342 @@
+"""``inkstream train-compact-zh``: train the bilingual (Chinese + Latin) compact checkpoint (CPU, resumable).
+
+Starting point: a trained checkpoint (``--init``, default the embedded one): a Latin one, or a
+bilingual export to continue from (its compressor is loaded too). Its line encoder is
+kept frozen as the Latin tower; the PP-OCRv6 recognition trunk (:mod:`models.compact.pptower`, frozen,
+pretrained) is the second tower, whose lines come from feature shards (:mod:`training.compact.zh_features`).
+Trained: the PP token compressor (new), the MoE decoder (initialised from the Latin checkpoint, its
+vocabulary grown to :data:`models.compact.vocab_zh.ZH_CHARSET`: the Latin ids keep their rows, new rows
+start small and random) and the script head that routes a line to a tower.
+
+Each step: cross-entropy on a batch of PP-tower lines (+ ``--att-weight`` x supervised attention, as in
+``train.py``, + ``--ctc-weight`` x CTC on the vision tokens through a training-only head) plus
+``--latin-weight`` x cross-entropy on a batch of freshly rendered Latin lines
+through the frozen Latin tower (replay, so that reading Latin does not regress). AdamW, warm-up then
+cosine over ``--steps``; every ``--ckpt-every`` steps the state goes to ``OUT/state.pt`` (atomic) and
+rerunning the same command resumes; every ``--eval-every`` steps greedy CER on the held-out shard
+(``eval.pt``: held-out fonts and texts) is logged and the checkpoint is exported to ``OUT/export``.
+The script head is trained by :mod:`training.compact.script_head` afterwards (it only needs the
+Latin tower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import pathlib
+import random
+import time
+
+import torch
+from rapidfuzz.distance import Levenshtein
+from torch import nn
+
+from models.compact import checkpoint as ckpt
+from models.compact.model import CompactOCR, attention_supervision
+from models.compact.pptower import PPCompressor
+from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, build_tokenizer, decode, encode
+from models.compact.vocab_zh import ZH_CHARSET
+from training.compact.corpus import build_corpus
+from training.compact.data import SyntheticLines, collate, fixed_eval_set
+from training.compact.render import find_fonts
+
+
+class Bilingual(nn.Module):
+    """Frozen Latin tower (``encoder``) + trainable ``pp_tower`` compressor + ``lm`` decoder."""
+
+    def __init__(self, latin: CompactOCR, vocab_size: int, pp_channels: int = 256) -> None:
+        super().__init__()
+        self.enc_cfg = latin.enc_cfg
+        self.encoder = latin.encoder.requires_grad_(False).eval()
+        hidden = latin.lm.config.hidden_size
+        self.pp_tower = PPCompressor(hidden, pp_channels)
+        self.lm = latin.lm
+        old = torch.as_tensor(self.lm.get_input_embeddings().weight).detach().clone()
+        self.lm.resize_token_embeddings(vocab_size, mean_resizing=False)
+        with torch.no_grad():
+            emb = torch.as_tensor(self.lm.get_input_embeddings().weight)
+            head = torch.as_tensor(self.lm.get_output_embeddings().weight)
+            n = int(old.shape[0])
+            emb[n:].normal_(0.0, float(old.std()))
+            head[n:].normal_(0.0, 0.02)
+        self.lm.config.vocab_size = vocab_size
+        self.ctc_head = nn.Linear(hidden, vocab_size)  # training only (see ctc_loss)
+
+    def encoder_config_dict(self) -> dict:
+        """The Latin tower's config (JSON-serialisable)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(self.enc_cfg).items()}
+
+    def sequence_loss(self, vis: torch.Tensor, n_tokens: list[int], ids: list[list[int]],
+                      align: list | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced cross-entropy (and supervised attention) of ``[vision tokens][<s>] text [</s>]``."""
+        emb = self.lm.get_input_embeddings()
+        seqs, labels = [], []
+        for i, t in enumerate(ids):
+            n = n_tokens[i]
+            tgt = torch.tensor([BOS_ID, *t, EOS_ID], dtype=torch.long)
+            seqs.append(torch.cat([vis[i, :n], emb(tgt[:-1])], 0))
+            labels.append(torch.cat([torch.full((n,), -100, dtype=torch.long), tgt[1:]]))
+        x = nn.utils.rnn.pad_sequence(seqs, batch_first=True)
+        y = nn.utils.rnn.pad_sequence(labels, batch_first=True, padding_value=-100)
+        mask = torch.zeros(x.shape[:2], dtype=torch.long)
+        for i, s in enumerate(seqs):
+            mask[i, : s.shape[0]] = 1
+        want = align is not None and any(a is not None for a in align)
+        out = self.lm(inputs_embeds=x, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                      output_attentions=want)
+        ce = nn.functional.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]).float(), y.reshape(-1),
+                                         ignore_index=-100)
+        att = (attention_supervision(out.attentions[-1], torch.tensor(n_tokens), align) if want and align
+               else torch.zeros(()))
+        return ce, att
+
+    def ctc_loss(self, vis: torch.Tensor, n_tokens: list[int], ids: list[list[int]]) -> torch.Tensor:
+        """Auxiliary CTC loss (hybrid CTC/attention, Watanabe et al. 2017) on the PP vision tokens through
+        the training-only ``ctc_head`` (not exported), blank = ``<pad>``: it makes each token readable as
+        the character under it, which the decoder's attention then only has to fetch. Lines too short
+        for CTC (tokens < 2 x characters: Latin text at 16 px per token) are left out.
+        """
+        keep = [i for i, t in enumerate(ids) if t and n_tokens[i] >= 2 * len(t)]
+        if not keep:
+            return torch.zeros(())
+        log_probs = self.ctc_head(vis[keep]).float().log_softmax(-1).transpose(0, 1)  # [T, B, V]
+        tgt = torch.tensor([c for i in keep for c in ids[i]], dtype=torch.long)
+        return nn.functional.ctc_loss(log_probs, tgt, torch.tensor([n_tokens[i] for i in keep]),
+                                      torch.tensor([len(ids[i]) for i in keep]), blank=PAD_ID, zero_infinity=True)
+
+    @torch.no_grad()
+    def greedy(self, vis: torch.Tensor, n_tokens: list[int], max_new: int) -> list[list[int]]:
+        """Batched greedy decoding (no KV cache; evaluation only). Returns ids per line, no specials."""
+        emb = self.lm.get_input_embeddings()
+        out: list[list[int]] = [[] for _ in n_tokens]
+        for i, n in enumerate(n_tokens):
+            x = torch.cat([vis[i, :n], emb(torch.tensor([BOS_ID]))], 0)[None]
+            cache = None
+            res = self.lm(inputs_embeds=x, use_cache=True)
+            for _ in range(max_new):
+                nxt = int(res.logits[0, -1].argmax())
+                if nxt == EOS_ID:
+                    break
+                out[i].append(nxt)
+                cache = res.past_key_values
+                res = self.lm(inputs_embeds=emb(torch.tensor([[nxt]])), past_key_values=cache, use_cache=True)
+        return out
+
+
+def pp_batch(records: list[dict]) -> tuple[torch.Tensor, list[int]]:
+    """Feature records -> (frames [B, T_max, 120] float32, zero-padded; vision tokens per line)."""
+    t = max(r["frames"].shape[0] for r in records)
+    frames = torch.zeros(len(records), t, records[0]["frames"].shape[1])
+    for i, r in enumerate(records):
+        frames[i, : r["frames"].shape[0]] = r["frames"].float()
+    return frames, [int(r["n_tokens"]) for r in records]
+
+
+class ShardPool:
+    """All feature records of ``train_*.pt`` in a directory, re-scanned for new shards on ``refresh``."""
+
+    def __init__(self, directory: pathlib.Path) -> None:
+        self.directory = directory
+        self.seen: set[str] = set()
+        self.records: list[dict] = []
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Load shards written since the last call."""
+        for path in sorted(glob.glob(str(self.directory / "train_*.pt"))):
+            if path not in self.seen:
+                self.records += torch.load(path, weights_only=False)
+                self.seen.add(path)
+
+    def batch(self, rng: random.Random, n: int) -> list[dict]:
+        """``n`` records drawn uniformly, sorted by width so that a batch pads little."""
+        return sorted(rng.sample(self.records, min(n, len(self.records))), key=lambda r: r["frames"].shape[0])
+
+
+def evaluate(model: Bilingual, tok, records: list[dict], batch: int = 24) -> tuple[float, dict[str, float]]:
+    """Greedy CER (total edits / total characters) on held-out records, overall and per kind."""
+    model.eval()
+    edits: dict[str, int] = {}
+    chars: dict[str, int] = {}
+    for s in range(0, len(records), batch):
+        chunk = records[s: s + batch]
+        frames, n_tok = pp_batch(chunk)
+        vis = model.pp_tower(frames)
+        for ids, r in zip(model.greedy(vis, n_tok, max_new=int(1.3 * max(len(c["text"]) for c in chunk)) + 8),
+                          chunk, strict=True):
+            k = r["kind"]
+            edits[k] = edits.get(k, 0) + Levenshtein.distance(decode(tok, ids), r["text"])
+            chars[k] = chars.get(k, 0) + len(r["text"])
+    model.train()
+    model.encoder.eval()
+    per = {k: edits[k] / max(1, chars[k]) for k in edits}
+    return sum(edits.values()) / max(1, sum(chars.values())), per
+
+
+def evaluate_latin(model: Bilingual, latin_tok, samples: list, batch: int = 24) -> float:
+    """Greedy CER of held-out Latin lines (held-out fonts and texts, ``train.py``'s set) through the
+    frozen Latin tower and the decoder being trained: reading Latin must not regress.
+    """
+    model.eval()
+    edits = chars = 0
+    for s in range(0, len(samples), batch):
+        images, n_tokens, _, texts, _ = collate(samples[s: s + batch], latin_tok)
+        with torch.no_grad():
+            vis, _ = model.encoder(images)
+        for ids, ref in zip(model.greedy(vis, n_tokens.tolist(), int(1.3 * max(map(len, texts))) + 8), texts,
+                            strict=True):
+            edits += Levenshtein.distance(decode(latin_tok, ids), ref)
+            chars += len(ref)
+    model.train()
+    model.encoder.eval()
+    return edits / max(1, chars)
+
+
+def export(model: Bilingual, out_dir: pathlib.Path, revision: str, training: dict) -> None:
+    """Write the bilingual checkpoint (see :func:`models.compact.checkpoint.export_checkpoint`)."""
+    ckpt.export_checkpoint(model, out_dir, revision, training, extra_parts={"pp_tower.": model.pp_tower},
+                           charset=ZH_CHARSET, extra_config={"pp_tower": ckpt.pp_tower_config(model.pp_tower)})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train or resume (see the module docstring); returns 0 when ``--steps`` are done."""
+    p = argparse.ArgumentParser(prog="inkstream train-compact-zh", description=__doc__.split("\n\n")[0])
+    p.add_argument("--init", default=str(pathlib.Path(ckpt.__file__).parent / "weights"))
+    p.add_argument("--features", default="runs/zh/features")
+    p.add_argument("--out", default="runs/zh/train")
+    p.add_argument("--steps", type=int, default=6000)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--latin-batch", type=int, default=12)
+    p.add_argument("--latin-weight", type=float, default=0.5)
+    p.add_argument("--att-weight", type=float, default=0.2)
+    p.add_argument("--ctc-weight", type=float, default=0.5)
+    p.add_argument("--decoder-lr-scale", type=float, default=0.5,
+                   help="learning-rate factor of the decoder's layers (shared with the Latin tower's lines)")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--ckpt-every", type=int, default=100)
+    p.add_argument("--eval-every", type=int, default=500)
+    p.add_argument("--eval-lines", type=int, default=150)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    args.warmup_from = 0
+    torch.set_num_threads(args.threads)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def say(msg: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {msg}"
+        print(line, flush=True)
+        with open(out / "train.log", "a") as fh:
+            fh.write(line + "\n")
+
+    cfg = ckpt.read_config(args.init)
+    latin = ckpt.load_training_model(args.init, cfg)
+    tok = build_tokenizer(ZH_CHARSET)
+    model = Bilingual(latin, tok.get_vocab_size())
+    if "pp_tower" in cfg:  # continuing from a bilingual export (e.g. the committed one)
+        comp, _ = ckpt.load_prefixed(args.init, ckpt.PP_TOWER_PREFIX)
+        model.pp_tower.load_state_dict({k: v.float() for k, v in comp.items()})
+    ctc_params = list(model.ctc_head.parameters())
+    io_names = ("lm.model.embed_tokens.", "lm.lm_head.")
+    layer_params = [q for n, q in model.named_parameters() if q.requires_grad and n.startswith("lm.")
+                    and not n.startswith(io_names)]
+    main_params = [q for n, q in model.named_parameters() if q.requires_grad and not n.startswith("ctc_head.")
+                   and not (n.startswith("lm.") and not n.startswith(io_names))]
+    train_params = main_params + ctc_params + layer_params
+    # The decoder's layers are shared with the Latin tower's lines: --decoder-lr-scale keeps them from
+    # drifting away from what the Latin tower's tokens need, while the compressor and the vocabulary
+    # rows learn at the full rate.
+    opt = torch.optim.AdamW([{"params": main_params, "scale": 1.0}, {"params": ctc_params, "scale": 1.0},
+                             {"params": layer_params, "scale": args.decoder_lr_scale}],
+                            lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    step, seconds, state_path = 0, 0.0, out / "state.pt"
+    if state_path.is_file():
+        st = torch.load(state_path, map_location="cpu", weights_only=False)
+        missing, _ = model.load_state_dict(st["model"], strict=False)
+        if [m for m in missing if not m.startswith("ctc_head.")]:
+            raise RuntimeError(f"state.pt lacks {missing}")
+        if len(st["opt"]["param_groups"]) == len(opt.param_groups):
+            opt.load_state_dict(st["opt"])
+        else:  # a state from before the parameter groups of this version: moments start afresh
+            say("optimiser state of another layout: AdamW moments start afresh (warm-up from here)")
+            args.warmup_from = st["step"]
+        step, seconds = st["step"], st["seconds"]
+        say(f"resumed from step {step}")
+    pool = ShardPool(pathlib.Path(args.features))
+    held = torch.load(pathlib.Path(args.features) / "eval.pt", weights_only=False)[: args.eval_lines]
+    corpus = build_corpus()
+    fonts, _ = find_fonts()
+    latin_tok = build_tokenizer()
+    latin_iter = iter(torch.utils.data.DataLoader(
+        SyntheticLines(corpus.train, fonts, args.latin_batch, seed=args.seed + step), batch_size=None,
+        num_workers=1, prefetch_factor=4, persistent_workers=True))
+    latin_held = fixed_eval_set(corpus.eval, find_fonts()[1], args.eval_lines, seed=7)
+    rng = random.Random(args.seed + step)
+    say(f"{len(pool.records)} feature lines; trainable {sum(q.numel() for q in train_params) / 1e6:.2f} M params")
+
+    def save() -> None:
+        tmp = state_path.with_suffix(".tmp")
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "seconds": seconds}, tmp)
+        os.replace(tmp, state_path)
+
+    model.train()
+    model.encoder.eval()
+    t_last = time.time()
+    while step < args.steps:
+        cosine = 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * step / args.steps))
+        lr = args.lr * min(1.0, (step + 1 - args.warmup_from) / args.warmup) * cosine
+        for g in opt.param_groups:
+            g["lr"] = lr * g["scale"]
+        recs = pool.batch(rng, args.batch)
+        frames, n_tok = pp_batch(recs)
+        ids = [encode(tok, r["text"]) for r in recs]
+        align = [r.get("align") if r.get("align") is not None and len(r["align"]) == len(i) else None
+                 for r, i in zip(recs, ids, strict=True)]
+        vis = model.pp_tower(frames)
+        ce, att = model.sequence_loss(vis, n_tok, ids, align)
+        ctc = model.ctc_loss(vis, n_tok, ids) if args.ctc_weight > 0 else torch.zeros(())
+        images, lat_ntok, _, texts, _ = next(latin_iter)
+        with torch.no_grad():
+            lat_vis, _ = model.encoder(images)
+        lat_ce, _ = model.sequence_loss(lat_vis, lat_ntok.tolist(), [encode(latin_tok, t) for t in texts])
+        loss = ce + args.att_weight * att + args.ctc_weight * ctc + args.latin_weight * lat_ce
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(train_params, 1.0)
+        opt.step()
+        step += 1
+        now = time.time()
+        seconds += now - t_last
+        t_last = now
+        if step % 20 == 0:
+            row = {"kind": "train", "step": step, "ce": float(ce), "att": float(att), "ctc": float(ctc),
+                   "latin_ce": float(lat_ce),
+                   "lr": lr, "hours": seconds / 3600, "lines": len(pool.records)}
+            with open(out / "log.jsonl", "a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            say(json.dumps(row))
+        if step % args.ckpt_every == 0:
+            save()
+            pool.refresh()
+        if step % args.eval_every == 0 or step == args.steps:
+            latin_cer = evaluate_latin(model, latin_tok, latin_held)
+            cer, per = evaluate(model, tok, held)
+            per["latin_tower"] = latin_cer
+            with open(out / "log.jsonl", "a") as fh:
+                fh.write(json.dumps({"kind": "eval", "step": step, "cer": cer, "per_kind": per}) + "\n")
+            kinds = json.dumps({k: round(100 * v, 2) for k, v in per.items()})
+            say(f"step {step}: held-out CER {100 * cer:.2f} % {kinds}")
+            export(model, out / "export", f"zh-step{step}",
+                   {"step": step, "hours": round(seconds / 3600, 3), "heldout_cer_zh": round(cer, 5)})
+            t_last = time.time()
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
