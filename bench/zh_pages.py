@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from training.compact.corpus import build_corpus  # noqa: E402 - after the sys.path insert above
-from training.compact.zh_corpus import _amount, _date, build_zh_corpus  # noqa: E402
+from training.compact.zh_corpus import amount_text, build_zh_corpus, date_text  # noqa: E402
 from training.compact.zh_features import find_zh_fonts  # noqa: E402
 
 PAGE = (1700, 2200)
@@ -80,7 +80,7 @@ def render_page(seed: int, zh_eval: list[str], latin_eval: list[str],
         y += size
     for _ in range(rng.randint(3, 6)):
         item = "".join(c for c in rng.choice(zh_eval) if not c.isspace())[:10] + rng.choice(["（元）", "", "（%）"])
-        put(f"{item}    {_amount(rng)}    {_amount(rng)}    {_date(rng)}", body, size * 1.6)
+        put(f"{item}    {amount_text(rng)}    {amount_text(rng)}    {date_text(rng)}", body, size * 1.6)
     for _ in range(rng.randint(2, 4)):
         en = " ".join(rng.choice(latin_eval).split()[:4])
         zh = "".join(c for c in rng.choice(zh_eval) if not c.isspace())[:12]

@@ -121,6 +121,7 @@ def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
 
 
 PP_TOWER_PREFIX = "pp_tower."
+SCRIPT_PREFIX = "script_head."
 
 
 def pp_tower_config(compressor) -> dict:

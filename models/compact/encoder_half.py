@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import pathlib
-from typing import Any
 
 import torch
 from PIL import Image
@@ -37,7 +36,7 @@ from models.compact import prepare
 from models.compact.detect import LineDetector, crop_line
 from models.compact.lineimage import LINE_HEIGHT, MAX_WIDTH, WIDTH_MULTIPLE, normalise_line, normalised_width
 from models.compact.linesplit import SPLIT_PX, split_line
-from models.compact.model import EncoderConfig, LineEncoder
+from models.compact.model import LineEncoder
 from models.compact.towers import PP_SPLIT_PX, PPTower
 
 BUCKET_PX = 64
@@ -95,8 +94,7 @@ class CompactEncoderHalf(EncoderHalf):
         the ONNX line detector. Raises InvalidInput for a directory that is not a compact checkpoint.
         """
         cfg = ckpt.read_config(checkpoint_dir)
-        enc_fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg["encoder"].items()}
-        enc_cfg = EncoderConfig(**enc_fields)
+        enc_cfg = ckpt.encoder_config(cfg)
         hidden = int(cfg["decoder"]["hidden_size"])
         state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.ENCODER_PREFIX)
         enc = LineEncoder(enc_cfg, hidden)

@@ -88,11 +88,8 @@ def _feature_graph(path: str) -> bytes:
 
 def file_sha256(path: pathlib.Path) -> str:
     """Hex sha256 of a file."""
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 class PPTrunk:

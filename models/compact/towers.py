@@ -33,7 +33,6 @@ from models.compact.script import ScriptHead
 #: 0.30 gave 0.44 (step-3000 checkpoint).
 PP_CROP_PAD = 0.15
 PP_SPLIT_PX = 1024  # at 32 px height: PP-tower training lines hold at most 60 characters (~32-60 em)
-SCRIPT_PREFIX = "script_head."
 MAX_LINES_PER_FORWARD = 32
 
 
@@ -55,7 +54,7 @@ class PPTower:
         compressor = PPCompressor(hidden, int(spec["channels"]))
         compressor.load_state_dict({k: v.float() for k, v in comp_state.items()}, strict=True)
         try:
-            head_state, head_names = ckpt.load_prefixed(checkpoint_dir, SCRIPT_PREFIX)
+            head_state, head_names = ckpt.load_prefixed(checkpoint_dir, ckpt.SCRIPT_PREFIX)
         except InvalidInput as e:
             raise InvalidInput(f"{checkpoint_dir}: bilingual checkpoint without its script head "
                                "(run training.compact.script_head)") from e

@@ -31,8 +31,6 @@ from training.compact.render import find_fonts, render_line
 from training.compact.zh_corpus import ZhLineTexts, build_zh_corpus
 from training.compact.zh_features import find_zh_fonts
 
-SCRIPT_PREFIX = "script_head."
-
 
 def _lines(texts: ZhLineTexts, latin: list[str], zh_fonts: list[str], lat_fonts: list[str], rng: random.Random,
            n: int) -> list[tuple[torch.Tensor, float]]:
@@ -87,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         src = pathlib.Path(args.copy_from)
         if ckpt.read_config(src)["encoder"] != cfg["encoder"]:
             raise SystemExit(f"{src}: a different Latin tower; train the head for {root} instead")
-        head_state, _ = ckpt.load_prefixed(src, SCRIPT_PREFIX)
+        head_state, _ = ckpt.load_prefixed(src, ckpt.SCRIPT_PREFIX)
         _write_head(root, cfg, head_state, ckpt.read_config(src)["script_head"])
         return 0
     enc_cfg = ckpt.encoder_config(cfg)
@@ -132,7 +130,7 @@ def _write_head(root: pathlib.Path, cfg: dict, state: dict, figures: dict) -> No
     """Put the head's tensors into ``root``'s model.safetensors and its figures into config.json."""
     weights = root / ckpt.WEIGHTS
     tensors = load_file(str(weights))
-    tensors.update({SCRIPT_PREFIX + k: v.detach().clone().contiguous() for k, v in state.items()})
+    tensors.update({ckpt.SCRIPT_PREFIX + k: v.detach().clone().contiguous() for k, v in state.items()})
     save_file(tensors, str(weights), metadata={"format": "pt"})
     cfg["script_head"] = figures
     (root / "config.json").write_text(json.dumps(cfg, indent=2, default=str))

@@ -129,7 +129,8 @@ def capital_amount(yuan: int) -> str:
     return out.rstrip("零") + "元整"
 
 
-def _amount(rng: random.Random) -> str:
+def amount_text(rng: random.Random) -> str:
+    """A generated amount: ``¥1,234.56``, ``人民币…元整``, a signed number or a percentage."""
     v = rng.choice([rng.randint(1, 999), rng.randint(1000, 10**6), rng.randint(10**6, 10**10)])
     r = rng.random()
     if r < 0.3:
@@ -141,13 +142,15 @@ def _amount(rng: random.Random) -> str:
     return f"{rng.choice(['', '-'])}{rng.uniform(0, 200):.2f}%"
 
 
-def _date(rng: random.Random) -> str:
+def date_text(rng: random.Random) -> str:
+    """A generated date as Chinese documents write it (``2024年3月5日``, ``2024-03-05``, quarters)."""
     y, m, d = rng.randint(1990, 2030), rng.randint(1, 12), rng.randint(1, 28)
     return rng.choice([f"{y}年{m}月{d}日", f"{y}年{m:02d}月{d:02d}日", f"{y}-{m:02d}-{d:02d}", f"{y}年{m}月",
                        f"{y}年第{rng.choice('一二三四')}季度"])
 
 
-def _code(rng: random.Random) -> str:
+def code_text(rng: random.Random) -> str:
+    """A generated ID, phone number, credit code or invoice / contract number."""
     r = rng.random()
     digits = "".join(rng.choice("0123456789") for _ in range(18))
     if r < 0.25:
@@ -202,13 +205,13 @@ class ZhLineTexts:
                              else self._english(rng, rng.randint(1, 4)))
             text = "".join(p if is_hanzi(p[:1] or "a") or not parts else f" {p} " for p in parts)
         elif kind == "business":
-            gens = (_amount, _date, _code)
+            gens = (amount_text, date_text, code_text)
             parts = [rng.choice(gens)(rng) if rng.random() < 0.5 else self._prose(rng, rng.randint(2, 10))
                      for _ in range(rng.randint(1, 4))]
             text = rng.choice(["", " ", "：", "，"]).join(parts)
         elif kind == "table":
             text = self._prose(rng, rng.randint(2, 14)) + rng.choice(["（元）", "", "（%）", "（元/股）"])
-            text += "".join(" " * rng.randint(1, 3) + _amount(rng) for _ in range(rng.randint(0, 3)))
+            text += "".join(" " * rng.randint(1, 3) + amount_text(rng) for _ in range(rng.randint(0, 3)))
         elif kind == "random":
             text = "".join(rng.choice(HANZI) if rng.random() < 0.9 else rng.choice("，。、；：？！（）《》“”")
                            for _ in range(target))
