@@ -23,7 +23,10 @@ Tesseract: the ``tesseract`` CLI, ``OMP_THREAD_LIMIT=1``, PDF pages rasterised a
 (rasterisation is timed for both engines). CER / WER as in ``inkstream eval`` (inkstream/evaluate.py).
 
 Through a stack, each service's peak resident set size over the run (``VmHWM``, bench/memory.py)
-is printed, the encoder's as ``encoder_peak_rss_mib: X`` (goal <= 1,024).
+is printed, the encoder's as ``encoder_peak_rss_mib: X`` (goal <= 1,024), and the CPU each service
+used while our side read the documents, in cores (CPU seconds / wall seconds, /proc/<pid>/stat):
+``encoder_cores_busy`` etc. and their sum ``stack_cores_busy`` (2.0 = both cores of this machine busy:
+with one document in flight, page N+1 is detected and encoded while page N decodes).
 
 The last line is ``speed_ratio@N: X`` = our pages/s / Tesseract pages/s (> 1: we are faster) with
 N = the documents in flight (``--concurrency``); the Chinese run prints ``zh_ours_cer``,
@@ -144,17 +147,21 @@ def main(argv: list[str] | None = None) -> int:
         ours = InProcessEngine(args.model, threads=1)
     conc = args.concurrency if stack is not None else 1
     peaks: dict[str, int] = {}
+    busy: dict[str, float] = {}
     try:
         warm_up(ours)  # first-call allocations, not timed; a page of its own (a timed document would be a cache hit)
+        from bench.memory import cpu_seconds, vm_hwm_bytes  # after the sys.path insert above
+
+        pids = {svc: [p.pid for p in procs] for svc, procs in stack.procs.items()} if stack is not None else {}
+        cpu0 = {svc: sum(cpu_seconds(p) for p in ps) for svc, ps in pids.items()}
         t0 = time.perf_counter()
         ours_res = run_engine(ours, docs, root, concurrency=conc)
         ours_wall = time.perf_counter() - t0
+        busy = {svc: (sum(cpu_seconds(p) for p in ps) - cpu0[svc]) / max(1e-9, ours_wall) for svc, ps in pids.items()}
         t0 = time.perf_counter()
         zh_res = run_engine(ours, zh_docs, root)
         zh_wall = time.perf_counter() - t0
         if stack is not None:
-            from bench.memory import vm_hwm_bytes  # after the sys.path insert above
-
             peaks = {svc: max(vm_hwm_bytes(p.pid) for p in procs) for svc, procs in stack.procs.items() if procs}
     finally:
         if stack is not None:
@@ -178,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
           f"CER {100 * s_t.cer:.2f}%")
     for svc, v in peaks.items():
         print(f"{svc}_peak_rss_mib: {v / 2**20:.0f}")
+    for svc, b in busy.items():
+        print(f"{svc}_cores_busy: {b:.2f}")
+    if busy:
+        print(f"stack_cores_busy: {sum(busy.values()):.2f}")
     print(f"ours_cer: {s_o.cer:.4f}")
     print(f"tesseract_cer: {s_t.cer:.4f}")
     print(f"speed_ratio@{conc}: {ours_pps / max(1e-9, tess_pps):.3f}")

@@ -43,6 +43,15 @@ def vm_hwm_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmHWM for pid {pid}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process ``pid`` has used so far, in seconds (fields 14 and 15 of
+    /proc/<pid>/stat, in clock ticks; proc(5)).
+    """
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # the command name may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_once(model: pathlib.Path, pdf: bytes, n_pages: int, max_new: int,
              extra_env: dict[str, str]) -> tuple[dict[str, int], float]:
     """Start a stack, OCR ``pdf``, return ({service: peak RSS bytes}, seconds of the request)."""

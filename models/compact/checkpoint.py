@@ -132,7 +132,7 @@ def pp_tower_config(compressor) -> dict:
 
     return {"trunk": pptower.REC_MODEL_FILE, "trunk_sha256": pptower.REC_MODEL_SHA256,
             "feature_output": pptower.FEATURE_OUTPUT, "channels": int(compressor.compress[0].out_channels),
-            "line_height": pptower.PP_LINE_HEIGHT, "tokens_stride_px": pptower.PP_TOKEN_PX}
+            "line_height": pptower.PP_LINE_HEIGHT, "tokens_stride_px": pptower.PP_FRAME_PX * compressor.stride}
 
 
 def load_training_model(checkpoint_dir: str | pathlib.Path, cfg: dict | None = None):
@@ -156,7 +156,7 @@ def load_training_model(checkpoint_dir: str | pathlib.Path, cfg: dict | None = N
 
 def encoder_config(cfg: dict):
     """The Latin tower's :class:`models.compact.model.EncoderConfig` from a config.json dict."""
-    from models.compact.model import EncoderConfig
+    from models.compact.line_encoder import EncoderConfig
 
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg["encoder"].items()}
     return EncoderConfig(**fields)

@@ -41,6 +41,7 @@ from rapidocr.ch_ppocr_det.utils import DBPostProcess, DetPreProcess
 
 from inkstream.segments import JOIN_LINE
 from models.compact import large_print
+from models.compact.det_net import DetNetwork, onnx_session
 from models.compact.layout import LayoutAnalyser, PageLayout, erase_rules, interval_gaps
 
 RAPIDOCR_MODELS = pathlib.Path(rapidocr.__file__).parent / "models"
@@ -61,21 +62,6 @@ class LineBox:
     join: str = JOIN_LINE
 
 
-def _session(path: pathlib.Path, threads: int):
-    import onnxruntime as ort  # heavy: onnxruntime, only when a detector is built
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    # No arena / memory pattern: onnxruntime's CPU arena keeps (and grows to) the largest activations
-    # ever seen at the detector's resolution -- measured on the Federal Register page: +710 MiB peak
-    # after two pages with the arena, +520 MiB without, and no slower.
-    opts.enable_cpu_mem_arena = False
-    opts.enable_mem_pattern = False
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-
-
 def _same_line(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
     """Whether two boxes (x0, y0, x1, y1) are one line found twice: each overlaps the other by more
     than half of the smaller box's height and width.
@@ -91,8 +77,8 @@ class LineDetector:
     def __init__(self, det_long_side: int = 1600, threads: int = 1, pad_px: int = 24):
         self.det_long_side, self.pad = det_long_side, pad_px
         self.layout = LayoutAnalyser()
-        self.det = _session(DET_MODEL, threads)
-        self.cls = _session(CLS_MODEL, threads) if CLS_MODEL.is_file() else None
+        self.det = DetNetwork(onnx_session(DET_MODEL, threads))
+        self.cls = onnx_session(CLS_MODEL, threads) if CLS_MODEL.is_file() else None
         self.pre = DetPreProcess(limit_side_len=det_long_side, limit_type="max")
         self.post = DBPostProcess(thresh=0.3, box_thresh=0.5, max_candidates=2000, unclip_ratio=1.6,
                                   score_mode="fast", use_dilation=True)
@@ -136,10 +122,10 @@ class LineDetector:
     def _detect_band(self, rgb: np.ndarray) -> list[LineBox]:
         p = self.pad
         padded = np.pad(rgb, ((p, p), (p, p), (0, 0)), constant_values=255)
-        x = self.pre(padded[:, :, ::-1].copy())  # rapidocr works on BGR like OpenCV
-        if x is None:
+        bgr = self.pre.resize(np.ascontiguousarray(padded[:, :, ::-1]))  # rapidocr works on BGR like OpenCV
+        if bgr is None:
             return []
-        pred = self.det.run(None, {self.det.get_inputs()[0].name: x})[0]
+        pred = self.det.probability_map(bgr)
         quads, scores = self.post(pred, padded.shape[:2])
         h, w = rgb.shape[:2]
         out = []

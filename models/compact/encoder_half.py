@@ -15,7 +15,7 @@ line by script: the script head on the Latin tower's features of the whole line 
 script to the PP-OCRv6 tower (48-px lines, cut only beyond 32 em), any other line to the Latin tower.
 
 ``encode_batch``: all lines of all pages in the batch are grouped by tower and bucket width and run through the
-line encoder (timm ResNet trunk + conv token compressor + projector, :class:`models.compact.model.LineEncoder`);
+line encoder (ResNet trunk + conv token compressor + projector, :class:`models.compact.line_encoder.LineEncoder`);
 each line keeps its first ``width/16`` tokens (one vision token per 16 columns of the 32-px-high
 line). One :class:`SegmentTokens` per line, in reading order, with the line's box in the pixels of
 the page as received (for a page found sideways the box is mapped back through the rotation).
@@ -34,10 +34,10 @@ from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, Segmen
 from models.compact import checkpoint as ckpt
 from models.compact import prepare
 from models.compact.detect import LineDetector, crop_line
+from models.compact.line_encoder import LineEncoder
 from models.compact.lineimage import LINE_HEIGHT, MAX_WIDTH, WIDTH_MULTIPLE, normalise_line, normalised_width
 from models.compact.linesplit import SPLIT_PX, split_line
-from models.compact.model import LineEncoder
-from models.compact.towers import PP_SPLIT_PX, PPTower
+from models.compact.towers import PPTower
 
 BUCKET_PX = 64
 MAX_LINES_PER_FORWARD = 64
@@ -111,18 +111,24 @@ class CompactEncoderHalf(EncoderHalf):
         return list(MODES.values())
 
     def prepare_lines(self, crops: list[Image.Image]) -> list[torch.Tensor]:
-        """Normalise line crops -> [1, 32, W_bucket] float32 each (W_bucket a multiple of 64)."""
+        """Normalise line crops -> [1, 32, W_bucket] float16 each (W_bucket a multiple of 64).
+
+        float16, not float32: prepared pages wait in the batch queue (up to the gateway's encoder window,
+        2 x max_batch_size pages of ~200 lines each), and at 4 bytes per pixel their lines were a few
+        hundred MiB of the encoder's peak RSS; the ink map lies in [0, 1], where float16 is exact to
+        5e-4, and :meth:`encode_lines` computes in the half's dtype.
+        """
         out = []
         for crop in crops:
             x = normalise_line(prepare.dark_on_light(crop))
             bucket = min(MAX_WIDTH, -(-x.shape[-1] // BUCKET_PX) * BUCKET_PX)
-            padded = torch.zeros(1, LINE_HEIGHT, max(bucket, x.shape[-1]))
+            padded = torch.zeros(1, LINE_HEIGHT, max(bucket, x.shape[-1]), dtype=torch.float16)
             padded[:, :, : x.shape[-1]] = x
             out.append(padded)
         return out
 
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
-        """Page -> PreparedPage with ``tensors["line_<i>"]`` [1, 32, W] per line and ``meta`` holding
+        """Page -> PreparedPage with ``tensors["line_<i>"]`` [1, 32, W] float16 per line and ``meta`` holding
         ``n_tokens`` (list[int]), ``boxes`` (page pixels), ``joins`` (how each piece goes on from the
         previous one, :func:`models.compact.linesplit.split_line`) and ``rotation``. Raises InvalidInput
         for an unknown mode or a page smaller than 8 x 8 pixels.
@@ -139,7 +145,7 @@ class CompactEncoderHalf(EncoderHalf):
                else [False] * len(tight))
         pieces = []
         for ln, (crop, box), pp in zip(lines, tight, cjk, strict=True):  # first piece: the line's join
-            parts = split_line(crop, box, PP_SPLIT_PX if pp else SPLIT_PX)
+            parts = split_line(crop, box, self._pp.split_px if pp and self._pp else SPLIT_PX)
             pieces += [(parts[0][0], parts[0][1], ln.join, pp), *((*part, pp) for part in parts[1:])]
         tensors, n_tokens, towers = {}, [], []
         for i, (crop, _, _, pp) in enumerate(pieces):

@@ -1,8 +1,10 @@
-"""The compact model's networks: line encoder (timm ResNet trunk + convolutional token compressor)
-and the DeepSeek-V2 MoE decoder configuration, plus the training wrapper :class:`CompactOCR`.
+"""The compact model's networks: line encoder (:mod:`models.compact.line_encoder`: ResNet trunk +
+convolutional token compressor) and the DeepSeek-V2 MoE decoder configuration, plus the training
+wrapper :class:`CompactOCR`.
 
 Shapes: a batch of normalised lines ``images`` [B, 1, 32, W] float32 (W multiple of 16, ink = 1).
-The trunk (timm ``resnet18`` topology, narrow, no pretrained weights, 1 input channel; stem
+The trunk (timm's ``resnet18`` topology, :mod:`models.compact.trunk`, narrow, no pretrained weights,
+1 input channel; stem
 stride 4, one stride-2 stage) gives [B, C, 4, W/8]; the compressor collapses the height with a
 (4 x 3) convolution and halves the width with a stride-2 1-D convolution, giving one vision token per
 16 pixel columns: [B, W/16, H]. At 32 px line height a printed character is 8-16 px wide, so one
@@ -18,28 +20,18 @@ An auxiliary CTC head on the stride-8 features (hybrid CTC/attention training, W
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
-import timm
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
 
+from models.compact.line_encoder import EncoderConfig, LineEncoder
 from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID
 
-
-@dataclass
-class EncoderConfig:
-    """Line encoder hyper-parameters (stored under ``"encoder"`` in config.json)."""
-
-    stem_width: int = 8
-    channels: tuple[int, int] = (32, 64)
-    layers: tuple[int, int] = (1, 2)
-    compressor_channels: int = 192
-    line_height: int = 32
-    tokens_stride_px: int = 16
+__all__ = ["CompactOCR", "EncoderConfig", "LineEncoder", "attention_supervision", "decoder_config"]
 
 
 def decoder_config(vocab_size: int, hidden: int = 160, layers: int = 2) -> DeepseekV2Config:
@@ -56,38 +48,6 @@ def decoder_config(vocab_size: int, hidden: int = 160, layers: int = 2) -> Deeps
         bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID, tie_word_embeddings=False,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, attn_implementation="eager",
     )
-
-
-class LineEncoder(nn.Module):
-    """Normalised line images [B, 1, 32, W] -> (vision tokens [B, W/16, hidden], stride-8 features
-    [B, W/8, C]). Built from a timm ResNet (``features_only``, ``pretrained=False``, ``in_chans=1``).
-    """
-
-    def __init__(self, cfg: EncoderConfig, hidden: int):
-        super().__init__()
-        self.cfg = cfg
-        self.trunk = timm.create_model(
-            "resnet18", pretrained=False, in_chans=1, features_only=True, out_indices=(2,),
-            stem_type="deep", stem_width=cfg.stem_width, channels=tuple(cfg.channels) + (8, 8),
-            layers=tuple(cfg.layers) + (1, 1),
-        )
-        c_in, c = cfg.channels[-1], cfg.compressor_channels
-        self.collapse = nn.Sequential(nn.Conv2d(c_in, c, kernel_size=(4, 3), padding=(0, 1)), nn.BatchNorm2d(c),
-                                      nn.GELU())
-        self.compress = nn.Sequential(
-            nn.Conv1d(c, c, kernel_size=3, stride=2, padding=1), nn.GELU(),
-            nn.Conv1d(c, c, kernel_size=3, padding=1), nn.GELU(),
-        )
-        self.proj = nn.Sequential(nn.Linear(c, hidden), nn.LayerNorm(hidden))
-
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``images`` [B, 1, 32, W] float (W a multiple of 16) -> (vision tokens [B, W/16, hidden],
-        stride-8 features [B, W/8, compressor_channels] for the CTC head).
-        """
-        feats = self.trunk(images)[0]  # [B, C, 4, W/8]
-        feats = self.collapse(feats).squeeze(2)  # [B, c, W/8]
-        tokens = self.compress(feats).transpose(1, 2)  # [B, W/16, c]
-        return self.proj(tokens), feats.transpose(1, 2)
 
 
 SUPERVISED_HEADS = (0, 1)  # heads of the last decoder layer whose attention is supervised in training

@@ -7,9 +7,10 @@ tower (:mod:`models.compact.pptower`: frozen trunk + the checkpoint's compressor
 tokens of the decoder's width, so the decoder reads either.
 
 A PP line is cut only where it is wider than the PP tower was trained on (:data:`PP_SPLIT_PX`, in
-pixels at the Latin tower's 32 px height: aspect 32, about 32 hanzi), at the blank column nearest the
-ideal cut (:mod:`models.compact.linesplit`; between hanzi there is always some paper); the gateway
-joins pieces of a Chinese line without a space (:func:`inkstream.segments.piece_separator`).
+pixels at the Latin tower's 32 px height: aspect 32, about 32 hanzi) or than the decoder takes vision
+tokens (:attr:`PPTower.split_px`: 160 tokens of 8 px at 48 px height is aspect 26.7), at the blank
+column nearest the ideal cut (:mod:`models.compact.linesplit`; between hanzi there is always some
+paper); the gateway joins pieces of a Chinese line without a space (:func:`inkstream.segments.piece_separator`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,17 @@ from PIL import Image, ImageOps
 
 from inkstream.errors import InvalidInput
 from models.compact import checkpoint as ckpt
-from models.compact.lineimage import WIDTH_MULTIPLE, normalise_line
-from models.compact.model import LineEncoder
-from models.compact.pptower import PP_BUCKET_PX, PPCompressor, PPTrunk, normalise_line_pp, pp_tokens
+from models.compact.line_encoder import LineEncoder
+from models.compact.lineimage import LINE_HEIGHT, MAX_WIDTH, WIDTH_MULTIPLE, normalise_line
+from models.compact.pptower import (
+    PP_BUCKET_PX,
+    PP_FRAME_PX,
+    PP_LINE_HEIGHT,
+    PPCompressor,
+    PPTrunk,
+    normalise_line_pp,
+    pp_tokens,
+)
 from models.compact.script import ScriptHead
 
 #: Paper added above and below a PP line crop, as a fraction of its height: detector boxes are tight
@@ -34,6 +43,7 @@ from models.compact.script import ScriptHead
 PP_CROP_PAD = 0.15
 PP_SPLIT_PX = 1024  # at 32 px height: PP-tower training lines hold at most 60 characters (~32-60 em)
 MAX_LINES_PER_FORWARD = 32
+MAX_TOKENS = MAX_WIDTH // WIDTH_MULTIPLE  # the decoder half's limit per segment (160)
 
 
 class PPTower:
@@ -42,6 +52,9 @@ class PPTower:
     def __init__(self, trunk: PPTrunk, compressor: PPCompressor, head: ScriptHead, loaded: set[str],
                  dtype: torch.dtype) -> None:
         self.trunk, self.compressor, self.head, self.loaded, self.dtype = trunk, compressor, head, loaded, dtype
+        self.token_px = PP_FRAME_PX * compressor.stride
+        #: widest PP piece, in pixels at the Latin tower's 32 px line height (what split_line is given)
+        self.split_px = min(PP_SPLIT_PX, MAX_TOKENS * self.token_px * LINE_HEIGHT // PP_LINE_HEIGHT)
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, hidden: int, channels_latin: int,
@@ -51,7 +64,7 @@ class PPTower:
         """
         spec = cfg["pp_tower"]
         comp_state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.PP_TOWER_PREFIX)
-        compressor = PPCompressor(hidden, int(spec["channels"]))
+        compressor = PPCompressor(hidden, int(spec["channels"]), int(spec.get("tokens_stride_px", 16)) // PP_FRAME_PX)
         compressor.load_state_dict({k: v.float() for k, v in comp_state.items()}, strict=True)
         try:
             head_state, head_names = ckpt.load_prefixed(checkpoint_dir, ckpt.SCRIPT_PREFIX)
@@ -74,8 +87,7 @@ class PPTower:
                 out.append(bool(self.head(feats.float(), n)[0] > 0))
         return out
 
-    @staticmethod
-    def prepare(crop: Image.Image) -> tuple[torch.Tensor, int]:
+    def prepare(self, crop: Image.Image) -> tuple[torch.Tensor, int]:
         """A PP line: (float16 [48, W_bucket] in [-1, 1], paper +1, one channel of
         :func:`normalise_line_pp`; its vision tokens). The crop first gets :data:`PP_CROP_PAD` of its
         height of paper above and below (half that left and right).
@@ -85,7 +97,8 @@ class PPTower:
         paper = int(np.percentile(np.asarray(gray), 95))
         crop = ImageOps.expand(gray, border=(pad // 2, pad, pad // 2, pad), fill=paper)
         x = normalise_line_pp(crop)[0]
-        return torch.from_numpy(x.astype(np.float16)), pp_tokens(crop.width, crop.height)
+        n = min(MAX_TOKENS, pp_tokens(crop.width, crop.height, self.token_px))
+        return torch.from_numpy(x.astype(np.float16)), n
 
     def encode(self, grays: list[torch.Tensor], n_tokens: list[int]) -> list[torch.Tensor]:
         """PP lines (float16 [48, W], W a multiple of 64) -> vision tokens [n_tokens[i], hidden], same order.

@@ -170,3 +170,29 @@ def _detector():
     if not _DETECTOR:
         _DETECTOR.append(LineDetector())
     return _DETECTOR[0]
+
+
+@pytest.mark.parametrize("first_y", [40, 52])
+def test_letter_page_detected_in_strips_finds_each_line_once_across_the_cuts(first_y):
+    """The detector network runs on strips of DET_STRIP_ROWS input rows (peak memory, det_net.py); a
+    text line lying across a cut between two strips is still found once and whole."""
+    from PIL import ImageDraw, ImageFont
+
+    from models.compact.det_net import DET_STRIP_ROWS
+
+    font = ImageFont.load_default(size=24)
+    page = Image.new("RGB", (1700, 2200), "white")
+    draw = ImageDraw.Draw(page)
+    ys = list(range(first_y, 2120, 48))
+    for i, y in enumerate(ys):
+        draw.text((100, y), f"Line {i:02d}: the quick brown fox jumps over the lazy dog {i * 7}", fill="black",
+                  font=font)
+    lines = _detector()._detect(np.asarray(page))  # the detection pass itself (no orientation vote)
+    scale = 1600 / (2200 + 2 * 24)  # page (padded by 24 px) -> detector input rows
+    cuts = [k * DET_STRIP_ROWS / scale - 24 for k in (1, 2, 3)]
+    boxes = sorted((ln.box for ln in lines), key=lambda b: b[1])
+    assert len(boxes) == len(ys), (len(boxes), len(ys))
+    assert sum(1 for b in boxes if any(b[1] < c < b[3] for c in cuts)) >= 2  # the cuts do cross lines
+    for b, y in zip(boxes, ys, strict=True):
+        assert abs((b[1] + b[3]) / 2 - (y + 14)) < 12 and b[3] - b[1] < 45  # where drawn, not cut or merged
+        assert b[2] - b[0] > 550  # whole width (~600 px)

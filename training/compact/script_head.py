@@ -22,8 +22,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from models.compact import checkpoint as ckpt
+from models.compact.line_encoder import LineEncoder
 from models.compact.lineimage import WIDTH_MULTIPLE, normalise_line
-from models.compact.model import LineEncoder
 from models.compact.script import ScriptHead
 from models.compact.vocab_zh import is_hanzi
 from training.compact.corpus import build_corpus

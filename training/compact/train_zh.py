@@ -36,23 +36,24 @@ from torch import nn
 
 from models.compact import checkpoint as ckpt
 from models.compact.model import CompactOCR, attention_supervision
-from models.compact.pptower import PPCompressor
+from models.compact.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor
 from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, build_tokenizer, decode, encode
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.corpus import build_corpus
 from training.compact.data import SyntheticLines, collate, fixed_eval_set
+from training.compact.pp_head_init import feature_basis, identity_compressor, init_rows_from_pp
 from training.compact.render import find_fonts
 
 
 class Bilingual(nn.Module):
     """Frozen Latin tower (``encoder``) + trainable ``pp_tower`` compressor + ``lm`` decoder."""
 
-    def __init__(self, latin: CompactOCR, vocab_size: int, pp_channels: int = 256) -> None:
+    def __init__(self, latin: CompactOCR, vocab_size: int, pp_channels: int = 256, pp_stride: int = 1) -> None:
         super().__init__()
         self.enc_cfg = latin.enc_cfg
         self.encoder = latin.encoder.requires_grad_(False).eval()
         hidden = latin.lm.config.hidden_size
-        self.pp_tower = PPCompressor(hidden, pp_channels)
+        self.pp_tower = PPCompressor(hidden, pp_channels, pp_stride)
         self.lm = latin.lm
         old = torch.as_tensor(self.lm.get_input_embeddings().weight).detach().clone()
         self.lm.resize_token_embeddings(vocab_size, mean_resizing=False)
@@ -85,10 +86,11 @@ class Bilingual(nn.Module):
         for i, s in enumerate(seqs):
             mask[i, : s.shape[0]] = 1
         want = align is not None and any(a is not None for a in align)
-        out = self.lm(inputs_embeds=x, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
-                      output_attentions=want)
-        ce = nn.functional.cross_entropy(out.logits.reshape(-1, out.logits.shape[-1]).float(), y.reshape(-1),
-                                         ignore_index=-100)
+        out = self.lm.model(inputs_embeds=x, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+                            output_attentions=want)
+        keep = y != -100  # the output matrix only where a character is predicted (not over vision tokens)
+        logits = self.lm.lm_head(out.last_hidden_state[keep])
+        ce = nn.functional.cross_entropy(logits.float(), y[keep])
         att = (attention_supervision(out.attentions[-1], torch.tensor(n_tokens), align) if want and align
                else torch.zeros(()))
         return ce, att
@@ -126,13 +128,28 @@ class Bilingual(nn.Module):
         return out
 
 
-def pp_batch(records: list[dict]) -> tuple[torch.Tensor, list[int]]:
-    """Feature records -> (frames [B, T_max, 120] float32, zero-padded; vision tokens per line)."""
+def pp_batch(records: list[dict], stride: int = 1) -> tuple[torch.Tensor, list[int]]:
+    """Feature records -> (frames [B, T_max, 120] float32, zero-padded; vision tokens per line at
+    compressor ``stride``). Records count tokens of 16 px (:data:`models.compact.pptower.PP_TOKEN_PX`);
+    at stride 1 a line has twice as many, at most its frames.
+    """
     t = max(r["frames"].shape[0] for r in records)
     frames = torch.zeros(len(records), t, records[0]["frames"].shape[1])
     for i, r in enumerate(records):
         frames[i, : r["frames"].shape[0]] = r["frames"].float()
-    return frames, [int(r["n_tokens"]) for r in records]
+    factor = PP_TOKEN_PX // (PP_FRAME_PX * stride)
+    return frames, [min(r["frames"].shape[0], int(r["n_tokens"]) * factor) for r in records]
+
+
+def record_align(record: dict, stride: int = 1) -> list[int] | None:
+    """A record's per-character vision-token index at compressor ``stride`` (records store 16 px units;
+    x2 at stride 1, within the supervision's +-1 window of the character's centre).
+    """
+    align = record.get("align")
+    if align is None:
+        return None
+    factor = PP_TOKEN_PX // (PP_FRAME_PX * stride)
+    return [int(a) * factor for a in align]
 
 
 class ShardPool:
@@ -163,7 +180,7 @@ def evaluate(model: Bilingual, tok, records: list[dict], batch: int = 24) -> tup
     chars: dict[str, int] = {}
     for s in range(0, len(records), batch):
         chunk = records[s: s + batch]
-        frames, n_tok = pp_batch(chunk)
+        frames, n_tok = pp_batch(chunk, model.pp_tower.stride)
         vis = model.pp_tower(frames)
         for ids, r in zip(model.greedy(vis, n_tok, max_new=int(1.3 * max(len(c["text"]) for c in chunk)) + 8),
                           chunk, strict=True):
@@ -216,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--decoder-lr-scale", type=float, default=0.5,
                    help="learning-rate factor of the decoder's layers (shared with the Latin tower's lines)")
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--pp-stride", type=int, default=1, choices=(1, 2),
+                   help="trunk frames per vision token of a new compressor (1: 8 px, 2: 16 px)")
+    p.add_argument("--no-pp-head-init", action="store_true",
+                   help="start the new vocabulary rows and compressor at random, not from the PP classifier "
+                        "(training.compact.pp_head_init)")
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--ckpt-every", type=int, default=100)
     p.add_argument("--eval-every", type=int, default=500)
@@ -237,10 +259,19 @@ def main(argv: list[str] | None = None) -> int:
     cfg = ckpt.read_config(args.init)
     latin = ckpt.load_training_model(args.init, cfg)
     tok = build_tokenizer(ZH_CHARSET)
-    model = Bilingual(latin, tok.get_vocab_size())
+    stride = (int(cfg["pp_tower"].get("tokens_stride_px", PP_TOKEN_PX)) // PP_FRAME_PX if "pp_tower" in cfg
+              else args.pp_stride)
+    model = Bilingual(latin, tok.get_vocab_size(), pp_stride=stride)
     if "pp_tower" in cfg:  # continuing from a bilingual export (e.g. the committed one)
         comp, _ = ckpt.load_prefixed(args.init, ckpt.PP_TOWER_PREFIX)
         model.pp_tower.load_state_dict({k: v.float() for k, v in comp.items()})
+    elif not args.no_pp_head_init and not (out / "state.pt").is_file():
+        q = feature_basis(model.lm.config.hidden_size)
+        identity_compressor(model.pp_tower, q)
+        probe = torch.load(pathlib.Path(args.features) / "eval.pt", weights_only=False)[:50]
+        norm = float(torch.cat([r["frames"].float() for r in probe]).norm(dim=1).mean())
+        rows = init_rows_from_pp(model, tok, q, norm, build_tokenizer().get_vocab_size())
+        say(f"rows from the PP classifier: {rows}")
     ctc_params = list(model.ctc_head.parameters())
     io_names = ("lm.model.embed_tokens.", "lm.lm_head.")
     layer_params = [q for n, q in model.named_parameters() if q.requires_grad and n.startswith("lm.")
@@ -262,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f"state.pt lacks {missing}")
         if len(st["opt"]["param_groups"]) == len(opt.param_groups):
             opt.load_state_dict(st["opt"])
+            for g, scale in zip(opt.param_groups, (1.0, 1.0, args.decoder_lr_scale), strict=True):
+                g["scale"] = scale  # this run's --decoder-lr-scale, not the saved one
         else:  # a state from before the parameter groups of this version: moments start afresh
             say("optimiser state of another layout: AdamW moments start afresh (warm-up from here)")
             args.warmup_from = st["step"]
@@ -293,10 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         for g in opt.param_groups:
             g["lr"] = lr * g["scale"]
         recs = pool.batch(rng, args.batch)
-        frames, n_tok = pp_batch(recs)
+        frames, n_tok = pp_batch(recs, model.pp_tower.stride)
         ids = [encode(tok, r["text"]) for r in recs]
-        align = [r.get("align") if r.get("align") is not None and len(r["align"]) == len(i) else None
-                 for r, i in zip(recs, ids, strict=True)]
+        aligns = [record_align(r, model.pp_tower.stride) for r in recs]
+        align = [a if a is not None and len(a) == len(i) else None for a, i in zip(aligns, ids, strict=True)]
         vis = model.pp_tower(frames)
         ce, att = model.sequence_loss(vis, n_tok, ids, align)
         ctc = model.ctc_loss(vis, n_tok, ids) if args.ctc_weight > 0 else torch.zeros(())

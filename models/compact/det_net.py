@@ -1,0 +1,85 @@
+"""The PP-OCR detector network's onnxruntime session and its forward pass in horizontal strips.
+
+Split from :mod:`models.compact.detect` (which finds, orders and filters the lines): here only how
+the network is run, and why in strips (peak memory of the encoder process, issue #16).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import threading
+
+import numpy as np
+
+#: The detector network runs on horizontal strips of its input this many rows tall (a multiple of 32,
+#: the network's stride), because its activations grow with the input's area and were most of the
+#: encoder's peak memory: on a 1,248 x 1,600 input (a letter page) one forward took +504 MiB of peak
+#: RSS, strips of 512 rows +302 MiB (384 rows: +249 MiB), and the strips were no slower (5.8 s against
+#: 6.3 s for four pages). Box counts on those pages changed by at most one (181/206/85/123 -> 124).
+DET_STRIP_ROWS = 512
+#: Rows of context above and below each strip, cut away from its output (a multiple of 32). The
+#: network also pools globally, so its output is not exactly that of the whole page: 0.5 % of the
+#: probability map's pixels cross the 0.3 threshold either way, 64 and 96 rows alike.
+DET_STRIP_MARGIN = 64
+
+
+def onnx_session(path: pathlib.Path, threads: int):
+    """An onnxruntime CPU session of the model file ``path`` with ``threads`` intra-op threads (no arena)."""
+    import onnxruntime as ort  # heavy: onnxruntime, only when a detector is built
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    # No arena / memory pattern: onnxruntime's CPU arena keeps (and grows to) the largest activations
+    # ever seen at the detector's resolution -- measured on the Federal Register page: +710 MiB peak
+    # after two pages with the arena, +520 MiB without, and no slower.
+    opts.enable_cpu_mem_arena = False
+    opts.enable_mem_pattern = False
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+class DetNetwork:
+    """The DB detector session, run by one thread at a time (the encoder's preprocessing threads share
+    it): two pages' activations at once would double the peak that the strips keep down, and the
+    encoder process is sized for one core (a second one belongs to the decoder).
+    """
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self._lock = threading.Lock()
+
+    def probability_map(self, bgr: np.ndarray) -> np.ndarray:
+        """See :func:`probability_map`; callers of other threads wait for the network."""
+        with self._lock:
+            return probability_map(self.session, bgr)
+
+
+def network_input(bgr: np.ndarray) -> np.ndarray:
+    """[h, W, 3] uint8 BGR -> [1, 3, h, W] float32, scaled as rapidocr's ``DetPreProcess`` does
+    ((x / 255 - 0.5) / 0.5), in float32 throughout (rapidocr computes in float64 first).
+    """
+    x = bgr.astype(np.float32) * np.float32(2.0 / 255.0) - np.float32(1.0)
+    return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
+
+
+def probability_map(session, bgr: np.ndarray) -> np.ndarray:
+    """The DB network's (``session``) text probability map [1, 1, H, W] float32 of a page image
+    ``bgr`` [H, W, 3] uint8 (BGR, already resized: H, W multiples of 32), run in horizontal strips of
+    :data:`DET_STRIP_ROWS` rows, each with :data:`DET_STRIP_MARGIN` rows of context above and below
+    that are cut from its output; only one strip is ever held as float32.
+    """
+    name = session.get_inputs()[0].name
+    h = bgr.shape[0]
+    if h <= DET_STRIP_ROWS + 2 * DET_STRIP_MARGIN:
+        return np.asarray(session.run(None, {name: network_input(bgr)})[0])
+    out: np.ndarray | None = None
+    for top in range(0, h, DET_STRIP_ROWS):
+        a, b = max(0, top - DET_STRIP_MARGIN), min(h, top + DET_STRIP_ROWS + DET_STRIP_MARGIN)
+        part = np.asarray(session.run(None, {name: network_input(bgr[a:b])})[0])
+        if out is None:
+            out = np.empty((*part.shape[:2], h, part.shape[3]), dtype=part.dtype)
+        end = min(h, top + DET_STRIP_ROWS)
+        out[:, :, top:end] = part[:, :, top - a: end - a]
+    assert out is not None
+    return out

@@ -1,0 +1,47 @@
+"""The Latin tower's trunk without timm (models/compact/trunk.py) is timm's network, and the encoder
+service does not import timm, torchvision or transformers (their import costs ~220 MiB of RSS)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import timm
+import torch
+
+from models.compact.line_encoder import EncoderConfig
+from models.compact.trunk import ResNetTrunk
+
+
+def _timm_trunk(cfg: EncoderConfig):
+    return timm.create_model("resnet18", pretrained=False, in_chans=1, features_only=True, out_indices=(2,),
+                             stem_type="deep", stem_width=cfg.stem_width, channels=tuple(cfg.channels) + (8, 8),
+                             layers=tuple(cfg.layers) + (1, 1))
+
+
+def test_same_tensors_and_outputs_as_timm():
+    torch.manual_seed(0)
+    for cfg in (EncoderConfig(), EncoderConfig(stem_width=4, channels=(16, 24), layers=(2, 1))):
+        ref = _timm_trunk(cfg)
+        for m in ref.modules():  # non-trivial BN statistics, so eval mode is checked too
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.data.uniform_(0.5, 1.5)
+        ours = ResNetTrunk(cfg.stem_width, cfg.channels, cfg.layers)
+        assert list(ours.state_dict()) == list(ref.state_dict())
+        ours.load_state_dict(ref.state_dict(), strict=True)
+        x = torch.rand(3, 1, 32, 96)
+        for mode in ("eval", "train"):
+            getattr(ref, mode)()
+            getattr(ours, mode)()
+            want, got = ref(x), ours(x)
+            assert len(got) == 1 and got[0].shape == want[0].shape == (3, cfg.channels[1], 4, 12)
+            torch.testing.assert_close(got[0], want[0])
+
+
+def test_encoder_half_imports_no_timm_torchvision_or_transformers():
+    code = ("import sys; import models.compact.encoder_half, models.compact.towers; "
+            "print(sorted(m for m in ('timm', 'torchvision', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
