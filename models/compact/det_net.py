@@ -14,9 +14,11 @@ import numpy as np
 #: The detector network runs on horizontal strips of its input this many rows tall (a multiple of 32,
 #: the network's stride), because its activations grow with the input's area and were most of the
 #: encoder's peak memory: on a 1,248 x 1,600 input (a letter page) one forward took +504 MiB of peak
-#: RSS, strips of 512 rows +302 MiB (384 rows: +249 MiB), and the strips were no slower (5.8 s against
-#: 6.3 s for four pages). Box counts on those pages changed by at most one (181/206/85/123 -> 124).
-DET_STRIP_ROWS = 512
+#: RSS, 512-row strips +302 MiB; on a fixed input 640 rows +217 MiB, 1,600 rows +353 MiB. 512-row strips
+#: read ../shared/eval's tracemonkey PDF worse (CER 8.02 -> 11.52 %, in-process): the network pools
+#: globally, and short strips change its output; 800-row strips (a letter page in two) read it at
+#: 7.93 % and the other eval documents as the whole-page pass (24.56 -> 23.71 % over them, in-process).
+DET_STRIP_ROWS = 800
 #: Rows of context above and below each strip, cut away from its output (a multiple of 32). The
 #: network also pools globally, so its output is not exactly that of the whole page: 0.5 % of the
 #: probability map's pixels cross the 0.3 threshold either way, 64 and 96 rows alike.
