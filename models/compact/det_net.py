@@ -18,7 +18,11 @@ import numpy as np
 #: read ../shared/eval's tracemonkey PDF worse (CER 8.02 -> 11.52 %, in-process): the network pools
 #: globally, and short strips change its output; 800-row strips (a letter page in two) read it at
 #: 7.93 % and the other eval documents as the whole-page pass (24.56 -> 23.71 % over them, in-process).
-DET_STRIP_ROWS = 800
+#: NOT USED BY DEFAULT (4096 rows: more than any detector input, whose long side is at most 1,600):
+#: a strip of blank paper comes back as text probability everywhere (global pooling again): on a page
+#: with 6 pt text only at its top, 800-row strips found 0 lines instead of 14. Strips need a blank-strip
+#: guard (and a test on such pages) before they can save memory.
+DET_STRIP_ROWS = 4096
 #: Rows of context above and below each strip, cut away from its output (a multiple of 32). The
 #: network also pools globally, so its output is not exactly that of the whole page: 0.5 % of the
 #: probability map's pixels cross the 0.3 threshold either way, 64 and 96 rows alike.

@@ -192,7 +192,6 @@ def test_letter_page_detected_in_strips_finds_each_line_once_across_the_cuts(fir
     cuts = [k * DET_STRIP_ROWS / scale - 24 for k in range(1, 8) if k * DET_STRIP_ROWS / scale - 24 < 2200]
     boxes = sorted((ln.box for ln in lines), key=lambda b: b[1])
     assert len(boxes) == len(ys), (len(boxes), len(ys))
-    assert cuts
     if first_y == 30:
         assert all(any(b[1] < c < b[3] for b in boxes) for c in cuts)  # each cut runs through a line
     for b, y in zip(boxes, ys, strict=True):
