@@ -187,14 +187,24 @@ class RedisQueue:
                     if not fields:  # the entry was deleted meanwhile
                         await self.client.xack(self.stream, self.GROUP, entry_id)
                         continue
-                    return await self._delivery(entry_id, fields)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+                    delivery = await self._delivery(entry_id, fields)
+                    await self._hold_while_paused(delivery)
+                    return delivery
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError, Unavailable):
                 self._group_ready = False
                 await asyncio.sleep(1.0)  # the engine is down: ask again, gently
             except redis.exceptions.ResponseError as exc:
                 if "NOGROUP" not in str(exc):
                     raise
                 self._group_ready = False
+
+    async def _hold_while_paused(self, delivery: Delivery) -> None:
+        """Keep an entry read just as the queue was paused (the blocking read began before the pause):
+        renew its lease every :data:`POLL_S` seconds until consumption resumes, so it is neither run
+        while paused nor taken over by another worker."""
+        while await self.paused():
+            await self.renew(delivery)
+            await asyncio.sleep(POLL_S)
 
     async def _delivery(self, entry_id: Any, fields: dict[Any, Any]) -> Delivery:
         eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)

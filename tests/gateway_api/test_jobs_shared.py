@@ -124,6 +124,29 @@ async def test_pause_accepts_then_resume_runs(pair):
     assert (await wait_status(b, job.json()["job_id"], ("done", "failed")))["status"] == "done"
 
 
+async def test_entry_read_as_the_queue_is_paused_waits_for_resume(engines):
+    """A worker's blocking read (XREADGROUP, up to POLL_S) that began before the pause returns the
+    entry put after it: the queue must hold it, lease renewed, until resume (the race CI caught)."""
+    from gateway.job_queue import POLL_S, RedisQueue
+
+    redis_srv, _ = engines
+    q = RedisQueue(redis_srv.url, lease_s=3.0, prefix="race:")
+    try:
+        for _ in range(5):  # the read is in flight for most of each POLL_S: a few tries hit it
+            taking = asyncio.create_task(q.take())
+            await asyncio.sleep(POLL_S / 4)
+            await q.set_paused(True)
+            await q.put("job-race", created_at=0.0)
+            await asyncio.sleep(2 * POLL_S)
+            assert not taking.done(), "an entry was handed to the worker while the queue was paused"
+            await q.set_paused(False)
+            delivery = await asyncio.wait_for(taking, 4 * POLL_S)
+            assert delivery.job_id == "job-race"
+            await q.ack(delivery)
+    finally:
+        await q.close()
+
+
 async def test_idempotency_key_across_gateways(pair):
     (a, _, _), (b, _, _) = pair
     pdf = marked_pdf([2])
