@@ -201,7 +201,8 @@ class RedisQueue:
     async def _hold_while_paused(self, delivery: Delivery) -> None:
         """Keep an entry read just as the queue was paused (the blocking read began before the pause):
         renew its lease every :data:`POLL_S` seconds until consumption resumes, so it is neither run
-        while paused nor taken over by another worker."""
+        while paused nor taken over by another worker.
+        """
         while await self.paused():
             await self.renew(delivery)
             await asyncio.sleep(POLL_S)
