@@ -1,4 +1,4 @@
-"""glibc malloc tuning of the long-lived service processes: a fixed mmap threshold.
+"""glibc malloc tuning of the long-lived service processes: a fixed mmap threshold, few arenas.
 
 glibc serves allocations of at least ``M_MMAP_THRESHOLD`` bytes with their own ``mmap`` (returned to
 the system on ``free``) and smaller ones from its heaps, which keep freed memory for reuse. The
@@ -14,6 +14,15 @@ peaks stayed flat at the default's speed.
 
 Set ``INKSTREAM_MALLOC_MMAP_THRESHOLD_BYTES`` to another size, or 0 to keep glibc's behaviour; a
 ``MALLOC_MMAP_THRESHOLD_`` environment variable set by the operator (glibc's own tunable) wins.
+
+Arenas: glibc gives each thread that allocates concurrently its own arena, up to 8 per core, and
+memory freed in one arena is kept there for that arena's next allocations. The encoder's
+preprocessing threads, its batcher and the gRPC threads each held the activations of a page in a
+different arena, so their free memory added up: one 15-page PDF (../shared/eval's Federal Register)
+peaked at 1,460 MiB with glibc's default, 1,343 MiB with ``M_ARENA_MAX`` = 1 (bench: a local stack,
+VmHWM of the encoder). ``M_ARENA_MAX`` = :data:`DEFAULT_ARENA_MAX` keeps one spare arena for
+contention; ``INKSTREAM_MALLOC_ARENA_MAX`` sets another count (0: glibc's default), and glibc's own
+``MALLOC_ARENA_MAX`` environment variable wins.
 """
 
 from __future__ import annotations
@@ -25,9 +34,53 @@ import sys
 
 log = logging.getLogger("inkstream.malloc")
 
-M_MMAP_THRESHOLD = -3  # mallopt(3) parameter number (glibc malloc.h)
+M_MMAP_THRESHOLD = -3  # mallopt(3) parameter numbers (glibc malloc.h)
+M_ARENA_MAX = -8
 DEFAULT_MMAP_THRESHOLD_BYTES = 16 * 1024 * 1024
+DEFAULT_ARENA_MAX = 2
 ENV = "INKSTREAM_MALLOC_MMAP_THRESHOLD_BYTES"
+ARENA_ENV = "INKSTREAM_MALLOC_ARENA_MAX"
+
+
+def _mallopt(param: int, value: int) -> bool:
+    """Call glibc's ``mallopt(param, value)``; False when refused or not glibc."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # musl or another libc: nothing to tune
+        return False
+    return bool(mallopt(param, ctypes.c_int(value)) == 1)
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    try:
+        return int(raw) if raw.strip() else default
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
+
+
+def tune() -> dict[str, int]:
+    """Apply :func:`pin_mmap_threshold` and :func:`limit_arenas` (call once, early in a service's
+    main). Returns what was set, e.g. ``{"mmap_threshold_bytes": 16777216, "arena_max": 2}``; raises
+    ValueError for malformed settings.
+    """
+    return {"mmap_threshold_bytes": pin_mmap_threshold(), "arena_max": limit_arenas()}
+
+
+def limit_arenas() -> int:
+    """Cap glibc's malloc arenas at ``INKSTREAM_MALLOC_ARENA_MAX`` (default :data:`DEFAULT_ARENA_MAX`;
+    see the module docstring). Returns the cap set, or 0 when nothing was changed (not glibc,
+    disabled with 0, or left to ``MALLOC_ARENA_MAX``). Raises ValueError for a malformed value.
+    """
+    n = _env_int(ARENA_ENV, DEFAULT_ARENA_MAX)
+    if n <= 0 or "MALLOC_ARENA_MAX" in os.environ:
+        return 0
+    if not _mallopt(M_ARENA_MAX, n):
+        log.warning("mallopt(M_ARENA_MAX, %d) was refused", n)
+        return 0
+    return n
 
 
 def pin_mmap_threshold() -> int:
@@ -35,18 +88,10 @@ def pin_mmap_threshold() -> int:
     0 when nothing was changed (not glibc, disabled, or left to ``MALLOC_MMAP_THRESHOLD_``).
     Raises ValueError for a malformed ``INKSTREAM_MALLOC_MMAP_THRESHOLD_BYTES``.
     """
-    raw = os.environ.get(ENV, "")
-    try:
-        nbytes = int(raw) if raw.strip() else DEFAULT_MMAP_THRESHOLD_BYTES
-    except ValueError:
-        raise ValueError(f"{ENV} must be a whole number of bytes, got {raw!r}") from None
-    if nbytes <= 0 or "MALLOC_MMAP_THRESHOLD_" in os.environ or not sys.platform.startswith("linux"):
+    nbytes = _env_int(ENV, DEFAULT_MMAP_THRESHOLD_BYTES)
+    if nbytes <= 0 or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return 0
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):  # musl or another libc: nothing to tune
-        return 0
-    if mallopt(M_MMAP_THRESHOLD, ctypes.c_int(nbytes)) != 1:
+    if not _mallopt(M_MMAP_THRESHOLD, nbytes):
         log.warning("mallopt(M_MMAP_THRESHOLD, %d) was refused", nbytes)
         return 0
     return nbytes

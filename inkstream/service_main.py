@@ -14,9 +14,8 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from inkstream import logs, tracing
+from inkstream import logs, malloc, tracing
 from inkstream.errors import InkstreamError
-from inkstream.malloc import pin_mmap_threshold
 
 log = logging.getLogger("inkstream.serve")
 
@@ -28,7 +27,7 @@ def run_service(service: str, serve: Callable[[], Coroutine[Any, Any, int]]) -> 
     prog = f"inkstream serve {service}"
     logs.setup_logging(service)
     try:
-        pin_mmap_threshold()
+        malloc.tune()
         tracing.setup_tracing(f"inkstream-{service}")
     except (ValueError, RuntimeError) as exc:  # bad INKSTREAM_TRACES_* / malloc settings
         print(f"{prog}: {exc}", file=sys.stderr)

@@ -25,3 +25,21 @@ def test_disabled_overridden_or_malformed(monkeypatch):
     monkeypatch.setenv(ENV, "lots")
     with pytest.raises(ValueError, match=ENV):
         pin_mmap_threshold()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_arenas_capped_by_default_and_settings_respected(monkeypatch):
+    from inkstream.malloc import ARENA_ENV, DEFAULT_ARENA_MAX, limit_arenas, tune
+
+    monkeypatch.delenv(ARENA_ENV, raising=False)
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    assert limit_arenas() == DEFAULT_ARENA_MAX
+    assert tune()["arena_max"] == DEFAULT_ARENA_MAX
+    monkeypatch.setenv(ARENA_ENV, "0")
+    assert limit_arenas() == 0
+    monkeypatch.setenv(ARENA_ENV, "4")
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")  # glibc's own tunable wins
+    assert limit_arenas() == 0
+    monkeypatch.setenv(ARENA_ENV, "two")
+    with pytest.raises(ValueError, match=ARENA_ENV):
+        limit_arenas()
