@@ -1,7 +1,16 @@
-"""The PP-OCR detector network's onnxruntime session and its forward pass in horizontal strips.
+"""The PP-OCR detector network's onnxruntime session and its forward pass.
 
 Split from :mod:`models.compact.detect` (which finds, orders and filters the lines): here only how
-the network is run, and why in strips (peak memory of the encoder process, issue #16).
+the network is run, and what that costs in memory (the encoder process's peak, issue #16). One
+forward on a letter page (a 1,248 x 1,600 input) takes +220..300 MiB of peak RSS.
+
+Tried and measured, not used: the forward in horizontal strips of the input. The network pools
+globally (8 squeeze-excitation blocks and 5 mean reductions), so strips change its output: 512-row
+strips read ../shared/eval's tracemonkey PDF at 11.5 % CER instead of 8.0 %, and a strip of blank
+paper comes back as text probability everywhere (a page with 6 pt text only at its top lost all 14
+lines). Running only the network's local parts in strips -- the stride-4 stem before the first
+pooling and the head after the last, split out of the graph -- is exact but leaves the peak where it
+was (+350 MiB in the middle part, which holds the pooling), so it was not kept either.
 """
 
 from __future__ import annotations
@@ -12,23 +21,6 @@ import threading
 import numpy as np
 
 from inkstream import malloc
-
-#: The detector network runs on horizontal strips of its input this many rows tall (a multiple of 32,
-#: the network's stride), because its activations grow with the input's area and were most of the
-#: encoder's peak memory: on a 1,248 x 1,600 input (a letter page) one forward took +504 MiB of peak
-#: RSS, 512-row strips +302 MiB; on a fixed input 640 rows +217 MiB, 1,600 rows +353 MiB. 512-row strips
-#: read ../shared/eval's tracemonkey PDF worse (CER 8.02 -> 11.52 %, in-process): the network pools
-#: globally, and short strips change its output; 800-row strips (a letter page in two) read it at
-#: 7.93 % and the other eval documents as the whole-page pass (24.56 -> 23.71 % over them, in-process).
-#: NOT USED BY DEFAULT (4096 rows: more than any detector input, whose long side is at most 1,600):
-#: a strip of blank paper comes back as text probability everywhere (global pooling again): on a page
-#: with 6 pt text only at its top, 800-row strips found 0 lines instead of 14. Strips need a blank-strip
-#: guard (and a test on such pages) before they can save memory.
-DET_STRIP_ROWS = 4096
-#: Rows of context above and below each strip, cut away from its output (a multiple of 32). The
-#: network also pools globally, so its output is not exactly that of the whole page: 0.5 % of the
-#: probability map's pixels cross the 0.3 threshold either way, 64 and 96 rows alike.
-DET_STRIP_MARGIN = 64
 
 
 def onnx_session(path: pathlib.Path, threads: int):
@@ -54,7 +46,7 @@ def onnx_session(path: pathlib.Path, threads: int):
 
 class DetNetwork:
     """The DB detector session, run by one thread at a time (the encoder's preprocessing threads share
-    it): two pages' activations at once would double the peak that the strips keep down, and the
+    it): two pages' activations at once would double the forward's peak, and the
     encoder process is sized for one core (a second one belongs to the decoder).
     """
 
@@ -85,21 +77,7 @@ def network_input(bgr: np.ndarray) -> np.ndarray:
 
 def probability_map(session, bgr: np.ndarray) -> np.ndarray:
     """The DB network's (``session``) text probability map [1, 1, H, W] float32 of a page image
-    ``bgr`` [H, W, 3] uint8 (BGR, already resized: H, W multiples of 32), run in horizontal strips of
-    :data:`DET_STRIP_ROWS` rows, each with :data:`DET_STRIP_MARGIN` rows of context above and below
-    that are cut from its output; only one strip is ever held as float32.
+    ``bgr`` [H, W, 3] uint8 (BGR, already resized: H, W multiples of 32), in one forward pass.
     """
     name = session.get_inputs()[0].name
-    h = bgr.shape[0]
-    if h <= DET_STRIP_ROWS + 2 * DET_STRIP_MARGIN:
-        return np.asarray(session.run(None, {name: network_input(bgr)})[0])
-    out: np.ndarray | None = None
-    for top in range(0, h, DET_STRIP_ROWS):
-        a, b = max(0, top - DET_STRIP_MARGIN), min(h, top + DET_STRIP_ROWS + DET_STRIP_MARGIN)
-        part = np.asarray(session.run(None, {name: network_input(bgr[a:b])})[0])
-        if out is None:
-            out = np.empty((*part.shape[:2], h, part.shape[3]), dtype=part.dtype)
-        end = min(h, top + DET_STRIP_ROWS)
-        out[:, :, top:end] = part[:, :, top - a: end - a]
-    assert out is not None
-    return out
+    return np.asarray(session.run(None, {name: network_input(bgr)})[0])

@@ -172,13 +172,11 @@ def _detector():
     return _DETECTOR[0]
 
 
-@pytest.mark.parametrize("first_y", [30, 54])  # a line centred on the cut (1,100 px), the cut between lines
-def test_letter_page_detected_in_strips_finds_each_line_once_across_the_cuts(first_y):
-    """The detector network runs on strips of DET_STRIP_ROWS input rows (peak memory, det_net.py); a
-    text line lying across a cut between two strips is still found once and whole."""
+@pytest.mark.parametrize("first_y", [30, 54])
+def test_letter_page_detection_finds_each_line_once_and_whole(first_y):
+    """A letter page of 44 lines at 200 dpi: the detection pass finds each line once, where it was
+    drawn, neither cut nor merged with its neighbours."""
     from PIL import ImageDraw, ImageFont
-
-    from models.compact.det_net import DET_STRIP_ROWS
 
     font = ImageFont.load_default(size=24)
     page = Image.new("RGB", (1700, 2200), "white")
@@ -188,12 +186,8 @@ def test_letter_page_detected_in_strips_finds_each_line_once_across_the_cuts(fir
         draw.text((100, y), f"Line {i:02d}: the quick brown fox jumps over the lazy dog {i * 7}", fill="black",
                   font=font)
     lines = _detector()._detect(np.asarray(page))  # the detection pass itself (no orientation vote)
-    scale = 1600 / (2200 + 2 * 24)  # page (padded by 24 px) -> detector input rows
-    cuts = [k * DET_STRIP_ROWS / scale - 24 for k in range(1, 8) if k * DET_STRIP_ROWS / scale - 24 < 2200]
     boxes = sorted((ln.box for ln in lines), key=lambda b: b[1])
     assert len(boxes) == len(ys), (len(boxes), len(ys))
-    if first_y == 30:
-        assert all(any(b[1] < c < b[3] for b in boxes) for c in cuts)  # each cut runs through a line
     for b, y in zip(boxes, ys, strict=True):
         assert abs((b[1] + b[3]) / 2 - (y + 14)) < 12 and b[3] - b[1] < 45  # where drawn, not cut or merged
         assert b[2] - b[0] > 550  # whole width (~600 px)
