@@ -28,7 +28,7 @@ from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DynamicCache
 from inkstream.errors import InvalidInput
 from models.base import DecoderHalf
 from models.compact import checkpoint as ckpt
-from models.compact.lineimage import MAX_WIDTH, WIDTH_MULTIPLE
+from models.compact.lineimage import MAX_TOKENS
 from models.compact.mla import absorb_mla
 from models.compact.vocab import BOS_ID, EOS_ID, SPECIALS, load_tokenizer
 
@@ -49,7 +49,7 @@ class CompactDecoderHalf(DecoderHalf):
         self.hidden_size, self.vocab_size = int(cfg.hidden_size), int(cfg.vocab_size)
         self.device, self.dtype = device, dtype
         self.eos_token_ids = {EOS_ID}
-        self.max_vision_tokens = MAX_WIDTH // WIDTH_MULTIPLE
+        self.max_vision_tokens = MAX_TOKENS
         self.max_positions = int(cfg.max_position_embeddings)
         self.tasks, self.default_task = list(TASKS), "ocr"
 

@@ -35,14 +35,21 @@ from models.compact import checkpoint as ckpt
 from models.compact import prepare
 from models.compact.detect import LineDetector, crop_line
 from models.compact.line_encoder import LineEncoder
-from models.compact.lineimage import LINE_HEIGHT, MAX_WIDTH, WIDTH_MULTIPLE, normalise_line, normalised_width
+from models.compact.lineimage import (
+    LINE_HEIGHT,
+    MAX_TOKENS,
+    MAX_WIDTH,
+    WIDTH_MULTIPLE,
+    normalise_line,
+    normalised_width,
+)
 from models.compact.linesplit import SPLIT_PX, split_line
 from models.compact.towers import PPTower
 
 BUCKET_PX = 64
 MAX_LINES_PER_FORWARD = 64
 # 200 dpi US letter (11 in x 200 = 2200 px long side): what the line crops were trained to resemble.
-MODES = {"lines": ModeSpec(name="lines", page_long_side_px=2200, max_vision_tokens=MAX_WIDTH // WIDTH_MULTIPLE)}
+MODES = {"lines": ModeSpec(name="lines", page_long_side_px=2200, max_vision_tokens=MAX_TOKENS)}
 MIN_PAGE_PX = 8
 
 

@@ -19,6 +19,8 @@ LINE_HEIGHT = 32  # pixels: the height every line is resized to
 WIDTH_MULTIPLE = 16  # pixels per vision token (encoder stride 8 x compressor stride 2)
 MIN_WIDTH = 32  # pixels after resizing
 MAX_WIDTH = 2560  # pixels after resizing (=160 vision tokens, about 200 characters)
+#: Vision tokens per segment at most, in both halves and both towers (the decoder's limit).
+MAX_TOKENS = MAX_WIDTH // WIDTH_MULTIPLE
 
 
 def normalised_width(width: int, height: int) -> int:

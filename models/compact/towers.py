@@ -24,7 +24,7 @@ from PIL import Image, ImageOps
 from inkstream.errors import InvalidInput
 from models.compact import checkpoint as ckpt
 from models.compact.line_encoder import LineEncoder
-from models.compact.lineimage import LINE_HEIGHT, MAX_WIDTH, WIDTH_MULTIPLE, normalise_line
+from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS, WIDTH_MULTIPLE, normalise_line
 from models.compact.pptower import (
     PP_BUCKET_PX,
     PP_FRAME_PX,
@@ -43,7 +43,6 @@ from models.compact.script import ScriptHead
 PP_CROP_PAD = 0.15
 PP_SPLIT_PX = 1024  # at 32 px height: PP-tower training lines hold at most 60 characters (~32-60 em)
 MAX_LINES_PER_FORWARD = 32
-MAX_TOKENS = MAX_WIDTH // WIDTH_MULTIPLE  # the decoder half's limit per segment (160)
 
 
 class PPTower:
