@@ -1,19 +1,18 @@
 """The one place where the encoder service converts between protobuf messages and Python objects.
 
 Vision tokens leave the service as ``inkstream.common.v1.Tensor`` at the configured wire dtype
-(:func:`inkstream.wire.to_wire`: raw little-endian bytes, bf16 by default = 2 bytes per element).
+(:func:`inkstream.wire_np.array_to_wire`: raw little-endian bytes, bf16 by default = 2 bytes per
+element). Torch-free, so that an encoder half without torch keeps the process without it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from inkstream.errors import InkstreamError
 from inkstream.pb import encoder_pb2, tensor_pb2
 from inkstream.segments import join_to_wire
-from inkstream.wire import DTYPE_TO_WIRE, item_error, to_wire
+from inkstream.wire_np import NAME_TO_WIRE, array_to_wire, as_float32_array, item_error
 from models.base import EncodedPage, ModeSpec
 
 
@@ -28,13 +27,15 @@ class PageRequest:
 
 @dataclass(frozen=True)
 class ServiceInfo:
-    """What ``Info`` reports: the loaded model and the service limits (bytes, pages, ms)."""
+    """What ``Info`` reports: the loaded model and the service limits (bytes, pages, ms);
+    ``wire_dtype`` is a dtype name ("bfloat16", :data:`inkstream.wire_np.NAME_TO_WIRE`).
+    """
 
     model_id: str
     revision: str
     family: str
     hidden_size: int
-    wire_dtype: torch.dtype
+    wire_dtype: str
     modes: tuple[ModeSpec, ...]
     default_mode: str
     max_batch_size: int
@@ -50,7 +51,7 @@ def page_request(msg: encoder_pb2.EncodeRequest) -> PageRequest:
 
 
 def encode_response(
-    page_index: int, page: EncodedPage, *, wire_dtype: torch.dtype, model_id: str, seconds: float, revision: str = ""
+    page_index: int, page: EncodedPage, *, wire_dtype: str, model_id: str, seconds: float, revision: str = ""
 ) -> encoder_pb2.EncodeResponse:
     """EncodedPage -> EncodeResponse; each segment's vision tokens [n_tokens, H] cast to ``wire_dtype``;
     ``revision``: the weights fingerprint, which decoders check (DecodeRequest.vision_revision).
@@ -72,7 +73,7 @@ def encode_response(
         resp.segments.append(
             encoder_pb2.Segment(
                 index=i,
-                vision_tokens=to_wire(seg.vision_tokens, wire_dtype),
+                vision_tokens=array_to_wire(as_float32_array(seg.vision_tokens), wire_dtype),
                 box=tensor_pb2.Box(x0=x0, y0=y0, x1=x1, y1=y1),
                 join=join,
                 cell=encoder_pb2.TableCell(table=cell.table, row=cell.row, column=cell.column) if cell else None,
@@ -99,7 +100,7 @@ def info_response(info: ServiceInfo) -> encoder_pb2.InfoResponse:
         revision=info.revision,
         family=info.family,
         hidden_size=info.hidden_size,
-        wire_dtype=DTYPE_TO_WIRE[info.wire_dtype],
+        wire_dtype=NAME_TO_WIRE[info.wire_dtype],
         modes=[
             encoder_pb2.ModeInfo(
                 name=m.name,

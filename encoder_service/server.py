@@ -35,7 +35,7 @@ from inkstream import telemetry, tls, trace_interceptors
 from inkstream.errors import InvalidInput
 from inkstream.lifecycle import Lifecycle, in_daemon_thread, listener_options
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
-from inkstream.wire import dtype_from_name
+from inkstream.wire_np import check_dtype_name
 from models.base import EncoderHalf
 from models.registry import encoder_half_class, family_of
 
@@ -54,7 +54,7 @@ def load_half(config: EncoderConfig) -> EncoderHalf:
         raise InvalidInput("no model directory configured (--model DIR or model_dir in the config file)")
     model_dir = pathlib.Path(config.model_dir)
     cls = encoder_half_class(family_of(model_dir))
-    return cls.load(model_dir, device=config.device, dtype=dtype_from_name(config.dtype))
+    return cls.load(model_dir, device=config.device, dtype=config.dtype)
 
 
 def warmup_page_png(long_side_px: int, max_pixels: int) -> bytes:
@@ -128,7 +128,7 @@ class EncoderServer:
             revision=half.revision,
             family=half.family,
             hidden_size=half.hidden_size,
-            wire_dtype=dtype_from_name(cfg.wire_dtype),
+            wire_dtype=check_dtype_name(cfg.wire_dtype),
             modes=modes,
             default_mode=half.default_mode,
             max_batch_size=cfg.max_batch_size,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -70,9 +71,8 @@ def _register_process_memory(m: metrics.Meter) -> None:
 
     def in_use(_: CallbackOptions) -> Iterable[Observation]:
         try:
-            import torch  # heavy: the model services have it loaded already
-
-            if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch = sys.modules.get("torch")  # never imported for this: a torch-free encoder stays so
+            if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
                 return [Observation(torch.cuda.memory_allocated(), {"device": "cuda"})]
         except Exception:  # noqa: BLE001 - no torch or no usable CUDA: report the process RSS
             pass
@@ -80,9 +80,8 @@ def _register_process_memory(m: metrics.Meter) -> None:
 
     def high_water(_: CallbackOptions) -> Iterable[Observation]:
         try:
-            import torch  # heavy: the model services have it loaded already
-
-            if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch = sys.modules.get("torch")
+            if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
                 return [Observation(torch.cuda.max_memory_allocated(), {"device": "cuda"})]
         except Exception:  # noqa: BLE001 - no torch or no usable CUDA: report the peak RSS
             pass

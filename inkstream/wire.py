@@ -2,6 +2,8 @@
 
 Wire format: raw little-endian row-major bytes, dtype from the DType enum (float32 = 4 bytes,
 float16 / bfloat16 = 2 bytes per element). bfloat16 travels as its own 2-byte pattern (no widening).
+This module converts torch tensors; :mod:`inkstream.wire_np` is the torch-free side (dtype names,
+numpy arrays, item errors) that an encoder process without torch uses.
 """
 
 from __future__ import annotations
@@ -10,8 +12,12 @@ import sys
 
 import torch
 
-from inkstream.errors import InkstreamError, InvalidInput
+from inkstream.errors import InvalidInput
 from inkstream.pb import tensor_pb2
+from inkstream.wire_np import item_error, wire_dtype_name
+
+__all__ = ["DTYPE_NAMES", "DTYPE_TO_WIRE", "WIRE_TO_DTYPE", "dtype_from_name", "from_wire", "item_error",
+           "to_wire", "wire_dtype_name", "wire_nbytes"]
 
 DTYPE_TO_WIRE: dict[torch.dtype, int] = {
     torch.float32: tensor_pb2.DTYPE_FLOAT32,
@@ -28,19 +34,6 @@ def dtype_from_name(name: str) -> torch.dtype:
         return DTYPE_NAMES[name]
     except KeyError:
         raise InvalidInput(f"unknown dtype {name!r}; expected one of {sorted(DTYPE_NAMES)}") from None
-
-
-def wire_dtype_name(value: int) -> str:
-    """DType enum value -> "float32" / "float16" / "bfloat16" / "DTYPE_UNSPECIFIED"; a value outside
-    the enum (a newer or hostile peer: proto3 keeps unknown enum values) -> "DType 99".
-    """
-    dt = WIRE_TO_DTYPE.get(value)
-    if dt is not None:
-        return str(dt).removeprefix("torch.")
-    try:
-        return tensor_pb2.DType.Name(value)
-    except ValueError:
-        return f"DType {value}"
 
 
 def to_wire(t: torch.Tensor, dtype: torch.dtype | None = None) -> tensor_pb2.Tensor:
@@ -107,11 +100,3 @@ def from_wire(
 def wire_nbytes(n_tokens: int, hidden: int, dtype: torch.dtype) -> int:
     """Payload bytes of an ``[n_tokens, hidden]`` tensor at ``dtype``."""
     return n_tokens * hidden * torch.empty((), dtype=dtype).element_size()
-
-
-def item_error(exc: InkstreamError) -> tensor_pb2.ItemError:
-    """The per-item error message for ``exc``: code name, message, its retry hint in seconds
-    (``retry_after_s``, 0 when it has none) and its ``reason`` ("" when it has none).
-    """
-    return tensor_pb2.ItemError(code=exc.code_name, message=exc.message, retry_after_s=float(exc.retry_after_s or 0.0),
-                                reason=exc.reason)

@@ -12,12 +12,15 @@ import abc
 import pathlib
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from PIL import Image
 
 from inkstream.errors import InvalidInput
+
+if TYPE_CHECKING:  # torch only for the annotations: an encoder half may run without it (compact, ONNX)
+    import numpy as np
+    import torch
 
 
 @dataclass(frozen=True)
@@ -34,14 +37,15 @@ class ModeSpec:
 
 @dataclass
 class PreparedPage:
-    """Result of :meth:`EncoderHalf.preprocess` for one page (CPU tensors, family-specific).
+    """Result of :meth:`EncoderHalf.preprocess` for one page (CPU arrays: torch tensors or numpy
+    arrays, family-specific).
 
     ``batch_key``: pages with equal keys can be stacked into one forward pass (e.g. tensor shapes).
     ``width``/``height``: the received page image size in pixels.
     """
 
     batch_key: Hashable
-    tensors: dict[str, torch.Tensor]
+    tensors: dict[str, torch.Tensor | np.ndarray]
     width: int
     height: int
     meta: dict[str, Any] = field(default_factory=dict)
@@ -49,13 +53,14 @@ class PreparedPage:
 
 @dataclass
 class SegmentTokens:
-    """Vision tokens of one segment: ``vision_tokens`` [n_tokens, H] in the model dtype on CPU;
+    """Vision tokens of one segment: ``vision_tokens`` [n_tokens, H] in the model dtype on CPU (a
+    torch tensor, or a float32 numpy array from a half that runs without torch);
     ``box`` (x0, y0, x1, y1) in page pixels; ``join``: how its text goes on from the previous
     segment's (:data:`inkstream.segments.JOINS`: a line of its own, or the next piece of a line
     that was cut in pieces, at a word gap or inside a word).
     """
 
-    vision_tokens: torch.Tensor
+    vision_tokens: torch.Tensor | np.ndarray
     box: tuple[float, float, float, float]
     join: str = "line"
 
@@ -81,22 +86,24 @@ class EncoderHalf(abc.ABC):
 
     Attributes set by :meth:`load`: ``model_id`` (str), ``revision`` (str), ``family`` (str),
     ``hidden_size`` (int, H), ``device`` (torch.device), ``dtype`` (torch.dtype of the weights and
-    of the returned vision tokens), ``default_mode`` (str).
+    of the returned vision tokens; a half without torch reports ``"float32"``), ``default_mode`` (str).
     """
 
     family: str
     model_id: str
     revision: str
     hidden_size: int
-    device: torch.device
-    dtype: torch.dtype
+    device: Any
+    dtype: Any
     default_mode: str
 
     @classmethod
     @abc.abstractmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
-             dtype: torch.dtype = torch.float32) -> EncoderHalf:
-        """Load only the encoder-side tensors of ``checkpoint_dir``. Raises InvalidInput for a bad dir."""
+             dtype: torch.dtype | str = "float32") -> EncoderHalf:
+        """Load only the encoder-side tensors of ``checkpoint_dir``; ``dtype`` a torch dtype or its
+        name (:data:`inkstream.wire.DTYPE_NAMES`). Raises InvalidInput for a bad dir.
+        """
 
     @abc.abstractmethod
     def modes(self) -> list[ModeSpec]:
@@ -123,6 +130,8 @@ def left_pad(prompts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, t
     ``inputs_embeds`` [B, L, H] (zeros on pads), ``attention_mask`` [B, L] int64 (1 = real) and
     ``position_ids`` [B, L] int64 (``cumsum(mask) - 1``, 0 on pads).
     """
+    import torch  # the decoder side always has it
+
     b, L = len(prompts), max(int(p.shape[0]) for p in prompts)
     x = prompts[0].new_zeros(b, L, prompts[0].shape[-1])
     mask = torch.zeros(b, L, dtype=torch.long, device=prompts[0].device)
@@ -157,8 +166,10 @@ class DecoderHalf(abc.ABC):
     @classmethod
     @abc.abstractmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
-             dtype: torch.dtype = torch.float32) -> DecoderHalf:
-        """Load only the decoder-side tensors of ``checkpoint_dir``."""
+             dtype: Any = None) -> DecoderHalf:
+        """Load only the decoder-side tensors of ``checkpoint_dir``; ``dtype`` a torch dtype (each half
+        has its default, float32).
+        """
 
     @abc.abstractmethod
     def embed_prompt(self, vision_tokens: torch.Tensor, task: str, prompt: str | None = None) -> torch.Tensor:

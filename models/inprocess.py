@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from PIL import Image
@@ -34,12 +35,13 @@ class InProcessPage:
     extra: dict = field(default_factory=dict)
 
 
-def greedy_segments(dec: DecoderHalf, segments: list[torch.Tensor], task: str | None = None,
+def greedy_segments(dec: DecoderHalf, segments: list[Any], task: str | None = None,
                     max_new_tokens: int = 256, batch_size: int = 32) -> list[list[int]]:
     """Greedy decoding of several segments' vision tokens ([n_i, H] each) in left-padded batches.
     Returns the generated ids per segment (EOS excluded).
     """
     task = task or dec.default_task
+    segments = [torch.as_tensor(t) for t in segments]  # a torch-free encoder half gives numpy arrays
     out: list[list[int]] = [[] for _ in segments]
     order = sorted(range(len(segments)), key=lambda i: segments[i].shape[0])
     for s in range(0, len(order), batch_size):

@@ -9,6 +9,8 @@ Layout of a checkpoint directory::
     model.safetensors   encoder tensors "encoder.*", decoder tensors "decoder.*" (fp32 or fp16)
     tokenizer.json      character-level ``tokenizers`` tokenizer (models/compact/vocab.py)
     generation_config.json  bos/eos/pad ids, max_new_tokens
+    encoder.onnx        the Latin line encoder exported for onnxruntime (:mod:`models.compact.line_onnx`),
+                        stamped with the checkpoint's revision; the encoder service then runs without torch
 
 The training-only CTC head is not exported.
 """
@@ -20,14 +22,15 @@ import json
 import pathlib
 import shutil
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 
 from inkstream.errors import InvalidInput
 from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, build_tokenizer
+
+if TYPE_CHECKING:  # torch is imported by the functions that need it: reading configs must not load it
+    import torch
 
 ENCODER_PREFIX = "encoder."
 DECODER_PREFIX = "decoder."
@@ -35,15 +38,22 @@ WEIGHTS = "model.safetensors"
 
 
 def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, training: dict | None = None,
-                      dtype: torch.dtype = torch.float32, extra_parts: dict | None = None,
+                      dtype: torch.dtype | None = None, extra_parts: dict | None = None,
                       charset: list[str] | None = None, extra_config: dict | None = None) -> pathlib.Path:
     """Write ``model`` (a :class:`models.compact.model.CompactOCR`, or the bilingual trainer's model:
     anything with ``encoder``, ``lm`` and ``encoder_config_dict()``) as a checkpoint directory,
     atomically (written to a temp dir beside ``out_dir``, then renamed). ``extra_parts`` maps a
     tensor-name prefix (e.g. ``"pp_tower."``) to a module saved under it; ``charset`` is the
-    tokenizer's character set (default the Latin one); ``extra_config`` is merged into config.json.
-    Returns ``out_dir``.
+    tokenizer's character set (default the Latin one); ``extra_config`` is merged into config.json;
+    ``dtype`` of the stored floating tensors (default float32). The line encoder of a Latin
+    checkpoint is also exported as ``encoder.onnx`` (from the tensors as stored). Returns ``out_dir``.
     """
+    import torch
+    from safetensors.torch import save_file
+
+    from models.compact.line_onnx import export_line_encoder
+
+    dtype = dtype or torch.float32
     out_dir = pathlib.Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=".export-"))
@@ -67,6 +77,8 @@ def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, trainin
     (tmp / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID, "max_new_tokens": 256}, indent=2))
     build_tokenizer(charset).save(str(tmp / "tokenizer.json"))
+    if "pp_tower" not in cfg:  # a bilingual checkpoint runs its line encoder in torch (line_onnx.py)
+        export_line_encoder(tmp)
     tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint directory is meant to be shared / committed
     for f in tmp.iterdir():
         f.chmod(0o644)
@@ -108,6 +120,14 @@ def load_prefixed(checkpoint_dir: str | pathlib.Path, prefix: str) -> tuple[dict
     if not state:
         raise InvalidInput(f"{checkpoint_dir}: no tensors with prefix {prefix!r} in {WEIGHTS}")
     return state, names
+
+
+def tensor_names(checkpoint_dir: str | pathlib.Path, prefix: str) -> set[str]:
+    """Names of the tensors of model.safetensors that start with ``prefix``, read from its header
+    only (no tensor is loaded, no torch needed).
+    """
+    with safe_open(str(pathlib.Path(checkpoint_dir) / WEIGHTS), framework="numpy") as f:
+        return {name for name in f.keys() if name.startswith(prefix)}
 
 
 def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:

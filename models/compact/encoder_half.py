@@ -15,7 +15,8 @@ line by script: the script head on the Latin tower's features of the whole line 
 script to the PP-OCRv6 tower (48-px lines, cut only beyond 32 em), any other line to the Latin tower.
 
 ``encode_batch``: all lines of all pages in the batch are grouped by tower and bucket width and run through the
-line encoder (ResNet trunk + conv token compressor + projector, :class:`models.compact.line_encoder.LineEncoder`);
+line encoder (ResNet trunk + conv token compressor + projector, :class:`models.compact.line_encoder.LineEncoder`;
+run from the checkpoint's ``encoder.onnx`` on onnxruntime, without torch, when it can: :mod:`models.compact.line_onnx`);
 each line keeps its first ``width/16`` tokens (one vision token per 16 columns of the 32-px-high
 line). One :class:`SegmentTokens` per line, in reading order, with the line's box in the pixels of
 the page as received (for a page found sideways the box is mapped back through the rotation).
@@ -23,10 +24,12 @@ the page as received (for a page found sideways the box is mapped back through t
 
 from __future__ import annotations
 
+import logging
 import math
 import pathlib
+from typing import Any
 
-import torch
+import numpy as np
 from PIL import Image
 
 from inkstream.errors import InvalidInput
@@ -34,17 +37,18 @@ from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, Segmen
 from models.compact import checkpoint as ckpt
 from models.compact import prepare
 from models.compact.detect import LineDetector, crop_line
-from models.compact.line_encoder import LineEncoder
+from models.compact.line_onnx import OnnxLineEncoder
 from models.compact.lineimage import (
     LINE_HEIGHT,
     MAX_TOKENS,
     MAX_WIDTH,
     WIDTH_MULTIPLE,
-    normalise_line,
+    normalise_line_array,
     normalised_width,
 )
 from models.compact.linesplit import SPLIT_PX, split_line
-from models.compact.towers import PPTower
+
+log = logging.getLogger("inkstream.models.compact")
 
 BUCKET_PX = 64
 MAX_LINES_PER_FORWARD = 64
@@ -82,42 +86,74 @@ def _unrotate_box(box: tuple[float, float, float, float], rotation: float, w: in
 
 
 class CompactEncoderHalf(EncoderHalf):
-    """Line detector + line encoder; see the module docstring. Vision tokens are [n, hidden] in ``dtype``."""
+    """Line detector + line encoder; see the module docstring. Vision tokens are [n, hidden] float32
+    numpy arrays (Latin lines) or torch tensors in ``dtype`` (PP-tower lines of a bilingual checkpoint).
+
+    The line encoder (``runner``: lines [N, 1, 32, W] -> tokens [N, W/16, hidden], numpy) is the
+    checkpoint's ``encoder.onnx`` on onnxruntime (:mod:`models.compact.line_onnx`) when it is current
+    and the half runs on the CPU in float32 -- then nothing here imports torch -- else the torch
+    module (:class:`models.compact.line_encoder.TorchLineRunner`).
+    """
 
     family = "compact"
 
-    def __init__(self, encoder: LineEncoder, loaded: set[str], model_id: str, revision: str, hidden: int,
-                 device: torch.device, dtype: torch.dtype, detector: LineDetector,
-                 pp: PPTower | None = None) -> None:
-        self._encoder, self._loaded, self._detector, self._pp = encoder, loaded, detector, pp
+    def __init__(self, runner: Any, loaded: set[str], model_id: str, revision: str, hidden: int,
+                 device: Any, dtype: Any, detector: LineDetector, pp: Any = None) -> None:
+        self._runner, self._loaded, self._detector, self._pp = runner, loaded, detector, pp
         self.model_id, self.revision, self.hidden_size = model_id, revision, hidden
         self.device, self.dtype, self.default_mode = device, dtype, "lines"
+        self.runtime = "onnxruntime" if isinstance(runner, OnnxLineEncoder) else "torch"
 
     @classmethod
-    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: torch.dtype = torch.float32,
+    def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: Any = "float32",
              detector_threads: int = 1) -> CompactEncoderHalf:
         """Read config.json and ONLY the ``encoder.*`` tensors (and, for a bilingual checkpoint, the
-        ``pp_tower.*`` / ``script_head.*`` ones, :mod:`models.compact.towers`); build the line encoder and
-        the ONNX line detector. Raises InvalidInput for a directory that is not a compact checkpoint.
+        ``pp_tower.*`` / ``script_head.*`` ones, :mod:`models.compact.towers`); build the line encoder
+        (onnxruntime or torch, see the class docstring) and the ONNX line detector. ``dtype``: a torch
+        dtype or its name. Raises InvalidInput for a directory that is not a compact checkpoint or an
+        unknown dtype name.
         """
         cfg = ckpt.read_config(checkpoint_dir)
-        enc_cfg = ckpt.encoder_config(cfg)
         hidden = int(cfg["decoder"]["hidden_size"])
+        model_id, revision = ckpt.checkpoint_identity(checkpoint_dir)
+        detector = LineDetector(threads=detector_threads)
+        name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+        if "pp_tower" not in cfg and device == "cpu" and name == "float32":
+            onnx_runner = OnnxLineEncoder.open(checkpoint_dir, detector_threads)
+            if onnx_runner is not None:
+                return cls(onnx_runner, ckpt.tensor_names(checkpoint_dir, ckpt.ENCODER_PREFIX), model_id,
+                           revision, hidden, "cpu", "float32", detector)
+            log.warning("%s: no encoder.onnx exported from these weights (python -m models.compact.line_onnx "
+                        "DIR writes it); the line encoder runs in torch", checkpoint_dir)
+        return cls._load_torch(checkpoint_dir, cfg, device, dtype, detector_threads, detector,
+                               model_id, revision, hidden)
+
+    @classmethod
+    def _load_torch(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, device: str, dtype: Any,
+                    detector_threads: int, detector: LineDetector, model_id: str, revision: str,
+                    hidden: int) -> CompactEncoderHalf:
+        import torch
+
+        from inkstream.wire import dtype_from_name
+        from models.compact.line_encoder import LineEncoder, TorchLineRunner
+        from models.compact.towers import PPTower
+
+        tdtype = dtype_from_name(dtype) if isinstance(dtype, str) else dtype
+        enc_cfg = ckpt.encoder_config(cfg)
         state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.ENCODER_PREFIX)
         enc = LineEncoder(enc_cfg, hidden)
         enc.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
-        enc = enc.to(device=device, dtype=dtype).eval()
-        model_id, revision = ckpt.checkpoint_identity(checkpoint_dir)
-        pp = (PPTower.load(checkpoint_dir, cfg, hidden, enc_cfg.compressor_channels, detector_threads, dtype)
+        enc = enc.to(device=device, dtype=tdtype).eval()
+        pp = (PPTower.load(checkpoint_dir, cfg, hidden, enc_cfg.compressor_channels, detector_threads, tdtype)
               if "pp_tower" in cfg else None)
-        return cls(enc, loaded | (pp.loaded if pp else set()), model_id, revision, hidden, torch.device(device),
-                   dtype, LineDetector(threads=detector_threads), pp)
+        return cls(TorchLineRunner(enc, torch.device(device), tdtype), loaded | (pp.loaded if pp else set()),
+                   model_id, revision, hidden, torch.device(device), tdtype, detector, pp)
 
     def modes(self) -> list[ModeSpec]:
         """One mode, ``lines``: pages rasterised at 2,200 px long side, <= 160 vision tokens per line."""
         return list(MODES.values())
 
-    def prepare_lines(self, crops: list[Image.Image]) -> list[torch.Tensor]:
+    def prepare_lines(self, crops: list[Image.Image]) -> list[np.ndarray]:
         """Normalise line crops -> [1, 32, W_bucket] float16 each (W_bucket a multiple of 64).
 
         float16, not float32: prepared pages wait in the batch queue (up to the gateway's encoder window,
@@ -127,9 +163,9 @@ class CompactEncoderHalf(EncoderHalf):
         """
         out = []
         for crop in crops:
-            x = normalise_line(prepare.dark_on_light(crop))
+            x = normalise_line_array(prepare.dark_on_light(crop))
             bucket = min(MAX_WIDTH, -(-x.shape[-1] // BUCKET_PX) * BUCKET_PX)
-            padded = torch.zeros(1, LINE_HEIGHT, max(bucket, x.shape[-1]), dtype=torch.float16)
+            padded = np.zeros((1, LINE_HEIGHT, max(bucket, x.shape[-1])), dtype=np.float16)
             padded[:, :, : x.shape[-1]] = x
             out.append(padded)
         return out
@@ -148,7 +184,7 @@ class CompactEncoderHalf(EncoderHalf):
         upright, lines, rotation = self._detector.detect(prepare.positive(image))  # light-on-dark inverted
         lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln))  # faint bleed-through is no text
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
-        cjk = (self._pp.route(self._encoder, [prepare.dark_on_light(c) for c, _ in tight]) if self._pp
+        cjk = (self._pp.route(self._runner.module, [prepare.dark_on_light(c) for c, _ in tight]) if self._pp
                else [False] * len(tight))
         pieces = []
         for ln, (crop, box), pp in zip(lines, tight, cjk, strict=True):  # first piece: the line's join
@@ -168,20 +204,20 @@ class CompactEncoderHalf(EncoderHalf):
                             meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [p[2] for p in pieces],
                                   "towers": towers, "rotation": rotation})
 
-    def encode_lines(self, lines: list[torch.Tensor], n_tokens: list[int]) -> list[torch.Tensor]:
-        """Bucketed lines [1, 32, W] -> vision tokens [n_tokens[i], hidden] (``dtype``, CPU), same order."""
-        out: list[torch.Tensor | None] = [None] * len(lines)
+    def encode_lines(self, lines: list[np.ndarray], n_tokens: list[int]) -> list[np.ndarray]:
+        """Bucketed lines [1, 32, W] -> vision tokens [n_tokens[i], hidden] float32, same order; lines
+        of one width share a forward of at most :data:`MAX_LINES_PER_FORWARD` lines.
+        """
+        out: list[np.ndarray | None] = [None] * len(lines)
         by_width: dict[int, list[int]] = {}
         for i, x in enumerate(lines):
             by_width.setdefault(int(x.shape[-1]), []).append(i)
-        with torch.no_grad():
-            for idx in by_width.values():
-                for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
-                    chunk = idx[s: s + MAX_LINES_PER_FORWARD]
-                    batch = torch.stack([lines[i] for i in chunk]).to(self.device, self.dtype)
-                    tokens, _ = self._encoder(batch)
-                    for j, i in enumerate(chunk):
-                        out[i] = tokens[j, : n_tokens[i]].to("cpu").contiguous()
+        for idx in by_width.values():
+            for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
+                chunk = idx[s: s + MAX_LINES_PER_FORWARD]
+                tokens = self._runner(np.stack([np.asarray(lines[i], dtype=np.float32) for i in chunk]))
+                for j, i in enumerate(chunk):
+                    out[i] = np.ascontiguousarray(tokens[j, : n_tokens[i]])
         done = [t for t in out if t is not None]
         assert len(done) == len(out)  # every line is in exactly one width group
         return done
@@ -209,11 +245,11 @@ class CompactEncoderHalf(EncoderHalf):
             result[p].segments.append(SegmentTokens(vision_tokens=t, box=(x0, y0, x1, y1), join=join))
         return result
 
-    def _encode_routed(self, flat: list[torch.Tensor], ntok: list[int], pp_at: list[bool]) -> list[torch.Tensor]:
+    def _encode_routed(self, flat: list[Any], ntok: list[int], pp_at: list[bool]) -> list[Any]:
         """Vision tokens of every line, each through the tower it was routed to, in the given order."""
         latin = [i for i, pp in enumerate(pp_at) if not pp]
         pp_idx = [i for i, pp in enumerate(pp_at) if pp]
-        out: list[torch.Tensor] = [torch.empty(0)] * len(flat)
+        out: list[Any] = [None] * len(flat)
         if latin:
             for i, t in zip(latin, self.encode_lines([flat[i] for i in latin], [ntok[i] for i in latin]), strict=True):
                 out[i] = t

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -56,3 +57,19 @@ class LineEncoder(nn.Module):
         feats = self.collapse(feats).squeeze(2)  # [B, c, W/8]
         tokens = self.compress(feats).transpose(1, 2)  # [B, W/16, c]
         return self.proj(tokens), feats.transpose(1, 2)
+
+
+class TorchLineRunner:
+    """A loaded :class:`LineEncoder` behind the same call as :class:`models.compact.line_onnx.OnnxLineEncoder`
+    (numpy in, numpy out), for checkpoints without a current ``encoder.onnx``, other devices or dtypes,
+    and bilingual checkpoints (``module`` also gives the script router its features).
+    """
+
+    def __init__(self, module: LineEncoder, device: torch.device, dtype: torch.dtype) -> None:
+        self.module, self.device, self.dtype = module, device, dtype
+
+    def __call__(self, lines: np.ndarray) -> np.ndarray:
+        """``lines`` [N, 1, 32, W] -> vision tokens [N, W/16, hidden] float32 (computed in ``dtype``)."""
+        with torch.no_grad():
+            x = torch.from_numpy(np.ascontiguousarray(lines)).to(self.device, self.dtype)
+            return self.module(x)[0].float().cpu().numpy()

@@ -11,9 +11,13 @@ every vision token sees real columns).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 from PIL import Image
+
+if TYPE_CHECKING:  # the encoder service of a Latin checkpoint runs without torch (line_onnx.py)
+    import torch
 
 LINE_HEIGHT = 32  # pixels: the height every line is resized to
 WIDTH_MULTIPLE = 16  # pixels per vision token (encoder stride 8 x compressor stride 2)
@@ -31,7 +35,14 @@ def normalised_width(width: int, height: int) -> int:
 
 
 def normalise_line(image: Image.Image) -> torch.Tensor:
-    """Line image -> float32 tensor [1, 32, W] with ink ~1 and paper ~0, W a multiple of 16.
+    """:func:`normalise_line_array` as a torch tensor [1, 32, W] float32 (for training and the torch tower)."""
+    import torch
+
+    return torch.from_numpy(normalise_line_array(image))
+
+
+def normalise_line_array(image: Image.Image) -> np.ndarray:
+    """Line image -> float32 array [1, 32, W] with ink ~1 and paper ~0, W a multiple of 16.
 
     Raises ValueError for an empty (zero-sized) image. Lines wider than ``MAX_WIDTH`` after
     resizing are squeezed horizontally to ``MAX_WIDTH`` pixels.
@@ -50,4 +61,4 @@ def normalise_line(image: Image.Image) -> torch.Tensor:
     full = normalised_width(w, LINE_HEIGHT)
     out = np.zeros((1, LINE_HEIGHT, full), dtype=np.float32)
     out[0, :, :w] = ink
-    return torch.from_numpy(out)
+    return out

@@ -68,10 +68,15 @@ class DeepseekOcr2EncoderHalf(EncoderHalf):
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
-             dtype: torch.dtype = torch.float32) -> DeepseekOcr2EncoderHalf:
+             dtype: torch.dtype | str = torch.float32) -> DeepseekOcr2EncoderHalf:
         """Load the image processor and ONLY the vision-side tensors (SAM, Qwen2 vision encoder, queries,
-        projector, view separator). Raises InvalidInput for a directory that is not such a checkpoint.
+        projector, view separator); ``dtype`` a torch dtype or its name. Raises InvalidInput for a
+        directory that is not such a checkpoint or an unknown dtype name.
         """
+        if isinstance(dtype, str):
+            from inkstream.wire import dtype_from_name
+
+            dtype = dtype_from_name(dtype)
         from transformers import (  # heavy: transformers
             AutoProcessor,
             DeepseekOcr2Config,
@@ -151,11 +156,12 @@ class DeepseekOcr2EncoderHalf(EncoderHalf):
             raise InvalidInput(f"pages of one batch must share a batch_key, got {[p.batch_key for p in pages]}")
         with torch.inference_mode():
             dev = self.device
-            global_px = torch.cat([p.tensors["pixel_values"] for p in pages]).to(dev, self.dtype)
+            global_px = torch.cat([torch.as_tensor(p.tensors["pixel_values"]) for p in pages]).to(dev, self.dtype)
             global_feats = self._stack.project(global_px)  # [B, q, H]
             local_feats = None
             if "pixel_values_local" in pages[0].tensors:
-                local_px = torch.cat([p.tensors["pixel_values_local"] for p in pages]).to(dev, self.dtype)
+                local = [torch.as_tensor(p.tensors["pixel_values_local"]) for p in pages]
+                local_px = torch.cat(local).to(dev, self.dtype)
                 local_feats = self._stack.project(local_px)  # [B*n, q, H]
             sep = self._stack.view_separator.unsqueeze(0)
             results = []

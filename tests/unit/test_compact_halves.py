@@ -119,3 +119,40 @@ def test_unrotate_box_roundtrip():
         x, y = next((x, y) for y in range(up.height) for x in range(up.width) if up.getpixel((x, y)) > 0)
         x0, y0, x1, y1 = _unrotate_box((x, y, x + 1, y + 1), rot, w, h)
         assert x0 <= 250 + 1 and x1 >= 250 and y0 <= 30 + 1 and y1 >= 30, rot
+
+
+def _copy_without(src, dst, drop: str = ""):
+    import shutil
+
+    shutil.copytree(src, dst)
+    if drop:
+        (dst / drop).unlink()
+    return dst
+
+
+def test_line_encoder_on_onnxruntime_gives_the_torch_modules_tokens(tiny_ckpt, tmp_path):
+    """export_checkpoint wrote encoder.onnx; the half runs it (no torch) and reads the same tokens as
+    the torch module (a copy of the checkpoint without the file), and the same tensor names."""
+    onnx_half = CompactEncoderHalf.load(tiny_ckpt)
+    torch_half = CompactEncoderHalf.load(_copy_without(tiny_ckpt, tmp_path / "no-onnx", "encoder.onnx"))
+    assert (onnx_half.runtime, torch_half.runtime) == ("onnxruntime", "torch")
+    assert onnx_half.loaded_tensor_names() == torch_half.loaded_tensor_names()
+    page = onnx_half.preprocess(_page(), "lines")
+    a, b = onnx_half.encode_batch([page])[0], torch_half.encode_batch([page])[0]
+    assert len(a.segments) == len(b.segments) == 3
+    for x, y in zip(a.segments, b.segments, strict=True):
+        assert str(x.vision_tokens.dtype) == str(y.vision_tokens.dtype) == "float32"
+        torch.testing.assert_close(torch.as_tensor(x.vision_tokens), torch.as_tensor(y.vision_tokens),
+                                   atol=1e-4, rtol=1e-4)
+
+
+def test_stale_encoder_onnx_is_not_used(tiny_ckpt, tmp_path):
+    """An encoder.onnx exported from other weights (its stamped revision differs) falls back to torch."""
+    import json
+
+    copy = _copy_without(tiny_ckpt, tmp_path / "other")
+    cfg = json.loads((copy / "config.json").read_text())
+    cfg["revision"] = "other-weights"
+    (copy / "config.json").write_text(json.dumps(cfg))
+    assert CompactEncoderHalf.load(copy).runtime == "torch"
+    assert CompactEncoderHalf.load(tiny_ckpt, dtype=torch.bfloat16).runtime == "torch"  # ONNX is float32 only

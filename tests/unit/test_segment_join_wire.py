@@ -14,7 +14,7 @@ def test_joins_and_revision_survive_the_encode_response():
     segs = [SegmentTokens(torch.zeros(3, 4), (0, 0, 10, 5)),
             SegmentTokens(torch.zeros(2, 4), (10, 0, 20, 5), join="space"),
             SegmentTokens(torch.zeros(2, 4), (20, 0, 25, 5), join="direct")]
-    resp = encode_response(0, EncodedPage(segments=segs, width=30, height=10), wire_dtype=torch.float32,
+    resp = encode_response(0, EncodedPage(segments=segs, width=30, height=10), wire_dtype="float32",
                            model_id="m", seconds=0.1, revision="abc123")
     wire = encoder_pb2.EncodeResponse.FromString(resp.SerializeToString())
     got = encoded_from_pb(wire)

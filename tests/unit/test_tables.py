@@ -116,7 +116,7 @@ def test_cell_joins_survive_the_encode_response():
 
     joins = ["line", "cell:1:0:0", "space", "cell:1:0:3", "cell:2:4:1", "line"]
     segs = [SegmentTokens(torch.zeros(2, 4), (i, 0, i + 1, 5), join=j) for i, j in enumerate(joins)]
-    resp = encode_response(0, EncodedPage(segments=segs, width=30, height=10), wire_dtype=torch.float32,
+    resp = encode_response(0, EncodedPage(segments=segs, width=30, height=10), wire_dtype="float32",
                            model_id="m", seconds=0.1, revision="r")
     wire = encoder_pb2.EncodeResponse.FromString(resp.SerializeToString())
     assert wire.segments[1].join == encoder_pb2.SEGMENT_JOIN_CELL and wire.segments[4].cell.row == 4

@@ -3,6 +3,7 @@ service does not import timm, torchvision or transformers (their import costs ~2
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
 import sys
 
@@ -45,3 +46,25 @@ def test_encoder_half_imports_no_timm_torchvision_or_transformers():
             "print(sorted(m for m in ('timm', 'torchvision', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_encoder_service_with_the_default_model_runs_without_torch():
+    """The encoder service of a Latin checkpoint with a current encoder.onnx (the embedded default):
+    load, read a page and build its gRPC response without importing torch (its CUDA build is half
+    of the process's memory, issue #16)."""
+    code = (
+        "import sys, io; from PIL import Image, ImageDraw\n"
+        "from encoder_service.server import build_server\n"
+        "from encoder_service.convert import encode_response\n"
+        "from models.compact.encoder_half import CompactEncoderHalf\n"
+        "h = CompactEncoderHalf.load('models/compact/weights')\n"
+        "im = Image.new('RGB', (900, 200), 'white'); ImageDraw.Draw(im).text((40, 60), 'No torch here', "
+        "fill='black', font_size=48)\n"
+        "page = h.encode_batch([h.preprocess(im, 'lines')])[0]\n"
+        "r = encode_response(0, page, wire_dtype='bfloat16', model_id=h.model_id, seconds=0.0)\n"
+        "print(h.runtime, len(r.segments), 'torch' in sys.modules)\n"
+    )
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True,
+                         cwd=root)
+    assert out.stdout.split() == ["onnxruntime", "1", "False"], out.stdout + out.stderr[-2000:]

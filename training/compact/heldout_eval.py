@@ -17,6 +17,7 @@ import pathlib
 import sys
 import time
 
+import numpy as np
 import torch
 from rapidfuzz.distance import Levenshtein
 
@@ -82,11 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _bucket(x: torch.Tensor) -> torch.Tensor:
+def _bucket(x: torch.Tensor) -> np.ndarray:
     """Pad a normalised line to the encoder half's 64-px width bucket (as ``prepare_lines`` does)."""
     w = -(-x.shape[-1] // BUCKET_PX) * BUCKET_PX
-    out = torch.zeros(1, x.shape[1], w)
-    out[:, :, : x.shape[-1]] = x
+    out = np.zeros((1, x.shape[1], w), dtype=np.float32)
+    out[:, :, : x.shape[-1]] = x.numpy()
     return out
 
 
