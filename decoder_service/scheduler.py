@@ -188,7 +188,7 @@ class DecodeEngine:
         """Prompt embeddings [L, H] for vision tokens [n, H] (cast to the model dtype / device), on the
         embedding thread. Raises InvalidInput for an unknown task (from the half).
         """
-        vt = vision_tokens.to(device=self.half.device, dtype=self.half.dtype)
+        vt = torch.as_tensor(vision_tokens).to(device=self.half.device, dtype=self.half.dtype)  # or numpy
         assert self._embedder is not None, "engine not started"
         return await asyncio.get_running_loop().run_in_executor(self._embedder, self._embed_sync, vt, task, prompt)
 

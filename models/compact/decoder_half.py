@@ -79,6 +79,7 @@ class CompactDecoderHalf(DecoderHalf):
         """``[vision_tokens; emb(<s>)]`` -> [n_tokens + 1, H] (``dtype``, on ``device``). Raises
         InvalidInput for an unknown task, a prompt (none is taken), a bad shape or too many tokens.
         """
+        vision_tokens = torch.as_tensor(vision_tokens)  # also a numpy array from a torch-free encoder half
         if task not in TASKS:
             raise InvalidInput(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
         if prompt:

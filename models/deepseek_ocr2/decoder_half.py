@@ -130,6 +130,7 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
         replaced, in order, by ``vision_tokens`` [n_tokens, H]. Raises InvalidInput for an unknown
         task, a bad shape, more than ``max_vision_tokens`` tokens or a prompt longer than ``max_positions``.
         """
+        vision_tokens = torch.as_tensor(vision_tokens)  # also a numpy array from a torch-free encoder half
         if vision_tokens.ndim != 2 or vision_tokens.shape[1] != self.hidden_size or vision_tokens.shape[0] < 1:
             raise InvalidInput(f"vision tokens must be [n_tokens, {self.hidden_size}], got {list(vision_tokens.shape)}")
         n = int(vision_tokens.shape[0])
