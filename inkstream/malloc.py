@@ -16,13 +16,14 @@ Set ``INKSTREAM_MALLOC_MMAP_THRESHOLD_BYTES`` to another size, or 0 to keep glib
 ``MALLOC_MMAP_THRESHOLD_`` environment variable set by the operator (glibc's own tunable) wins.
 
 Arenas: glibc gives each thread that allocates concurrently its own arena, up to 8 per core, and
-memory freed in one arena is kept there for that arena's next allocations. The encoder's
-preprocessing threads, its batcher and the gRPC threads each held the activations of a page in a
-different arena, so their free memory added up: one 15-page PDF (../shared/eval's Federal Register)
-peaked at 1,460 MiB with glibc's default, 1,343 MiB with ``M_ARENA_MAX`` = 1 (bench: a local stack,
-VmHWM of the encoder). ``M_ARENA_MAX`` = :data:`DEFAULT_ARENA_MAX` keeps one spare arena for
-contention; ``INKSTREAM_MALLOC_ARENA_MAX`` sets another count (0: glibc's default), and glibc's own
-``MALLOC_ARENA_MAX`` environment variable wins.
+memory freed in one arena is kept there for that arena's next allocations, so the free memory of the
+encoder's preprocessing threads, batcher and gRPC threads adds up. The local stack has always set
+``MALLOC_ARENA_MAX=2`` for its children (fragmentation over hundreds of pages: encoder peak 1.48x ->
+1.24x of a one-page run, bench/memory.py); the services now apply the same cap themselves, however
+they are started (Kubernetes, ``inkstream serve``). Measured: one 15-page PDF (../shared/eval's
+Federal Register) through a local stack peaked at 1,460 MiB with 2 arenas, 1,343 MiB with 1 (VmHWM of
+the encoder, torch-based line encoder). ``INKSTREAM_MALLOC_ARENA_MAX`` sets another count (0: glibc's
+default), and glibc's own ``MALLOC_ARENA_MAX`` environment variable wins.
 """
 
 from __future__ import annotations

@@ -327,6 +327,9 @@ class LocalStack:
         self._scratch.cleanup()
 
     def __enter__(self) -> LocalStack:
+        """Start the stack, unless :meth:`start` already did (``with stack.start():`` is common)."""
+        if any(p.poll() is None for ps in self.procs.values() for p in ps):
+            return self
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

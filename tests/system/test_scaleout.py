@@ -47,7 +47,7 @@ def world(tiny_ds_checkpoint, tmp_path_factory):
            "INKSTREAM_GATEWAY__STORES__JOB_LEASE_S": str(LEASE_S),
            "INKSTREAM_GATEWAY__PIPELINE__MAX_PAGES_PER_REQUEST": str(WINDOW),
            "INKSTREAM_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}
-    with running(redis_srv, s3), stack.start():
+    with running(redis_srv, s3), stack:
         yield stack, redis_srv, s3, env, logs
 
 

@@ -43,3 +43,4 @@ def test_arenas_capped_by_default_and_settings_respected(monkeypatch):
     monkeypatch.setenv(ARENA_ENV, "two")
     with pytest.raises(ValueError, match=ARENA_ENV):
         limit_arenas()
+
