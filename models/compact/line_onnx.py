@@ -76,8 +76,6 @@ def export_line_encoder(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
     return out
 
 
-
-
 class OnnxLineEncoder:
     """``encoder.onnx`` on an onnxruntime CPU session with ``threads`` intra-op threads;
     ``revision``: the revision stamped in the file ("" when it has none).

@@ -101,6 +101,7 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
         self.calls: collections.Counter[int] = collections.Counter()  # page digest -> Decode calls
         self.segments_per_call: list[int] = []
         self.fail_digests: dict[int, str] = {}
+        self.fail_first: dict[int, tuple[str, int]] = {}  # digest -> (code, how many first calls fail)
         self.fail_all: str | None = None
         self.fail_delay_s = 0.0  # seconds before a failing call aborts
         self.hang_digests: set[int] = set()  # never answer (to kill the server mid-call)
@@ -130,6 +131,8 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
         self.segments_per_call.append(len(reqs))
         self.started.set()
         code = self.fail_all or self.fail_digests.get(d)
+        if d in self.fail_first and self.calls[d] <= self.fail_first[d][1]:
+            code = code or self.fail_first[d][0]
         if code:
             await asyncio.sleep(self.fail_delay_s)
             await errors.abort(context, errors.error_for_code(code, f"fake decoder fails with {code}"))
