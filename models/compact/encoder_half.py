@@ -119,7 +119,7 @@ class CompactEncoderHalf(EncoderHalf):
         detector = LineDetector(threads=detector_threads)
         name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
         if "pp_tower" not in cfg and device == "cpu" and name == "float32":
-            onnx_runner = OnnxLineEncoder.open(checkpoint_dir, detector_threads)
+            onnx_runner = OnnxLineEncoder.open(checkpoint_dir, detector_threads, revision)
             if onnx_runner is not None:
                 return cls(onnx_runner, ckpt.tensor_names(checkpoint_dir, ckpt.ENCODER_PREFIX), model_id,
                            revision, hidden, "cpu", "float32", detector)

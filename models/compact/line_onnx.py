@@ -82,16 +82,18 @@ class OnnxLineEncoder:
     """
 
     @classmethod
-    def open(cls, checkpoint_dir: str | pathlib.Path, threads: int = 1) -> OnnxLineEncoder | None:
+    def open(cls, checkpoint_dir: str | pathlib.Path, threads: int = 1,
+             revision: str = "") -> OnnxLineEncoder | None:
         """The checkpoint's ``encoder.onnx`` when it exists and was exported from these weights (its
         stamped revision equals the checkpoint's, :func:`models.compact.checkpoint.checkpoint_identity`);
-        None otherwise (the caller runs the torch module instead).
+        None otherwise (the caller runs the torch module instead). ``revision``: the checkpoint's, when
+        the caller has it already (else computed here).
         """
         root = pathlib.Path(checkpoint_dir)
         if not (root / ONNX_FILE).is_file():
             return None
         runner = cls(root / ONNX_FILE, threads)
-        return runner if runner.revision == ckpt.checkpoint_identity(root)[1] else None
+        return runner if runner.revision == (revision or ckpt.checkpoint_identity(root)[1]) else None
 
     def __init__(self, path: pathlib.Path, threads: int = 1) -> None:
         import onnxruntime as ort
