@@ -9,6 +9,7 @@ the Prometheus exporter turns them into ``inkstream_encoder_queue_depth`` plus a
 
 from __future__ import annotations
 
+import atexit
 import os
 import resource
 import sys
@@ -53,7 +54,19 @@ def serve_metrics(port: int, host: str = "127.0.0.1") -> int:
     server, _thread = start_http_server(port, addr=host)
     bound = server.server_port
     _http_servers[bound] = server
+    # The SDK shuts the MeterProvider down at interpreter exit, which unregisters the Prometheus
+    # collector: a scrape after that would read an empty exposition (every counter gone, as if reset).
+    # atexit runs last-registered first, so closing the listener here happens before that.
+    atexit.register(_close_http_server, bound)
     return bound
+
+
+def _close_http_server(port: int) -> None:
+    """Stop answering ``/metrics`` on ``port`` (at exit, before the MeterProvider shuts down)."""
+    server = _http_servers.pop(port, None)
+    if server is not None:
+        server.shutdown()
+        server.server_close()
 
 
 def meter(name: str) -> metrics.Meter:

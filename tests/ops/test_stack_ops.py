@@ -236,6 +236,9 @@ def _decoder_figures(stack, i: int) -> dict[str, float] | None:
     except httpx.HTTPError:
         return None
 
+    if not any(k.startswith("inkstream_decoder_generated_tokens_total") for k in m):
+        return None  # an exposition without the decoder's series (not a figure of zero)
+
     def total(prefix: str, label: str = "") -> float:
         return sum(v for k, v in m.items() if k.startswith(prefix) and label in k)
 
