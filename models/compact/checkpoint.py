@@ -146,13 +146,15 @@ SCRIPT_PREFIX = "script_head."
 
 def pp_tower_config(compressor) -> dict:
     """config.json ``"pp_tower"`` entry of a bilingual checkpoint: which frozen trunk (rapidocr's
-    PP-OCRv6 recogniser, by file name and sha256) and the compressor's width.
+    PP-OCRv6 recogniser, by file name and sha256), the compressor's width, token stride (pixels) and
+    ``posterior_topk`` (0: trunk features only; k: also the recogniser's top-k posterior per frame).
     """
     from models.compact import pptower
 
     return {"trunk": pptower.REC_MODEL_FILE, "trunk_sha256": pptower.REC_MODEL_SHA256,
             "feature_output": pptower.FEATURE_OUTPUT, "channels": int(compressor.compress[0].out_channels),
-            "line_height": pptower.PP_LINE_HEIGHT, "tokens_stride_px": pptower.PP_FRAME_PX * compressor.stride}
+            "line_height": pptower.PP_LINE_HEIGHT, "tokens_stride_px": pptower.PP_FRAME_PX * compressor.stride,
+            "posterior_topk": int(compressor.posterior_topk)}
 
 
 def load_training_model(checkpoint_dir: str | pathlib.Path, cfg: dict | None = None):

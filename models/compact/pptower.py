@@ -122,6 +122,34 @@ class PPTrunk:
         return np.asarray(self._session.run(None, {"x": np.ascontiguousarray(batch, dtype=np.float32)})[0])
 
 
+@cache
+def pp_classifier() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """The recogniser's CTC head, read from the rapidocr wheel's file: (W float32 [120, C], bias
+    float32 [C], the labels of the C = 18,710 classes: '' for class 0, the blank, ' ' for the space;
+    PaddleOCR's dictionary is the ONNX metadata ``character``). Raises FileNotFoundError if it is missing.
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    path = rec_model_path()
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found (is rapidocr installed?)")
+    model = onnx.load(str(path))
+    dictionary = {p.key: p.value for p in model.metadata_props}["character"].split("\n")
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    w, b = weights["linear_8.w_0"], weights["linear_8.b_0"]
+    labels = ["", *dictionary]
+    labels += [" "] * (w.shape[1] - len(labels))
+    return w.astype(np.float32), b.astype(np.float32), tuple(labels)
+
+
+def class_ids(vocab: dict[str, int], labels: tuple[str, ...], blank_id: int, unk_id: int) -> np.ndarray:
+    """int64 [C]: the checkpoint's token id of each PP class (``vocab``: token -> id of its tokenizer);
+    the blank -> ``blank_id``, a class the vocabulary lacks -> ``unk_id``.
+    """
+    return np.array([blank_id if not c else vocab.get(c, unk_id) for c in labels], dtype=np.int64)
+
+
 class PPCompressor(nn.Module):
     """Trunk frames [B, T, 120] float -> vision tokens [B, ceil(T/stride), hidden]: a 1-D convolution
     of ``stride`` 1 (one token per frame, 8 pixel columns) or 2 (16 columns), a second convolution, a
@@ -130,19 +158,84 @@ class PPCompressor(nn.Module):
     lives in one frame, its neighbours are near blank); read by the recogniser's own classifier,
     held-out lines give 5.1 % CER at one frame per token and 60 % with frame pairs averaged (12.9 %
     with the less blank frame of each pair kept), so two frames per token cost most of the reading.
+
+    ``posterior_topk`` > 0 (stride 1 only) adds to each token, before the LayerNorm, the recogniser's
+    own reading of its frame: the frame's CTC posterior over PaddleOCR's 18,710 classes (the trunk's
+    frozen head, :func:`pp_classifier`, given by :meth:`attach_classifier`), its ``posterior_topk``
+    most likely classes mapped to the checkpoint's ids (:func:`class_ids`) and embedded,
+    ``sum_k p_k E[id_k]`` with ``E`` = ``char_embed`` [vocab_size, hidden], learned. A softmax
+    posterior survives the decoder's soft attention over neighbouring frames (a spike next to a blank
+    averages to half a spike of the same class), where a linear read-out of averaged features does not
+    (see above); the decoder then learns to fetch and order characters, not 7,400 classes from a few
+    rendered examples each — a form of distillation from the pretrained recogniser (its outputs, per
+    frame, are the student's inputs).
     """
 
-    def __init__(self, hidden: int, channels: int = 256, stride: int = 2) -> None:
+    def __init__(self, hidden: int, channels: int = 256, stride: int = 2, posterior_topk: int = 0,
+                 vocab_size: int = 0) -> None:
         super().__init__()
         if stride not in (1, 2):
             raise ValueError(f"compressor stride must be 1 or 2 frames, not {stride}")
-        self.stride = stride
+        if posterior_topk and (stride != 1 or vocab_size < 1):
+            raise ValueError("posterior tokens need stride 1 and the vocabulary size")
+        self.stride, self.posterior_topk = stride, posterior_topk
         self.compress = nn.Sequential(
             nn.Conv1d(PP_FEATURE_DIM, channels, kernel_size=3, stride=stride, padding=1), nn.GELU(),
             nn.Conv1d(channels, channels, kernel_size=3, padding=1), nn.GELU(),
         )
         self.proj = nn.Sequential(nn.Linear(channels, hidden), nn.LayerNorm(hidden))
+        if posterior_topk:
+            self.char_embed = nn.Embedding(vocab_size, hidden)
+            # The frozen head, not saved with the checkpoint (it is the pinned rapidocr file's).
+            self.register_buffer("head_w", torch.zeros(PP_FEATURE_DIM, 0), persistent=False)
+            self.register_buffer("head_b", torch.zeros(0), persistent=False)
+            self.register_buffer("head_ids", torch.zeros(0, dtype=torch.long), persistent=False)
 
-    def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        """[B, T, 120] -> [B, ceil(T/stride), hidden] (dtype of the module)."""
-        return self.proj(self.compress(frames.transpose(1, 2)).transpose(1, 2))
+    def attach_classifier(self, w: np.ndarray, b: np.ndarray, ids: np.ndarray) -> None:
+        """Give a posterior compressor the recogniser's head (W [120, C], bias [C], token id per class [C])."""
+        if ids.shape != b.shape or w.shape != (PP_FEATURE_DIM, b.shape[0]):
+            raise ValueError(f"classifier shapes {w.shape}, {b.shape}, {ids.shape} do not match")
+        self.head_w = torch.from_numpy(w).float()
+        self.head_b = torch.from_numpy(b).float()
+        self.head_ids = torch.from_numpy(ids).long()
+
+    def top_classes(self, frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[..., T, 120] -> (posterior float32 [..., T, k], token id int64 [..., T, k]) of each frame's
+        ``posterior_topk`` most likely PP classes (no gradient: the head is frozen).
+        """
+        if self.head_ids.numel() == 0:
+            raise RuntimeError("posterior compressor without its classifier (attach_classifier)")
+        with torch.no_grad():
+            p = torch.softmax(frames.float() @ self.head_w.float() + self.head_b.float(), dim=-1)
+            top = p.topk(self.posterior_topk, dim=-1)
+            return top.values, self.head_ids[top.indices]
+
+    def posterior_embedding(self, top: tuple[torch.Tensor, torch.Tensor],
+                            table: torch.Tensor | None = None) -> torch.Tensor:
+        """(posterior [B, T, k], ids [B, T, k]) -> [B, T, hidden]: ``sum_k p_k E[id_k]``, ``E`` the
+        ``char_embed`` table or ``table`` [vocab, hidden] (training derives it from the decoder).
+        """
+        p, ids = top
+        emb = nn.functional.embedding(ids.long(), self.char_embed.weight if table is None else table)
+        return (p.to(emb.dtype)[..., None] * emb).sum(-2)
+
+    def forward(self, frames: torch.Tensor, top: tuple[torch.Tensor, torch.Tensor] | None = None,
+                table: torch.Tensor | None = None) -> torch.Tensor:
+        """[B, T, 120] -> [B, ceil(T/stride), hidden] (dtype of the module). ``top``: the frames'
+        :meth:`top_classes` if already known (training caches them per line), else computed here;
+        ``table``: see :meth:`posterior_embedding`.
+        """
+        x = self.proj[0](self.compress(frames.transpose(1, 2)).transpose(1, 2))
+        if self.posterior_topk:
+            x = x + self.posterior_embedding(top if top is not None else self.top_classes(frames), table)
+        return self.proj[1](x)
+
+def attach_recogniser_head(compressor: PPCompressor, vocab: dict[str, int]) -> None:
+    """Give a posterior ``compressor`` the pinned recogniser's CTC head, classes mapped to ``vocab``
+    (token -> id of the checkpoint's tokenizer; blank -> ``<pad>``, unknown -> ``<unk>``). Raises
+    FileNotFoundError as :func:`pp_classifier`.
+    """
+    from models.compact.vocab import PAD_ID, UNK_ID
+
+    w, b, labels = pp_classifier()
+    compressor.attach_classifier(w, b, class_ids(vocab, labels, PAD_ID, UNK_ID))

@@ -20,6 +20,7 @@ import pathlib
 import numpy as np
 import torch
 from PIL import Image, ImageOps
+from tokenizers import Tokenizer
 
 from inkstream.errors import InvalidInput
 from models.compact import checkpoint as ckpt
@@ -31,6 +32,7 @@ from models.compact.pptower import (
     PP_LINE_HEIGHT,
     PPCompressor,
     PPTrunk,
+    attach_recogniser_head,
     normalise_line_pp,
     pp_tokens,
 )
@@ -63,8 +65,13 @@ class PPTower:
         """
         spec = cfg["pp_tower"]
         comp_state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.PP_TOWER_PREFIX)
-        compressor = PPCompressor(hidden, int(spec["channels"]), int(spec.get("tokens_stride_px", 16)) // PP_FRAME_PX)
+        topk = int(spec.get("posterior_topk", 0))
+        vocab = Tokenizer.from_file(str(pathlib.Path(checkpoint_dir) / "tokenizer.json")).get_vocab() if topk else {}
+        compressor = PPCompressor(hidden, int(spec["channels"]), int(spec.get("tokens_stride_px", 16)) // PP_FRAME_PX,
+                                  topk, len(vocab))
         compressor.load_state_dict({k: v.float() for k, v in comp_state.items()}, strict=True)
+        if topk:
+            attach_recogniser_head(compressor, vocab)
         try:
             head_state, head_names = ckpt.load_prefixed(checkpoint_dir, ckpt.SCRIPT_PREFIX)
         except InvalidInput as e:

@@ -11,10 +11,10 @@ import torch
 from PIL import Image, ImageDraw, ImageFont
 
 from models.compact import checkpoint as ckpt
-from models.compact.pptower import PPCompressor, PPTrunk, normalise_line_pp
+from models.compact.pptower import PPCompressor, PPTrunk, normalise_line_pp, pp_classifier
 from models.compact.vocab import PAD_ID, build_tokenizer, decode
 from models.compact.vocab_zh import ZH_CHARSET
-from training.compact.pp_head_init import feature_basis, identity_compressor, init_rows_from_pp, pp_classifier
+from training.compact.pp_head_init import feature_basis, identity_compressor, init_rows_from_pp
 from training.compact.train_zh import Bilingual
 from training.compact.zh_features import find_zh_fonts
 
@@ -62,7 +62,7 @@ def test_ctc_head_reads_as_the_recogniser_at_step_zero(frames):
     pp_ids = _collapse((frames[0].numpy() @ w + b).argmax(1).tolist(), blank=0)
     pp_text = "".join(labels[k] for k in pp_ids)
     tok = build_tokenizer(ZH_CHARSET)
-    model = Bilingual(ckpt.load_training_model(LATIN), tok.get_vocab_size(), pp_stride=1)
+    model = Bilingual(ckpt.load_training_model(LATIN), tok.get_vocab(), pp_stride=1)
     q = feature_basis(model.lm.config.hidden_size)
     identity_compressor(model.pp_tower, q)
     norm = float(frames[0].norm(dim=1).mean())
@@ -75,3 +75,53 @@ def test_ctc_head_reads_as_the_recogniser_at_step_zero(frames):
     assert ours == pp_text  # ... and the initialised head reads it the same way
     new = torch.as_tensor(model.lm.get_output_embeddings().weight)[build_tokenizer().get_vocab_size():]
     assert bool(torch.isfinite(new.detach()).all())
+
+
+def test_class_ids_map_blank_known_and_unknown_classes():
+    from models.compact.pptower import class_ids
+    from models.compact.vocab import UNK_ID
+
+    vocab = build_tokenizer(ZH_CHARSET).get_vocab()
+    ids = class_ids(vocab, ("", "合", "A", "\u2603"), PAD_ID, UNK_ID)
+    assert ids.tolist() == [PAD_ID, vocab["合"], vocab["A"], UNK_ID]
+
+
+def test_posterior_tokens_carry_the_recognisers_reading(frames):
+    """The top-1 class of each frame, mapped to our ids and CTC-collapsed, is the recogniser's reading;
+    the embedded posterior is what the tokens add, and a saved compressor reloads with the same tokens.
+    """
+    from models.compact.pptower import attach_recogniser_head
+
+    w, b, labels = pp_classifier()
+    pp_text = "".join(labels[k] for k in _collapse((frames[0].numpy() @ w + b).argmax(1).tolist(), blank=0))
+    tok = build_tokenizer(ZH_CHARSET)
+    comp = PPCompressor(160, 64, stride=1, posterior_topk=4, vocab_size=tok.get_vocab_size())
+    with pytest.raises(RuntimeError, match="attach_classifier"):
+        comp(frames)
+    attach_recogniser_head(comp, tok.get_vocab())
+    p, ids = comp.top_classes(frames)
+    assert p.shape == ids.shape == (1, frames.shape[1], 4)
+    assert bool((p[..., :-1] >= p[..., 1:]).all()) and float(p.sum(-1).max()) <= 1.0 + 1e-5
+    assert decode(tok, _collapse(ids[0, :, 0].tolist(), blank=PAD_ID)) == pp_text
+    with pytest.raises(ValueError, match="stride 1"):
+        PPCompressor(160, 64, stride=2, posterior_topk=4, vocab_size=10)
+    with torch.no_grad():
+        tokens = comp(frames)
+        again = PPCompressor(160, 64, stride=1, posterior_topk=4, vocab_size=tok.get_vocab_size())
+        again.load_state_dict(comp.state_dict(), strict=True)  # the frozen head is not in the state
+        attach_recogniser_head(again, tok.get_vocab())
+        assert torch.equal(again(frames), tokens)
+        assert torch.equal(comp(frames, (p, ids)), tokens)
+    assert not any(k.startswith("head_") for k in comp.state_dict())
+
+
+def test_spike_align_takes_the_teachers_frames_and_places_spaces_between():
+    from training.compact.train_zh import spike_align
+
+    space = 7
+    # frames: blank, 'a' x2, blank, 'b', blank, blank, 'c' (ids 10, 11, 12); text "ab c"
+    top = torch.tensor([PAD_ID, 10, 10, PAD_ID, 11, PAD_ID, PAD_ID, 12])[:, None].int()
+    record = {"frames": torch.zeros(8, 120), "n_tokens": 4, "top_ids": top}
+    assert spike_align(record, [10, 11, space, 12], space) == [1, 4, 5, 7]
+    assert spike_align(record, [10, 11], space) is None  # 3 spikes, 2 characters: not the teacher's reading
+    assert spike_align({"frames": torch.zeros(8, 120), "n_tokens": 4}, [10], space) is None

@@ -22,28 +22,11 @@ all characters), not 7,400 classes from a few examples each.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
-from models.compact.pptower import PP_FEATURE_DIM, PPCompressor, rec_model_path
+from models.compact.pptower import PP_FEATURE_DIM, PPCompressor, pp_classifier
 from models.compact.vocab import PAD_ID
-
-
-def pp_classifier() -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(W float32 [120, C], bias float32 [C], labels of the C classes: '' for blank, ' ' for space)
-    read from the rapidocr wheel's recogniser. Raises FileNotFoundError if it is missing.
-    """
-    import onnx
-    from onnx import numpy_helper
-
-    model = onnx.load(str(rec_model_path()))
-    dictionary = {p.key: p.value for p in model.metadata_props}["character"].split("\n")
-    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    w, b = weights["linear_8.w_0"], weights["linear_8.b_0"]
-    labels = ["", *dictionary]
-    labels += [" "] * (w.shape[1] - len(labels))
-    return w.astype(np.float32), b.astype(np.float32), labels
 
 
 def feature_basis(hidden: int, seed: int = 0) -> torch.Tensor:

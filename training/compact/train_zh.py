@@ -36,7 +36,7 @@ from torch import nn
 
 from models.compact import checkpoint as ckpt
 from models.compact.model import CompactOCR, attention_supervision
-from models.compact.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor
+from models.compact.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor, attach_recogniser_head
 from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, build_tokenizer, decode, encode
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.corpus import build_corpus
@@ -48,12 +48,14 @@ from training.compact.render import find_fonts
 class Bilingual(nn.Module):
     """Frozen Latin tower (``encoder``) + trainable ``pp_tower`` compressor + ``lm`` decoder."""
 
-    def __init__(self, latin: CompactOCR, vocab_size: int, pp_channels: int = 256, pp_stride: int = 1) -> None:
+    def __init__(self, latin: CompactOCR, vocab: dict[str, int], pp_channels: int = 256, pp_stride: int = 1,
+                 posterior_topk: int = 0) -> None:
         super().__init__()
+        vocab_size = len(vocab)
         self.enc_cfg = latin.enc_cfg
         self.encoder = latin.encoder.requires_grad_(False).eval()
         hidden = latin.lm.config.hidden_size
-        self.pp_tower = PPCompressor(hidden, pp_channels, pp_stride)
+        self.pp_tower = PPCompressor(hidden, pp_channels, pp_stride, posterior_topk, vocab_size)
         self.lm = latin.lm
         old = torch.as_tensor(self.lm.get_input_embeddings().weight).detach().clone()
         self.lm.resize_token_embeddings(vocab_size, mean_resizing=False)
@@ -65,6 +67,27 @@ class Bilingual(nn.Module):
             head[n:].normal_(0.0, 0.02)
         self.lm.config.vocab_size = vocab_size
         self.ctc_head = nn.Linear(hidden, vocab_size)  # training only (see ctc_loss)
+        if posterior_topk:
+            attach_recogniser_head(self.pp_tower, vocab)
+            # The posterior's character rows are not a free table: E = H A^T, H the decoder's output
+            # rows, A one learned map shared by all 7,698 ids. What the decoder learns about passing a
+            # frequent character from its token to its output then holds for the rare hanzi too, whose
+            # own rows are seldom trained. A starts as a multiple of the identity that gives the rows the
+            # norm of the feature path's (~44 before the LayerNorm), so both paths count from step 0.
+            head = torch.as_tensor(self.lm.get_output_embeddings().weight).detach()
+            self.pp_copy = nn.Linear(hidden, hidden, bias=False)
+            with torch.no_grad():
+                self.pp_copy.weight.copy_(torch.eye(hidden) * (44.0 / float(head.norm(dim=1).mean())))
+
+    def pp_table(self) -> torch.Tensor | None:
+        """The posterior path's character rows [vocab, hidden] (None without one): ``pp_copy(H)``."""
+        if not self.pp_tower.posterior_topk:
+            return None
+        return self.pp_copy(torch.as_tensor(self.lm.get_output_embeddings().weight))
+
+    def pp_tokens(self, frames: torch.Tensor, top) -> torch.Tensor:
+        """PP vision tokens [B, T, hidden] of trunk frames [B, T, 120] (``top``: their top classes)."""
+        return self.pp_tower(frames, top, self.pp_table())
 
     def encoder_config_dict(self) -> dict:
         """The Latin tower's config (JSON-serialisable)."""
@@ -141,6 +164,54 @@ def pp_batch(records: list[dict], stride: int = 1) -> tuple[torch.Tensor, list[i
     return frames, [min(r["frames"].shape[0], int(r["n_tokens"]) * factor) for r in records]
 
 
+def pp_top(compressor: PPCompressor, records: list[dict], t: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The batch's top-k PP posteriors (float32 [B, t, k], ids int64 [B, t, k]; zero past a line's frames)
+    for a posterior ``compressor`` (None otherwise). Each record keeps its own (float16, int32) after
+    its first use: the 120 x 18,710 head costs more than the rest of the compressor.
+    """
+    k = compressor.posterior_topk
+    if not k:
+        return None
+    p, ids = torch.zeros(len(records), t, k), torch.zeros(len(records), t, k, dtype=torch.long)
+    for i, r in enumerate(records):
+        if "top_p" not in r:
+            rp, rid = compressor.top_classes(r["frames"].float())
+            r["top_p"], r["top_ids"] = rp.half(), rid.int()
+        n = r["top_p"].shape[0]
+        p[i, :n], ids[i, :n] = r["top_p"].float(), r["top_ids"].long()
+    return p, ids
+
+
+def spike_align(record: dict, ids: list[int], space_id: int) -> list[int] | None:
+    """The teacher's alignment of a line: the frame (stride-1 token) of each character's CTC spike in
+    the recogniser's greedy path (a frame whose top class is neither blank nor the previous frame's).
+    Needs ``record["top_ids"]`` (:func:`pp_top`); spaces, which the recogniser often drops between
+    hanzi, get the frame midway between their neighbours. None when the spikes and the line's other
+    characters differ in number (the recogniser misread the length: the glyph-centre alignment is used).
+    """
+    if "top_ids" not in record:
+        return None
+    n = min(int(record["frames"].shape[0]), int(record["n_tokens"]) * PP_TOKEN_PX // PP_FRAME_PX)
+    path = record["top_ids"][:n, 0].tolist()
+    spikes, prev = [], -1
+    for t, c in enumerate(path):
+        if c != prev and c not in (PAD_ID, space_id):
+            spikes.append(t)
+        prev = c
+    solid = [k for k, c in enumerate(ids) if c != space_id]
+    if not solid or len(spikes) != len(solid):
+        return None
+    out = [0] * len(ids)
+    for k, t in zip(solid, spikes, strict=True):
+        out[k] = t
+    for k, c in enumerate(ids):
+        if c == space_id:
+            left = max((out[j] for j in solid if j < k), default=spikes[0])
+            right = min((out[j] for j in solid if j > k), default=spikes[-1])
+            out[k] = (left + right) // 2
+    return out
+
+
 def record_align(record: dict, stride: int = 1) -> list[int] | None:
     """A record's per-character vision-token index at compressor ``stride`` (records store 16 px units;
     x2 at stride 1, within the supervision's +-1 window of the character's centre).
@@ -181,7 +252,7 @@ def evaluate(model: Bilingual, tok, records: list[dict], batch: int = 24) -> tup
     for s in range(0, len(records), batch):
         chunk = records[s: s + batch]
         frames, n_tok = pp_batch(chunk, model.pp_tower.stride)
-        vis = model.pp_tower(frames)
+        vis = model.pp_tokens(frames, pp_top(model.pp_tower, chunk, frames.shape[1]))
         for ids, r in zip(model.greedy(vis, n_tok, max_new=int(1.3 * max(len(c["text"]) for c in chunk)) + 8),
                           chunk, strict=True):
             k = r["kind"]
@@ -213,7 +284,13 @@ def evaluate_latin(model: Bilingual, latin_tok, samples: list, batch: int = 24) 
 
 
 def export(model: Bilingual, out_dir: pathlib.Path, revision: str, training: dict) -> None:
-    """Write the bilingual checkpoint (see :func:`models.compact.checkpoint.export_checkpoint`)."""
+    """Write the bilingual checkpoint (see :func:`models.compact.checkpoint.export_checkpoint`); a
+    posterior path's rows are materialised into the compressor's ``char_embed`` table first.
+    """
+    table = model.pp_table()
+    if table is not None:
+        with torch.no_grad():
+            model.pp_tower.char_embed.weight.copy_(table)
     ckpt.export_checkpoint(model, out_dir, revision, training, extra_parts={"pp_tower.": model.pp_tower},
                            charset=ZH_CHARSET, extra_config={"pp_tower": ckpt.pp_tower_config(model.pp_tower)})
 
@@ -235,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--pp-stride", type=int, default=1, choices=(1, 2),
                    help="trunk frames per vision token of a new compressor (1: 8 px, 2: 16 px)")
+    p.add_argument("--posterior-topk", type=int, default=0,
+                   help="a new compressor adds the recogniser's top-k CTC posterior of each frame, embedded "
+                        "(stride 1; models.compact.pptower.PPCompressor)")
     p.add_argument("--no-pp-head-init", action="store_true",
                    help="start the new vocabulary rows and compressor at random, not from the PP classifier "
                         "(training.compact.pp_head_init)")
@@ -259,13 +339,23 @@ def main(argv: list[str] | None = None) -> int:
     cfg = ckpt.read_config(args.init)
     latin = ckpt.load_training_model(args.init, cfg)
     tok = build_tokenizer(ZH_CHARSET)
-    stride = (int(cfg["pp_tower"].get("tokens_stride_px", PP_TOKEN_PX)) // PP_FRAME_PX if "pp_tower" in cfg
-              else args.pp_stride)
-    model = Bilingual(latin, tok.get_vocab_size(), pp_stride=stride)
-    if "pp_tower" in cfg:  # continuing from a bilingual export (e.g. the committed one)
+    spec = cfg.get("pp_tower", {})
+    topk = int(spec.get("posterior_topk", args.posterior_topk))
+    stride = 1 if topk else (int(spec.get("tokens_stride_px", PP_TOKEN_PX)) // PP_FRAME_PX if spec else args.pp_stride)
+    model = Bilingual(latin, tok.get_vocab(), pp_stride=stride, posterior_topk=topk)
+    if spec:  # continuing from a bilingual export (e.g. the committed one); a new posterior path starts fresh
         comp, _ = ckpt.load_prefixed(args.init, ckpt.PP_TOWER_PREFIX)
-        model.pp_tower.load_state_dict({k: v.float() for k, v in comp.items()})
-    elif not args.no_pp_head_init and not (out / "state.pt").is_file():
+        missing, unexpected = model.pp_tower.load_state_dict({k: v.float() for k, v in comp.items()}, strict=False)
+        if unexpected or [m for m in missing if not m.startswith("char_embed.")]:
+            raise RuntimeError(f"{args.init}: PP compressor tensors do not match ({missing}, {unexpected})")
+        if missing:
+            say(f"new posterior path (top-{topk}) on the compressor of {args.init}")
+        elif topk:  # an exported posterior table is A H: recover the shared map A (H has full column rank)
+            with torch.no_grad():
+                head = torch.as_tensor(model.lm.get_output_embeddings().weight).detach()
+                sol = torch.linalg.lstsq(head, model.pp_tower.char_embed.weight.detach()).solution
+                model.pp_copy.weight.copy_(sol.T)
+    elif not args.no_pp_head_init and not topk and not (out / "state.pt").is_file():
         q = feature_basis(model.lm.config.hidden_size)
         identity_compressor(model.pp_tower, q)
         probe = torch.load(pathlib.Path(args.features) / "eval.pt", weights_only=False)[:50]
@@ -300,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             args.warmup_from = st["step"]
         step, seconds = st["step"], st["seconds"]
         say(f"resumed from step {step}")
+    space_id = tok.get_vocab()[" "]
     pool = ShardPool(pathlib.Path(args.features))
     held = torch.load(pathlib.Path(args.features) / "eval.pt", weights_only=False)[: args.eval_lines]
     corpus = build_corpus()
@@ -328,9 +419,11 @@ def main(argv: list[str] | None = None) -> int:
         recs = pool.batch(rng, args.batch)
         frames, n_tok = pp_batch(recs, model.pp_tower.stride)
         ids = [encode(tok, r["text"]) for r in recs]
-        aligns = [record_align(r, model.pp_tower.stride) for r in recs]
+        top = pp_top(model.pp_tower, recs, frames.shape[1])
+        aligns = [spike_align(r, i, space_id) or record_align(r, model.pp_tower.stride)
+                  for r, i in zip(recs, ids, strict=True)]
         align = [a if a is not None and len(a) == len(i) else None for a, i in zip(aligns, ids, strict=True)]
-        vis = model.pp_tower(frames)
+        vis = model.pp_tokens(frames, top)
         ce, att = model.sequence_loss(vis, n_tok, ids, align)
         ctc = model.ctc_loss(vis, n_tok, ids) if args.ctc_weight > 0 else torch.zeros(())
         images, lat_ntok, _, texts, _ = next(latin_iter)
@@ -347,8 +440,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds += now - t_last
         t_last = now
         if step % 20 == 0:
-            row = {"kind": "train", "step": step, "ce": float(ce), "att": float(att), "ctc": float(ctc),
-                   "latin_ce": float(lat_ce),
+            row = {"kind": "train", "step": step, "ce": ce.item(), "att": att.item(), "ctc": ctc.item(),
+                   "latin_ce": lat_ce.item(),
                    "lr": lr, "hours": seconds / 3600, "lines": len(pool.records)}
             with open(out / "log.jsonl", "a") as fh:
                 fh.write(json.dumps(row) + "\n")
