@@ -80,11 +80,18 @@ def normalise_line_pp(image: Image.Image) -> np.ndarray:
 
 
 @cache
-def _feature_graph(path: str) -> bytes:
+def _rec_model(path: str):
+    """The parsed recogniser file (onnx.ModelProto), read once per process for the trunk and the head."""
     import onnx
+
+    return onnx.load(path)
+
+
+@cache
+def _feature_graph(path: str) -> bytes:
     from onnx.utils import Extractor
 
-    model = onnx.load(path)
+    model = _rec_model(path)
     return bytes(Extractor(model).extract_model(["x"], [FEATURE_OUTPUT]).SerializeToString())
 
 
@@ -128,13 +135,12 @@ def pp_classifier() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     float32 [C], the labels of the C = 18,710 classes: '' for class 0, the blank, ' ' for the space;
     PaddleOCR's dictionary is the ONNX metadata ``character``). Raises FileNotFoundError if it is missing.
     """
-    import onnx
     from onnx import numpy_helper
 
     path = rec_model_path()
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found (is rapidocr installed?)")
-    model = onnx.load(str(path))
+    model = _rec_model(str(path))
     dictionary = {p.key: p.value for p in model.metadata_props}["character"].split("\n")
     weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     w, b = weights["linear_8.w_0"], weights["linear_8.b_0"]
