@@ -3,7 +3,8 @@
 Rows: lines whose vertical centres lie within half a line height of a row's mean centre form one row
 (the cells of a row share a baseline band). Columns: where the table has vertical rules
 (:attr:`models.compact.layout.PageLayout.rules`) spanning most of its height, the column boundaries
-are the rules (a line the detector ran across a rule is cut there); otherwise they are the gutters
+are the rules (a line the detector ran across a rule is cut there, if the rule runs at the line's
+height: one region may hold two tables with different columns); otherwise they are the gutters
 that (almost) no line crosses. A line belongs to the column it starts in; several lines of one row
 in one column are one cell, read left to right / top to bottom. Each cell's first line gets the join
 ``cell:T:R:C`` (:func:`inkstream.segments.cell_join`), its further lines ``space``; empty rows and
@@ -42,14 +43,14 @@ def _rows(lines: list, med_h: float) -> list[list]:
     return rows
 
 
-def _rule_boundaries(lines: list, rules: list[Box], box: Box) -> list[float]:
-    """Positions of the vertical rules spanning RULE_SPAN of the height of ``box`` (the lines' union)
-    and lying strictly inside it (the table's outer border is no boundary).
+def _rule_boundaries(lines: list, rules: list[Box], box: Box) -> list[tuple[float, float, float]]:
+    """(x, y0, y1) of the vertical rules spanning RULE_SPAN of the height of ``box`` (the lines'
+    union) and lying strictly inside it (the table's outer border is no boundary), sorted by x.
     """
     x0, y0, x1, y1 = box
-    xs = sorted((r[0] + r[2]) / 2 for r in rules
+    xs = sorted(((r[0] + r[2]) / 2, r[1], r[3]) for r in rules
                 if r[3] - r[1] > 2 * (r[2] - r[0]) and min(r[3], y1) - max(r[1], y0) >= RULE_SPAN * (y1 - y0))
-    return [x for x in xs if x0 < x < x1]
+    return [x for x in xs if x0 < x[0] < x1]
 
 
 def _gutter_boundaries(lines: list, med_h: float) -> list[float]:
@@ -84,11 +85,14 @@ def table_lines(lines: list, rules: list[Box], table: int, med_h: float,
         return []
     box = (min(ln.box[0] for ln in lines), min(ln.box[1] for ln in lines),
            max(ln.box[2] for ln in lines), max(ln.box[3] for ln in lines))
-    bounds = _rule_boundaries(lines, rules, box)
-    if bounds:  # cut lines run across a rule
+    spans = _rule_boundaries(lines, rules, box)
+    bounds = [x for x, _, _ in spans]
+    if bounds:  # cut lines run across a rule, where the rule is (two tables one region: not the other's)
         cut = []
         for ln in lines:
-            inner = [b for b in bounds if ln.box[0] + med_h / 2 < b < ln.box[2] - med_h / 2]
+            cy = (ln.box[1] + ln.box[3]) / 2
+            inner = [x for x, ry0, ry1 in spans
+                     if ln.box[0] + med_h / 2 < x < ln.box[2] - med_h / 2 and ry0 <= cy <= ry1]
             edges = [ln.box[0], *inner, ln.box[2]]
             cut += [ln] if not inner else [make_piece(ln, a, b) for a, b in zip(edges, edges[1:], strict=False)]
         lines = cut

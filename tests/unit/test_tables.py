@@ -106,6 +106,17 @@ def test_table_grid_from_whitespace_and_from_rules():
         table_lines(flat, [], 0, 25.0, line_piece)
 
 
+def test_a_rule_cuts_only_the_lines_it_runs_beside():
+    # One layout region holding two tables: the upper one's column rule (x = 300, rows 0-5) must not cut
+    # the lower table's wide cells (rows 6-7), which it does not reach.
+    upper = [_line(100, 100 + 40 * r, 520, 125 + 40 * r) for r in range(6)]
+    lower = [_line(100, 100 + 40 * r, 520, 125 + 40 * r) for r in (6, 7)]
+    rules = [(300.0, 90.0, 302.0, 335.0)]
+    out = table_lines(upper + lower, rules, 1, 25.0, line_piece)
+    assert len(out) == 6 * 2 + 2
+    assert [ln.box[2] - ln.box[0] for ln, _ in out[-2:]] == [pytest.approx(420.0)] * 2
+
+
 def test_cell_joins_survive_the_encode_response():
     import torch
 
