@@ -142,6 +142,7 @@ def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
 
 PP_TOWER_PREFIX = "pp_tower."
 SCRIPT_PREFIX = "script_head."
+COPY_PREFIX = "copy."  # the pointer-generator output of a bilingual decoder (models/compact/copy_head.py)
 
 
 def pp_tower_config(compressor) -> dict:

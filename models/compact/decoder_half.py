@@ -13,6 +13,12 @@ tokens (``attention_mask.cumsum(-1) - 1``), as ``GenerationMixin`` does.
 Attention runs with DeepSeek-V2's absorbed up-projections against the compressed (latent) KV cache
 (:mod:`models.compact.mla`); the cache holds exactly what transformers' own module would cache.
 
+A checkpoint with a ``"copy"`` entry (bilingual ones) writes through a pointer-generator output
+(:mod:`models.compact.copy_head`): its vision tokens and inputs are ``hidden + copy_width`` wide (the
+extra columns: each token's copy classes; zero for token embeddings), :meth:`forward` returns
+log-probabilities of the mixture, and the cache holds two extra layers: each position's classes and
+the attention the writing steps have put on it so far (coverage).
+
 Everything runs under ``torch.no_grad()`` so KV-cache tensors are ordinary tensors a scheduler may
 slice, pad or update in place.
 """
@@ -24,10 +30,12 @@ from typing import Any
 
 import torch
 from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from inkstream.errors import InvalidInput
 from models.base import DecoderHalf
 from models.compact import checkpoint as ckpt
+from models.compact.copy_head import PointerCopy, copy_width, unpack
 from models.compact.lineimage import MAX_TOKENS
 from models.compact.mla import absorb_mla
 from models.compact.vocab import BOS_ID, EOS_ID, SPECIALS, load_tokenizer
@@ -42,11 +50,13 @@ class CompactDecoderHalf(DecoderHalf):
     family = "compact"
 
     def __init__(self, lm: DeepseekV2ForCausalLM, tokenizer, loaded: set[str], model_id: str, revision: str,
-                 device: torch.device, dtype: torch.dtype) -> None:
-        self._lm, self.tokenizer, self._loaded = lm, tokenizer, loaded
+                 device: torch.device, dtype: torch.dtype, copy: PointerCopy | None = None) -> None:
+        self._lm, self.tokenizer, self._loaded, self._copy = lm, tokenizer, loaded, copy
         self.model_id, self.revision = model_id, revision
         cfg = lm.config
-        self.hidden_size, self.vocab_size = int(cfg.hidden_size), int(cfg.vocab_size)
+        self.model_width, self.vocab_size = int(cfg.hidden_size), int(cfg.vocab_size)
+        #: width of vision tokens and inputs: the decoder's, plus the copy columns of a copy checkpoint
+        self.hidden_size = self.model_width + (copy_width(copy.topk) if copy is not None else 0)
         self.device, self.dtype = device, dtype
         self.eos_token_ids = {EOS_ID}
         self.max_vision_tokens = MAX_TOKENS
@@ -68,12 +78,20 @@ class CompactDecoderHalf(DecoderHalf):
         # PreTrainedModel.to is @functools.wraps(nn.Module.to): the _Wrapped type loses the bound self.
         lm = lm.to(device=device, dtype=dtype).eval()  # type: ignore[call-arg]
         absorb_mla(lm)  # inference-only attention against the latent KV cache (models/compact/mla.py)
+        copy = None
+        if "copy" in cfg:
+            copy_state, names = ckpt.load_prefixed(checkpoint_dir, ckpt.COPY_PREFIX)
+            copy = PointerCopy(dcfg.hidden_size, int(cfg["copy"]["topk"]), tuple(cfg["copy"]["heads"]))
+            copy.load_state_dict({k: v.float() for k, v in copy_state.items()}, strict=True)
+            copy = copy.to(device=device, dtype=dtype).eval()
+            lm.model.layers[-1].self_attn.keep_attention_heads = copy.heads  # read by mla.py
+            loaded = loaded | names
         try:
             tok = load_tokenizer(checkpoint_dir)
         except FileNotFoundError as e:
             raise InvalidInput(f"{checkpoint_dir}: {e}") from None
         model_id, revision = ckpt.checkpoint_identity(checkpoint_dir)
-        return cls(lm, tok, loaded, model_id, revision, torch.device(device), dtype)
+        return cls(lm, tok, loaded, model_id, revision, torch.device(device), dtype, copy)
 
     def embed_prompt(self, vision_tokens: torch.Tensor, task: str, prompt: str | None = None) -> torch.Tensor:
         """``[vision_tokens; emb(<s>)]`` -> [n_tokens + 1, H] (``dtype``, on ``device``). Raises
@@ -93,28 +111,59 @@ class CompactDecoderHalf(DecoderHalf):
         return torch.cat([vision_tokens.to(self.device, self.dtype), bos], 0)
 
     def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """LongTensor [B, T] -> embeddings [B, T, H] (``dtype``)."""
+        """LongTensor [B, T] -> embeddings [B, T, H] (``dtype``; H = :attr:`hidden_size`, the copy
+        columns of a copy checkpoint zero).
+        """
         with torch.no_grad():
-            return self._lm.model.embed_tokens(input_ids.to(self.device))
+            emb = self._lm.model.embed_tokens(input_ids.to(self.device))
+            extra = self.hidden_size - self.model_width
+            return torch.nn.functional.pad(emb, (0, extra)) if extra else emb
 
     def new_cache(self) -> Any:
-        """An empty ``transformers.DynamicCache`` (one entry per decoder layer)."""
-        return DynamicCache(config=self._lm.config)
+        """An empty ``transformers.DynamicCache`` (one layer per decoder layer, plus the copy-class and
+        coverage layers of a pointer-generator checkpoint).
+        """
+        cache = DynamicCache(config=self._lm.config)
+        if self._copy is not None:  # copy classes, then coverage (copy_head.py)
+            cache.layers += [DynamicLayer(), DynamicLayer()]
+        return cache
 
     def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
                 past_key_values: Any) -> torch.Tensor:
         """Prefill or decode step: ``inputs_embeds`` [B, T, H], ``attention_mask`` [B, S] with
         S = cached + T (1 = real, 0 = pad), ``position_ids`` [B, T]. Appends T positions to
-        ``past_key_values`` and returns the last position's logits [B, V] float32. Raises
-        InvalidInput on shape mismatches or a sequence beyond ``max_positions``.
+        ``past_key_values`` and returns the last position's logits [B, V] float32 (log-probabilities
+        of the pointer-generator mixture for a checkpoint with a copy head). Raises InvalidInput on
+        shape mismatches or a sequence beyond ``max_positions``.
         """
         self.check_step_inputs(inputs_embeds, attention_mask, position_ids, past_key_values)
+        x = inputs_embeds.to(self.device, self.dtype)
         with torch.no_grad():
-            out = self._lm.model(inputs_embeds=inputs_embeds.to(self.device, self.dtype),
+            out = self._lm.model(inputs_embeds=x[..., : self.model_width],
                                  attention_mask=attention_mask.to(self.device),
                                  position_ids=position_ids.to(self.device),
                                  past_key_values=past_key_values, use_cache=True)
-            return self._lm.lm_head(out.last_hidden_state[:, -1]).float()
+            h = out.last_hidden_state[:, -1]
+            logits = self._lm.lm_head(h).float()
+            if self._copy is None:
+                return logits
+            return self._mix(x, h, logits, past_key_values)
+
+    def _mix(self, x: torch.Tensor, h: torch.Tensor, logits: torch.Tensor, cache: Any) -> torch.Tensor:
+        """Pointer-generator output: store this call's positions' copy classes (the input's extra
+        columns) and zero coverage in the cache's two extra layers, mix, then add this step's attention
+        to the coverage.
+        """
+        assert self._copy is not None
+        q, ids = unpack(x[..., self.model_width:], self.vocab_size)
+        n_layers = len(cache.layers)
+        all_ids, all_q = cache.update(ids.float()[:, None], q[:, None], n_layers - 2)
+        zeros = q.new_zeros(*q.shape[:2], 1)[:, None]  # [B, 1, T, 1]: new positions are not covered yet
+        covered, _ = cache.update(zeros, zeros, n_layers - 1)  # the cache's own tensor: updated in place below
+        attention = self._lm.model.layers[-1].self_attn.last_attention.mean(1)  # [B, S]
+        out = self._copy.mix(logits, h, attention, all_q[:, 0], all_ids[:, 0], covered[:, 0, :, 0])
+        covered[:, 0, :, 0] += attention.float()
+        return out
 
     def decode_text(self, token_ids: list[int]) -> str:
         """Token ids -> text; special tokens (ids 0-4) are dropped."""

@@ -146,8 +146,9 @@ class CompactEncoderHalf(EncoderHalf):
         enc = enc.to(device=device, dtype=tdtype).eval()
         pp = (PPTower.load(checkpoint_dir, cfg, hidden, enc_cfg.compressor_channels, detector_threads, tdtype)
               if "pp_tower" in cfg else None)
+        width = hidden + (pp.copy_width if pp else 0)  # a copy checkpoint's tokens carry copy classes
         return cls(TorchLineRunner(enc, torch.device(device), tdtype), loaded | (pp.loaded if pp else set()),
-                   model_id, revision, hidden, torch.device(device), tdtype, detector, pp)
+                   model_id, revision, width, torch.device(device), tdtype, detector, pp)
 
     def modes(self) -> list[ModeSpec]:
         """One mode, ``lines``: pages rasterised at 2,200 px long side, <= 160 vision tokens per line."""
@@ -250,9 +251,10 @@ class CompactEncoderHalf(EncoderHalf):
         latin = [i for i, pp in enumerate(pp_at) if not pp]
         pp_idx = [i for i, pp in enumerate(pp_at) if pp]
         out: list[Any] = [None] * len(flat)
+        extra = self._pp.copy_width if self._pp is not None else 0  # Latin tokens carry no copy classes
         if latin:
             for i, t in zip(latin, self.encode_lines([flat[i] for i in latin], [ntok[i] for i in latin]), strict=True):
-                out[i] = t
+                out[i] = np.pad(t, ((0, 0), (0, extra))) if extra else t
         if pp_idx:
             if self._pp is None:
                 raise InvalidInput("page prepared for the PP tower, but this checkpoint has none")

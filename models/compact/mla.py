@@ -79,6 +79,9 @@ def _absorbed_forward(self: DeepseekV2Attention, hidden_states: torch.Tensor,
         else:
             scores = scores + attention_mask
     probs = torch.softmax(scores.float(), dim=-1).to(c_kv.dtype)
+    keep = getattr(self, "keep_attention_heads", None)
+    if keep:  # a pointer-generator output reads these heads' attention of the last query (copy_head.py)
+        self.last_attention = probs[:, list(keep), -1].float()  # [B, len(keep), S]
     o_lat = torch.bmm(probs.view(b, nh * t, s), c).view(b, nh, t, -1)  # [B, nh, T, r]
     out = torch.bmm(o_lat.permute(1, 0, 2, 3).reshape(nh, b * t, -1), w_uv.transpose(1, 2))  # [nh, B*T, v]
     out = out.view(nh, b, t, -1).permute(1, 2, 0, 3).reshape(b, t, -1)

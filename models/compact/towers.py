@@ -24,6 +24,7 @@ from tokenizers import Tokenizer
 
 from inkstream.errors import InvalidInput
 from models.compact import checkpoint as ckpt
+from models.compact.copy_head import copy_width, pack, peak_classes
 from models.compact.line_encoder import LineEncoder
 from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS, WIDTH_MULTIPLE, normalise_line
 from models.compact.pptower import (
@@ -51,8 +52,11 @@ class PPTower:
     """Script routing + the PP-OCRv6 tower of one bilingual checkpoint (CPU; ``dtype`` tokens)."""
 
     def __init__(self, trunk: PPTrunk, compressor: PPCompressor, head: ScriptHead, loaded: set[str],
-                 dtype: torch.dtype) -> None:
+                 dtype: torch.dtype, copy_classes: bool = False) -> None:
         self.trunk, self.compressor, self.head, self.loaded, self.dtype = trunk, compressor, head, loaded, dtype
+        #: tokens carry the frame's top classes for the decoder's pointer-generator (models/compact/copy_head.py)
+        self.copy_classes = copy_classes
+        self.copy_width = copy_width(compressor.posterior_topk) if copy_classes else 0
         self.token_px = PP_FRAME_PX * compressor.stride
         #: widest PP piece, in pixels at the Latin tower's 32 px line height (what split_line is given)
         self.split_px = min(PP_SPLIT_PX, MAX_TOKENS * self.token_px * LINE_HEIGHT // PP_LINE_HEIGHT)
@@ -80,7 +84,10 @@ class PPTower:
         head = ScriptHead(channels_latin)
         head.load_state_dict({k: v.float() for k, v in head_state.items()}, strict=True)
         trunk = PPTrunk(threads=threads, expected_sha256=spec.get("trunk_sha256"))
-        return cls(trunk, compressor.to(dtype).eval(), head.eval(), loaded | head_names, dtype)
+        if "copy" in cfg and int(cfg["copy"]["topk"]) != topk:
+            raise InvalidInput(f"{checkpoint_dir}: copy classes ({cfg['copy']['topk']}) must be the "
+                               f"posterior's ({topk})")
+        return cls(trunk, compressor.to(dtype).eval(), head.eval(), loaded | head_names, dtype, "copy" in cfg)
 
     def route(self, encoder: LineEncoder, crops: list[Image.Image]) -> list[bool]:
         """True for each line crop (dark on light) that holds CJK script and goes to the PP tower."""
@@ -107,7 +114,8 @@ class PPTower:
         return torch.from_numpy(x.astype(np.float16)), n
 
     def encode(self, grays: list[torch.Tensor], n_tokens: list[int]) -> list[torch.Tensor]:
-        """PP lines (float16 [48, W], W a multiple of 64) -> vision tokens [n_tokens[i], hidden], same order.
+        """PP lines (float16 [48, W], W a multiple of 64) -> vision tokens [n_tokens[i], hidden] (plus
+        :attr:`copy_width` columns of copy classes, :func:`models.compact.copy_head.pack`), same order.
         Lines of one width share a trunk forward (the padding of each is its own bucket's).
         """
         out: list[torch.Tensor | None] = [None] * len(grays)
@@ -122,7 +130,11 @@ class PPTower:
                     chunk = idx[s: s + MAX_LINES_PER_FORWARD]
                     x = torch.stack([grays[i] for i in chunk]).float()
                     frames = self.trunk.features(x[:, None].expand(-1, 3, -1, -1).numpy())
-                    tokens = self.compressor(torch.from_numpy(frames).to(self.dtype))
+                    f = torch.from_numpy(frames).to(self.dtype)
+                    top = self.compressor.top_classes(f) if self.compressor.posterior_topk else None
+                    tokens = self.compressor(f, top)
+                    if self.copy_classes and top is not None:
+                        tokens = torch.cat([tokens, pack(peak_classes(*top), top[1]).to(tokens.dtype)], -1)
                     for j, i in enumerate(chunk):
                         out[i] = tokens[j, : n_tokens[i]].contiguous()
         return [t for t in out if t is not None]

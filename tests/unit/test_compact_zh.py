@@ -61,9 +61,9 @@ def test_checkpoint_is_bilingual_and_small():
 
 
 def test_reads_rendered_chinese_lines_in_a_held_out_font(halves, held_out_font):
-    """Six business lines in a held-out font. The goal (#17) is CER <= 3 %; the committed checkpoint
-    (zh-post-step1850) reads them at ~31 % in this font (11-56 % across the four held-out faces), so
-    this bounds the regression (garbage or misrouting is ~100 %) until the checkpoint is trained further."""
+    """Six business lines in a held-out font. The goal (#17) is CER <= 3 %; the checkpoints so far read
+    them at 11-56 % across the four held-out faces (zh-post-step1850), so this bounds the regression
+    (garbage or misrouting is ~100 %) until the checkpoint is trained further."""
     enc, dec = halves
     text = ocr_page(enc, dec, _page(ZH_LINES, held_out_font)).text
     got = [ln.strip() for ln in text.splitlines() if ln.strip()]

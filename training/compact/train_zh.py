@@ -11,7 +11,9 @@ start small and random) and the script head that routes a line to a tower.
 Each step: cross-entropy on a batch of PP-tower lines (+ ``--att-weight`` x supervised attention, as in
 ``train.py``, + ``--ctc-weight`` x CTC on the vision tokens through a training-only head) plus
 ``--latin-weight`` x cross-entropy on a batch of freshly rendered Latin lines
-through the frozen Latin tower (replay, so that reading Latin does not regress). AdamW, warm-up then
+through the frozen Latin tower (replay, so that reading Latin does not regress). With a pointer-generator
+output (``--copy-topk``, :mod:`models.compact.copy_head`) the cross-entropy is that of the mixture.
+AdamW, warm-up then
 cosine over ``--steps``; every ``--ckpt-every`` steps the state goes to ``OUT/state.pt`` (atomic) and
 rerunning the same command resumes; every ``--eval-every`` steps greedy CER on the held-out shard
 (``eval.pt``: held-out fonts and texts) is logged and the checkpoint is exported to ``OUT/export``.
@@ -35,7 +37,8 @@ from rapidfuzz.distance import Levenshtein
 from torch import nn
 
 from models.compact import checkpoint as ckpt
-from models.compact.model import CompactOCR, attention_supervision
+from models.compact.copy_head import PointerCopy, attention_rows, copy_weights, coverage, peak_classes
+from models.compact.model import SUPERVISED_HEADS, CompactOCR, attention_supervision
 from models.compact.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor, attach_recogniser_head
 from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, build_tokenizer, decode, encode
 from models.compact.vocab_zh import ZH_CHARSET
@@ -49,7 +52,7 @@ class Bilingual(nn.Module):
     """Frozen Latin tower (``encoder``) + trainable ``pp_tower`` compressor + ``lm`` decoder."""
 
     def __init__(self, latin: CompactOCR, vocab: dict[str, int], pp_channels: int = 256, pp_stride: int = 1,
-                 posterior_topk: int = 0) -> None:
+                 posterior_topk: int = 0, copy_topk: int = 0) -> None:
         super().__init__()
         vocab_size = len(vocab)
         self.enc_cfg = latin.enc_cfg
@@ -78,6 +81,13 @@ class Bilingual(nn.Module):
             self.pp_copy = nn.Linear(hidden, hidden, bias=False)
             with torch.no_grad():
                 self.pp_copy.weight.copy_(torch.eye(hidden) * (44.0 / float(head.norm(dim=1).mean())))
+        # Pointer-generator output (models/compact/copy_head.py): copies the recogniser's classes of the
+        # frame the supervised heads attend to (the same top-k as the posterior path's).
+        if copy_topk and copy_topk != posterior_topk:
+            raise ValueError(f"copy classes ({copy_topk}) must be the posterior's ({posterior_topk})")
+        self.copy = PointerCopy(hidden, copy_topk, SUPERVISED_HEADS) if copy_topk else None
+        #: supervised attention window, +- tokens around a character's alignment (main: --att-radius)
+        self.att_radius = 1
 
     def pp_table(self) -> torch.Tensor | None:
         """The posterior path's character rows [vocab, hidden] (None without one): ``pp_copy(H)``."""
@@ -93,9 +103,30 @@ class Bilingual(nn.Module):
         """The Latin tower's config (JSON-serialisable)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(self.enc_cfg).items()}
 
+    def prompt_classes(self, classes: tuple[torch.Tensor, torch.Tensor] | None, n_tokens: list[int],
+                       length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Copy weights and ids [B, length, k] of a batch's positions, as the decoder half unpacks them
+        from its inputs: the classes of each line's vision tokens (:func:`copy_weights`), 0 elsewhere.
+        """
+        assert self.copy is not None
+        k = self.copy.topk
+        q, qids = torch.zeros(len(n_tokens), length, k), torch.zeros(len(n_tokens), length, k, dtype=torch.long)
+        if classes is not None:
+            p, ids = classes
+            for i, n in enumerate(n_tokens):
+                m = min(n, int(p.shape[1]))
+                q[i, :m] = copy_weights(peak_classes(p[i, :m], ids[i, :m]), ids[i, :m])
+                qids[i, :m] = ids[i, :m]
+        return q, qids
+
     def sequence_loss(self, vis: torch.Tensor, n_tokens: list[int], ids: list[list[int]],
-                      align: list | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Teacher-forced cross-entropy (and supervised attention) of ``[vision tokens][<s>] text [</s>]``."""
+                      align: list | None = None,
+                      classes: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced loss of ``[vision tokens][<s>] text [</s>]``: (NLL of each character, of the
+        pointer-generator mixture when the model has a copy head, ``classes`` the copy classes of the
+        vision tokens (the recogniser's top-k per frame, float32 [B, T, k] / int64 [B, T, k]; None: the
+        tokens carry none, e.g. the Latin tower's); supervised attention). Float32 scalars.
+        """
         emb = self.lm.get_input_embeddings()
         seqs, labels = [], []
         for i, t in enumerate(ids):
@@ -108,15 +139,23 @@ class Bilingual(nn.Module):
         mask = torch.zeros(x.shape[:2], dtype=torch.long)
         for i, s in enumerate(seqs):
             mask[i, : s.shape[0]] = 1
-        want = align is not None and any(a is not None for a in align)
+        want = (align is not None and any(a is not None for a in align)) or self.copy is not None
         out = self.lm.model(inputs_embeds=x, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0),
                             output_attentions=want)
         keep = y != -100  # the output matrix only where a character is predicted (not over vision tokens)
-        logits = self.lm.lm_head(out.last_hidden_state[keep])
-        ce = nn.functional.cross_entropy(logits.float(), y[keep])
-        att = (attention_supervision(out.attentions[-1], torch.tensor(n_tokens), align) if want and align
-               else torch.zeros(()))
-        return ce, att
+        hidden = out.last_hidden_state[keep]
+        logits = self.lm.lm_head(hidden)
+        att = (attention_supervision(out.attentions[-1], torch.tensor(n_tokens), align, self.att_radius)
+               if align is not None and any(a is not None for a in align) else torch.zeros(()))
+        if self.copy is None:
+            return nn.functional.cross_entropy(logits.float(), y[keep]), att
+        q, qids = self.prompt_classes(classes, n_tokens, x.shape[1])
+        rows = keep.nonzero()[:, 0]
+        att_rows = attention_rows(out.attentions[-1], self.copy.heads)  # [B, S, S]
+        covered = coverage(att_rows, keep)[keep]
+        mixed = self.copy.mix(logits, hidden, att_rows[keep], q[rows], qids[rows], covered)
+        nll = -mixed.gather(1, y[keep][:, None]).mean()
+        return nll, att
 
     def ctc_loss(self, vis: torch.Tensor, n_tokens: list[int], ids: list[list[int]]) -> torch.Tensor:
         """Auxiliary CTC loss (hybrid CTC/attention, Watanabe et al. 2017) on the PP vision tokens through
@@ -133,21 +172,40 @@ class Bilingual(nn.Module):
                                       torch.tensor([len(ids[i]) for i in keep]), blank=PAD_ID, zero_infinity=True)
 
     @torch.no_grad()
-    def greedy(self, vis: torch.Tensor, n_tokens: list[int], max_new: int) -> list[list[int]]:
-        """Batched greedy decoding (no KV cache; evaluation only). Returns ids per line, no specials."""
+    def greedy(self, vis: torch.Tensor, n_tokens: list[int], max_new: int,
+               classes: tuple[torch.Tensor, torch.Tensor] | None = None) -> list[list[int]]:
+        """Greedy decoding, one line at a time with a KV cache (evaluation only; through the
+        pointer-generator mixture when there is a copy head, ``classes`` as in :meth:`sequence_loss`).
+        Returns ids per line, no specials.
+        """
         emb = self.lm.get_input_embeddings()
         out: list[list[int]] = [[] for _ in n_tokens]
+        want = self.copy is not None
         for i, n in enumerate(n_tokens):
             x = torch.cat([vis[i, :n], emb(torch.tensor([BOS_ID]))], 0)[None]
-            cache = None
-            res = self.lm(inputs_embeds=x, use_cache=True)
+            if self.copy is not None:
+                q, qids = self.prompt_classes(None if classes is None else (classes[0][i: i + 1], classes[1][i: i + 1]),
+                                              [n], n + 1)
+            res = self.lm.model(inputs_embeds=x, use_cache=True, output_attentions=want)
+            covered = torch.zeros(1, n + 1)
             for _ in range(max_new):
-                nxt = int(res.logits[0, -1].argmax())
+                h = res.last_hidden_state[:, -1]
+                logits = self.lm.lm_head(h)
+                if self.copy is not None:
+                    s = res.attentions[-1].shape[-1]
+                    pad = s - q.shape[1]
+                    qq = nn.functional.pad(q, (0, 0, 0, pad))
+                    ii = nn.functional.pad(qids, (0, 0, 0, pad))
+                    covered = nn.functional.pad(covered, (0, s - covered.shape[1]))
+                    a = attention_rows(res.attentions[-1], self.copy.heads)[:, -1]
+                    logits = self.copy.mix(logits, h, a, qq, ii, covered)
+                    covered = covered + a
+                nxt = int(logits[0].argmax())
                 if nxt == EOS_ID:
                     break
                 out[i].append(nxt)
-                cache = res.past_key_values
-                res = self.lm(inputs_embeds=emb(torch.tensor([[nxt]])), past_key_values=cache, use_cache=True)
+                res = self.lm.model(inputs_embeds=emb(torch.tensor([[nxt]])), past_key_values=res.past_key_values,
+                                    use_cache=True, output_attentions=want)
         return out
 
 
@@ -252,8 +310,9 @@ def evaluate(model: Bilingual, tok, records: list[dict], batch: int = 24) -> tup
     for s in range(0, len(records), batch):
         chunk = records[s: s + batch]
         frames, n_tok = pp_batch(chunk, model.pp_tower.stride)
-        vis = model.pp_tokens(frames, pp_top(model.pp_tower, chunk, frames.shape[1]))
-        for ids, r in zip(model.greedy(vis, n_tok, max_new=int(1.3 * max(len(c["text"]) for c in chunk)) + 8),
+        top = pp_top(model.pp_tower, chunk, frames.shape[1])
+        vis = model.pp_tokens(frames, top)
+        for ids, r in zip(model.greedy(vis, n_tok, int(1.3 * max(len(c["text"]) for c in chunk)) + 8, top),
                           chunk, strict=True):
             k = r["kind"]
             edits[k] = edits.get(k, 0) + Levenshtein.distance(decode(tok, ids), r["text"])
@@ -291,8 +350,12 @@ def export(model: Bilingual, out_dir: pathlib.Path, revision: str, training: dic
     if table is not None:
         with torch.no_grad():
             model.pp_tower.char_embed.weight.copy_(table)
-    ckpt.export_checkpoint(model, out_dir, revision, training, extra_parts={"pp_tower.": model.pp_tower},
-                           charset=ZH_CHARSET, extra_config={"pp_tower": ckpt.pp_tower_config(model.pp_tower)})
+    parts: dict[str, nn.Module] = {ckpt.PP_TOWER_PREFIX: model.pp_tower}
+    config: dict = {"pp_tower": ckpt.pp_tower_config(model.pp_tower)}
+    if model.copy is not None:
+        parts[ckpt.COPY_PREFIX], config["copy"] = model.copy, model.copy.config()
+    ckpt.export_checkpoint(model, out_dir, revision, training, extra_parts=parts, charset=ZH_CHARSET,
+                           extra_config=config)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latin-batch", type=int, default=12)
     p.add_argument("--latin-weight", type=float, default=0.5)
     p.add_argument("--att-weight", type=float, default=0.2)
+    p.add_argument("--att-radius", type=int, default=1,
+                   help="supervised attention window, +- vision tokens (0: exactly the teacher's spike frame, "
+                        "where the copy head finds the character)")
     p.add_argument("--ctc-weight", type=float, default=0.5)
     p.add_argument("--decoder-lr-scale", type=float, default=0.5,
                    help="learning-rate factor of the decoder's layers (shared with the Latin tower's lines)")
@@ -315,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--posterior-topk", type=int, default=0,
                    help="a new compressor adds the recogniser's top-k CTC posterior of each frame, embedded "
                         "(stride 1; models.compact.pptower.PPCompressor)")
+    p.add_argument("--copy-topk", type=int, default=0,
+                   help="a new pointer-generator output copying each vision token's top-k classes "
+                        "(models.compact.copy_head; needs a posterior compressor)")
     p.add_argument("--no-pp-head-init", action="store_true",
                    help="start the new vocabulary rows and compressor at random, not from the PP classifier "
                         "(training.compact.pp_head_init)")
@@ -342,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     spec = cfg.get("pp_tower", {})
     topk = int(spec.get("posterior_topk", args.posterior_topk))
     stride = 1 if topk else (int(spec.get("tokens_stride_px", PP_TOKEN_PX)) // PP_FRAME_PX if spec else args.pp_stride)
-    model = Bilingual(latin, tok.get_vocab(), pp_stride=stride, posterior_topk=topk)
+    copy_topk = int(cfg.get("copy", {}).get("topk", args.copy_topk))
+    model = Bilingual(latin, tok.get_vocab(), pp_stride=stride, posterior_topk=topk, copy_topk=copy_topk)
+    model.att_radius = args.att_radius
     if spec:  # continuing from a bilingual export (e.g. the committed one); a new posterior path starts fresh
         comp, _ = ckpt.load_prefixed(args.init, ckpt.PP_TOWER_PREFIX)
         missing, unexpected = model.pp_tower.load_state_dict({k: v.float() for k, v in comp.items()}, strict=False)
@@ -355,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
                 head = torch.as_tensor(model.lm.get_output_embeddings().weight).detach()
                 sol = torch.linalg.lstsq(head, model.pp_tower.char_embed.weight.detach()).solution
                 model.pp_copy.weight.copy_(sol.T)
+        if model.copy is not None and "copy" in cfg:
+            copy_state, _ = ckpt.load_prefixed(args.init, ckpt.COPY_PREFIX)
+            model.copy.load_state_dict({k: v.float() for k, v in copy_state.items()}, strict=True)
+        elif model.copy is not None:
+            say(f"new pointer-generator output (top-{copy_topk})")
     elif not args.no_pp_head_init and not topk and not (out / "state.pt").is_file():
         q = feature_basis(model.lm.config.hidden_size)
         identity_compressor(model.pp_tower, q)
@@ -379,13 +455,15 @@ def main(argv: list[str] | None = None) -> int:
     if state_path.is_file():
         st = torch.load(state_path, map_location="cpu", weights_only=False)
         missing, _ = model.load_state_dict(st["model"], strict=False)
-        if [m for m in missing if not m.startswith("ctc_head.")]:
+        new_parts = ("ctc_head.", "copy.gate_stats.")  # training-only / added since: start as initialised
+        if [m for m in missing if not m.startswith(new_parts)]:
             raise RuntimeError(f"state.pt lacks {missing}")
-        if len(st["opt"]["param_groups"]) == len(opt.param_groups):
+        same = [len(g["params"]) for g in st["opt"]["param_groups"]] == [len(g["params"]) for g in opt.param_groups]
+        if same:
             opt.load_state_dict(st["opt"])
             for g, scale in zip(opt.param_groups, (1.0, 1.0, args.decoder_lr_scale), strict=True):
                 g["scale"] = scale  # this run's --decoder-lr-scale, not the saved one
-        else:  # a state from before the parameter groups of this version: moments start afresh
+        else:  # a state from another parameter layout: moments start afresh
             say("optimiser state of another layout: AdamW moments start afresh (warm-up from here)")
             args.warmup_from = st["step"]
         step, seconds = st["step"], st["seconds"]
@@ -424,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
                   for r, i in zip(recs, ids, strict=True)]
         align = [a if a is not None and len(a) == len(i) else None for a, i in zip(aligns, ids, strict=True)]
         vis = model.pp_tokens(frames, top)
-        ce, att = model.sequence_loss(vis, n_tok, ids, align)
+        ce, att = model.sequence_loss(vis, n_tok, ids, align, classes=top)
         ctc = model.ctc_loss(vis, n_tok, ids) if args.ctc_weight > 0 else torch.zeros(())
         images, lat_ntok, _, texts, _ = next(latin_iter)
         with torch.no_grad():

@@ -1,0 +1,166 @@
+"""The pointer-generator output (models/compact/copy_head.py): the mixture itself, the copy classes'
+packing into vision-token columns, and the decoder half's cached serving path against a full-sequence
+reference computed as training computes it, alone and after the batched KV cache merged two prefills."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from decoder_service.kv import BatchedKVCache
+from models.base import left_pad
+from models.compact.checkpoint import COPY_PREFIX, export_checkpoint
+from models.compact.copy_head import PointerCopy, attention_rows, copy_width, pack, peak_classes, unpack
+from models.compact.decoder_half import CompactDecoderHalf
+from models.compact.model import SUPERVISED_HEADS, CompactOCR, EncoderConfig, decoder_config
+from models.compact.vocab import build_tokenizer
+
+
+def test_closed_gate_copies_the_attended_tokens_class():
+    copy = PointerCopy(8, topk=2)
+    with torch.no_grad():
+        copy.gate.bias.fill_(-30.0)  # g ~ 0: the copy distribution alone
+    q = torch.tensor([[[0.9, 0.1], [0.8, 0.2], [0.5, 0.5]]])  # [N=1, S=3, k=2]
+    ids = torch.tensor([[[7, 9], [11, 12], [13, 14]]])
+    attention = torch.tensor([[0.05, 0.9, 0.05]])
+    with torch.no_grad():
+        out = copy.mix(torch.zeros(1, 20), torch.zeros(1, 8), attention, q, ids)
+    assert int(out.argmax()) == 11
+    assert math.isclose(float(out.exp().sum()), 1.0, rel_tol=1e-4)
+
+
+def test_covered_frames_are_not_copied_again():
+    copy = PointerCopy(8, topk=1)
+    with torch.no_grad():
+        copy.gate.bias.fill_(-30.0)
+    q, ids = torch.ones(1, 2, 1), torch.tensor([[[11], [12]]])
+    attention = torch.tensor([[0.7, 0.3]])  # still mostly on the frame copied at the last step
+    with torch.no_grad():
+        out = copy.mix(torch.zeros(1, 20), torch.zeros(1, 8), attention, q, ids, torch.tensor([[0.95, 0.0]]))
+    assert int(out.argmax()) == 12
+
+
+def test_a_spread_spike_is_offered_once_and_a_doubled_character_twice():
+    # frames: 5 (0.3), 5 (0.9), 5 (0.3) = one spread spike; then blank; then 5 (0.8), 5 (0.8): one more
+    p = torch.tensor([[0.3], [0.9], [0.3], [0.9], [0.8], [0.8]])
+    ids = torch.tensor([[40], [40], [40], [0], [40], [40]])
+    kept = peak_classes(p, ids)[:, 0].tolist()
+    assert kept == pytest.approx([0.0, 0.9, 0.0, 0.9, 0.8, 0.0])
+
+
+def test_open_gate_is_the_decoders_softmax():
+    copy = PointerCopy(8, topk=2)
+    with torch.no_grad():
+        copy.gate.bias.fill_(30.0)
+    lm = torch.randn(2, 20)
+    with torch.no_grad():
+        out = copy.mix(lm, torch.zeros(2, 8), torch.ones(2, 3) / 3, torch.rand(2, 3, 2),
+                       torch.randint(5, 20, (2, 3, 2)))
+    torch.testing.assert_close(out, lm.log_softmax(-1), atol=1e-4, rtol=1e-4)
+
+
+def test_copy_classes_survive_half_precision_wires():
+    p = torch.tensor([[0.7, 0.2, 0.05, 0.05]])
+    ids = torch.tensor([[7697, 0, 129, 3]])  # a high id, the blank, a two-digit id, a special id
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        q, back = unpack(pack(p, ids).to(dtype), 7698)
+        assert back.tolist() == ids.tolist()
+        assert q[0, 1] == 0 and q[0, 3] == 0 and abs(float(q[0, 0]) - 0.7) < 0.01
+    q, back = unpack(torch.randn(5, copy_width(4)) * 1e4, 7698)  # garbage from a client stays in range
+    assert int(back.min()) >= 0 and int(back.max()) < 7698 and float(q.max()) <= 1.0
+
+
+@pytest.fixture(scope="module")
+def copy_ckpt(tmp_path_factory):
+    """A tiny random compact checkpoint with a pointer-generator output (top-3 copy classes)."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    vocab = build_tokenizer().get_vocab_size()
+    model = CompactOCR(EncoderConfig(stem_width=4, channels=(8, 16), layers=(1, 1), compressor_channels=32),
+                       decoder_config(vocab, hidden=32, layers=2))
+    copy = PointerCopy(32, topk=3, heads=SUPERVISED_HEADS)
+    with torch.no_grad():
+        model.lm.lm_head.weight.mul_(10.0)
+        copy.gate.weight.normal_(0.0, 0.5)
+        copy.gate.bias.zero_()
+        copy.gate_stats.weight.normal_(0.0, 1.0)
+    model.eval()
+    path = export_checkpoint(model, tmp_path_factory.mktemp("ckpt") / "copy", revision="test",
+                             extra_parts={COPY_PREFIX: copy}, extra_config={"copy": copy.config()})
+    return path, model, copy
+
+
+def _tokens(n: int, vocab: int) -> torch.Tensor:
+    """n random vision tokens [n, 32 + 9] carrying 3 random copy classes each (some the blank)."""
+    p = torch.rand(n, 3).softmax(-1)
+    ids = torch.randint(0, vocab, (n, 3))
+    ids[::3, 0] = 0
+    return torch.cat([torch.randn(n, 32), pack(p, ids)], -1)
+
+
+def _reference(model: CompactOCR, copy: PointerCopy, prompt: torch.Tensor, written: list[int]) -> torch.Tensor:
+    """Mixed log-probabilities after the prompt and after each written token, from one eager forward
+    of the whole sequence (the training path): [1 + len(written), V]."""
+    vocab = model.lm.config.vocab_size
+    emb = model.lm.get_input_embeddings()(torch.tensor(written, dtype=torch.long))
+    x = torch.cat([prompt[:, :32], emb])[None]
+    with torch.no_grad():
+        out = model.lm.model(inputs_embeds=x, output_attentions=True)
+        q, ids = unpack(prompt[:, 32:], vocab)
+        q = torch.cat([q, torch.zeros(len(written), 3)])
+        ids = torch.cat([ids, torch.zeros(len(written), 3, dtype=torch.long)])
+        first = prompt.shape[0] - 1
+        h = out.last_hidden_state[0, first:]
+        att = attention_rows(out.attentions[-1], copy.heads)[0, first:]
+        n = h.shape[0]
+        covered = att.cumsum(0) - att  # every query from <s> on writes a character
+        return copy.mix(model.lm.lm_head(h), h, att, q[None].expand(n, -1, -1), ids[None].expand(n, -1, -1),
+                        covered)
+
+
+def test_served_steps_match_the_training_path(copy_ckpt):
+    path, model, copy = copy_ckpt
+    dec = CompactDecoderHalf.load(path)
+    assert any(n.startswith(COPY_PREFIX) for n in dec.loaded_tensor_names())
+    assert dec.hidden_size == 32 + copy_width(3)
+    torch.manual_seed(2)
+    prompt = dec.embed_prompt(_tokens(6, dec.vocab_size), "ocr")
+    cache = dec.new_cache()
+    L = prompt.shape[0]
+    steps = [dec.forward(prompt[None], torch.ones(1, L, dtype=torch.long), torch.arange(L)[None], cache)[0]]
+    written = []
+    for s in range(3):
+        written.append(int(steps[-1].argmax()))
+        steps.append(dec.forward(dec.embed_tokens(torch.tensor([[written[-1]]])),
+                                 torch.ones(1, L + s + 1, dtype=torch.long), torch.tensor([[L + s]]), cache)[0])
+    ref = _reference(model, copy, prompt, written)
+    torch.testing.assert_close(torch.stack(steps), ref, atol=2e-4, rtol=2e-4)
+    assert len(cache.layers) == 4 and cache.layers[-1].keys.shape[-2] == L + 3
+
+
+def test_batched_cache_keeps_copy_classes_with_their_positions(copy_ckpt):
+    path, _, _ = copy_ckpt
+    dec = CompactDecoderHalf.load(path)
+    torch.manual_seed(3)
+    prompts = [dec.embed_prompt(_tokens(n, dec.vocab_size), "ocr") for n in (3, 8, 5)]
+    alone = []
+    for p in prompts:
+        cache, L = dec.new_cache(), p.shape[0]
+        first = dec.forward(p[None], torch.ones(1, L, dtype=torch.long), torch.arange(L)[None], cache)
+        nxt = first.argmax(-1)
+        alone.append(dec.forward(dec.embed_tokens(nxt[:, None]), torch.ones(1, L + 1, dtype=torch.long),
+                                 torch.tensor([[L]]), cache)[0])
+    kv = BatchedKVCache()
+    firsts = []
+    for group in ([prompts[0], prompts[1]], [prompts[2]]):  # two prefills joined into one running batch
+        x, mask, pos = left_pad(group)
+        cache = dec.new_cache()
+        firsts.append(dec.forward(x, mask, pos, cache))
+        kv.add(cache, mask)
+    nxt = torch.cat(firsts).argmax(-1)
+    mask, pos = kv.step_inputs()
+    step = dec.forward(dec.embed_tokens(nxt[:, None]), mask, pos, kv.cache)
+    for i, ref in enumerate(alone):
+        torch.testing.assert_close(step[i], ref, atol=2e-4, rtol=2e-4)
