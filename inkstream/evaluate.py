@@ -250,8 +250,8 @@ class RapidOCREngine:
 
 
 def default_model_dir() -> pathlib.Path:
-    """The embedded compact checkpoint ``models/compact/weights``."""
-    return pathlib.Path(models.compact.__file__).resolve().parent / "weights"
+    """The embedded default compact checkpoint (:func:`models.compact.default_checkpoint_dir`)."""
+    return models.compact.default_checkpoint_dir()
 
 
 @dataclass

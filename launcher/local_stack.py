@@ -42,7 +42,7 @@ _BIND_FAILURES = ("failed to bind", "could not bind", "cannot bind", "address al
 
 def default_model_dir() -> pathlib.Path:
     """The embedded compact model's weights directory (may not exist before training)."""
-    return pathlib.Path(models.compact.__file__).resolve().parent / "weights"
+    return models.compact.default_checkpoint_dir()
 
 
 def resolve_model(model_dir: str | os.PathLike | None, scratch: pathlib.Path) -> pathlib.Path:

@@ -6,3 +6,18 @@ tokens, one segment per text line. Decoder half: a DeepSeek-V2 mixture-of-expert
 (transformers) reading the vision tokens as ``inputs_embeds`` and writing the line's characters.
 See ``models/compact/README.md`` (model card) and ``training/compact/train.py`` (training).
 """
+
+from __future__ import annotations
+
+import pathlib
+
+#: The checkpoint ``inkstream up`` / ``inkstream ocr`` / ``inkstream eval`` use when no ``--model`` is
+#: given (a directory beside this file; see README.md there).
+DEFAULT_CHECKPOINT = "weights"
+
+
+def default_checkpoint_dir() -> pathlib.Path:
+    """The embedded default checkpoint's directory (:data:`DEFAULT_CHECKPOINT`; may not exist before
+    training).
+    """
+    return pathlib.Path(__file__).resolve().parent / DEFAULT_CHECKPOINT

@@ -11,6 +11,8 @@ Layout of a checkpoint directory::
     generation_config.json  bos/eos/pad ids, max_new_tokens
     encoder.onnx        the Latin line encoder exported for onnxruntime (:mod:`models.compact.line_onnx`),
                         stamped with the checkpoint's revision; the encoder service then runs without torch
+    pp_tokens.onnx      (bilingual checkpoints) the PP tower's compressor, with the recogniser's head
+                        and the copy classes, for onnxruntime (:mod:`models.compact.pp_onnx`), stamped too
 
 The training-only CTC head is not exported.
 """
@@ -45,13 +47,15 @@ def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, trainin
     atomically (written to a temp dir beside ``out_dir``, then renamed). ``extra_parts`` maps a
     tensor-name prefix (e.g. ``"pp_tower."``) to a module saved under it; ``charset`` is the
     tokenizer's character set (default the Latin one); ``extra_config`` is merged into config.json;
-    ``dtype`` of the stored floating tensors (default float32). The line encoder of a Latin
-    checkpoint is also exported as ``encoder.onnx`` (from the tensors as stored). Returns ``out_dir``.
+    ``dtype`` of the stored floating tensors (default float32). The encoder half's ONNX files are
+    also exported, from the tensors as stored (:func:`models.compact.line_onnx.export_onnx`:
+    ``encoder.onnx``, with a script head's output when ``extra_parts`` has ``"script_head."``, and a
+    bilingual checkpoint's ``pp_tokens.onnx``). Returns ``out_dir``.
     """
     import torch
     from safetensors.torch import save_file
 
-    from models.compact.line_onnx import export_line_encoder
+    from models.compact.line_onnx import export_onnx
 
     dtype = dtype or torch.float32
     out_dir = pathlib.Path(out_dir)
@@ -77,8 +81,7 @@ def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, trainin
     (tmp / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID, "max_new_tokens": 256}, indent=2))
     build_tokenizer(charset).save(str(tmp / "tokenizer.json"))
-    if "pp_tower" not in cfg:  # a bilingual checkpoint runs its line encoder in torch (line_onnx.py)
-        export_line_encoder(tmp)
+    export_onnx(tmp)  # training.compact.script_head writes them again when it adds a script head
     tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint directory is meant to be shared / committed
     for f in tmp.iterdir():
         f.chmod(0o644)

@@ -35,7 +35,16 @@ from transformers.cache_utils import DynamicLayer
 from inkstream.errors import InvalidInput
 from models.base import DecoderHalf
 from models.compact import checkpoint as ckpt
-from models.compact.copy_head import PointerCopy, copy_width, unpack
+from models.compact.copy_head import (
+    PointerCopy,
+    advance,
+    copy_width,
+    pack,
+    pointer_attention,
+    pointer_end,
+    spike_frames,
+    unpack,
+)
 from models.compact.lineimage import MAX_TOKENS
 from models.compact.mla import absorb_mla
 from models.compact.vocab import BOS_ID, EOS_ID, SPECIALS, load_tokenizer
@@ -81,7 +90,8 @@ class CompactDecoderHalf(DecoderHalf):
         copy = None
         if "copy" in cfg:
             copy_state, names = ckpt.load_prefixed(checkpoint_dir, ckpt.COPY_PREFIX)
-            copy = PointerCopy(dcfg.hidden_size, int(cfg["copy"]["topk"]), tuple(cfg["copy"]["heads"]))
+            copy = PointerCopy(dcfg.hidden_size, int(cfg["copy"]["topk"]), tuple(cfg["copy"]["heads"]),
+                               cfg["copy"].get("pointer") == "monotonic")
             copy.load_state_dict({k: v.float() for k, v in copy_state.items()}, strict=True)
             copy = copy.to(device=device, dtype=dtype).eval()
             lm.model.layers[-1].self_attn.keep_attention_heads = copy.heads  # read by mla.py
@@ -111,13 +121,19 @@ class CompactDecoderHalf(DecoderHalf):
         return torch.cat([vision_tokens.to(self.device, self.dtype), bos], 0)
 
     def embed_tokens(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """LongTensor [B, T] -> embeddings [B, T, H] (``dtype``; H = :attr:`hidden_size`, the copy
-        columns of a copy checkpoint zero).
+        """LongTensor [B, T] -> embeddings [B, T, H] (``dtype``; H = :attr:`hidden_size`). The copy
+        columns of a copy checkpoint carry the token's own id with weight 0 (:func:`pack`): never a
+        class to copy, but how the monotonic pointer learns what the last step wrote, whatever the
+        scheduler sampled.
         """
         with torch.no_grad():
-            emb = self._lm.model.embed_tokens(input_ids.to(self.device))
-            extra = self.hidden_size - self.model_width
-            return torch.nn.functional.pad(emb, (0, extra)) if extra else emb
+            ids = input_ids.to(self.device)
+            emb = self._lm.model.embed_tokens(ids)
+            if self._copy is None:
+                return emb
+            k = self._copy.topk
+            slots = torch.nn.functional.pad(ids[..., None], (0, k - 1))  # [B, T, k]: the id, then zeros
+            return torch.cat([emb, pack(torch.zeros(slots.shape), slots).to(emb.dtype)], -1)
 
     def new_cache(self) -> Any:
         """An empty ``transformers.DynamicCache`` (one layer per decoder layer, plus the copy-class and
@@ -151,8 +167,11 @@ class CompactDecoderHalf(DecoderHalf):
 
     def _mix(self, x: torch.Tensor, h: torch.Tensor, logits: torch.Tensor, cache: Any) -> torch.Tensor:
         """Pointer-generator output: store this call's positions' copy classes (the input's extra
-        columns) and zero coverage in the cache's two extra layers, mix, then add this step's attention
-        to the coverage.
+        columns) and zero coverage in the cache's two extra layers, mix, then update the coverage
+        (by this step's attention; for a monotonic pointer by the token this call was given). With a
+        monotonic pointer a row without any copy class (a Latin-tower line) gets the decoder's own
+        log-softmax, as training reads those lines (plain cross-entropy): its confidences are not
+        scaled by a gate that never saw such rows, and a batch of such rows skips the mixture.
         """
         assert self._copy is not None
         q, ids = unpack(x[..., self.model_width:], self.vocab_size)
@@ -160,10 +179,21 @@ class CompactDecoderHalf(DecoderHalf):
         all_ids, all_q = cache.update(ids.float()[:, None], q[:, None], n_layers - 2)
         zeros = q.new_zeros(*q.shape[:2], 1)[:, None]  # [B, 1, T, 1]: new positions are not covered yet
         covered, _ = cache.update(zeros, zeros, n_layers - 1)  # the cache's own tensor: updated in place below
-        attention = self._lm.model.layers[-1].self_attn.last_attention.mean(1)  # [B, S]
-        out = self._copy.mix(logits, h, attention, all_q[:, 0], all_ids[:, 0], covered[:, 0, :, 0])
-        covered[:, 0, :, 0] += attention.float()
-        return out
+        cq, cids, cov = all_q[:, 0], all_ids[:, 0].long(), covered[:, 0, :, 0]
+        if not self._copy.pointer:
+            attention = self._lm.model.layers[-1].self_attn.last_attention.mean(1)  # [B, S]
+            out = self._copy.mix(logits, h, attention, cq, cids, cov)
+            cov += attention.float()
+            return out
+        alone = logits.float().log_softmax(-1)
+        read = spike_frames(cq).any(-1)  # [B]: rows with the recogniser's reading (PP-tower lines)
+        if not bool(read.any()):  # Latin-tower lines only: the decoder alone, as it was trained on them
+            return alone
+        if x.shape[1] == 1:  # a decode step: the token fed (its id in the copy columns) is what was written
+            cov.copy_(advance(pointer_attention(cq, cov), cq, cids, cov, ids[:, 0, 0]))
+        at = pointer_attention(cq, cov)
+        mixed = self._copy.mix(logits, h, at, cq, cids, end=pointer_end(cq, at))
+        return torch.where(read[:, None], mixed, alone)
 
     def decode_text(self, token_ids: list[int]) -> str:
         """Token ids -> text; special tokens (ids 0-4) are dropped."""

@@ -13,6 +13,8 @@ its vision tokens do not depend on which other lines share its forward pass.
 A bilingual checkpoint (config.json ``"pp_tower"``, :mod:`models.compact.towers`) first routes every
 line by script: the script head on the Latin tower's features of the whole line sends a line with CJK
 script to the PP-OCRv6 tower (48-px lines, cut only beyond 32 em), any other line to the Latin tower.
+Its routing and PP tower run on onnxruntime too, without torch, when its ``encoder.onnx`` (with the
+script head's output) and ``pp_tokens.onnx`` are current (:mod:`models.compact.pp_onnx`).
 
 ``encode_batch``: all lines of all pages in the batch are grouped by tower and bucket width and run through the
 line encoder (ResNet trunk + conv token compressor + projector, :class:`models.compact.line_encoder.LineEncoder`;
@@ -87,12 +89,17 @@ def _unrotate_box(box: tuple[float, float, float, float], rotation: float, w: in
 
 class CompactEncoderHalf(EncoderHalf):
     """Line detector + line encoder; see the module docstring. Vision tokens are [n, hidden] float32
-    numpy arrays (Latin lines) or torch tensors in ``dtype`` (PP-tower lines of a bilingual checkpoint).
+    numpy arrays (Latin lines; PP-tower lines of a bilingual checkpoint on onnxruntime) or torch
+    tensors in ``dtype`` (PP-tower lines on torch); a copy checkpoint's are ``hidden + copy_width``
+    wide (Latin lines: zeros there).
 
     The line encoder (``runner``: lines [N, 1, 32, W] -> tokens [N, W/16, hidden], numpy) is the
     checkpoint's ``encoder.onnx`` on onnxruntime (:mod:`models.compact.line_onnx`) when it is current
-    and the half runs on the CPU in float32 -- then nothing here imports torch -- else the torch
-    module (:class:`models.compact.line_encoder.TorchLineRunner`).
+    and the half runs on the CPU in float32 -- and, for a bilingual checkpoint, when its
+    ``encoder.onnx`` has the script head's output and its ``pp_tokens.onnx`` is current too (``pp``:
+    :meth:`models.compact.towers.PPTower.open_onnx`) -- then nothing here imports torch; else the
+    torch module (:class:`models.compact.line_encoder.TorchLineRunner`, and
+    :meth:`models.compact.towers.PPTower.load`). ``runtime``: "onnxruntime" or "torch".
     """
 
     family = "compact"
@@ -109,24 +116,46 @@ class CompactEncoderHalf(EncoderHalf):
              detector_threads: int = 1) -> CompactEncoderHalf:
         """Read config.json and ONLY the ``encoder.*`` tensors (and, for a bilingual checkpoint, the
         ``pp_tower.*`` / ``script_head.*`` ones, :mod:`models.compact.towers`); build the line encoder
-        (onnxruntime or torch, see the class docstring) and the ONNX line detector. ``dtype``: a torch
-        dtype or its name. Raises InvalidInput for a directory that is not a compact checkpoint or an
-        unknown dtype name.
+        (onnxruntime or torch, see the class docstring; a warning is logged when the CPU float32 half
+        falls back to torch) and the ONNX line detector. ``dtype``: a torch dtype or its name. Raises
+        InvalidInput for a directory that is not a compact checkpoint (or a bilingual one without its
+        script head) or an unknown dtype name.
         """
         cfg = ckpt.read_config(checkpoint_dir)
         hidden = int(cfg["decoder"]["hidden_size"])
         model_id, revision = ckpt.checkpoint_identity(checkpoint_dir)
         detector = LineDetector(threads=detector_threads)
         name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
-        if "pp_tower" not in cfg and device == "cpu" and name == "float32":
-            onnx_runner = OnnxLineEncoder.open(checkpoint_dir, detector_threads, revision)
-            if onnx_runner is not None:
-                return cls(onnx_runner, ckpt.tensor_names(checkpoint_dir, ckpt.ENCODER_PREFIX), model_id,
-                           revision, hidden, "cpu", "float32", detector)
-            log.warning("%s: no encoder.onnx exported from these weights (python -m models.compact.line_onnx "
-                        "DIR writes it); the line encoder runs in torch", checkpoint_dir)
+        if device == "cpu" and name == "float32":
+            half = cls._load_onnx(checkpoint_dir, cfg, detector_threads, detector, model_id, revision, hidden)
+            if half is not None:
+                return half
+            files = "encoder.onnx with the script head's output and pp_tokens.onnx" if "pp_tower" in cfg \
+                else "encoder.onnx"
+            log.warning("%s: no %s exported from these weights (python -m models.compact.line_onnx DIR writes "
+                        "them); the encoder runs in torch", checkpoint_dir, files)
         return cls._load_torch(checkpoint_dir, cfg, device, dtype, detector_threads, detector,
                                model_id, revision, hidden)
+
+    @classmethod
+    def _load_onnx(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, detector_threads: int,
+                   detector: LineDetector, model_id: str, revision: str, hidden: int) -> CompactEncoderHalf | None:
+        """The half on onnxruntime alone (CPU, float32), or None when an ONNX file it needs is missing
+        or stale (see the class docstring).
+        """
+        runner = OnnxLineEncoder.open(checkpoint_dir, detector_threads, revision)
+        if runner is None:
+            return None
+        loaded, pp = ckpt.tensor_names(checkpoint_dir, ckpt.ENCODER_PREFIX), None
+        if "pp_tower" in cfg:
+            from models.compact.towers import PPTower
+
+            pp = PPTower.open_onnx(checkpoint_dir, cfg, runner, detector_threads, revision)
+            if pp is None:
+                return None
+            loaded |= pp.loaded
+        width = hidden + (pp.copy_width if pp else 0)  # a copy checkpoint's tokens carry copy classes
+        return cls(runner, loaded, model_id, revision, width, "cpu", "float32", detector, pp)
 
     @classmethod
     def _load_torch(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, device: str, dtype: Any,
@@ -144,8 +173,7 @@ class CompactEncoderHalf(EncoderHalf):
         enc = LineEncoder(enc_cfg, hidden)
         enc.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
         enc = enc.to(device=device, dtype=tdtype).eval()
-        pp = (PPTower.load(checkpoint_dir, cfg, hidden, enc_cfg.compressor_channels, detector_threads, tdtype)
-              if "pp_tower" in cfg else None)
+        pp = PPTower.load(checkpoint_dir, cfg, hidden, enc, detector_threads, tdtype) if "pp_tower" in cfg else None
         width = hidden + (pp.copy_width if pp else 0)  # a copy checkpoint's tokens carry copy classes
         return cls(TorchLineRunner(enc, torch.device(device), tdtype), loaded | (pp.loaded if pp else set()),
                    model_id, revision, width, torch.device(device), tdtype, detector, pp)
@@ -185,8 +213,7 @@ class CompactEncoderHalf(EncoderHalf):
         upright, lines, rotation = self._detector.detect(prepare.positive(image))  # light-on-dark inverted
         lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln))  # faint bleed-through is no text
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
-        cjk = (self._pp.route(self._runner.module, [prepare.dark_on_light(c) for c, _ in tight]) if self._pp
-               else [False] * len(tight))
+        cjk = self._pp.route([prepare.dark_on_light(c) for c, _ in tight]) if self._pp else [False] * len(tight)
         pieces = []
         for ln, (crop, box), pp in zip(lines, tight, cjk, strict=True):  # first piece: the line's join
             parts = split_line(crop, box, self._pp.split_px if pp and self._pp else SPLIT_PX)
@@ -260,7 +287,7 @@ class CompactEncoderHalf(EncoderHalf):
                 raise InvalidInput("page prepared for the PP tower, but this checkpoint has none")
             for i, t in zip(pp_idx, self._pp.encode([flat[i] for i in pp_idx], [ntok[i] for i in pp_idx]),
                             strict=True):
-                out[i] = t.to(self.dtype)
+                out[i] = t if isinstance(t, np.ndarray) else t.to(self.dtype)
         return out
 
     def loaded_tensor_names(self) -> set[str]:

@@ -1,159 +1,48 @@
-"""The pretrained vision tower of the bilingual compact checkpoint: PP-OCRv6's text-recognition trunk.
-
-The ``rapidocr`` wheel (a pinned dependency) ships ``PP-OCRv6_rec_small.onnx`` (PaddleOCR, Apache-2.0),
-a CTC recogniser trained on a large Chinese + English corpus. As DeepSeek-OCR builds on pretrained
-SAM and CLIP towers, the compact model uses that recogniser's trunk, taken *before* its CTC head
-(the graph is cut at :data:`FEATURE_OUTPUT` with ``onnx.utils.Extractor``; the head's 120 x 18,710
-matrix is never run), and trains only its own token compressor and MoE decoder on top. The trunk is
-frozen and runs in onnxruntime on the CPU, beside the PP-OCR detector.
-
-Input: a text line resized to :data:`PP_LINE_HEIGHT` = 48 pixels (the trunk's training height),
-gray replicated to 3 channels, scaled to [-1, 1] with paper = +1 (PaddleOCR's ``(x/255 - 0.5)/0.5``)
-after the same 2-98 percentile contrast stretch as :mod:`models.compact.lineimage`, padded with paper
-to a multiple of :data:`PP_BUCKET_PX` = 64 pixels. The trunk mixes the whole line with attention, so
-its features depend on the padding: every line is padded to its own bucket, never to its batch's
-width, and training does the same. Output: [B, W/8, 120] float32, one frame per 8 pixel columns;
-:class:`PPCompressor` turns it into vision tokens [B, W/8 or W/16, hidden] (its ``stride``, in the
-checkpoint's config as ``tokens_stride_px`` 8 or 16).
+"""The trained half of the bilingual compact checkpoint's PP tower (torch): :class:`PPCompressor`
+turns the frozen PP-OCRv6 trunk's frames [B, W/8, 120] (:mod:`models.compact.pptrunk`, which this
+module re-exports) into vision tokens [B, W/8 or W/16, hidden] (its ``stride``, in the checkpoint's
+config as ``tokens_stride_px`` 8 or 16); :class:`PPTokens` adds the copy classes of a copy
+checkpoint, giving the tokens the encoder half sends. The encoder service runs that exported to
+ONNX when it can (:mod:`models.compact.pp_onnx`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import pathlib
-from functools import cache
 
 import numpy as np
 import torch
-from PIL import Image
+from tokenizers import Tokenizer
 from torch import nn
 
-PP_LINE_HEIGHT = 48  # pixels
-PP_FRAME_PX = 8  # pixels per trunk frame
-PP_TOKEN_PX = 16  # pixels per token of the feature shards' records (and of compressor stride 2)
-PP_BUCKET_PX = 64  # every line is padded with paper to a multiple of this
-PP_MAX_WIDTH = 3072  # pixels at 48 px height: 192 vision tokens (~64 hanzi or ~120 Latin characters)
-PP_FEATURE_DIM = 120
-REC_MODEL_FILE = "PP-OCRv6_rec_small.onnx"
-# sha256 of the rapidocr 3.10.0 file the compact checkpoint was trained on (the tower is frozen, so a
-# different file would silently change every vision token).
-REC_MODEL_SHA256 = "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884"
-FEATURE_OUTPUT = "p2o.pd_op.transpose.8.0"  # [B, T, 120]: input of the CTC head's MatMul
+from inkstream.errors import InvalidInput
+from models.compact import checkpoint as ckpt
+from models.compact.copy_head import copy_width, pack, peak_classes
+from models.compact.pptrunk import (
+    FEATURE_OUTPUT,
+    PP_BUCKET_PX,
+    PP_FEATURE_DIM,
+    PP_FRAME_PX,
+    PP_LINE_HEIGHT,
+    PP_MAX_WIDTH,
+    PP_TOKEN_PX,
+    REC_MODEL_FILE,
+    REC_MODEL_SHA256,
+    PPTrunk,
+    class_ids,
+    file_sha256,
+    normalise_line_pp,
+    pp_classifier,
+    pp_tokens,
+    pp_width,
+    rec_model_path,
+)
 
-
-def rec_model_path() -> pathlib.Path:
-    """Path of the PP-OCRv6 recognition model inside the installed rapidocr package."""
-    import rapidocr
-
-    return pathlib.Path(rapidocr.__file__).parent / "models" / REC_MODEL_FILE
-
-
-def pp_width(width: int, height: int) -> int:
-    """Width in pixels of a ``width`` x ``height`` crop resized to 48 px height, before padding
-    (at least 16, at most :data:`PP_MAX_WIDTH`).
-    """
-    return int(min(PP_MAX_WIDTH, max(PP_TOKEN_PX, round(width * PP_LINE_HEIGHT / max(1, height)))))
-
-
-def pp_tokens(width: int, height: int, token_px: int = PP_TOKEN_PX) -> int:
-    """Vision tokens of a ``width`` x ``height`` crop: ceil(pp_width / token_px) (8 or 16 pixels)."""
-    return -(-pp_width(width, height) // token_px)
-
-
-def normalise_line_pp(image: Image.Image) -> np.ndarray:
-    """Line crop (any mode; dark ink on light paper) -> float32 [3, 48, W] in [-1, 1], paper +1,
-    W = pp_width rounded up to a multiple of 64. Raises ValueError for an empty image.
-    """
-    if image.width < 1 or image.height < 1:
-        raise ValueError(f"empty line image {image.width}x{image.height}")
-    w = pp_width(image.width, image.height)
-    gray = image.convert("L").resize((w, PP_LINE_HEIGHT), Image.Resampling.BILINEAR, reducing_gap=2.0)
-    a = np.asarray(gray, dtype=np.float32)
-    lo, hi = np.percentile(a, (2.0, 98.0))
-    if hi - lo < 16.0:  # nearly uniform crop: keep absolute levels (same rule as lineimage)
-        lo, hi = min(lo, 0.0), max(hi, 255.0)
-    paper = np.clip((a - lo) / (hi - lo), 0.0, 1.0) * 2.0 - 1.0
-    full = -(-w // PP_BUCKET_PX) * PP_BUCKET_PX
-    out = np.ones((3, PP_LINE_HEIGHT, full), dtype=np.float32)
-    out[:, :, :w] = paper[None]
-    return out
-
-
-@cache
-def _rec_model(path: str):
-    """The parsed recogniser file (onnx.ModelProto), read once per process for the trunk and the head."""
-    import onnx
-
-    return onnx.load(path)
-
-
-@cache
-def _feature_graph(path: str) -> bytes:
-    from onnx.utils import Extractor
-
-    model = _rec_model(path)
-    return bytes(Extractor(model).extract_model(["x"], [FEATURE_OUTPUT]).SerializeToString())
-
-
-def file_sha256(path: pathlib.Path) -> str:
-    """Hex sha256 of a file."""
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-class PPTrunk:
-    """The frozen PP-OCRv6 recognition trunk (onnxruntime, CPU, ``threads`` intra-op threads).
-
-    ``features(batch)``: float32 [B, 3, 48, W] (W a multiple of 8) -> float32 [B, W/8, 120].
-    Raises FileNotFoundError if the rapidocr model file is missing and ValueError if its sha256 is not
-    ``expected_sha256`` (when given): the checkpoint was trained on that exact file.
-    """
-
-    def __init__(self, threads: int = 1, expected_sha256: str | None = None) -> None:
-        import onnxruntime as ort
-
-        path = rec_model_path()
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} not found (is rapidocr installed?)")
-        if expected_sha256 and file_sha256(path) != expected_sha256:
-            raise ValueError(f"{path} is not the PP-OCRv6 recogniser this checkpoint was trained on "
-                             f"(sha256 {expected_sha256}); install the pinned rapidocr version")
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = max(1, threads)
-        opts.inter_op_num_threads = 1
-        opts.enable_cpu_mem_arena = False  # line widths vary: an arena would keep the widest forever
-        self._session = ort.InferenceSession(_feature_graph(str(path)), opts, providers=["CPUExecutionProvider"])
-
-    def features(self, batch: np.ndarray) -> np.ndarray:
-        """[B, 3, 48, W] float32 -> [B, W/8, 120] float32 (see the class docstring)."""
-        return np.asarray(self._session.run(None, {"x": np.ascontiguousarray(batch, dtype=np.float32)})[0])
-
-
-@cache
-def pp_classifier() -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """The recogniser's CTC head, read from the rapidocr wheel's file: (W float32 [120, C], bias
-    float32 [C], the labels of the C = 18,710 classes: '' for class 0, the blank, ' ' for the space;
-    PaddleOCR's dictionary is the ONNX metadata ``character``). Raises FileNotFoundError if it is missing.
-    """
-    from onnx import numpy_helper
-
-    path = rec_model_path()
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found (is rapidocr installed?)")
-    model = _rec_model(str(path))
-    dictionary = {p.key: p.value for p in model.metadata_props}["character"].split("\n")
-    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    w, b = weights["linear_8.w_0"], weights["linear_8.b_0"]
-    labels = ["", *dictionary]
-    labels += [" "] * (w.shape[1] - len(labels))
-    return w.astype(np.float32), b.astype(np.float32), tuple(labels)
-
-
-def class_ids(vocab: dict[str, int], labels: tuple[str, ...], blank_id: int, unk_id: int) -> np.ndarray:
-    """int64 [C]: the checkpoint's token id of each PP class (``vocab``: token -> id of its tokenizer);
-    the blank -> ``blank_id``, a class the vocabulary lacks -> ``unk_id``.
-    """
-    return np.array([blank_id if not c else vocab.get(c, unk_id) for c in labels], dtype=np.int64)
+__all__ = [
+    "FEATURE_OUTPUT", "PP_BUCKET_PX", "PP_FEATURE_DIM", "PP_FRAME_PX", "PP_LINE_HEIGHT", "PP_MAX_WIDTH", "PP_TOKEN_PX",
+    "REC_MODEL_FILE", "REC_MODEL_SHA256", "PPCompressor", "PPTokens", "PPTrunk", "attach_recogniser_head", "class_ids",
+    "file_sha256", "normalise_line_pp", "pp_classifier", "pp_tokens", "pp_width", "rec_model_path",
+]
 
 
 class PPCompressor(nn.Module):
@@ -236,6 +125,7 @@ class PPCompressor(nn.Module):
             x = x + self.posterior_embedding(top if top is not None else self.top_classes(frames), table)
         return self.proj[1](x)
 
+
 def attach_recogniser_head(compressor: PPCompressor, vocab: dict[str, int]) -> None:
     """Give a posterior ``compressor`` the pinned recogniser's CTC head, classes mapped to ``vocab``
     (token -> id of the checkpoint's tokenizer; blank -> ``<pad>``, unknown -> ``<unk>``). Raises
@@ -245,3 +135,50 @@ def attach_recogniser_head(compressor: PPCompressor, vocab: dict[str, int]) -> N
 
     w, b, labels = pp_classifier()
     compressor.attach_classifier(w, b, class_ids(vocab, labels, PAD_ID, UNK_ID))
+
+
+class PPTokens(nn.Module):
+    """The PP tower's vision tokens as the encoder half sends them: trunk frames [B, T, 120] float ->
+    [B, ceil(T/stride), hidden + :attr:`copy_width`] (dtype of the compressor): the compressor's
+    tokens (posterior tokens with the frames' :meth:`PPCompressor.top_classes`), followed, for a copy
+    checkpoint (``copy_classes``), by the frames' copy classes
+    (:func:`models.compact.copy_head.pack` of :func:`models.compact.copy_head.peak_classes`).
+    """
+
+    def __init__(self, compressor: PPCompressor, copy_classes: bool = False) -> None:
+        super().__init__()
+        self.compressor = compressor
+        #: :func:`models.compact.copy_head.peak_classes`; the ONNX export puts a traceable twin here
+        self.peak = peak_classes
+        self.copy_classes = bool(copy_classes and compressor.posterior_topk)
+        self.copy_width = copy_width(compressor.posterior_topk) if self.copy_classes else 0
+
+    @classmethod
+    def load(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, hidden: int) -> tuple[PPTokens, set[str]]:
+        """From ``cfg["pp_tower"]``, the ``pp_tower.*`` tensors (as float32; eval mode) and, for a
+        posterior compressor, the checkpoint's tokenizer and the pinned recogniser's head. Returns
+        (module, checkpoint names of the tensors read). Raises InvalidInput when the tensors are
+        missing or a copy checkpoint's classes are not its posterior's, FileNotFoundError as
+        :func:`models.compact.pptrunk.pp_classifier`.
+        """
+        spec = cfg["pp_tower"]
+        topk = int(spec.get("posterior_topk", 0))
+        if "copy" in cfg and int(cfg["copy"]["topk"]) != topk:
+            raise InvalidInput(f"{checkpoint_dir}: copy classes ({cfg['copy']['topk']}) must be the "
+                               f"posterior's ({topk})")
+        comp_state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.PP_TOWER_PREFIX)
+        vocab = Tokenizer.from_file(str(pathlib.Path(checkpoint_dir) / "tokenizer.json")).get_vocab() if topk else {}
+        compressor = PPCompressor(hidden, int(spec["channels"]), int(spec.get("tokens_stride_px", 16)) // PP_FRAME_PX,
+                                  topk, len(vocab))
+        compressor.load_state_dict({k: v.float() for k, v in comp_state.items()}, strict=True)
+        if topk:
+            attach_recogniser_head(compressor, vocab)
+        return cls(compressor, "copy" in cfg).eval(), loaded
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        """See the class docstring."""
+        top = self.compressor.top_classes(frames) if self.compressor.posterior_topk else None
+        tokens = self.compressor(frames, top)
+        if self.copy_classes and top is not None:
+            tokens = torch.cat([tokens, pack(self.peak(*top), top[1]).to(tokens.dtype)], -1)
+        return tokens

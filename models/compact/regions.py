@@ -45,6 +45,13 @@ def line_skew_deg(lines: list[LineBox]) -> float | None:
 #: side) and dashes as rule lines, and erasing them loses the characters. Underlines (at the bottom edge)
 #: and table borders (between lines) are outside that band.
 STROKE_BAND = 0.2
+#: ... and so is a "rule" inside a line at any height that is at most this many line heights long:
+#: the top stroke of 三, 币, 万 or 生 lies in the top band of a tight box (the detector's box of a 36 px
+#: Noto Sans CJK line is 38-44 px tall), and erasing it reads 二, 巾, 力, 牛 (a rendered page of six
+#: report lines: 18 % CER). Underlines and rules run along words, longer than a character or two.
+STROKE_MAX_EM = 2.5
+#: Share of a rule's length that must be ink for it to be a rule (:func:`unbroken_rules`).
+RULE_INK_SHARE = 0.9
 
 
 def character_strokes_dropped(rules: list[tuple[float, float, float, float]],
@@ -62,10 +69,38 @@ def character_strokes_dropped(rules: list[tuple[float, float, float, float]],
             w = min(x1, r[2] + 1) - max(x0, r[0])
             h = min(y1, r[3] + 1) - max(y0, r[1])
             band = STROKE_BAND * (y1 - y0)
-            if w > 0 and h > 0 and w * h >= RULE_COVER * area and y0 + band <= cy <= y1 - band:
+            short = r[2] - r[0] + 1 <= STROKE_MAX_EM * (y1 - y0)  # a glyph's width, not an underline's
+            if w > 0 and h > 0 and w * h >= RULE_COVER * area and (y0 + band <= cy <= y1 - band or short):
                 stroke = True
                 break
         if not stroke:
+            kept.append(r)
+    return kept
+
+
+def unbroken_rules(rules: list[tuple[float, float, float, float]],
+                   gray: np.ndarray) -> list[tuple[float, float, float, float]]:
+    """``rules`` (page pixel boxes) without those that are not one unbroken run of ink along their
+    length, in ``gray`` uint8 [H, W] (the page, dark ink on light paper): at least
+    :data:`RULE_INK_SHARE` of the columns of a horizontal rule (rows of a vertical one) must hold a
+    pixel darker than halfway from the page's paper to its ink. Why: Tesseract joins strokes that
+    line up into one "rule" -- the top strokes of a run of hanzi (人民币贰万叁 -> one 243 px rule), the
+    left strokes of the first characters of three lines (one 176 px vertical rule across the gaps
+    between them) -- and erasing them deletes those strokes (币 -> 巾, 万 -> 力; 18 % CER on a
+    rendered page). A table border or an underline is solid ink from end to end.
+    """
+    paper, ink = np.percentile(gray, 90), np.percentile(gray, 1)
+    dark = gray < (paper + ink) / 2.0
+    h, w = dark.shape
+    kept = []
+    for r in rules:
+        x0, y0 = max(0, int(r[0]) - 1), max(0, int(r[1]) - 1)
+        x1, y1 = min(w, int(r[2]) + 2), min(h, int(r[3]) + 2)
+        if x1 <= x0 or y1 <= y0:
+            continue
+        patch = dark[y0:y1, x0:x1]
+        along = patch.any(axis=0) if (x1 - x0) >= (y1 - y0) else patch.any(axis=1)
+        if along.mean() >= RULE_INK_SHARE:
             kept.append(r)
     return kept
 

@@ -11,33 +11,34 @@ pixels at the Latin tower's 32 px height: aspect 32, about 32 hanzi) or than the
 tokens (:attr:`PPTower.split_px`: 160 tokens of 8 px at 48 px height is aspect 26.7), at the blank
 column nearest the ideal cut (:mod:`models.compact.linesplit`; between hanzi there is always some
 paper); the gateway joins pieces of a Chinese line without a space (:func:`inkstream.segments.piece_separator`).
+On a Chinese page every line goes to the PP tower, number cells and Latin words too (:func:`page_routes`).
+
+Two runtimes, the same tokens: :meth:`PPTower.load` (torch: the compressor
+:class:`models.compact.pptower.PPTokens` and the script head :class:`models.compact.script.ScriptHead`
+on the torch Latin encoder's features) and :meth:`PPTower.open_onnx` (onnxruntime, when the
+checkpoint's ``encoder.onnx`` has the script head's ``script_logits`` output and its
+``pp_tokens.onnx`` is current: :mod:`models.compact.line_onnx`, :mod:`models.compact.pp_onnx`). This
+module imports no torch; only the torch runtime does, when loaded.
 """
 
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from PIL import Image, ImageOps
-from tokenizers import Tokenizer
 
-from inkstream.errors import InvalidInput
 from models.compact import checkpoint as ckpt
-from models.compact.copy_head import copy_width, pack, peak_classes
-from models.compact.line_encoder import LineEncoder
-from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS, WIDTH_MULTIPLE, normalise_line
-from models.compact.pptower import (
-    PP_BUCKET_PX,
-    PP_FRAME_PX,
-    PP_LINE_HEIGHT,
-    PPCompressor,
-    PPTrunk,
-    attach_recogniser_head,
-    normalise_line_pp,
-    pp_tokens,
-)
-from models.compact.script import ScriptHead
+from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS, WIDTH_MULTIPLE, normalise_line_array
+from models.compact.pptrunk import PP_BUCKET_PX, PP_FRAME_PX, PP_LINE_HEIGHT, PPTrunk, normalise_line_pp, pp_tokens
+
+if TYPE_CHECKING:
+    import torch
+
+    from models.compact.line_encoder import LineEncoder
+    from models.compact.line_onnx import OnnxLineEncoder
 
 #: Paper added above and below a PP line crop, as a fraction of its height: detector boxes are tight
 #: (a 36 px hanzi line gives a 39 px box) while the training crops carry 0-35 % of the line height above
@@ -46,61 +47,163 @@ from models.compact.script import ScriptHead
 PP_CROP_PAD = 0.15
 PP_SPLIT_PX = 1024  # at 32 px height: PP-tower training lines hold at most 60 characters (~32-60 em)
 MAX_LINES_PER_FORWARD = 32
+#: Frames per call of the compressor: a posterior compressor's softmax over 18,710 classes holds
+#: 75 KB of float32 per frame (a few such buffers at once), so 1,024 frames keep it near 75 MB a
+#: buffer; lines are independent in the compressor, so the grouping does not change their tokens.
+MAX_POSTERIOR_FRAMES = 1024
+#: Frames whose mean logit decides a line's script: :data:`models.compact.script.TOP_K`, repeated here
+#: because that module imports torch (tests/unit/test_pp_onnx.py checks that they agree).
+TOP_K = 3
+
+
+def script_decisions(logits: np.ndarray, n_frames: np.ndarray) -> np.ndarray:
+    """:meth:`models.compact.script.ScriptHead.forward`'s line decision in numpy: frame logits [N, T]
+    float (the script head's linear layer on the Latin tower's stride-8 features), ``n_frames`` [N]
+    int (real frames of each line; later ones are ignored) -> bool [N], True where the mean of the
+    line's :data:`TOP_K` highest logits (a missing frame counts -20) is above 0 (CJK script).
+    """
+    x = np.asarray(logits, dtype=np.float32)
+    x = np.where(np.arange(x.shape[1])[None, :] >= np.asarray(n_frames)[:, None], -np.inf, x)
+    top = -np.sort(-x, axis=1)[:, : min(TOP_K, x.shape[1])]
+    top = np.where(np.isinf(top), np.float32(-20.0), top)
+    return np.asarray(top.mean(1) > 0)
+
+
+def _row(tokens: Any, j: int, n: int) -> Any:
+    """Line ``j``'s first ``n`` tokens of a batch (numpy array or torch tensor), contiguous."""
+    return np.ascontiguousarray(tokens[j, :n]) if isinstance(tokens, np.ndarray) else tokens[j, :n].contiguous()
+
+
+#: A page is read as a Chinese page when at least this many of its lines, and at least
+#: :data:`CJK_PAGE_SHARE` of them, hold CJK script (:func:`page_routes`).
+CJK_PAGE_MIN_LINES = 3
+CJK_PAGE_SHARE = 0.2
+
+
+def page_routes(cjk_lines: list[bool]) -> list[bool]:
+    """The script head's per-line decisions (True: CJK) -> the tower of each line of the page (True:
+    PP tower). On a Chinese page every line goes to the PP tower: the number cells, codes and Latin
+    words of a Chinese report are what the PP-OCRv6 recogniser was trained on too, and it reads them
+    better than the Latin tower through the decoder shared with Chinese (rendered report pages,
+    ``bench/zh_pages.py``, 4 pages: 2.35/5.41/3.50/8.39 % -> 2.02/4.94/2.27/6.70 % CER; the shared
+    report page 2.09 -> 1.43 %; checkpoint zh-step500). A page is Chinese when at least
+    :data:`CJK_PAGE_MIN_LINES` lines and :data:`CJK_PAGE_SHARE` of its lines are: the head sends 0-2
+    lines of an English page to the PP tower (0-8 % of the lines of the 44 English eval pages), and a
+    statement page of an item name and up to four number cells per row still has 20 % CJK lines. Any
+    other page keeps the head's decisions line by line.
+    """
+    n = sum(cjk_lines)
+    if n >= CJK_PAGE_MIN_LINES and n >= CJK_PAGE_SHARE * len(cjk_lines):
+        return [True] * len(cjk_lines)
+    return list(cjk_lines)
 
 
 class PPTower:
-    """Script routing + the PP-OCRv6 tower of one bilingual checkpoint (CPU; ``dtype`` tokens)."""
+    """Script routing + the PP-OCRv6 tower of one bilingual checkpoint (CPU), on one runtime
+    (``runtime``: "torch" from :meth:`load`, "onnxruntime" from :meth:`open_onnx`).
 
-    def __init__(self, trunk: PPTrunk, compressor: PPCompressor, head: ScriptHead, loaded: set[str],
-                 dtype: torch.dtype, copy_classes: bool = False) -> None:
-        self.trunk, self.compressor, self.head, self.loaded, self.dtype = trunk, compressor, head, loaded, dtype
-        #: tokens carry the frame's top classes for the decoder's pointer-generator (models/compact/copy_head.py)
-        self.copy_classes = copy_classes
-        self.copy_width = copy_width(compressor.posterior_topk) if copy_classes else 0
-        self.token_px = PP_FRAME_PX * compressor.stride
+    ``trunk``: the frozen trunk; ``tokens``: trunk frames [B, T, 120] float32 (numpy) -> vision tokens
+    [B, ceil(T/stride), hidden + ``copy_width``] (torch: a tensor in the checkpoint's dtype;
+    onnxruntime: float32 numpy); ``is_cjk``: normalised Latin lines [N, 1, 32, W] float32 (numpy, W a
+    multiple of 16) and their real stride-8 frames [N] int64 -> bool [N] (numpy), the script head's
+    decision; ``loaded``: checkpoint names of the tensors behind both; ``stride``: trunk frames per
+    token (1 or 2); ``copy_width``: columns of copy classes after the ``hidden`` features
+    (:func:`models.compact.copy_head.pack`; 0 without).
+    """
+
+    def __init__(self, trunk: PPTrunk, tokens: Callable[[np.ndarray], Any],
+                 is_cjk: Callable[[np.ndarray, np.ndarray], np.ndarray], loaded: set[str], stride: int,
+                 copy_width: int, runtime: str) -> None:
+        self.trunk, self.tokens, self.is_cjk, self.loaded = trunk, tokens, is_cjk, loaded
+        self.copy_width, self.runtime = copy_width, runtime
+        self.token_px = PP_FRAME_PX * stride
         #: widest PP piece, in pixels at the Latin tower's 32 px line height (what split_line is given)
         self.split_px = min(PP_SPLIT_PX, MAX_TOKENS * self.token_px * LINE_HEIGHT // PP_LINE_HEIGHT)
 
     @classmethod
-    def load(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, hidden: int, channels_latin: int,
-             threads: int, dtype: torch.dtype) -> PPTower:
-        """Build from ``cfg["pp_tower"]`` and the ``pp_tower.*`` / ``script_head.*`` tensors. Raises
-        InvalidInput when they are missing, FileNotFoundError / ValueError as :class:`PPTrunk`.
+    def load(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, hidden: int, encoder: LineEncoder, threads: int,
+             dtype: torch.dtype) -> PPTower:
+        """The torch runtime: from ``cfg["pp_tower"]`` and the ``pp_tower.*`` / ``script_head.*``
+        tensors; routing runs the script head on ``encoder``'s (the loaded Latin tower's) features.
+        Raises InvalidInput when the tensors are missing, FileNotFoundError / ValueError as
+        :class:`models.compact.pptrunk.PPTrunk`.
         """
-        spec = cfg["pp_tower"]
-        comp_state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.PP_TOWER_PREFIX)
-        topk = int(spec.get("posterior_topk", 0))
-        vocab = Tokenizer.from_file(str(pathlib.Path(checkpoint_dir) / "tokenizer.json")).get_vocab() if topk else {}
-        compressor = PPCompressor(hidden, int(spec["channels"]), int(spec.get("tokens_stride_px", 16)) // PP_FRAME_PX,
-                                  topk, len(vocab))
-        compressor.load_state_dict({k: v.float() for k, v in comp_state.items()}, strict=True)
-        if topk:
-            attach_recogniser_head(compressor, vocab)
+        import torch
+
+        from inkstream.errors import InvalidInput
+        from models.compact.pptower import PPTokens
+        from models.compact.script import ScriptHead
+
+        module, loaded = PPTokens.load(checkpoint_dir, cfg, hidden)
+        module = module.to(dtype).eval()
         try:
             head_state, head_names = ckpt.load_prefixed(checkpoint_dir, ckpt.SCRIPT_PREFIX)
         except InvalidInput as e:
             raise InvalidInput(f"{checkpoint_dir}: bilingual checkpoint without its script head "
                                "(run training.compact.script_head)") from e
-        head = ScriptHead(channels_latin)
+        head = ScriptHead(encoder.cfg.compressor_channels)
         head.load_state_dict({k: v.float() for k, v in head_state.items()}, strict=True)
-        trunk = PPTrunk(threads=threads, expected_sha256=spec.get("trunk_sha256"))
-        if "copy" in cfg and int(cfg["copy"]["topk"]) != topk:
-            raise InvalidInput(f"{checkpoint_dir}: copy classes ({cfg['copy']['topk']}) must be the "
-                               f"posterior's ({topk})")
-        return cls(trunk, compressor.to(dtype).eval(), head.eval(), loaded | head_names, dtype, "copy" in cfg)
+        head.eval()
+        trunk = PPTrunk(threads=threads, expected_sha256=cfg["pp_tower"].get("trunk_sha256"))
 
-    def route(self, encoder: LineEncoder, crops: list[Image.Image]) -> list[bool]:
-        """True for each line crop (dark on light) that holds CJK script and goes to the PP tower."""
-        out = []
-        with torch.no_grad():
-            for crop in crops:
-                x = normalise_line(crop)[None]
-                _, feats = encoder(x.to(next(encoder.parameters()).dtype))
-                n = torch.tensor([x.shape[-1] // (WIDTH_MULTIPLE // 2)])
-                out.append(bool(self.head(feats.float(), n)[0] > 0))
-        return out
+        def tokens(frames: np.ndarray) -> torch.Tensor:
+            with torch.no_grad():
+                return module(torch.from_numpy(frames).to(dtype))
 
-    def prepare(self, crop: Image.Image) -> tuple[torch.Tensor, int]:
+        def is_cjk(lines: np.ndarray, n_frames: np.ndarray) -> np.ndarray:
+            with torch.no_grad():
+                _, feats = encoder(torch.from_numpy(lines).to(next(encoder.parameters()).dtype))
+                return (head(feats.float(), torch.from_numpy(n_frames)) > 0).numpy()
+
+        return cls(trunk, tokens, is_cjk, loaded | head_names, module.compressor.stride, module.copy_width, "torch")
+
+    @classmethod
+    def open_onnx(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, latin: OnnxLineEncoder, threads: int = 1,
+                  revision: str = "") -> PPTower | None:
+        """The onnxruntime runtime, without torch: the checkpoint's ``pp_tokens.onnx``
+        (:class:`models.compact.pp_onnx.OnnxPPTokens`) and the script logits of ``latin`` (its current
+        ``encoder.onnx``). None when ``latin`` has no script output or ``pp_tokens.onnx`` is missing or
+        was exported from other weights (``revision``: the checkpoint's, else computed). Raises
+        FileNotFoundError / ValueError as :class:`models.compact.pptrunk.PPTrunk`.
+        """
+        from models.compact.pp_onnx import OnnxPPTokens
+
+        runner = OnnxPPTokens.open(checkpoint_dir, threads, revision) if latin.has_script else None
+        if runner is None:
+            return None
+        loaded = ckpt.tensor_names(checkpoint_dir, ckpt.PP_TOWER_PREFIX) | ckpt.tensor_names(checkpoint_dir,
+                                                                                            ckpt.SCRIPT_PREFIX)
+        trunk = PPTrunk(threads=threads, expected_sha256=cfg["pp_tower"].get("trunk_sha256"))
+
+        def is_cjk(lines: np.ndarray, n_frames: np.ndarray) -> np.ndarray:
+            return script_decisions(latin.script_logits(lines), n_frames)
+
+        return cls(trunk, runner, is_cjk, loaded, runner.stride, runner.copy_width, "onnxruntime")
+
+    def route(self, crops: list[Image.Image]) -> list[bool]:
+        """True for each line crop (dark on light) of one page that goes to the PP tower: the lines with
+        CJK script (:meth:`script_lines`), or every line of a Chinese page (:func:`page_routes`).
+        """
+        return page_routes(self.script_lines(crops))
+
+    def script_lines(self, crops: list[Image.Image]) -> list[bool]:
+        """The script head's decision for each line crop (dark on light): True where it holds CJK
+        script. Each line is read whole at its own width (:func:`models.compact.lineimage.normalise_line_array`, as
+        the script head was trained); lines of equal width share a forward.
+        """
+        lines = [normalise_line_array(crop) for crop in crops]
+        out = np.zeros(len(lines), dtype=bool)
+        by_width: dict[int, list[int]] = {}
+        for i, x in enumerate(lines):
+            by_width.setdefault(int(x.shape[-1]), []).append(i)
+        for width, idx in by_width.items():
+            for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
+                chunk = idx[s: s + MAX_LINES_PER_FORWARD]
+                n = np.full(len(chunk), width // (WIDTH_MULTIPLE // 2), dtype=np.int64)
+                out[chunk] = self.is_cjk(np.stack([lines[i] for i in chunk]), n)
+        return [bool(v) for v in out]
+
+    def prepare(self, crop: Image.Image) -> tuple[np.ndarray, int]:
         """A PP line: (float16 [48, W_bucket] in [-1, 1], paper +1, one channel of
         :func:`normalise_line_pp`; its vision tokens). The crop first gets :data:`PP_CROP_PAD` of its
         height of paper above and below (half that left and right).
@@ -111,30 +214,29 @@ class PPTower:
         crop = ImageOps.expand(gray, border=(pad // 2, pad, pad // 2, pad), fill=paper)
         x = normalise_line_pp(crop)[0]
         n = min(MAX_TOKENS, pp_tokens(crop.width, crop.height, self.token_px))
-        return torch.from_numpy(x.astype(np.float16)), n
+        return x.astype(np.float16), n
 
-    def encode(self, grays: list[torch.Tensor], n_tokens: list[int]) -> list[torch.Tensor]:
-        """PP lines (float16 [48, W], W a multiple of 64) -> vision tokens [n_tokens[i], hidden] (plus
-        :attr:`copy_width` columns of copy classes, :func:`models.compact.copy_head.pack`), same order.
-        Lines of one width share a trunk forward (the padding of each is its own bucket's).
+    def encode(self, grays: list[Any], n_tokens: list[int]) -> list[Any]:
+        """PP lines ([48, W] float16 arrays from :meth:`prepare`, W a multiple of 64) -> vision tokens
+        [n_tokens[i], hidden + :attr:`copy_width`] (the runtime's kind, see the class docstring), same
+        order. Lines of one width share a trunk forward (the padding of each is its own bucket's), and
+        compressor calls of at most :data:`MAX_POSTERIOR_FRAMES` frames. Raises ValueError for a
+        width that is not a multiple of 64.
         """
-        out: list[torch.Tensor | None] = [None] * len(grays)
+        out: list[Any] = [None] * len(grays)
         by_width: dict[int, list[int]] = {}
         for i, g in enumerate(grays):
             if g.shape[-1] % PP_BUCKET_PX:
                 raise ValueError(f"PP line width {g.shape[-1]} is not a multiple of {PP_BUCKET_PX}")
             by_width.setdefault(int(g.shape[-1]), []).append(i)
-        with torch.no_grad():
-            for idx in by_width.values():
-                for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
-                    chunk = idx[s: s + MAX_LINES_PER_FORWARD]
-                    x = torch.stack([grays[i] for i in chunk]).float()
-                    frames = self.trunk.features(x[:, None].expand(-1, 3, -1, -1).numpy())
-                    f = torch.from_numpy(frames).to(self.dtype)
-                    top = self.compressor.top_classes(f) if self.compressor.posterior_topk else None
-                    tokens = self.compressor(f, top)
-                    if self.copy_classes and top is not None:
-                        tokens = torch.cat([tokens, pack(peak_classes(*top), top[1]).to(tokens.dtype)], -1)
-                    for j, i in enumerate(chunk):
-                        out[i] = tokens[j, : n_tokens[i]].contiguous()
+        for idx in by_width.values():
+            for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
+                chunk = idx[s: s + MAX_LINES_PER_FORWARD]
+                x = np.stack([np.asarray(grays[i], dtype=np.float32) for i in chunk])[:, None]
+                frames = self.trunk.features(np.broadcast_to(x, (x.shape[0], 3, *x.shape[2:])))
+                rows = max(1, MAX_POSTERIOR_FRAMES // max(1, frames.shape[1]))
+                for r in range(0, len(chunk), rows):
+                    tokens = self.tokens(frames[r: r + rows])
+                    for j, i in enumerate(chunk[r: r + rows]):
+                        out[i] = _row(tokens, j, n_tokens[i])
         return [t for t in out if t is not None]

@@ -20,6 +20,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 PAD, BOS, EOS, UNK, IMAGE = "<pad>", "<s>", "</s>", "<unk>", "<image>"
 SPECIALS = [PAD, BOS, EOS, UNK, IMAGE]
 PAD_ID, BOS_ID, EOS_ID, UNK_ID, IMAGE_ID = range(5)
+SPACE_ID = len(SPECIALS)  # " " is the first character of CHARSET (and of the Chinese charset built on it)
 
 _ASCII = [chr(c) for c in range(32, 127)]
 # Latin-1 supplement without NBSP (U+00A0) and soft hyphen (U+00AD), which print as space / nothing.

@@ -58,18 +58,49 @@ def test_checkpoint_is_bilingual_and_small():
     assert cfg["pp_tower"]["trunk"] == "PP-OCRv6_rec_small.onnx" and len(cfg["pp_tower"]["trunk_sha256"]) == 64
     assert cfg["decoder"]["vocab_size"] >= 5 + len(set(CHARSET) | set(gb2312_chars()))
     assert (WEIGHTS / "model.safetensors").stat().st_size <= 60 * 2**20
+    assert cfg["copy"]["pointer"] == "monotonic"  # copies through the pointer over the recogniser's spikes
 
 
-def test_reads_rendered_chinese_lines_in_a_held_out_font(halves, held_out_font):
-    """Six business lines in a held-out font. The goal (#17) is CER <= 3 %; the checkpoints so far read
-    them at 11-56 % across the four held-out faces (zh-post-step1850), so this bounds the regression
-    (garbage or misrouting is ~100 %) until the checkpoint is trained further."""
+@pytest.mark.parametrize("face", ["NotoSansCJK-Bold", "NotoSansCJK-Regular", "gkai00mp", "wqy-microhei"])
+def test_reads_rendered_chinese_lines_in_held_out_fonts(halves, face):
+    """Six business lines on a small clean page (880 px wide) in each held-out face (Noto Sans Mono CJK
+    SC regular and bold, AR PL KaitiM GB, WenQuanYi Micro Hei): each line found whole, CER <= 3 %
+    (#17's goal). zh-noise-step2000 reads all four faces without an error; before the rule check
+    (models/compact/regions.unbroken_rules) the Noto regular page lost the top strokes of 币, 万, 三
+    to rule erasing (18 % CER)."""
     enc, dec = halves
-    text = ocr_page(enc, dec, _page(ZH_LINES, held_out_font)).text
+    fonts = [f for f in find_zh_fonts()[1] if face in f]
+    if not fonts:
+        pytest.fail(f"held-out face {face} is not installed (make system-packages)")
+    text = ocr_page(enc, dec, _page(ZH_LINES, fonts[0])).text
     got = [ln.strip() for ln in text.splitlines() if ln.strip()]
     assert len(got) == len(ZH_LINES), got  # each line found whole, none split or merged
     edits = Levenshtein.distance("\n".join(got), "\n".join(ZH_LINES))
-    assert edits / len("\n".join(ZH_LINES)) <= 0.5, got
+    assert edits / len("\n".join(ZH_LINES)) <= 0.03, got
+
+
+def test_statement_page_reads_number_cells_through_the_pp_tower(halves, held_out_font):
+    """A financial statement: item names with number cells right-aligned far apart (each cell its own
+    detected line). On a Chinese page every line goes to the PP tower (towers.page_routes), and the
+    amounts, per-share figures and percentages come back digit for digit."""
+    enc, dec = halves
+    rows = [("营业收入（元）", "4,755,785.11", "-16.55%"), ("基本每股收益（元/股）", "-0.0053", "70.22%"),
+            ("经营活动产生的现金流量净额（元）", "-4,194,229.68", "-111.96%"),
+            ("总资产（元）", "298,608,889.04", "-2.49%")]
+    path, _, index = held_out_font.partition("#")
+    font = ImageFont.truetype(path, 32, index=int(index or 0))
+    img = Image.new("RGB", (1700, 500), "white")
+    draw = ImageDraw.Draw(img)
+    for i, (item, amount, pct) in enumerate(rows):
+        y = 60 + 90 * i
+        draw.text((80, y), item, font=font, fill="black")
+        draw.text((1150 - font.getlength(amount), y), amount, font=font, fill="black")
+        draw.text((1600 - font.getlength(pct), y), pct, font=font, fill="black")
+    prepared = enc.preprocess(img, "lines")
+    assert prepared.meta["towers"] == ["pp"] * 12, prepared.meta["towers"]
+    got = ocr_page(enc, dec, img).text.split()
+    for _, amount, pct in rows:
+        assert amount in got and pct in got, got
 
 
 def test_mixed_line_keeps_latin_spaces_and_none_between_hanzi(halves, held_out_font):
@@ -79,7 +110,7 @@ def test_mixed_line_keeps_latin_spaces_and_none_between_hanzi(halves, held_out_f
     assert "Python 3.11" in got and "inkstream" in got, got
     inserted = [m.group() for m in HANZI_GAP.finditer(got) if m.group().replace(" ", "") in line]
     assert not inserted, got  # no space put between two hanzi that stand together on the line
-    assert Levenshtein.distance(got, line) / len(line) <= 0.25, got
+    assert Levenshtein.distance(got, line) / len(line) <= 0.05, got
 
 
 def test_lines_are_routed_by_script(halves, held_out_font):
@@ -107,7 +138,7 @@ def test_tokens_of_a_line_do_not_depend_on_its_batch(halves, held_out_font):
     alone = enc.encode_batch([prepared])[0].segments
     with_other = enc.encode_batch([prepared, enc.preprocess(_page(["第三节"], held_out_font), "lines")])[0].segments
     for a, b in zip(alone, with_other, strict=True):
-        assert torch.allclose(a.vision_tokens, b.vision_tokens, atol=1e-5)
+        assert torch.allclose(torch.as_tensor(a.vision_tokens), torch.as_tensor(b.vision_tokens), atol=1e-5)
 
 
 def test_a_different_trunk_file_is_refused():

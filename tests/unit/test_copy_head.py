@@ -12,10 +12,21 @@ import torch
 from decoder_service.kv import BatchedKVCache
 from models.base import left_pad
 from models.compact.checkpoint import COPY_PREFIX, export_checkpoint
-from models.compact.copy_head import PointerCopy, attention_rows, copy_width, pack, peak_classes, unpack
+from models.compact.copy_head import (
+    PointerCopy,
+    advance,
+    attention_rows,
+    copy_width,
+    pack,
+    peak_classes,
+    pointer_attention,
+    pointer_end,
+    teacher_pointer,
+    unpack,
+)
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.model import SUPERVISED_HEADS, CompactOCR, EncoderConfig, decoder_config
-from models.compact.vocab import build_tokenizer
+from models.compact.vocab import BOS_ID, EOS_ID, SPACE_ID, build_tokenizer
 
 
 def test_closed_gate_copies_the_attended_tokens_class():
@@ -72,15 +83,46 @@ def test_copy_classes_survive_half_precision_wires():
     assert int(back.min()) >= 0 and int(back.max()) < 7698 and float(q.max()) <= 1.0
 
 
-@pytest.fixture(scope="module")
-def copy_ckpt(tmp_path_factory):
-    """A tiny random compact checkpoint with a pointer-generator output (top-3 copy classes)."""
+def test_pointer_walks_the_spikes_in_order_and_waits_for_its_character():
+    # frames: spike 11, blank (top-1 special), spike 12 (a spread repeat already zeroed), spike 13
+    q = torch.tensor([[[0.9, 0.1], [0.0, 0.3], [0.8, 0.2], [0.7, 0.3]]])
+    ids = torch.tensor([[[11, 21], [0, 22], [12, 23], [13, 11]]])
+    covered = torch.zeros(1, 4)
+    at = pointer_attention(q, covered)
+    assert at.tolist() == [[1.0, 0.0, 0.0, 0.0]]
+    for stay in (SPACE_ID, EOS_ID):  # a space or the end: the pointer stays
+        assert pointer_attention(q, advance(at, q, ids, covered, torch.tensor([stay]))).tolist() == at.tolist()
+    after = {21: 2, 30: 2, 12: 3}  # its second class; another character in its place; the next spike's
+    for written, frame in after.items():
+        moved = advance(at, q, ids, covered, torch.tensor([written]))
+        assert int(pointer_attention(q, moved).argmax()) == frame, written
+    covered = advance(at, q, ids, covered, torch.tensor([21]))
+    assert pointer_end(q, at).tolist() == [0.0] and pointer_end(torch.zeros_like(q), at * 0).tolist() == [0.0]
+    done = torch.ones(1, 4)  # every spike copied: the copy path offers </s>, a Latin line's (no spikes) does not
+    assert pointer_end(q, pointer_attention(q, done)).tolist() == [1.0]
+    steps = teacher_pointer(q, ids, torch.tensor([[1, 11, 12, 13, -1]]))  # <s>, the three, padding
+    assert steps.argmax(-1).tolist() == [[0, 2, 3, 0, 0]] and steps[0, 3:].sum() == 0
+    copy = PointerCopy(8, topk=2, pointer=True)
+    with torch.no_grad():
+        copy.gate.bias.fill_(-30.0)
+        out = copy.mix(torch.zeros(1, 30), torch.zeros(1, 8), steps[:, 1], q, ids)
+    assert int(out.argmax()) == 12 and copy.config()["pointer"] == "monotonic"
+    with torch.no_grad():
+        end = copy.mix(torch.zeros(1, 30), torch.zeros(1, 8), pointer_attention(q, done), q, ids,
+                       end=pointer_end(q, pointer_attention(q, done)))
+    assert int(end.argmax()) == EOS_ID
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["attention", "pointer"])
+def copy_ckpt(request, tmp_path_factory):
+    """A tiny random compact checkpoint with a pointer-generator output (top-3 copy classes), copying
+    through the heads' attention or through the monotonic pointer."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     vocab = build_tokenizer().get_vocab_size()
     model = CompactOCR(EncoderConfig(stem_width=4, channels=(8, 16), layers=(1, 1), compressor_channels=32),
                        decoder_config(vocab, hidden=32, layers=2))
-    copy = PointerCopy(32, topk=3, heads=SUPERVISED_HEADS)
+    copy = PointerCopy(32, topk=3, heads=SUPERVISED_HEADS, pointer=request.param)
     with torch.no_grad():
         model.lm.lm_head.weight.mul_(10.0)
         copy.gate.weight.normal_(0.0, 0.5)
@@ -97,6 +139,7 @@ def _tokens(n: int, vocab: int) -> torch.Tensor:
     p = torch.rand(n, 3).softmax(-1)
     ids = torch.randint(0, vocab, (n, 3))
     ids[::3, 0] = 0
+    ids[1::3, 0] = ids[1::3, 0].clamp(min=5)  # a character (not a special id): a spike
     return torch.cat([torch.randn(n, 32), pack(p, ids)], -1)
 
 
@@ -113,8 +156,13 @@ def _reference(model: CompactOCR, copy: PointerCopy, prompt: torch.Tensor, writt
         ids = torch.cat([ids, torch.zeros(len(written), 3, dtype=torch.long)])
         first = prompt.shape[0] - 1
         h = out.last_hidden_state[0, first:]
-        att = attention_rows(out.attentions[-1], copy.heads)[0, first:]
         n = h.shape[0]
+        if copy.pointer:
+            fed = torch.tensor([[BOS_ID, *written]])
+            att = teacher_pointer(q[None], ids[None], fed)[0, :, :]
+            qn, idn = q[None].expand(n, -1, -1), ids[None].expand(n, -1, -1)
+            return copy.mix(model.lm.lm_head(h), h, att, qn, idn, end=pointer_end(qn, att))
+        att = attention_rows(out.attentions[-1], copy.heads)[0, first:]
         covered = att.cumsum(0) - att  # every query from <s> on writes a character
         return copy.mix(model.lm.lm_head(h), h, att, q[None].expand(n, -1, -1), ids[None].expand(n, -1, -1),
                         covered)
@@ -131,13 +179,16 @@ def test_served_steps_match_the_training_path(copy_ckpt):
     L = prompt.shape[0]
     steps = [dec.forward(prompt[None], torch.ones(1, L, dtype=torch.long), torch.arange(L)[None], cache)[0]]
     written = []
-    for s in range(3):
-        written.append(int(steps[-1].argmax()))
+    _, classes = unpack(prompt[:, 32:], dec.vocab_size)
+    for s in range(4):  # the model's choice, a spike's class (the pointer moves), then its own choices
+        written.append(int(classes[1, 0]) if s == 1 else int(steps[-1].argmax()))
         steps.append(dec.forward(dec.embed_tokens(torch.tensor([[written[-1]]])),
                                  torch.ones(1, L + s + 1, dtype=torch.long), torch.tensor([[L + s]]), cache)[0])
     ref = _reference(model, copy, prompt, written)
     torch.testing.assert_close(torch.stack(steps), ref, atol=2e-4, rtol=2e-4)
-    assert len(cache.layers) == 4 and cache.layers[-1].keys.shape[-2] == L + 3
+    assert len(cache.layers) == 4 and cache.layers[-1].keys.shape[-2] == L + 4
+    if copy.pointer:  # token 1 is the first spike (token 0's top class is the blank): it was copied
+        assert float(cache.layers[-1].keys[0, 0, 1, 0]) == 1.0
 
 
 def test_batched_cache_keeps_copy_classes_with_their_positions(copy_ckpt):
@@ -164,3 +215,21 @@ def test_batched_cache_keeps_copy_classes_with_their_positions(copy_ckpt):
     step = dec.forward(dec.embed_tokens(nxt[:, None]), mask, pos, kv.cache)
     for i, ref in enumerate(alone):
         torch.testing.assert_close(step[i], ref, atol=2e-4, rtol=2e-4)
+
+
+def test_a_latin_tower_line_is_read_by_the_decoder_alone(copy_ckpt):
+    """Vision tokens without copy classes (a Latin-tower line): a pointer checkpoint gives the decoder's
+    own log-softmax, as training reads such lines, also when batched beside a PP line."""
+    path, model, copy = copy_ckpt
+    if not copy.pointer:
+        pytest.skip("the soft-attention copy mixes every row")
+    dec = CompactDecoderHalf.load(path)
+    torch.manual_seed(3)
+    latin = torch.cat([torch.randn(5, 32), torch.zeros(5, copy_width(3))], -1)
+    pp = _tokens(7, dec.vocab_size)
+    x, mask, pos = left_pad([dec.embed_prompt(latin, "ocr"), dec.embed_prompt(pp, "ocr")])
+    got = dec.forward(x, mask, pos, dec.new_cache())
+    with torch.no_grad():
+        plain = model.lm(inputs_embeds=x[..., :32], attention_mask=mask, position_ids=pos).logits[:, -1]
+    torch.testing.assert_close(got[0], plain[0].float().log_softmax(-1), atol=2e-4, rtol=2e-4)
+    assert not torch.allclose(got[1], plain[1].float().log_softmax(-1), atol=1e-2)  # the PP row is mixed

@@ -144,3 +144,22 @@ def test_strokes_inside_a_text_line_are_not_rules():
     underline = (100.0, 137.0, 800.0, 139.0)  # at the first line's bottom edge
     border = (80.0, 168.0, 820.0, 170.0)  # between the lines
     assert character_strokes_dropped([stroke, underline, border], lines) == [underline, border]
+    top = (300.0, 102.0, 360.0, 104.0)  # the top stroke of one character (三, 币) in the top band
+    assert character_strokes_dropped([top, underline], lines) == [underline]
+
+
+def test_rules_that_are_strokes_lined_up_are_not_erased():
+    """Tesseract joins strokes that line up into one rule (the top strokes of a run of hanzi, the left
+    strokes of three lines' first characters across the gaps between the lines); only a run of ink
+    from end to end is a rule."""
+    from models.compact.regions import unbroken_rules
+
+    img = Image.new("L", (600, 400), 255)
+    draw = ImageDraw.Draw(img)
+    draw.rectangle((50, 20, 550, 22), fill=0)  # a table border: solid
+    for x in range(100, 400, 40):  # top strokes of seven characters, 10 px apart
+        draw.rectangle((x, 60, x + 29, 62), fill=0)
+    for y in (100, 160, 220):  # three lines' first strokes, blank paper between the lines
+        draw.rectangle((60, y, 62, y + 30), fill=0)
+    border, strokes, column = (50.0, 20.0, 550.0, 22.0), (100.0, 60.0, 369.0, 62.0), (60.0, 100.0, 62.0, 250.0)
+    assert unbroken_rules([border, strokes, column], np.asarray(img)) == [border]

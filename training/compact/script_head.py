@@ -6,7 +6,8 @@ CJK fonts too, so that the head learns the script, not the typeface), normalised
 encoder half does and run through the checkpoint's frozen Latin tower; the head is fit with binary
 cross-entropy on its line logit (AdamW). Held-out fonts and texts give the accuracy printed at the end
 and stored in config.json (``script_head``). Writes ``script_head.*`` tensors into the checkpoint's
-model.safetensors.
+model.safetensors, then the checkpoint's ONNX files again (:func:`models.compact.line_onnx.export_onnx`:
+the weights' revision changed, and ``encoder.onnx`` gets the head's ``script_logits`` output).
 
 ``python -m training.compact.script_head --checkpoint runs/zh/train/export --lines 3000``
 """
@@ -23,6 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from models.compact import checkpoint as ckpt
 from models.compact.line_encoder import LineEncoder
+from models.compact.line_onnx import export_onnx
 from models.compact.lineimage import WIDTH_MULTIPLE, normalise_line
 from models.compact.script import ScriptHead
 from models.compact.vocab_zh import is_hanzi
@@ -134,6 +136,8 @@ def _write_head(root: pathlib.Path, cfg: dict, state: dict, figures: dict) -> No
     save_file(tensors, str(weights), metadata={"format": "pt"})
     cfg["script_head"] = figures
     (root / "config.json").write_text(json.dumps(cfg, indent=2, default=str))
+    for path in export_onnx(root):  # new weights, new revision: the encoder's ONNX files, with the head's output
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -37,10 +37,20 @@ from rapidfuzz.distance import Levenshtein
 from torch import nn
 
 from models.compact import checkpoint as ckpt
-from models.compact.copy_head import PointerCopy, attention_rows, copy_weights, coverage, peak_classes
+from models.compact.copy_head import (
+    PointerCopy,
+    advance,
+    attention_rows,
+    copy_weights,
+    coverage,
+    peak_classes,
+    pointer_attention,
+    pointer_end,
+    teacher_pointer,
+)
 from models.compact.model import SUPERVISED_HEADS, CompactOCR, attention_supervision
 from models.compact.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor, attach_recogniser_head
-from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, build_tokenizer, decode, encode
+from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, build_tokenizer, decode, encode
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.corpus import build_corpus
 from training.compact.data import SyntheticLines, collate, fixed_eval_set
@@ -52,7 +62,7 @@ class Bilingual(nn.Module):
     """Frozen Latin tower (``encoder``) + trainable ``pp_tower`` compressor + ``lm`` decoder."""
 
     def __init__(self, latin: CompactOCR, vocab: dict[str, int], pp_channels: int = 256, pp_stride: int = 1,
-                 posterior_topk: int = 0, copy_topk: int = 0) -> None:
+                 posterior_topk: int = 0, copy_topk: int = 0, copy_pointer: bool = False) -> None:
         super().__init__()
         vocab_size = len(vocab)
         self.enc_cfg = latin.enc_cfg
@@ -85,9 +95,11 @@ class Bilingual(nn.Module):
         # frame the supervised heads attend to (the same top-k as the posterior path's).
         if copy_topk and copy_topk != posterior_topk:
             raise ValueError(f"copy classes ({copy_topk}) must be the posterior's ({posterior_topk})")
-        self.copy = PointerCopy(hidden, copy_topk, SUPERVISED_HEADS) if copy_topk else None
+        self.copy = PointerCopy(hidden, copy_topk, SUPERVISED_HEADS, copy_pointer) if copy_topk else None
         #: supervised attention window, +- tokens around a character's alignment (main: --att-radius)
         self.att_radius = 1
+        #: share of a PP line's teacher-forced input tokens replaced by a wrong one (main: --input-noise)
+        self.input_noise = 0.0
 
     def pp_table(self) -> torch.Tensor | None:
         """The posterior path's character rows [vocab, hidden] (None without one): ``pp_copy(H)``."""
@@ -128,11 +140,13 @@ class Bilingual(nn.Module):
         tokens carry none, e.g. the Latin tower's); supervised attention). Float32 scalars.
         """
         emb = self.lm.get_input_embeddings()
-        seqs, labels = [], []
+        seqs, labels, fed_rows = [], [], []
         for i, t in enumerate(ids):
             n = n_tokens[i]
             tgt = torch.tensor([BOS_ID, *t, EOS_ID], dtype=torch.long)
-            seqs.append(torch.cat([vis[i, :n], emb(tgt[:-1])], 0))
+            fed = self.noisy_inputs(tgt[:-1]) if classes is not None else tgt[:-1]
+            fed_rows.append(fed)
+            seqs.append(torch.cat([vis[i, :n], emb(fed)], 0))
             labels.append(torch.cat([torch.full((n,), -100, dtype=torch.long), tgt[1:]]))
         x = nn.utils.rnn.pad_sequence(seqs, batch_first=True)
         y = nn.utils.rnn.pad_sequence(labels, batch_first=True, padding_value=-100)
@@ -151,11 +165,37 @@ class Bilingual(nn.Module):
             return nn.functional.cross_entropy(logits.float(), y[keep]), att
         q, qids = self.prompt_classes(classes, n_tokens, x.shape[1])
         rows = keep.nonzero()[:, 0]
-        att_rows = attention_rows(out.attentions[-1], self.copy.heads)  # [B, S, S]
-        covered = coverage(att_rows, keep)[keep]
-        mixed = self.copy.mix(logits, hidden, att_rows[keep], q[rows], qids[rows], covered)
+        if self.copy.pointer:  # the monotonic pointer, moved by the teacher's text as serving moves it
+            fed = nn.utils.rnn.pad_sequence(fed_rows, batch_first=True, padding_value=-1)
+            steps = teacher_pointer(q, qids, fed)
+            a = torch.cat([steps[i, : len(t) + 1] for i, t in enumerate(ids)], 0)
+            mixed = self.copy.mix(logits, hidden, a, q[rows], qids[rows], end=pointer_end(q[rows], a))
+        else:
+            att_rows = attention_rows(out.attentions[-1], self.copy.heads)  # [B, S, S]
+            covered = coverage(att_rows, keep)[keep]
+            mixed = self.copy.mix(logits, hidden, att_rows[keep], q[rows], qids[rows], covered)
         nll = -mixed.gather(1, y[keep][:, None]).mean()
         return nll, att
+
+    def noisy_inputs(self, fed: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced input ids [T] (``<s>`` first) with :attr:`input_noise` of the characters
+        after ``<s>`` replaced, half by a uniformly drawn character, half by the token before it (a
+        repeat, the decoder's own typical slip). Why: under clean teacher forcing the decoder's softmax
+        is almost always right, so the copy gate learns to trust it, and when serving it follows its own
+        mistakes (a doubled cell, a repeated digit run) over a confident copy; input noise against
+        exposure bias, as in scheduled sampling (Bengio et al. 2015) and word dropout.
+        """
+        if self.input_noise <= 0 or fed.shape[0] < 2:
+            return fed
+        out = fed.clone()
+        hit = torch.rand(fed.shape[0]) < self.input_noise
+        hit[0] = False
+        vocab = int(self.lm.config.vocab_size)
+        repeat = torch.rand(fed.shape[0]) < 0.5
+        drawn = torch.randint(len(SPECIALS), vocab, fed.shape)
+        prev = torch.cat([fed[:1], fed[:-1]])
+        out[hit] = torch.where(repeat, prev, drawn)[hit]
+        return out
 
     def ctc_loss(self, vis: torch.Tensor, n_tokens: list[int], ids: list[list[int]]) -> torch.Tensor:
         """Auxiliary CTC loss (hybrid CTC/attention, Watanabe et al. 2017) on the PP vision tokens through
@@ -197,12 +237,18 @@ class Bilingual(nn.Module):
                     qq = nn.functional.pad(q, (0, 0, 0, pad))
                     ii = nn.functional.pad(qids, (0, 0, 0, pad))
                     covered = nn.functional.pad(covered, (0, s - covered.shape[1]))
-                    a = attention_rows(res.attentions[-1], self.copy.heads)[:, -1]
-                    logits = self.copy.mix(logits, h, a, qq, ii, covered)
-                    covered = covered + a
+                    if self.copy.pointer:
+                        a = pointer_attention(qq, covered)
+                        logits = self.copy.mix(logits, h, a, qq, ii, end=pointer_end(qq, a))
+                    else:
+                        a = attention_rows(res.attentions[-1], self.copy.heads)[:, -1]
+                        logits = self.copy.mix(logits, h, a, qq, ii, covered)
+                        covered = covered + a
                 nxt = int(logits[0].argmax())
                 if nxt == EOS_ID:
                     break
+                if self.copy is not None and self.copy.pointer:
+                    covered = advance(a, qq, ii, covered, torch.tensor([nxt]))
                 out[i].append(nxt)
                 res = self.lm.model(inputs_embeds=emb(torch.tensor([[nxt]])), past_key_values=res.past_key_values,
                                     use_cache=True, output_attentions=want)
@@ -381,6 +427,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--posterior-topk", type=int, default=0,
                    help="a new compressor adds the recogniser's top-k CTC posterior of each frame, embedded "
                         "(stride 1; models.compact.pptower.PPCompressor)")
+    p.add_argument("--input-noise", type=float, default=0.0,
+                   help="share of a PP line's teacher-forced input characters replaced by a wrong one "
+                        "(Bilingual.noisy_inputs; against exposure bias of the copy gate)")
+    p.add_argument("--pointer", action="store_true",
+                   help="copy through the monotonic pointer over the recogniser's spikes "
+                        "(models.compact.copy_head.pointer_attention), not the supervised heads' attention")
     p.add_argument("--copy-topk", type=int, default=0,
                    help="a new pointer-generator output copying each vision token's top-k classes "
                         "(models.compact.copy_head; needs a posterior compressor)")
@@ -393,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-lines", type=int, default=150)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-only", action="store_true",
+                   help="evaluate --init (or the state in --out) on the held-out lines and exit")
     args = p.parse_args(argv)
     args.warmup_from = 0
     torch.set_num_threads(args.threads)
@@ -412,8 +466,11 @@ def main(argv: list[str] | None = None) -> int:
     topk = int(spec.get("posterior_topk", args.posterior_topk))
     stride = 1 if topk else (int(spec.get("tokens_stride_px", PP_TOKEN_PX)) // PP_FRAME_PX if spec else args.pp_stride)
     copy_topk = int(cfg.get("copy", {}).get("topk", args.copy_topk))
-    model = Bilingual(latin, tok.get_vocab(), pp_stride=stride, posterior_topk=topk, copy_topk=copy_topk)
+    pointer = args.pointer or cfg.get("copy", {}).get("pointer") == "monotonic"
+    model = Bilingual(latin, tok.get_vocab(), pp_stride=stride, posterior_topk=topk, copy_topk=copy_topk,
+                      copy_pointer=pointer)
     model.att_radius = args.att_radius
+    model.input_noise = args.input_noise
     if spec:  # continuing from a bilingual export (e.g. the committed one); a new posterior path starts fresh
         comp, _ = ckpt.load_prefixed(args.init, ckpt.PP_TOWER_PREFIX)
         missing, unexpected = model.pp_tower.load_state_dict({k: v.float() for k, v in comp.items()}, strict=False)
@@ -480,6 +537,12 @@ def main(argv: list[str] | None = None) -> int:
     latin_held = fixed_eval_set(corpus.eval, find_fonts()[1], args.eval_lines, seed=7)
     rng = random.Random(args.seed + step)
     say(f"{len(pool.records)} feature lines; trainable {sum(q.numel() for q in train_params) / 1e6:.2f} M params")
+
+    if args.eval_only:
+        cer, per = evaluate(model, tok, held)
+        per["latin_tower"] = evaluate_latin(model, latin_tok, latin_held)
+        say(f"step {step}: held-out CER {100 * cer:.2f} % {json.dumps({k: round(100 * v, 2) for k, v in per.items()})}")
+        return 0
 
     def save() -> None:
         tmp = state_path.with_suffix(".tmp")
