@@ -29,7 +29,8 @@ from __future__ import annotations
 import pathlib
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from models.compact import checkpoint as ckpt
 if TYPE_CHECKING:  # torch is imported by the exports alone: running the files must not load it
     import torch
 
+R = TypeVar("R")
 ONNX_FILE = "encoder.onnx"
 REVISION_KEY = "inkstream_revision"
 OPSET = 17
@@ -127,6 +129,21 @@ def cpu_session(path: pathlib.Path, threads: int = 1) -> tuple[Any, dict[str, st
     return session, dict(session.get_modelmeta().custom_metadata_map)
 
 
+def open_current(runner: Callable[[pathlib.Path, int], R], checkpoint_dir: str | pathlib.Path, name: str,
+                 threads: int = 1, revision: str = "") -> R | None:
+    """``runner(checkpoint_dir/name, threads)`` (a class with a ``revision`` attribute: the revision
+    stamped in the file) when the file exists and was exported from these weights (the stamp equals
+    the checkpoint's revision, :func:`models.compact.checkpoint.checkpoint_identity`; ``revision``: the
+    checkpoint's, when the caller has it already); None otherwise (the caller runs the torch module).
+    """
+    path = pathlib.Path(checkpoint_dir) / name
+    if not path.is_file():
+        return None
+    found = runner(path, threads)
+    want = revision or ckpt.checkpoint_identity(checkpoint_dir)[1]
+    return found if getattr(found, "revision", None) == want else None
+
+
 class OnnxLineEncoder:
     """``encoder.onnx`` on an onnxruntime CPU session with ``threads`` intra-op threads;
     ``revision``: the revision stamped in the file ("" when it has none); ``has_script``: the file
@@ -141,11 +158,7 @@ class OnnxLineEncoder:
         None otherwise (the caller runs the torch module instead). ``revision``: the checkpoint's, when
         the caller has it already (else computed here).
         """
-        root = pathlib.Path(checkpoint_dir)
-        if not (root / ONNX_FILE).is_file():
-            return None
-        runner = cls(root / ONNX_FILE, threads)
-        return runner if runner.revision == (revision or ckpt.checkpoint_identity(root)[1]) else None
+        return open_current(cls, checkpoint_dir, ONNX_FILE, threads, revision)
 
     def __init__(self, path: pathlib.Path, threads: int = 1) -> None:
         # Activations here are small (64 lines x 64 channels x 16 x W/2 at most, ~70 MiB at W = 1,024):

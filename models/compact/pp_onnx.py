@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from models.compact import checkpoint as ckpt
-from models.compact.line_onnx import REVISION_KEY, cpu_session, export_stamped
+from models.compact.line_onnx import REVISION_KEY, cpu_session, export_stamped, open_current
 from models.compact.pptrunk import PP_FEATURE_DIM
 
 if TYPE_CHECKING:  # torch is imported by the export alone: running the file must not load it
@@ -104,11 +104,7 @@ class OnnxPPTokens:
         stamped revision equals the checkpoint's); None otherwise (the caller runs the torch module).
         ``revision``: the checkpoint's, when the caller has it already (else computed here).
         """
-        root = pathlib.Path(checkpoint_dir)
-        if not (root / ONNX_FILE).is_file():
-            return None
-        runner = cls(root / ONNX_FILE, threads)
-        return runner if runner.revision == (revision or ckpt.checkpoint_identity(root)[1]) else None
+        return open_current(cls, checkpoint_dir, ONNX_FILE, threads, revision)
 
     def __init__(self, path: pathlib.Path, threads: int = 1) -> None:
         self.session, meta = cpu_session(path, threads)
