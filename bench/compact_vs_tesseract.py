@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default=str(EVAL_DIR))
     p.add_argument("--in-process", action="store_true", help="halves in this process instead of a local stack")
     p.add_argument("--all", action="store_true", help="also the multi-page PDFs (29 pages, slow)")
-    p.add_argument("--model", default=None, help="checkpoint (default: models/compact/weights)")
+    p.add_argument("--model", default=None, help="checkpoint (default: the embedded one, models/compact/weights_zh)")
     p.add_argument("--include", default="", help="only documents whose relative path matches this regex")
     p.add_argument("--concurrency", type=int, default=4,
                    help="documents in flight at once through the stack (a server's clients overlap; the "

@@ -1,7 +1,7 @@
 """Latency of small requests alone and beside a long document (fair admission, gateway.fair).
 
 Usage: ``python bench/fairness.py [--model DIR] [--pages 100] [--small 10]`` (default model: the
-embedded compact checkpoint, models/compact/weights).
+embedded compact checkpoint, models/compact/weights_zh).
 
 One local stack (gateway + one encoder + one decoder, :class:`launcher.local_stack.LocalStack`).
 The small requests are ``--small`` one-page PDFs (the eval set's scanned lines on a letter page,
@@ -74,7 +74,7 @@ def _describe(name: str, xs: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=str(REPO / "models" / "compact" / "weights"), help="checkpoint directory")
+    ap.add_argument("--model", default=str(REPO / "models" / "compact" / "weights_zh"), help="checkpoint directory")
     ap.add_argument("--pages", type=int, default=100, help="pages of the long document (default 100)")
     ap.add_argument("--small", type=int, default=10, help="one-page requests per run (default 10)")
     ap.add_argument("--lead-s", type=float, default=8.0, help="seconds the long document runs before (default 8)")

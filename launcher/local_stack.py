@@ -6,7 +6,7 @@ gateway answers HTTP, and stops them all (SIGTERM, i.e. a drain, then SIGKILL af
 It is what ``inkstream up``, ``inkstream ocr`` (temporary stack), the system tests and the benchmarks
 use. Child output goes to one log file per process (``log_dir``), shown when a start fails.
 
-Model: ``--model DIR``, else the embedded compact model (``models/compact/weights/``). When those
+Model: ``--model DIR``, else the embedded compact model (``models/compact/weights_zh/``, bilingual). When those
 weights are missing (not trained yet), a tiny RANDOM deepseek_ocr2 checkpoint is written to a
 temporary directory so the stack still starts, with a warning that its text is meaningless.
 """

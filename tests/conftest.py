@@ -68,8 +68,10 @@ def tiny_ds_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path
 
 @pytest.fixture(scope="session")
 def compact_checkpoint() -> pathlib.Path:
-    """The committed, trained compact checkpoint (the embedded default model)."""
-    path = REPO / "models" / "compact" / "weights"
+    """The committed, trained compact checkpoint that is the embedded default model (bilingual)."""
+    from models.compact import default_checkpoint_dir
+
+    path = default_checkpoint_dir()
     if not (path / "config.json").is_file():
         pytest.fail(f"embedded default model missing: {path}/config.json")
     return path

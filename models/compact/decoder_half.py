@@ -47,9 +47,12 @@ from models.compact.copy_head import (
 )
 from models.compact.lineimage import MAX_TOKENS
 from models.compact.mla import absorb_mla
-from models.compact.vocab import BOS_ID, EOS_ID, SPECIALS, load_tokenizer
+from models.compact.vocab import BOS_ID, CHARSET, EOS_ID, SPECIALS, load_tokenizer
 
 ATTN_IMPLEMENTATION = "sdpa"
+#: Output rows of the Latin characters: the special ids, then :data:`models.compact.vocab.CHARSET`; a
+#: bilingual vocabulary keeps them first (:mod:`models.compact.vocab_zh`).
+LATIN_ROWS = len(SPECIALS) + len(CHARSET)
 TASKS = ["ocr"]
 
 
@@ -160,18 +163,32 @@ class CompactDecoderHalf(DecoderHalf):
                                  position_ids=position_ids.to(self.device),
                                  past_key_values=past_key_values, use_cache=True)
             h = out.last_hidden_state[:, -1]
-            logits = self._lm.lm_head(h).float()
             if self._copy is None:
-                return logits
-            return self._mix(x, h, logits, past_key_values)
+                return self._lm.lm_head(h).float()
+            return self._mix(x, h, past_key_values)
 
-    def _mix(self, x: torch.Tensor, h: torch.Tensor, logits: torch.Tensor, cache: Any) -> torch.Tensor:
+    def _latin_alone(self, h: torch.Tensor) -> torch.Tensor:
+        """Final hidden states [B, H] -> log-probabilities float32 [B, V] over the Latin characters
+        alone (ids below :data:`LATIN_ROWS`; -inf elsewhere): how a bilingual checkpoint writes a
+        Latin-tower line. The script head sent the line there because it holds no CJK script, and
+        these are exactly the characters the Latin checkpoint writes; computing 256 of the 7,698 rows
+        of the output layer is most of a decode step's cost saved on an English page (the output
+        layer, 160 x 7,698, is ~4x the MACs of the rest of the 2-layer decoder per token).
+        """
+        w, b = self._lm.lm_head.weight[:LATIN_ROWS], self._lm.lm_head.bias
+        lsm = torch.nn.functional.linear(h, w, None if b is None else b[:LATIN_ROWS]).float().log_softmax(-1)
+        out = lsm.new_full((h.shape[0], self.vocab_size), float("-inf"))
+        out[:, :LATIN_ROWS] = lsm
+        return out
+
+    def _mix(self, x: torch.Tensor, h: torch.Tensor, cache: Any) -> torch.Tensor:
         """Pointer-generator output: store this call's positions' copy classes (the input's extra
         columns) and zero coverage in the cache's two extra layers, mix, then update the coverage
         (by this step's attention; for a monotonic pointer by the token this call was given). With a
         monotonic pointer a row without any copy class (a Latin-tower line) gets the decoder's own
-        log-softmax, as training reads those lines (plain cross-entropy): its confidences are not
-        scaled by a gate that never saw such rows, and a batch of such rows skips the mixture.
+        log-softmax over the Latin characters (:meth:`_latin_alone`), as training reads those lines
+        (plain cross-entropy): its confidences are not scaled by a gate that never saw such rows, and
+        only the PP-tower rows of a batch go through the full output layer and the mixture.
         """
         assert self._copy is not None
         q, ids = unpack(x[..., self.model_width:], self.vocab_size)
@@ -182,18 +199,23 @@ class CompactDecoderHalf(DecoderHalf):
         cq, cids, cov = all_q[:, 0], all_ids[:, 0].long(), covered[:, 0, :, 0]
         if not self._copy.pointer:
             attention = self._lm.model.layers[-1].self_attn.last_attention.mean(1)  # [B, S]
-            out = self._copy.mix(logits, h, attention, cq, cids, cov)
+            out = self._copy.mix(self._lm.lm_head(h).float(), h, attention, cq, cids, cov)
             cov += attention.float()
             return out
-        alone = logits.float().log_softmax(-1)
         read = spike_frames(cq).any(-1)  # [B]: rows with the recogniser's reading (PP-tower lines)
         if not bool(read.any()):  # Latin-tower lines only: the decoder alone, as it was trained on them
-            return alone
+            return self._latin_alone(h)
         if x.shape[1] == 1:  # a decode step: the token fed (its id in the copy columns) is what was written
             cov.copy_(advance(pointer_attention(cq, cov), cq, cids, cov, ids[:, 0, 0]))
         at = pointer_attention(cq, cov)
-        mixed = self._copy.mix(logits, h, at, cq, cids, end=pointer_end(cq, at))
-        return torch.where(read[:, None], mixed, alone)
+        pp = read.nonzero()[:, 0]
+        mixed = self._copy.mix(self._lm.lm_head(h[pp]).float(), h[pp], at[pp], cq[pp], cids[pp],
+                               end=pointer_end(cq[pp], at[pp]))
+        if len(pp) == len(read):
+            return mixed
+        out = self._latin_alone(h)
+        out[pp] = mixed
+        return out
 
     def decode_text(self, token_ids: list[int]) -> str:
         """Token ids -> text; special tokens (ids 0-4) are dropped."""

@@ -199,8 +199,28 @@ class CompactEncoderHalf(EncoderHalf):
             out.append(padded)
         return out
 
+    def route(self, crops: list[Image.Image]) -> tuple[list[bool], list[np.ndarray | None]]:
+        """Line crops of one page -> (the tower of each line, True: PP tower; the Latin tower's vision
+        tokens [W/16, hidden] float32 of each line, from the routing forward, None without a PP tower).
+        A bilingual checkpoint's script head decides per line on the Latin tower's features of the
+        whole line (:meth:`models.compact.towers.PPTower.script_lines`), and a Chinese page sends every
+        line to the PP tower (:func:`models.compact.towers.page_routes`); a Latin checkpoint keeps
+        every line on the Latin tower (no forward here).
+        """
+        if self._pp is None:
+            return [False] * len(crops), [None] * len(crops)
+        from models.compact.towers import page_routes
+
+        lines = self.prepare_lines(crops)
+        n_frames = [normalised_width(c.width, c.height) // (WIDTH_MULTIPLE // 2) for c in crops]
+        cjk, tokens = self._pp.script_lines(lines, n_frames)
+        return page_routes(cjk), list(tokens)
+
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
-        """Page -> PreparedPage with ``tensors["line_<i>"]`` [1, 32, W] float16 per line and ``meta`` holding
+        """Page -> PreparedPage with, per piece ``i``, ``tensors["line_<i>"]`` [1, 32, W] float16 (a Latin
+        piece), ``tensors["pp_<i>"]`` (a PP-tower piece, :meth:`models.compact.towers.PPTower.prepare`)
+        or ``tensors["tokens_<i>"]`` [n_tokens, hidden] float32 (a whole Latin line of a bilingual
+        checkpoint: its vision tokens already, from the routing forward, :meth:`route`) and ``meta`` holding
         ``n_tokens`` (list[int]), ``boxes`` (page pixels), ``joins`` (how each piece goes on from the
         previous one, :func:`models.compact.linesplit.split_line`) and ``rotation``. Raises InvalidInput
         for an unknown mode or a page smaller than 8 x 8 pixels.
@@ -213,21 +233,24 @@ class CompactEncoderHalf(EncoderHalf):
         upright, lines, rotation = self._detector.detect(prepare.positive(image))  # light-on-dark inverted
         lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln))  # faint bleed-through is no text
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
-        cjk = self._pp.route([prepare.dark_on_light(c) for c, _ in tight]) if self._pp else [False] * len(tight)
+        cjk, latin = self.route([c for c, _ in tight])
         pieces = []
-        for ln, (crop, box), pp in zip(lines, tight, cjk, strict=True):  # first piece: the line's join
+        for ln, (crop, box), pp, tokens in zip(lines, tight, cjk, latin, strict=True):  # first: the line's join
             parts = split_line(crop, box, self._pp.split_px if pp and self._pp else SPLIT_PX)
-            pieces += [(parts[0][0], parts[0][1], ln.join, pp), *((*part, pp) for part in parts[1:])]
+            whole = tokens if len(parts) == 1 else None  # a Latin line read whole: routing encoded it
+            pieces += [(parts[0][0], parts[0][1], ln.join, pp, whole), *((*part, pp, None) for part in parts[1:])]
         tensors, n_tokens, towers = {}, [], []
-        for i, (crop, _, _, pp) in enumerate(pieces):
+        for i, (crop, _, _, pp, whole) in enumerate(pieces):
+            n = normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE
             if pp and self._pp is not None:
                 tensors[f"pp_{i}"], n = self._pp.prepare(prepare.dark_on_light(crop))
+            elif whole is not None:
+                tensors[f"tokens_{i}"] = np.ascontiguousarray(whole[:n])
             else:
                 tensors[f"line_{i}"] = self.prepare_lines([crop])[0]
-                n = normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE
             n_tokens.append(n)
             towers.append("pp" if pp else "latin")
-        boxes = [_unrotate_box(box, rotation, image.width, image.height) for _, box, _, _ in pieces]
+        boxes = [_unrotate_box(box, rotation, image.width, image.height) for _, box, _, _, _ in pieces]
         return PreparedPage(batch_key="compact-lines", tensors=tensors, width=image.width, height=image.height,
                             meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [p[2] for p in pieces],
                                   "towers": towers, "rotation": rotation})
@@ -252,17 +275,18 @@ class CompactEncoderHalf(EncoderHalf):
 
     def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
         """Encode all lines of ``pages`` (grouped by width across pages); one EncodedPage per page."""
-        flat, ntok, owner, pp_at = [], [], [], []
+        flat, ntok, owner, kinds = [], [], [], []
         for p, page in enumerate(pages):
             n = page.meta["n_tokens"]
             towers = page.meta.get("towers") or ["latin"] * len(n)
             for i in range(len(n)):
-                is_pp = towers[i] == "pp"
-                flat.append(page.tensors[f"pp_{i}" if is_pp else f"line_{i}"])
+                key = f"pp_{i}" if towers[i] == "pp" else f"tokens_{i}" if f"tokens_{i}" in page.tensors \
+                    else f"line_{i}"
+                flat.append(page.tensors[key])
                 ntok.append(n[i])
                 owner.append(p)
-                pp_at.append(is_pp)
-        tokens = self._encode_routed(flat, ntok, pp_at) if flat else []
+                kinds.append(key.partition("_")[0])
+        tokens = self._encode_routed(flat, ntok, kinds) if flat else []
         result = [EncodedPage(segments=[], width=pg.width, height=pg.height) for pg in pages]
         per_page_index = [0] * len(pages)
         for t, p in zip(tokens, owner, strict=True):
@@ -273,15 +297,18 @@ class CompactEncoderHalf(EncoderHalf):
             result[p].segments.append(SegmentTokens(vision_tokens=t, box=(x0, y0, x1, y1), join=join))
         return result
 
-    def _encode_routed(self, flat: list[Any], ntok: list[int], pp_at: list[bool]) -> list[Any]:
-        """Vision tokens of every line, each through the tower it was routed to, in the given order."""
-        latin = [i for i, pp in enumerate(pp_at) if not pp]
-        pp_idx = [i for i, pp in enumerate(pp_at) if pp]
+    def _encode_routed(self, flat: list[Any], ntok: list[int], kinds: list[str]) -> list[Any]:
+        """Vision tokens of every piece, in the given order: ``kinds[i]`` "line" (through the Latin
+        tower), "pp" (the PP tower) or "tokens" (already encoded by the routing forward).
+        """
+        latin = [i for i, k in enumerate(kinds) if k == "line"]
+        pp_idx = [i for i, k in enumerate(kinds) if k == "pp"]
         out: list[Any] = [None] * len(flat)
         extra = self._pp.copy_width if self._pp is not None else 0  # Latin tokens carry no copy classes
-        if latin:
-            for i, t in zip(latin, self.encode_lines([flat[i] for i in latin], [ntok[i] for i in latin]), strict=True):
-                out[i] = np.pad(t, ((0, 0), (0, extra))) if extra else t
+        encoded = zip(latin, self.encode_lines([flat[i] for i in latin], [ntok[i] for i in latin]), strict=True) \
+            if latin else iter(())
+        for i, t in [*encoded, *((i, flat[i]) for i, k in enumerate(kinds) if k == "tokens")]:
+            out[i] = np.pad(t, ((0, 0), (0, extra))) if extra else t
         if pp_idx:
             if self._pp is None:
                 raise InvalidInput("page prepared for the PP tower, but this checkpoint has none")

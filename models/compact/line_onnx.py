@@ -172,14 +172,16 @@ class OnnxLineEncoder:
         x = np.ascontiguousarray(lines, dtype=np.float32)
         return np.asarray(self.session.run(["tokens"], {"lines": x})[0])
 
-    def script_logits(self, lines: np.ndarray) -> np.ndarray:
-        """``lines`` [N, 1, 32, W] (any float dtype; W a multiple of 16) -> the script head's frame
-        logits [N, W/8] float32 (> 0: CJK script). Raises ValueError for a file without that output.
+    def tokens_and_script(self, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``lines`` [N, 1, 32, W] (any float dtype; W a multiple of 16) -> (vision tokens [N, W/16,
+        hidden] float32, the script head's frame logits [N, W/8] float32, > 0: CJK script), from one
+        forward. Raises ValueError for a file without the script output (not a bilingual checkpoint's).
         """
         if not self.has_script:
             raise ValueError(f"this {ONNX_FILE} has no {SCRIPT_OUTPUT} output (not a bilingual checkpoint's)")
         x = np.ascontiguousarray(lines, dtype=np.float32)
-        return np.asarray(self.session.run([SCRIPT_OUTPUT], {"lines": x})[0])
+        tokens, logits = self.session.run(["tokens", SCRIPT_OUTPUT], {"lines": x})
+        return np.asarray(tokens), np.asarray(logits)
 
 
 def export_onnx(checkpoint_dir: str | pathlib.Path) -> list[pathlib.Path]:

@@ -12,6 +12,8 @@ tokens (:attr:`PPTower.split_px`: 160 tokens of 8 px at 48 px height is aspect 2
 column nearest the ideal cut (:mod:`models.compact.linesplit`; between hanzi there is always some
 paper); the gateway joins pieces of a Chinese line without a space (:func:`inkstream.segments.piece_separator`).
 On a Chinese page every line goes to the PP tower, number cells and Latin words too (:func:`page_routes`).
+The routing forward of the Latin tower also gives the tokens of the lines that stay there
+(:meth:`PPTower.script_lines`).
 
 Two runtimes, the same tokens: :meth:`PPTower.load` (torch: the compressor
 :class:`models.compact.pptower.PPTokens` and the script head :class:`models.compact.script.ScriptHead`
@@ -31,7 +33,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from models.compact import checkpoint as ckpt
-from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS, WIDTH_MULTIPLE, normalise_line_array
+from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS
 from models.compact.pptrunk import PP_BUCKET_PX, PP_FRAME_PX, PP_LINE_HEIGHT, PPTrunk, normalise_line_pp, pp_tokens
 
 if TYPE_CHECKING:
@@ -104,17 +106,18 @@ class PPTower:
 
     ``trunk``: the frozen trunk; ``tokens``: trunk frames [B, T, 120] float32 (numpy) -> vision tokens
     [B, ceil(T/stride), hidden + ``copy_width``] (torch: a tensor in the checkpoint's dtype;
-    onnxruntime: float32 numpy); ``is_cjk``: normalised Latin lines [N, 1, 32, W] float32 (numpy, W a
-    multiple of 16) and their real stride-8 frames [N] int64 -> bool [N] (numpy), the script head's
-    decision; ``loaded``: checkpoint names of the tensors behind both; ``stride``: trunk frames per
+    onnxruntime: float32 numpy); ``read_latin``: normalised Latin lines [N, 1, 32, W] float32 (numpy, W
+    a multiple of 16) and their real stride-8 frames [N] int64 -> (bool [N], the script head's
+    decision; the Latin tower's vision tokens [N, W/16, hidden] float32, numpy) from one forward of the
+    Latin tower; ``loaded``: checkpoint names of the tensors behind both; ``stride``: trunk frames per
     token (1 or 2); ``copy_width``: columns of copy classes after the ``hidden`` features
     (:func:`models.compact.copy_head.pack`; 0 without).
     """
 
     def __init__(self, trunk: PPTrunk, tokens: Callable[[np.ndarray], Any],
-                 is_cjk: Callable[[np.ndarray, np.ndarray], np.ndarray], loaded: set[str], stride: int,
-                 copy_width: int, runtime: str) -> None:
-        self.trunk, self.tokens, self.is_cjk, self.loaded = trunk, tokens, is_cjk, loaded
+                 read_latin: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]], loaded: set[str],
+                 stride: int, copy_width: int, runtime: str) -> None:
+        self.trunk, self.tokens, self.read_latin, self.loaded = trunk, tokens, read_latin, loaded
         self.copy_width, self.runtime = copy_width, runtime
         self.token_px = PP_FRAME_PX * stride
         #: widest PP piece, in pixels at the Latin tower's 32 px line height (what split_line is given)
@@ -150,12 +153,15 @@ class PPTower:
             with torch.no_grad():
                 return module(torch.from_numpy(frames).to(dtype))
 
-        def is_cjk(lines: np.ndarray, n_frames: np.ndarray) -> np.ndarray:
+        def read_latin(lines: np.ndarray, n_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             with torch.no_grad():
-                _, feats = encoder(torch.from_numpy(lines).to(next(encoder.parameters()).dtype))
-                return (head(feats.float(), torch.from_numpy(n_frames)) > 0).numpy()
+                param = next(encoder.parameters())
+                latin, feats = encoder(torch.from_numpy(lines).to(param.device, param.dtype))
+                cjk = head(feats.float().cpu(), torch.from_numpy(n_frames)) > 0
+                return cjk.numpy(), latin.float().cpu().numpy()
 
-        return cls(trunk, tokens, is_cjk, loaded | head_names, module.compressor.stride, module.copy_width, "torch")
+        return cls(trunk, tokens, read_latin, loaded | head_names, module.compressor.stride, module.copy_width,
+                   "torch")
 
     @classmethod
     def open_onnx(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, latin: OnnxLineEncoder, threads: int = 1,
@@ -175,33 +181,35 @@ class PPTower:
                                                                                             ckpt.SCRIPT_PREFIX)
         trunk = PPTrunk(threads=threads, expected_sha256=cfg["pp_tower"].get("trunk_sha256"))
 
-        def is_cjk(lines: np.ndarray, n_frames: np.ndarray) -> np.ndarray:
-            return script_decisions(latin.script_logits(lines), n_frames)
+        def read_latin(lines: np.ndarray, n_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            tokens, logits = latin.tokens_and_script(lines)
+            return script_decisions(logits, n_frames), tokens
 
-        return cls(trunk, runner, is_cjk, loaded, runner.stride, runner.copy_width, "onnxruntime")
+        return cls(trunk, runner, read_latin, loaded, runner.stride, runner.copy_width, "onnxruntime")
 
-    def route(self, crops: list[Image.Image]) -> list[bool]:
-        """True for each line crop (dark on light) of one page that goes to the PP tower: the lines with
-        CJK script (:meth:`script_lines`), or every line of a Chinese page (:func:`page_routes`).
+    def script_lines(self, lines: list[np.ndarray], n_frames: list[int]) -> tuple[list[bool], list[np.ndarray]]:
+        """Normalised Latin-tower lines ([1, 32, W] arrays, any float dtype, W a multiple of 16: the
+        encoder half's bucketed lines, :meth:`models.compact.encoder_half.CompactEncoderHalf.prepare_lines`)
+        and each line's real stride-8 frames (its width before the paper padding / 8) -> (the script
+        head's decision for each line, True where it holds CJK script; its Latin-tower vision tokens
+        [W/16, hidden] float32). One forward of the Latin tower gives both, so a line that stays on the
+        Latin tower is not encoded twice; lines of equal width share a forward (the script head ignores
+        the padded frames: on the 891 detected lines of ../shared/eval's English and Chinese pages it
+        decided alike at the bucket width and at each line's own width, as it was trained).
         """
-        return page_routes(self.script_lines(crops))
-
-    def script_lines(self, crops: list[Image.Image]) -> list[bool]:
-        """The script head's decision for each line crop (dark on light): True where it holds CJK
-        script. Each line is read whole at its own width (:func:`models.compact.lineimage.normalise_line_array`, as
-        the script head was trained); lines of equal width share a forward.
-        """
-        lines = [normalise_line_array(crop) for crop in crops]
-        out = np.zeros(len(lines), dtype=bool)
+        out: list[bool] = [False] * len(lines)
+        tokens: list[np.ndarray | None] = [None] * len(lines)
         by_width: dict[int, list[int]] = {}
         for i, x in enumerate(lines):
             by_width.setdefault(int(x.shape[-1]), []).append(i)
-        for width, idx in by_width.items():
+        for idx in by_width.values():
             for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
                 chunk = idx[s: s + MAX_LINES_PER_FORWARD]
-                n = np.full(len(chunk), width // (WIDTH_MULTIPLE // 2), dtype=np.int64)
-                out[chunk] = self.is_cjk(np.stack([lines[i] for i in chunk]), n)
-        return [bool(v) for v in out]
+                x = np.stack([np.asarray(lines[i], dtype=np.float32) for i in chunk])
+                cjk, latin = self.read_latin(x, np.asarray([n_frames[i] for i in chunk], dtype=np.int64))
+                for j, i in enumerate(chunk):
+                    out[i], tokens[i] = bool(cjk[j]), latin[j]
+        return out, [t for t in tokens if t is not None]
 
     def prepare(self, crop: Image.Image) -> tuple[np.ndarray, int]:
         """A PP line: (float16 [48, W_bucket] in [-1, 1], paper +1, one channel of

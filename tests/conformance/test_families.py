@@ -34,7 +34,9 @@ def _tiny_deepseek_ocr2(tmp: pathlib.Path) -> pathlib.Path:
 
 
 def _compact(_tmp: pathlib.Path) -> pathlib.Path:
-    return REPO / "models" / "compact" / "weights"
+    from models.compact import default_checkpoint_dir
+
+    return default_checkpoint_dir()  # the embedded default: the bilingual checkpoint
 
 
 CHECKPOINTS: dict[str, Callable[[pathlib.Path], pathlib.Path]] = {

@@ -233,3 +233,34 @@ def test_a_latin_tower_line_is_read_by_the_decoder_alone(copy_ckpt):
         plain = model.lm(inputs_embeds=x[..., :32], attention_mask=mask, position_ids=pos).logits[:, -1]
     torch.testing.assert_close(got[0], plain[0].float().log_softmax(-1), atol=2e-4, rtol=2e-4)
     assert not torch.allclose(got[1], plain[1].float().log_softmax(-1), atol=1e-2)  # the PP row is mixed
+
+
+def test_a_bilingual_decoder_writes_a_latin_tower_line_in_latin_characters(tmp_path):
+    """With the bilingual vocabulary, a Latin-tower row gets the decoder's log-softmax over the Latin
+    characters only (the first LATIN_ROWS ids; -inf beyond), alone or beside a PP row, while the PP row
+    is mixed over the whole vocabulary exactly as when it is read alone."""
+    from models.compact.decoder_half import LATIN_ROWS
+    from models.compact.vocab_zh import ZH_CHARSET
+
+    torch.manual_seed(4)
+    vocab = build_tokenizer(ZH_CHARSET).get_vocab_size()
+    model = CompactOCR(EncoderConfig(stem_width=4, channels=(8, 16), layers=(1, 1), compressor_channels=32),
+                       decoder_config(vocab, hidden=32, layers=2)).eval()
+    copy = PointerCopy(32, topk=3, heads=SUPERVISED_HEADS, pointer=True)
+    path = export_checkpoint(model, tmp_path / "zh", revision="test", charset=ZH_CHARSET,
+                             extra_parts={COPY_PREFIX: copy}, extra_config={"copy": copy.config()})
+    dec = CompactDecoderHalf.load(path)
+    assert LATIN_ROWS == 256 < dec.vocab_size
+    latin = dec.embed_prompt(torch.cat([torch.randn(5, 32), torch.zeros(5, copy_width(3))], -1), "ocr")
+    pp = dec.embed_prompt(_tokens(7, dec.vocab_size), "ocr")
+    x, mask, pos = left_pad([latin, pp])
+    both = dec.forward(x, mask, pos, dec.new_cache())
+    alone = [dec.forward(p[None], torch.ones(1, p.shape[0], dtype=torch.long), torch.arange(p.shape[0])[None],
+                         dec.new_cache())[0] for p in (latin, pp)]
+    with torch.no_grad():
+        plain = model.lm(inputs_embeds=latin[None, :, :32]).logits[0, -1, :LATIN_ROWS].float().log_softmax(-1)
+    for got in (both[0], alone[0]):
+        torch.testing.assert_close(got[:LATIN_ROWS], plain, atol=2e-4, rtol=2e-4)
+        assert torch.isinf(got[LATIN_ROWS:]).all() and (got[LATIN_ROWS:] < 0).all()
+    torch.testing.assert_close(both[1], alone[1], atol=2e-4, rtol=2e-4)
+    assert torch.isfinite(both[1]).all() and float(both[1].exp().sum()) == pytest.approx(1.0, abs=1e-3)

@@ -124,8 +124,13 @@ def test_onnx_half_routes_and_encodes_as_the_torch_half(zh_ckpt, tmp_path):
     a, b = onnx_half.preprocess(page, "lines"), torch_half.preprocess(page, "lines")
     assert a.meta["towers"] == b.meta["towers"] and set(a.meta["towers"]) == {"pp", "latin"}, a.meta["towers"]
     assert a.meta["n_tokens"] == b.meta["n_tokens"]
-    for key in a.tensors:
-        np.testing.assert_array_equal(np.asarray(a.tensors[key]), np.asarray(b.tensors[key]))
+    assert a.tensors.keys() == b.tensors.keys()
+    assert [k.partition("_")[0] for k in a.tensors] == ["tokens" if t == "latin" else "pp" for t in a.meta["towers"]]
+    for key in a.tensors:  # PP lines as prepared; Latin lines as the routing forward encoded them
+        if key.startswith("tokens_"):
+            np.testing.assert_allclose(a.tensors[key], b.tensors[key], atol=1e-4, rtol=1e-4)
+        else:
+            np.testing.assert_array_equal(np.asarray(a.tensors[key]), np.asarray(b.tensors[key]))
     x, y = onnx_half.encode_batch([a])[0], torch_half.encode_batch([a])[0]
     assert len(x.segments) == len(y.segments) == len(LINES)
     for s, t, tower in zip(x.segments, y.segments, a.meta["towers"], strict=True):
@@ -135,22 +140,34 @@ def test_onnx_half_routes_and_encodes_as_the_torch_half(zh_ckpt, tmp_path):
             assert not s.vision_tokens[:, HIDDEN:].any()  # Latin tokens carry no copy classes
 
 
+def _script_lines(half: CompactEncoderHalf, crops: list[Image.Image]) -> tuple[list[bool], list[np.ndarray]]:
+    assert half._pp is not None
+    frames = [normalise_line_array(c).shape[-1] // 8 for c in crops]
+    return half._pp.script_lines(half.prepare_lines(crops), frames)
+
+
 def test_routing_of_lines_matches_the_script_head(zh_ckpt, tmp_path):
-    """The ONNX frame logits are the torch head's on the torch features, and both routes decide alike
-    for lines alone and batched by width."""
+    """The ONNX frame logits are the torch head's on the torch features, both routes decide alike for
+    lines alone and batched by width, and the routing forward's Latin tokens are the ones encode_lines
+    gives (a Latin line is not encoded twice)."""
     onnx_half = CompactEncoderHalf.load(zh_ckpt)
     torch_half = CompactEncoderHalf.load(_without(zh_ckpt, tmp_path / "torch", "encoder.onnx"))
     crops = [_line(t) for t in LINES]
-    want = torch_half._pp.script_lines(crops)
-    assert onnx_half._pp.script_lines(crops) == want and [onnx_half._pp.script_lines([c])[0] for c in crops] == want
+    want, _ = _script_lines(torch_half, crops)
+    got, tokens = _script_lines(onnx_half, crops)
+    assert got == want and [_script_lines(onnx_half, [c])[0][0] for c in crops] == want
     assert True in want and False in want
+    lines = onnx_half.prepare_lines(crops)
+    for t, e in zip(tokens, onnx_half.encode_lines(lines, [x.shape[-1] // 16 for x in lines]), strict=True):
+        np.testing.assert_allclose(t, e, atol=1e-5, rtol=1e-5)
     x = np.stack([normalise_line_array(crops[2]), normalise_line_array(crops[3])])
     head = ScriptHead(32)
     head.load_state_dict({k: v.float() for k, v in ckpt.load_prefixed(zh_ckpt, ckpt.SCRIPT_PREFIX)[0].items()})
     with torch.no_grad():
-        feats = torch_half._runner.module(torch.from_numpy(x))[1]
-        np.testing.assert_allclose(onnx_half._runner.script_logits(x), head.linear(feats)[..., 0].numpy(),
-                                   atol=1e-4, rtol=1e-4)
+        latin, feats = torch_half._runner.module(torch.from_numpy(x))
+        got_tokens, logits = onnx_half._runner.tokens_and_script(x)
+        np.testing.assert_allclose(logits, head.linear(feats)[..., 0].numpy(), atol=1e-4, rtol=1e-4)
+        np.testing.assert_allclose(got_tokens, latin.numpy(), atol=1e-4, rtol=1e-4)
 
 
 def test_script_decisions_are_the_script_heads():
