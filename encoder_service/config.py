@@ -57,6 +57,10 @@ class EncoderConfig(BaseModel):
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=4 * 1024 * 1024,
                                    description="gRPC message limit, bytes")
     preprocess_threads: int = Field(2, ge=1, le=64, description="threads decoding + preprocessing pages")
+    intra_op_threads: int | None = Field(
+        None, ge=1, le=64, description="CPU threads of one forward pass (the compact half's detector and towers "
+        "on onnxruntime; torch's for deepseek_ocr2); None = the half's default (compact: 1). Size it to the "
+        "replica's CPU limit; inkstream up gives its one encoder up to 4 of the machine's cores")
     drain_grace_s: float = Field(30.0, ge=0, description="seconds in-flight pages may take after SIGTERM")
     tls: TlsConfig = Field(default_factory=TlsConfig, description="TLS / mTLS of the gRPC port (off by default)")
 

@@ -54,7 +54,7 @@ def load_half(config: EncoderConfig) -> EncoderHalf:
         raise InvalidInput("no model directory configured (--model DIR or model_dir in the config file)")
     model_dir = pathlib.Path(config.model_dir)
     cls = encoder_half_class(family_of(model_dir))
-    return cls.load(model_dir, device=config.device, dtype=config.dtype)
+    return cls.load(model_dir, device=config.device, dtype=config.dtype, threads=config.intra_op_threads)
 
 
 def warmup_page_png(long_side_px: int, max_pixels: int) -> bytes:

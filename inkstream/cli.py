@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import pathlib
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module, _, func = COMMANDS[argv[0]][0].partition(":")
     try:
-        entry = getattr(importlib.import_module(module), func)
+        entry = getattr(_import_command(module), func)
     except ModuleNotFoundError as exc:
         if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
             print(f"inkstream {argv[0]}: module {module} is not installed; it ships with a checkout of the "
@@ -59,6 +60,23 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         raise
     return int(entry(argv[1:]) or 0)
+
+
+def _import_command(module: str):
+    """Import a command's module. The training commands' package (``training/``) is not installed with
+    the distribution: it is found in the working directory when that is a checkout's root, appended
+    to ``sys.path`` (after the installed packages, so nothing installed is shadowed). Raises
+    ModuleNotFoundError when it is not there either.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        top = module.partition(".")[0]
+        here = pathlib.Path.cwd()
+        if exc.name != top or not (here / top / "__init__.py").is_file() or str(here) in sys.path:
+            raise
+        sys.path.append(str(here))
+        return importlib.import_module(module)
 
 
 if __name__ == "__main__":

@@ -100,9 +100,10 @@ class EncoderHalf(abc.ABC):
     @classmethod
     @abc.abstractmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
-             dtype: torch.dtype | str = "float32") -> EncoderHalf:
+             dtype: torch.dtype | str = "float32", threads: int | None = None) -> EncoderHalf:
         """Load only the encoder-side tensors of ``checkpoint_dir``; ``dtype`` a torch dtype or its
-        name (:data:`inkstream.wire.DTYPE_NAMES`). Raises InvalidInput for a bad dir.
+        name (:data:`inkstream.wire.DTYPE_NAMES`); ``threads``: CPU threads of one forward pass
+        (intra-op), None for the half's default. Raises InvalidInput for a bad dir.
         """
 
     @abc.abstractmethod

@@ -31,6 +31,9 @@ def onnx_session(path: pathlib.Path, threads: int):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
+    # Worker threads sleep between forwards instead of spinning: with more than one intra-op thread a
+    # spinning pool takes the CPU the decoder and gateway processes of a local stack need.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # No arena / memory pattern: onnxruntime's CPU arena keeps (and grows to) the largest activations
     # ever seen at the detector's resolution -- measured on the Federal Register page: +710 MiB peak
     # after two pages with the arena, +520 MiB without, and no slower.

@@ -113,17 +113,21 @@ class CompactEncoderHalf(EncoderHalf):
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: Any = "float32",
-             detector_threads: int = 1) -> CompactEncoderHalf:
+             threads: int | None = None) -> CompactEncoderHalf:
         """Read config.json and ONLY the ``encoder.*`` tensors (and, for a bilingual checkpoint, the
         ``pp_tower.*`` / ``script_head.*`` ones, :mod:`models.compact.towers`); build the line encoder
         (onnxruntime or torch, see the class docstring; a warning is logged when the CPU float32 half
-        falls back to torch) and the ONNX line detector. ``dtype``: a torch dtype or its name. Raises
+        falls back to torch) and the ONNX line detector. ``dtype``: a torch dtype or its name;
+        ``threads``: onnxruntime intra-op threads of each forward (detector, line encoder, PP trunk;
+        default 1, one core: the detector's forward is most of a page's encoder time, 3.5 -> 2.5 s a
+        letter page with 2 threads on an idle 2-core machine). Raises
         InvalidInput for a directory that is not a compact checkpoint (or a bilingual one without its
         script head) or an unknown dtype name.
         """
         cfg = ckpt.read_config(checkpoint_dir)
         hidden = int(cfg["decoder"]["hidden_size"])
         model_id, revision = ckpt.checkpoint_identity(checkpoint_dir)
+        detector_threads = max(1, threads or 1)
         detector = LineDetector(threads=detector_threads)
         name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
         if device == "cpu" and name == "float32":

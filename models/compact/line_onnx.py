@@ -124,6 +124,7 @@ def cpu_session(path: pathlib.Path, threads: int = 1) -> tuple[Any, dict[str, st
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
     opts.enable_cpu_mem_arena = False
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as det_net.onnx_session
     opts.enable_mem_pattern = False
     session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
     return session, dict(session.get_modelmeta().custom_metadata_map)

@@ -122,6 +122,7 @@ class PPTrunk:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = max(1, threads)
         opts.inter_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as det_net.onnx_session
         opts.enable_cpu_mem_arena = False  # line widths vary: an arena would keep the widest forever
         self._session = ort.InferenceSession(_feature_graph(str(path)), opts, providers=["CPUExecutionProvider"])
 

@@ -68,11 +68,14 @@ class DeepseekOcr2EncoderHalf(EncoderHalf):
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
-             dtype: torch.dtype | str = torch.float32) -> DeepseekOcr2EncoderHalf:
+             dtype: torch.dtype | str = torch.float32, threads: int | None = None) -> DeepseekOcr2EncoderHalf:
         """Load the image processor and ONLY the vision-side tensors (SAM, Qwen2 vision encoder, queries,
-        projector, view separator); ``dtype`` a torch dtype or its name. Raises InvalidInput for a
-        directory that is not such a checkpoint or an unknown dtype name.
+        projector, view separator); ``dtype`` a torch dtype or its name; ``threads``: torch's intra-op
+        threads of this process (None: unchanged). Raises InvalidInput for a directory that is not
+        such a checkpoint or an unknown dtype name.
         """
+        if threads is not None:
+            torch.set_num_threads(threads)
         if isinstance(dtype, str):
             from inkstream.wire import dtype_from_name
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pathlib
 import re
 import socket
 import subprocess
@@ -53,6 +54,20 @@ def test_version_of_the_console_script():
     exe = [sys.executable, "-m", "inkstream.cli", "--version"]
     out = subprocess.run(exe, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("inkstream "), out
+
+
+def test_training_commands_run_from_a_checkouts_root_and_say_where_else(tmp_path):
+    """The console script (which puts no working directory on sys.path) finds the repository's
+    training package from the checkout's root, and elsewhere says where to run it."""
+    script = pathlib.Path(sys.executable).with_name("inkstream")
+    assert script.is_file(), script
+    root = pathlib.Path(__file__).resolve().parents[2]
+    here = subprocess.run([str(script), "train-compact-zh", "--help"], capture_output=True, text=True, timeout=120,
+                          cwd=root)
+    assert here.returncode == 0 and "--init" in here.stdout, here
+    away = subprocess.run([str(script), "train-compact-zh", "--help"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert away.returncode == 2 and "repository's root" in away.stderr, away
 
 
 def test_refused_connection_names_the_url(tmp_path, capsys):

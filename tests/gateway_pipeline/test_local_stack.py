@@ -158,3 +158,22 @@ def test_up_refuses_a_grpc_port_in_use(capsys):
         assert up.main(["--port", "0", "--grpc-port", str(busy)]) == 2
     err = capsys.readouterr().err
     assert f"port {busy} is in use" in err and "--grpc-port" in err
+
+
+def test_encoders_share_the_machines_cores_for_their_forward_passes(monkeypatch):
+    """Each encoder replica's intra-op threads: the cores divided among the encoders, 1 to 4; a value the
+    caller puts in env wins; other services get nothing extra; and the encoder's config reads it."""
+    from encoder_service.config import load_encoder_config
+
+    key = "INKSTREAM_ENCODER__INTRA_OP_THREADS"
+    monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(local_stack.os, "cpu_count", lambda: 6)
+    assert LocalStack(encoders=1, gateway=False)._child_env("encoder") == {key: "4"}
+    assert LocalStack(encoders=2, gateway=False)._child_env("encoder") == {key: "3"}
+    assert LocalStack(encoders=8, gateway=False)._child_env("encoder") == {key: "1"}
+    assert LocalStack(encoders=1, gateway=False)._child_env("decoder") == {}
+    assert LocalStack(encoders=1, gateway=False, env={key: "1"})._child_env("encoder") == {}
+    monkeypatch.setattr(local_stack.os, "cpu_count", lambda: 2)
+    env = LocalStack(encoders=1, gateway=False)._child_env("encoder")
+    assert env == {key: "2"} and load_encoder_config(environ=env).intra_op_threads == 2
+    assert load_encoder_config(environ={}).intra_op_threads is None
