@@ -47,6 +47,7 @@ from models.compact.lineimage import (
     WIDTH_MULTIPLE,
     normalise_line_array,
     normalised_width,
+    width_batches,
 )
 from models.compact.linesplit import SPLIT_PX, split_line
 
@@ -264,15 +265,10 @@ class CompactEncoderHalf(EncoderHalf):
         of one width share a forward of at most :data:`MAX_LINES_PER_FORWARD` lines.
         """
         out: list[np.ndarray | None] = [None] * len(lines)
-        by_width: dict[int, list[int]] = {}
-        for i, x in enumerate(lines):
-            by_width.setdefault(int(x.shape[-1]), []).append(i)
-        for idx in by_width.values():
-            for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
-                chunk = idx[s: s + MAX_LINES_PER_FORWARD]
-                tokens = self._runner(np.stack([np.asarray(lines[i], dtype=np.float32) for i in chunk]))
-                for j, i in enumerate(chunk):
-                    out[i] = np.ascontiguousarray(tokens[j, : n_tokens[i]])
+        for chunk in width_batches(lines, MAX_LINES_PER_FORWARD):
+            tokens = self._runner(np.stack([np.asarray(lines[i], dtype=np.float32) for i in chunk]))
+            for j, i in enumerate(chunk):
+                out[i] = np.ascontiguousarray(tokens[j, : n_tokens[i]])
         done = [t for t in out if t is not None]
         assert len(done) == len(out)  # every line is in exactly one width group
         return done

@@ -11,6 +11,7 @@ every vision token sees real columns).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,3 +63,15 @@ def normalise_line_array(image: Image.Image) -> np.ndarray:
     out = np.zeros((1, LINE_HEIGHT, full), dtype=np.float32)
     out[0, :, :w] = ink
     return out
+
+
+def width_batches(lines: Sequence[np.ndarray], most: int) -> Iterator[list[int]]:
+    """Indices of ``lines`` (arrays [..., W], any W) grouped by width, in chunks of at most ``most``:
+    the lines that can share one forward pass (a batch needs one width), each width's in input order.
+    """
+    by_width: dict[int, list[int]] = {}
+    for i, x in enumerate(lines):
+        by_width.setdefault(int(x.shape[-1]), []).append(i)
+    for idx in by_width.values():
+        for s in range(0, len(idx), most):
+            yield idx[s: s + most]

@@ -33,7 +33,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from models.compact import checkpoint as ckpt
-from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS
+from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS, width_batches
 from models.compact.pptrunk import PP_BUCKET_PX, PP_FRAME_PX, PP_LINE_HEIGHT, PPTrunk, normalise_line_pp, pp_tokens
 
 if TYPE_CHECKING:
@@ -199,16 +199,11 @@ class PPTower:
         """
         out: list[bool] = [False] * len(lines)
         tokens: list[np.ndarray | None] = [None] * len(lines)
-        by_width: dict[int, list[int]] = {}
-        for i, x in enumerate(lines):
-            by_width.setdefault(int(x.shape[-1]), []).append(i)
-        for idx in by_width.values():
-            for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
-                chunk = idx[s: s + MAX_LINES_PER_FORWARD]
-                x = np.stack([np.asarray(lines[i], dtype=np.float32) for i in chunk])
-                cjk, latin = self.read_latin(x, np.asarray([n_frames[i] for i in chunk], dtype=np.int64))
-                for j, i in enumerate(chunk):
-                    out[i], tokens[i] = bool(cjk[j]), latin[j]
+        for chunk in width_batches(lines, MAX_LINES_PER_FORWARD):
+            x = np.stack([np.asarray(lines[i], dtype=np.float32) for i in chunk])
+            cjk, latin = self.read_latin(x, np.asarray([n_frames[i] for i in chunk], dtype=np.int64))
+            for j, i in enumerate(chunk):
+                out[i], tokens[i] = bool(cjk[j]), latin[j]
         return out, [t for t in tokens if t is not None]
 
     def prepare(self, crop: Image.Image) -> tuple[np.ndarray, int]:
@@ -232,19 +227,15 @@ class PPTower:
         width that is not a multiple of 64.
         """
         out: list[Any] = [None] * len(grays)
-        by_width: dict[int, list[int]] = {}
-        for i, g in enumerate(grays):
+        for g in grays:
             if g.shape[-1] % PP_BUCKET_PX:
                 raise ValueError(f"PP line width {g.shape[-1]} is not a multiple of {PP_BUCKET_PX}")
-            by_width.setdefault(int(g.shape[-1]), []).append(i)
-        for idx in by_width.values():
-            for s in range(0, len(idx), MAX_LINES_PER_FORWARD):
-                chunk = idx[s: s + MAX_LINES_PER_FORWARD]
-                x = np.stack([np.asarray(grays[i], dtype=np.float32) for i in chunk])[:, None]
-                frames = self.trunk.features(np.broadcast_to(x, (x.shape[0], 3, *x.shape[2:])))
-                rows = max(1, MAX_POSTERIOR_FRAMES // max(1, frames.shape[1]))
-                for r in range(0, len(chunk), rows):
-                    tokens = self.tokens(frames[r: r + rows])
-                    for j, i in enumerate(chunk[r: r + rows]):
-                        out[i] = _row(tokens, j, n_tokens[i])
+        for chunk in width_batches(grays, MAX_LINES_PER_FORWARD):
+            x = np.stack([np.asarray(grays[i], dtype=np.float32) for i in chunk])[:, None]
+            frames = self.trunk.features(np.broadcast_to(x, (x.shape[0], 3, *x.shape[2:])))
+            rows = max(1, MAX_POSTERIOR_FRAMES // max(1, frames.shape[1]))
+            for r in range(0, len(chunk), rows):
+                tokens = self.tokens(frames[r: r + rows])
+                for j, i in enumerate(chunk[r: r + rows]):
+                    out[i] = _row(tokens, j, n_tokens[i])
         return [t for t in out if t is not None]
