@@ -33,7 +33,7 @@ import grpc
 
 from encoder_service.batcher import MicroBatcher
 from encoder_service.convert import ServiceInfo, encode_response, error_response, info_response, page_request
-from inkstream import tracing
+from inkstream import refused_stream, tracing
 from inkstream.errors import InkstreamError, InternalError, InvalidInput, Unavailable, as_inkstream_error, grpc_guard
 from inkstream.lifecycle import Lifecycle
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
@@ -43,6 +43,9 @@ log = logging.getLogger("inkstream.encoder.servicer")
 _READER_DONE = object()
 # Bytes of a response besides the tensor payloads (page fields, segment boxes, tags); generous.
 _RESPONSE_OVERHEAD_BYTES = 64 * 1024
+#: Longest wait, seconds, for the pages a refused stream's client is still writing (refused_stream):
+#: the gateway writes a document's pages at once, so they arrive within milliseconds.
+REFUSAL_DRAIN_S = 1.0
 
 
 class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
@@ -69,8 +72,13 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
         self, request_iterator: AsyncIterator[encoder_pb2.EncodeRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[encoder_pb2.EncodeResponse]:
         """Bidi stream of pages -> one EncodeResponse per page in completion order (module docstring)."""
-        self.lifecycle.check_accepting()
-        self.batcher.check_admission()
+        try:
+            self.lifecycle.check_accepting()
+            self.batcher.check_admission()
+        except InkstreamError:  # the client may still be writing pages: read them first (refused_stream)
+            await refused_stream.discard(request_iterator, REFUSAL_DRAIN_S, self.max_message_bytes,
+                                         lambda msg: msg.ByteSize())
+            raise
         info = self.info
         if info is None:  # ready implies loaded; keep the invariant explicit
             raise Unavailable("the encoder is still loading its model; retry shortly")

@@ -8,7 +8,6 @@ through :func:`inkstream.errors.grpc_guard`. The server also offers ``grpc.healt
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,7 +21,7 @@ from gateway.service import OcrRequest, run_id
 from gateway.session import OcrSession
 from gateway.stitch import PageResult, render_document
 from gateway.stores import JobRecord
-from inkstream import trace_interceptors
+from inkstream import refused_stream, trace_interceptors
 from inkstream.errors import InkstreamError, InvalidInput, JobCancelled, grpc_guard
 from inkstream.lifecycle import Lifecycle, listener_options
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
@@ -99,13 +98,8 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
         the real status (observed with grpcio 1.85). Callers release the request's admission slot
         first, so a client that keeps trickling holds nothing but this bounded wait.
         """
-        seen = 0
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(DRAIN_S):
-                async for msg in requests:
-                    seen += len(msg.chunk)
-                    if seen > self.core.config.limits.max_upload_bytes:
-                        return
+        await refused_stream.discard(requests, DRAIN_S, self.core.config.limits.max_upload_bytes,
+                                     lambda msg: len(msg.chunk))
 
     async def _receive(self, requests: AsyncIterator[gateway_pb2.RecognizeRequest], directory: Any,
                        options: gateway_pb2.OcrOptions | None = None) -> tuple[UploadedFile, OcrRequest, str]:
