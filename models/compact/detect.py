@@ -100,7 +100,7 @@ class LineDetector:
         h, w = rgb.shape[:2]
         band = max(self.det_long_side, w)
         if h <= 2 * w or h <= self.det_long_side:  # display type found by a coarse pass (large_print)
-            return large_print.with_large_lines(rgb, self._detect_band(rgb), self._detect_band)
+            return large_print.with_large_lines(rgb, self._detect_band(rgb), self._detect_coarse)
         overlap = max(256, band // 5)
         starts = list(range(0, h - band, band - overlap)) + [h - band]
         starts = sorted(set(starts))
@@ -124,10 +124,18 @@ class LineDetector:
                 kept.append((i, ln))
         return [ln for _, ln in kept]
 
-    def _detect_band(self, rgb: np.ndarray) -> list[LineBox]:
+    def _detect_coarse(self, small: np.ndarray) -> list[LineBox]:
+        """Lines of the large-print pass's shrunk page (:mod:`models.compact.large_print`), detected at
+        its own size: the small-page enlargement of :meth:`_pre_for` would undo the shrinking (a
+        480 x 371 coarse image went in at 928 x 736, 0.4-0.5 s a letter page instead of 0.1 s).
+        """
+        return self._detect_band(small, enlarge=False)
+
+    def _detect_band(self, rgb: np.ndarray, enlarge: bool = True) -> list[LineBox]:
         p = self.pad
         padded = np.pad(rgb, ((p, p), (p, p), (0, 0)), constant_values=255)
-        bgr = self._pre_for(padded.shape[:2]).resize(np.ascontiguousarray(padded[:, :, ::-1]))  # BGR like OpenCV
+        pre = self._pre_for(padded.shape[:2]) if enlarge else self.pre
+        bgr = pre.resize(np.ascontiguousarray(padded[:, :, ::-1]))  # BGR like OpenCV
         if bgr is None:
             return []
         pred = self.det.probability_map(bgr)
@@ -145,20 +153,22 @@ class LineDetector:
 
     def _upside_down(self, rgb: np.ndarray, lines: list[LineBox], min_lines: int = 1, margin: float = 0.0) -> bool:
         """Vote of the 0/180 classifier over up to 16 of the widest lines: True when at least
-        ``min_lines`` lines were classified and the mean of P(180) - P(0) exceeds ``margin``.
+        ``min_lines`` lines were classified and the mean of P(180) - P(0) exceeds ``margin``. A line
+        votes with the mean over up to :data:`CLS_WINDOWS` windows of the classifier's own aspect
+        (:func:`_cls_windows`): the whole of a long line squeezed into its 192 x 48 input is no longer
+        legible (a 1,550 x 27 px line of 8 pt print, 14 x narrower), and such votes turned upright
+        pages of full-width small print upside down (11 of 16 rendered 6-10 pt letter pages).
         """
         if self.cls is None or len(lines) < min_lines:
             return False
         votes, n = 0.0, 0
+        name = self.cls.get_inputs()[0].name
         for ln in sorted(lines, key=lambda b: b.box[2] - b.box[0], reverse=True)[:16]:
             x0, y0, x1, y1 = (int(round(v)) for v in ln.box)
-            crop = Image.fromarray(rgb[y0:y1, x0:x1]).convert("RGB")
-            w = min(192, max(8, int(round(crop.width * 48 / max(1, crop.height)))))
-            a = np.asarray(crop.resize((w, 48), Image.Resampling.BILINEAR), dtype=np.float32)[:, :, ::-1] / 255.0
-            inp = np.zeros((1, 3, 48, 192), dtype=np.float32)
-            inp[0, :, :, :w] = ((a - 0.5) / 0.5).transpose(2, 0, 1)
-            prob = self.cls.run(None, {self.cls.get_inputs()[0].name: inp})[0][0]
-            votes += float(prob[1] - prob[0])  # labels ["0", "180"]
+            line = Image.fromarray(rgb[y0:y1, x0:x1]).convert("RGB")
+            batch = np.stack([_cls_input(w) for w in _cls_windows(line)])
+            prob = self.cls.run(None, {name: batch})[0]
+            votes += float((prob[:, 1] - prob[:, 0]).mean())  # labels ["0", "180"]
             n += 1
         return n >= min_lines and votes / n > margin
 
@@ -230,6 +240,37 @@ class LineDetector:
             image = erase_rules(image, page.rules)
             lines = [ln for ln in lines if not inside_rule(ln, page.rules)]
         return image, region_order(lines, page, image.height), rotation
+
+
+#: Windows of a long line the 0/180 classifier votes on (:meth:`LineDetector._upside_down`).
+CLS_WINDOWS = 3
+#: The classifier's input (rapidocr ``cls_image_shape``: 3 x 48 x 192): height and width in pixels.
+CLS_H, CLS_W = 48, 192
+
+
+def _cls_windows(line: Image.Image) -> list[Image.Image]:
+    """Up to :data:`CLS_WINDOWS` crops of ``line``, each at most CLS_W / CLS_H times as wide as the
+    line is tall, spread evenly over its width (the whole line when it is that short already).
+    """
+    w, h = line.size
+    span = max(1, int(round(h * CLS_W / CLS_H)))
+    if w <= span:
+        return [line]
+    k = min(CLS_WINDOWS, -(-w // span))
+    starts = [round(i * (w - span) / max(1, k - 1)) for i in range(k)] if k > 1 else [(w - span) // 2]
+    return [line.crop((x, 0, x + span, h)) for x in starts]
+
+
+def _cls_input(crop: Image.Image) -> np.ndarray:
+    """A crop -> the classifier's input [3, CLS_H, CLS_W] float32: resized to CLS_H px tall keeping its
+    aspect (at most CLS_W wide), BGR, (x / 255 - 0.5) / 0.5, right-padded with zeros as rapidocr's
+    ``TextClassifier.resize_norm_img`` does.
+    """
+    w = min(CLS_W, max(8, int(round(crop.width * CLS_H / max(1, crop.height)))))
+    a = np.asarray(crop.resize((w, CLS_H), Image.Resampling.BILINEAR), dtype=np.float32)[:, :, ::-1] / 255.0
+    out = np.zeros((3, CLS_H, CLS_W), dtype=np.float32)
+    out[:, :, :w] = ((a - 0.5) / 0.5).transpose(2, 0, 1)
+    return out
 
 
 def reading_order(lines: list[LineBox]) -> list[LineBox]:

@@ -100,6 +100,35 @@ def test_upside_down_page_is_turned_and_upright_page_is_not():
     assert rotation == 180 and len(lines) >= 10
 
 
+def test_full_width_small_print_is_not_turned_upside_down():
+    """Full-width lines of 8 pt print on a letter page at 200 dpi (each ~1,550 x 28 px): the direction
+    classifier votes on windows of its own aspect, not on the whole line squeezed 14 x into its
+    192 x 48 input, whose votes turned such upright pages by 180 degrees (and their text to garbage)."""
+    import random
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    from models.compact.detect import LineDetector
+
+    words = ("river stone garden window paper letter market station silver morning number yellow travel "
+             "summer winter family kitchen reading history picture").split()
+    det = LineDetector()
+    for seed, name in enumerate(("DejaVuSerif.ttf", "DejaVuSans.ttf")):
+        path = f"/usr/share/fonts/truetype/dejavu/{name}"
+        font = ImageFont.truetype(path, round(8 * 200 / 72))
+        page = Image.new("RGB", (1700, 2200), "white")
+        draw, rng = ImageDraw.Draw(page), random.Random(seed)
+        for i in range(10):
+            line = " ".join(rng.choice(words) for _ in range(60))
+            while font.getlength(line) > 1580:
+                line = line.rsplit(" ", 1)[0]
+            draw.text((60, 60 + 30 * i), line, fill="black", font=font)
+        _, lines, rotation = det.detect(page)
+        assert rotation == 0 and len(lines) == 10, (name, rotation, len(lines))
+        _, lines, rotation = det.detect(page.rotate(180))
+        assert rotation == 180 and len(lines) == 10, (name, rotation, len(lines))
+
+
 def test_pieces_of_long_lines_are_marked_whatever_the_page_rotation():
     """A line too long for the recogniser is cut into pieces; every piece after the first is marked
     as the next piece of its line (joined with a space: cut at a word gap), on an upright page as on
