@@ -75,3 +75,44 @@ def test_large_lines_replace_their_pieces_but_not_paragraphs():
     assert large_print.with_large_lines(rgb, body, coarse([para])) == body
     # small pages have no coarse pass
     assert large_print.coarse_lines(rgb[:600, :500], coarse([title])) == []
+
+
+def test_ink_box_finds_print_and_light_gray_but_not_bleed_through():
+    page = np.full((2200, 1700), 250, dtype=np.uint8)
+    assert prepare.ink_box(page) is None  # blank paper
+    page[400:412, 300:900] = 140  # one light-gray 6 pt line, 110 levels below the paper
+    page[1500:1503, 200:1000] = 235  # bleed-through, 15 levels: not ink
+    x0, y0, x1, y1 = prepare.ink_box(page)
+    assert x0 <= 300 < 900 <= x1 and y0 <= 400 < 412 <= y1
+    assert x1 - x0 < 620 and y1 - y0 < 30  # block-sized slack only
+    page[2195:, 1695:] = 0  # ink in the last, partial block row / column
+    assert prepare.ink_box(page)[2:] == (1700, 2200)
+
+
+def test_detector_looks_at_the_inked_part_at_the_whole_pages_scale(monkeypatch):
+    """A letter page with text in one corner: the detector's forward sees the crop around the ink, at
+    the scale of the whole page, and finds the lines where a forward over the whole page finds them."""
+    from models.compact import detect
+
+    page = Image.new("RGB", (1700, 2200), "white")
+    draw = ImageDraw.Draw(page)
+    for i in range(4):
+        draw.text((1000, 1700 + 60 * i), f"Line number {i} of the corner", fill="black", font_size=36)
+    det = detect.LineDetector()
+    shapes = []
+    forward = det.det.probability_map
+
+    def spy(bgr):
+        shapes.append(bgr.shape[:2])
+        return forward(bgr)
+
+    monkeypatch.setattr(det.det, "probability_map", spy)
+    cropped = sorted(det._detect_band(np.asarray(page)), key=lambda b: b.box[1])
+    monkeypatch.setattr(detect, "MIN_CONTENT_SAVING", 2.0)  # never crop
+    whole = sorted(det._detect_band(np.asarray(page)), key=lambda b: b.box[1])
+    assert len(cropped) == len(whole) == 4
+    for a, b in zip(cropped, whole, strict=True):
+        assert np.abs(np.subtract(a.box, b.box)).max() <= 8, (a.box, b.box)  # the 32 px rounding of each input
+        assert 990 <= a.box[0] <= 1010
+    (h, w), (hw, ww) = shapes
+    assert (hw, ww) == (1600, 1248) and h * w < 0.2 * hw * ww  # the corner only, at the page's scale
