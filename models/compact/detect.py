@@ -43,16 +43,10 @@ from inkstream.segments import JOIN_LINE
 from models.compact import large_print
 from models.compact.det_net import DetNetwork, onnx_session
 from models.compact.layout import LayoutAnalyser, PageLayout, erase_rules, interval_gaps
-from models.compact.prepare import ink_box
 
 RAPIDOCR_MODELS = pathlib.Path(rapidocr.__file__).parent / "models"
 DET_MODEL = RAPIDOCR_MODELS / "PP-OCRv6_det_small.onnx"
 CLS_MODEL = RAPIDOCR_MODELS / "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
-
-#: The detector looks at a page's ink grown by this share of its long side on every side ...
-CONTENT_MARGIN = 0.02
-#: ... when that leaves out at least this share of the page's pixels (else the whole page).
-MIN_CONTENT_SAVING = 0.1
 
 #: A page whose short side is below this many pixels is enlarged for detection (rapidocr's default
 #: ``limit_side_len``; see :meth:`LineDetector._pre_for`).
@@ -117,7 +111,7 @@ class LineDetector:
         slack = overlap / 4
         found: list[tuple[float, int, LineBox]] = []  # (distance to the band's edge, band, line)
         for i, y in enumerate(starts):
-            for ln in self._detect_band(rgb[y: y + band], content=False):  # a band's edges cut lines
+            for ln in self._detect_band(rgb[y: y + band]):
                 x0, y0, x1, y1 = ln.box
                 if cuts[i] - slack <= (y0 + y1) / 2 + y < cuts[i + 1] + slack:
                     q = ln.quad.copy()
@@ -137,47 +131,10 @@ class LineDetector:
         """
         return self._detect_band(small, enlarge=False)
 
-    def _detect_band(self, rgb: np.ndarray, enlarge: bool = True, content: bool = True) -> list[LineBox]:
-        """Lines of ``rgb`` [H, W, 3] uint8 in one forward of the detector, boxes in its pixels. A page
-        not enlarged for the detector is detected on its inked part only (:meth:`_content`), at the
-        scale the whole page would get, unless ``content`` is False (a band of a tall page).
-        """
-        pre = self._pre_for((rgb.shape[0] + 2 * self.pad, rgb.shape[1] + 2 * self.pad)) if enlarge else self.pre
-        inked = self._content(rgb) if content and pre is self.pre else None
-        if inked is None:
-            return self._forward(rgb, pre)
-        x0, y0, x1, y1, pre = inked
-        lines = self._forward(rgb[y0:y1, x0:x1], pre)
-        for ln in lines:
-            ln.quad[:, 0] += x0
-            ln.quad[:, 1] += y0
-            ln.box = (ln.box[0] + x0, ln.box[1] + y0, ln.box[2] + x0, ln.box[3] + y0)
-        return lines
-
-    def _content(self, rgb: np.ndarray) -> tuple[int, int, int, int, DetPreProcess] | None:
-        """Where the detector looks on a page (``rgb`` [H, W, 3] uint8): (x0, y0, x1, y1 of the crop,
-        the resize that gives the crop the whole page's scale, never above 1). The crop is the page's
-        ink (:func:`models.compact.prepare.ink_box`) grown by :data:`CONTENT_MARGIN` of the long side;
-        None (the whole page) when it would leave out less than :data:`MIN_CONTENT_SAVING` of the
-        pixels. Why: blank margins are a third of a letter page rendered from a PDF, and the
-        forward's cost goes with its pixels (../shared/eval letter pages: 1.8 -> 1.2 s, one thread).
-        """
-        h, w = rgb.shape[:2]
-        box = ink_box(np.asarray(Image.fromarray(rgb).convert("L")))
-        if box is None:
-            return None
-        m = int(CONTENT_MARGIN * max(h, w))
-        x0, y0 = max(0, box[0] - m), max(0, box[1] - m)
-        x1, y1 = min(w, box[2] + m), min(h, box[3] + m)
-        if (x1 - x0) * (y1 - y0) > (1.0 - MIN_CONTENT_SAVING) * h * w:
-            return None
-        scale = min(1.0, self.det_long_side / (max(h, w) + 2 * self.pad))
-        side = max(y1 - y0, x1 - x0) + 2 * self.pad
-        return x0, y0, x1, y1, DetPreProcess(limit_side_len=max(32, int(round(side * scale))), limit_type="max")
-
-    def _forward(self, rgb: np.ndarray, pre: DetPreProcess) -> list[LineBox]:
+    def _detect_band(self, rgb: np.ndarray, enlarge: bool = True) -> list[LineBox]:
         p = self.pad
         padded = np.pad(rgb, ((p, p), (p, p), (0, 0)), constant_values=255)
+        pre = self._pre_for(padded.shape[:2]) if enlarge else self.pre
         bgr = pre.resize(np.ascontiguousarray(padded[:, :, ::-1]))  # BGR like OpenCV
         if bgr is None:
             return []

@@ -21,15 +21,10 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-import numpy as np
 from PIL import Image
-
-from models.compact.prepare import ink_box
 
 Box = tuple[float, float, float, float]
 
-#: The inked part of the page is analysed, grown by this share of its long side on every side.
-CONTENT_MARGIN = 0.02
 #: Long side of the image Tesseract analyses: 200 dpi for a letter page, where its defaults are tuned.
 ANALYSIS_LONG_SIDE = 2200
 
@@ -96,14 +91,8 @@ class LayoutAnalyser:
             return PageLayout()
         scale = min(1.0, ANALYSIS_LONG_SIDE / max(image.width, image.height))
         gray = image.convert("L")
-        dx, dy = 0, 0
-        ink = ink_box(np.asarray(gray))
-        if ink is not None:  # blank margins hold no layout: analyse the inked part (+ a margin) only
-            m = int(CONTENT_MARGIN * max(gray.size))
-            dx, dy = max(0, ink[0] - m), max(0, ink[1] - m)
-            gray = gray.crop((dx, dy, min(gray.width, ink[2] + m), min(gray.height, ink[3] + m)))
         if scale < 1.0:
-            gray = gray.resize((max(1, round(gray.width * scale)), max(1, round(gray.height * scale))),
+            gray = gray.resize((max(1, round(image.width * scale)), max(1, round(image.height * scale))),
                                Image.Resampling.BOX)
         ril = self._tess.RIL.BLOCK
         out = PageLayout()
@@ -121,8 +110,8 @@ class LayoutAnalyser:
                 bb = it.BoundingBox(ril)
                 if bb is not None:
                     name = self._names.get(it.BlockType(), "UNKNOWN")
-                    x0, y0, x1, y1 = (bb[0] / scale + dx, bb[1] / scale + dy, bb[2] / scale + dx,
-                                      bb[3] / scale + dy)
+                    box = tuple(v / scale for v in bb)
+                    x0, y0, x1, y1 = box
                     if name in _RULES:
                         out.rules.append((x0, y0, x1, y1))
                     elif name in _KINDS:

@@ -15,8 +15,6 @@ The recogniser was trained on dark ink on light paper (:mod:`models.compact.line
   pixels), in 8-bit gray levels. Print, even light
   gray print, has a contrast of 90 levels and more; text from the back of the sheet showing through
   (mirrored, 88-95 % white) has 13-31. A line below :data:`MIN_INK_CONTRAST` is not read.
-* :func:`ink_box` finds the part of a page that holds any ink (its margins are blank paper), so the
-  line detector need not run over the margins (:meth:`models.compact.detect.LineDetector._detect_band`).
 * :func:`tighten` trims a large line crop (display type, whose detector box holds a wide paper
   margin) to its ink with a margin, as the recogniser's training lines were cut; body-text crops
   (under :data:`TIGHTEN_MIN_PX` tall) are left exactly as detected.
@@ -44,8 +42,6 @@ TIGHTEN_MARGIN = (0.25, 0.25)
 FRAME = 0.05
 #: Long side (pixels) of the thumbnail the page's paper level is measured on (speed).
 _PROBE_PX = 256
-#: Side (pixels) of the blocks whose darkest pixel :func:`ink_box` looks at.
-INK_BLOCK_PX = 8
 
 T = TypeVar("T")
 
@@ -102,28 +98,6 @@ def ink_contrast(crop: Image.Image) -> float:
         return 0.0
     paper, ink = np.percentile(a, (90.0, 1.0))
     return float(paper - ink)
-
-
-def ink_box(gray: np.ndarray) -> tuple[int, int, int, int] | None:
-    """Bounds (x0, y0, x1, y1), pixels of ``gray`` [H, W] uint8, of every pixel darker than the page's
-    paper by at least half :data:`MIN_INK_CONTRAST` (a line fainter than that is dropped by
-    :func:`inked_lines` anyway), measured on the darkest pixel of each :data:`INK_BLOCK_PX` block (a
-    min, not a mean: a thin stroke of light-gray 6 pt print is kept); the paper is the 90th percentile
-    of those minima. None for a page without ink. Scanner noise and page edges count as ink: they only
-    make the box larger.
-    """
-    b = INK_BLOCK_PX
-    h, w = gray.shape[:2]
-    if h < b or w < b:
-        return None
-    mins = gray[: h // b * b, : w // b * b].reshape(h // b, b, w // b, b).min(axis=(1, 3))
-    paper = float(np.percentile(mins, 90.0))
-    ys, xs = np.nonzero(mins < paper - MIN_INK_CONTRAST / 2)
-    if not len(ys):
-        return None
-    x1 = w if xs.max() + 1 >= w // b else (int(xs.max()) + 1) * b  # the strip beyond the last block
-    y1 = h if ys.max() + 1 >= h // b else (int(ys.max()) + 1) * b
-    return int(xs.min()) * b, int(ys.min()) * b, x1, y1
 
 
 def inked_lines(lines: Sequence[T], crop: Callable[[T], Image.Image]) -> list[T]:
