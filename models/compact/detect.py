@@ -12,7 +12,8 @@ image edge (single-line images) is still found, and downscaled so its long side 
 Orientation: if most detected boxes are taller than wide the page is rotated by 90 degrees and
 detected again; the rapidocr 0/180 text-direction classifier (``ch_ppocr_mobile_v2.0_cls``) then
 decides between the two 90-degree turns, and turns a page that looks upright by 180 degrees only on
-a clear vote over at least 4 lines (about 25 ms per page). Boxes are reported in the pixels of the
+a clear vote over at least 4 lines (up to 16 lines x 3 windows of the classifier's aspect, under
+0.15 s a page). Boxes are reported in the pixels of the
 page as received.
 
 Layout (:meth:`LineDetector.detect`, when ``tesserocr`` is installed): once the page is upright,
@@ -256,8 +257,8 @@ def _cls_windows(line: Image.Image) -> list[Image.Image]:
     span = max(1, int(round(h * CLS_W / CLS_H)))
     if w <= span:
         return [line]
-    k = min(CLS_WINDOWS, -(-w // span))
-    starts = [round(i * (w - span) / max(1, k - 1)) for i in range(k)] if k > 1 else [(w - span) // 2]
+    k = min(CLS_WINDOWS, -(-w // span))  # >= 2 here
+    starts = [round(i * (w - span) / (k - 1)) for i in range(k)]
     return [line.crop((x, 0, x + span, h)) for x in starts]
 
 
