@@ -46,7 +46,11 @@ from models.compact.det_net import DetNetwork, onnx_session
 from models.compact.layout import LayoutAnalyser, PageLayout, erase_rules, interval_gaps
 
 RAPIDOCR_MODELS = pathlib.Path(rapidocr.__file__).parent / "models"
-DET_MODEL = RAPIDOCR_MODELS / "PP-OCRv6_det_small.onnx"
+#: The detector rapidocr ships (float32); calibration and comparisons run it.
+DET_FLOAT_MODEL = RAPIDOCR_MODELS / "PP-OCRv6_det_small.onnx"
+#: The detector the encoder runs: DET_FLOAT_MODEL quantised to int8 by
+#: :mod:`training.compact.quantize_detector` (see there for the figures).
+DET_MODEL = pathlib.Path(__file__).resolve().parent / "detector" / "PP-OCRv6_det_small.int8.onnx"
 CLS_MODEL = RAPIDOCR_MODELS / "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
 
 #: A page whose short side is below this many pixels is enlarged for detection (rapidocr's default
@@ -78,12 +82,15 @@ def _same_line(a: tuple[float, float, float, float], b: tuple[float, float, floa
 
 
 class LineDetector:
-    """PP-OCR line detector + orientation fix. ``threads``: onnxruntime intra-op threads."""
+    """PP-OCR line detector + orientation fix. ``threads``: onnxruntime intra-op threads; ``det_model``:
+    the DB network's ONNX file (default :data:`DET_MODEL`).
+    """
 
-    def __init__(self, det_long_side: int = 1600, threads: int = 1, pad_px: int = 24):
+    def __init__(self, det_long_side: int = 1600, threads: int = 1, pad_px: int = 24,
+                 det_model: pathlib.Path = DET_MODEL):
         self.det_long_side, self.pad = det_long_side, pad_px
         self.layout = LayoutAnalyser()
-        self.det = DetNetwork(onnx_session(DET_MODEL, threads))
+        self.det = DetNetwork(onnx_session(det_model, threads))
         self.cls = onnx_session(CLS_MODEL, threads) if CLS_MODEL.is_file() else None
         self.pre = DetPreProcess(limit_side_len=det_long_side, limit_type="max")
         self.post = DBPostProcess(thresh=0.3, box_thresh=0.5, max_candidates=2000, unclip_ratio=1.6,
