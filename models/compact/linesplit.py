@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from inkstream.segments import JOIN_DIRECT, JOIN_LINE, JOIN_SPACE
-from models.compact.lineimage import LINE_HEIGHT
+from models.compact.lineimage import LINE_HEIGHT, gray_percentiles
 
 #: Longest piece, in pixels at the 32-pixel line height: 40 vision tokens, about 57 characters at
 #: the model's ~1.43 characters per token, inside the lengths most seen in training. Measured on
@@ -38,15 +38,17 @@ def _ink_columns(crop: Image.Image) -> np.ndarray:
     (paper) are not on (dark on light, or light on dark), and rows that are nearly all ink (an underline, a table
     rule, a strike-through running through the word gaps) are left out, so they do not hide the gaps.
     """
-    a = np.asarray(crop.convert("L"), dtype=np.float32)
-    lo, hi = np.percentile(a, (5.0, 95.0))
+    a = np.asarray(crop.convert("L"))
+    if a.size == 0:
+        return np.zeros(a.shape[1], dtype=bool)
+    lo, hi = gray_percentiles(a, (5.0, 95.0))
     if hi - lo < 16.0:
         return np.zeros(a.shape[1], dtype=bool)
     mid = (lo + hi) / 2
     paper = float(np.median(np.concatenate([a[0], a[-1], a[:, 0], a[:, -1]])))  # the crop's edges
-    ink = a < mid if paper >= mid else a > mid
+    ink: np.ndarray = a < mid if paper >= mid else a > mid
     columns = ink[ink.mean(axis=1) <= _RULE_FRACTION].any(axis=0)
-    return columns if columns.any() else ink.any(axis=0)  # nothing but rules: keep them
+    return np.asarray(columns if columns.any() else ink.any(axis=0))  # nothing but rules: keep them
 
 
 def _blank_runs(ink: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:

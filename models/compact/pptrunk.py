@@ -29,6 +29,8 @@ from functools import cache
 import numpy as np
 from PIL import Image
 
+from models.compact.lineimage import gray_percentiles
+
 PP_LINE_HEIGHT = 48  # pixels
 PP_FRAME_PX = 8  # pixels per trunk frame
 PP_TOKEN_PX = 16  # pixels per token of the feature shards' records (and of compressor stride 2)
@@ -69,8 +71,9 @@ def normalise_line_pp(image: Image.Image) -> np.ndarray:
         raise ValueError(f"empty line image {image.width}x{image.height}")
     w = pp_width(image.width, image.height)
     gray = image.convert("L").resize((w, PP_LINE_HEIGHT), Image.Resampling.BILINEAR, reducing_gap=2.0)
-    a = np.asarray(gray, dtype=np.float32)
-    lo, hi = np.percentile(a, (2.0, 98.0))
+    a8 = np.asarray(gray)
+    lo, hi = gray_percentiles(a8, (2.0, 98.0))
+    a = a8.astype(np.float32)
     if hi - lo < 16.0:  # nearly uniform crop: keep absolute levels (same rule as lineimage)
         lo, hi = min(lo, 0.0), max(hi, 255.0)
     paper = np.clip((a - lo) / (hi - lo), 0.0, 1.0) * 2.0 - 1.0

@@ -28,6 +28,8 @@ from typing import TypeVar
 import numpy as np
 from PIL import Image, ImageOps
 
+from models.compact.lineimage import gray_percentiles
+
 #: A page whose median gray (0 black .. 255 white) is below this has dark paper and light text.
 DARK_PAPER_BELOW = 110.0
 #: Gray levels between a line's paper and its darkest ink below which the line is not print: between
@@ -47,7 +49,7 @@ T = TypeVar("T")
 
 
 def _gray(image: Image.Image) -> np.ndarray:
-    return np.asarray(image.convert("L"), dtype=np.float32)
+    return np.asarray(image.convert("L"))  # uint8
 
 
 def paper_level(image: Image.Image) -> float:
@@ -80,7 +82,7 @@ def dark_on_light(crop: Image.Image) -> Image.Image:
     a = _gray(crop)
     if a.size == 0:
         return crop
-    lo, hi = np.percentile(a, (5.0, 95.0))
+    lo, hi = gray_percentiles(a, (5.0, 95.0))
     if hi - lo < 16.0:
         return crop
     border = np.concatenate([a[0], a[-1], a[:, 0], a[:, -1]])
@@ -96,7 +98,7 @@ def ink_contrast(crop: Image.Image) -> float:
     a = _gray(dark_on_light(crop))
     if a.size == 0:
         return 0.0
-    paper, ink = np.percentile(a, (90.0, 1.0))
+    paper, ink = gray_percentiles(a, (90.0, 1.0))
     return float(paper - ink)
 
 
@@ -117,7 +119,7 @@ def tighten(crop: Image.Image, box: tuple[float, float, float, float]
     if crop.height < TIGHTEN_MIN_PX or abs(crop.width - bw) > 2 or abs(crop.height - bh) > 2:
         return crop, box
     a = _gray(dark_on_light(crop))
-    lo, hi = np.percentile(a, (1.0, 90.0))
+    lo, hi = gray_percentiles(a, (1.0, 90.0))
     if hi - lo < MIN_INK_CONTRAST:
         return crop, box
     ys, xs = np.nonzero(a < (lo + hi) / 2)

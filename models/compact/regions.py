@@ -11,6 +11,7 @@ import numpy as np
 from models.compact import layout_order, table
 from models.compact.detect import LineBox, reading_order
 from models.compact.layout import TABLE, PageLayout
+from models.compact.lineimage import gray_percentiles
 
 #: Skew below this (degrees) is left alone: a line then drifts < 1/4 of its height over 1,500 px.
 MIN_SKEW_DEG = 0.4
@@ -89,7 +90,7 @@ def unbroken_rules(rules: list[tuple[float, float, float, float]],
     between them) -- and erasing them deletes those strokes (币 -> 巾, 万 -> 力; 18 % CER on a
     rendered page). A table border or an underline is solid ink from end to end.
     """
-    paper, ink = np.percentile(gray, 90), np.percentile(gray, 1)
+    paper, ink = gray_percentiles(gray, (90.0, 1.0))
     dark = gray < (paper + ink) / 2.0
     h, w = dark.shape
     kept = []

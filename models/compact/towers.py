@@ -33,7 +33,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from models.compact import checkpoint as ckpt
-from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS, width_batches
+from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS, gray_percentiles, width_batches
 from models.compact.pptrunk import PP_BUCKET_PX, PP_FRAME_PX, PP_LINE_HEIGHT, PPTrunk, normalise_line_pp, pp_tokens
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ class PPTower:
         """
         gray = crop.convert("L")
         pad = int(round(gray.height * PP_CROP_PAD))
-        paper = int(np.percentile(np.asarray(gray), 95))
+        paper = int(gray_percentiles(np.asarray(gray), (95.0,))[0])
         crop = ImageOps.expand(gray, border=(pad // 2, pad, pad // 2, pad), fill=paper)
         x = normalise_line_pp(crop)[0]
         n = min(MAX_TOKENS, pp_tokens(crop.width, crop.height, self.token_px))
