@@ -75,3 +75,23 @@ def test_large_lines_replace_their_pieces_but_not_paragraphs():
     assert large_print.with_large_lines(rgb, body, coarse([para])) == body
     # small pages have no coarse pass
     assert large_print.coarse_lines(rgb[:600, :500], coarse([title])) == []
+
+
+def test_gray_percentiles_are_numpys():
+    """The histogram percentiles equal np.percentile (linear interpolation) on uint8 arrays of any
+    shape and spread: flat, two-level, random; and refuse what they cannot measure."""
+    import numpy as np
+    import pytest
+
+    from models.compact.lineimage import gray_percentiles
+
+    rng = np.random.default_rng(0)
+    qs = (0.0, 1.0, 2.0, 5.0, 50.0, 90.0, 95.0, 98.0, 100.0)
+    arrays = [np.full((3, 7), 200, np.uint8), np.array([[0, 255]], np.uint8),
+              np.where(rng.random((32, 300)) < 0.08, 20, 235).astype(np.uint8),
+              rng.integers(0, 256, (48, 1001)).astype(np.uint8), np.array([7], np.uint8)]
+    for a in arrays:
+        np.testing.assert_allclose(gray_percentiles(a, qs), np.percentile(a, qs), atol=1e-9)
+    for bad in (np.zeros((0, 4), np.uint8), np.zeros((2, 2), np.float32)):
+        with pytest.raises(ValueError):
+            gray_percentiles(bad, (50.0,))

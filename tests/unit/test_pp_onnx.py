@@ -75,8 +75,12 @@ def zh_ckpt(tmp_path_factory) -> pathlib.Path:
     comp = PPCompressor(HIDDEN, 16, stride=1, posterior_topk=TOPK, vocab_size=vocab)
     copy = PointerCopy(HIDDEN, topk=TOPK, heads=SUPERVISED_HEADS)
     head = ScriptHead(32)
-    scores = sorted(set(_line_scores(model.encoder, head)))
-    gaps = [(scores[i + 1] - scores[i], i) for i in range(1, len(scores) - 2)]  # not the extremes
+    lines = _line_scores(model.encoder, head)
+    scores = sorted(set(lines))
+    # One or two lines to the PP tower (three would make it a Chinese page: every line to the PP
+    # tower, page_routes), at the widest such gap: the page's crops are the detector's, not _line's.
+    gaps = [(scores[i + 1] - scores[i], i) for i in range(len(scores) - 1)
+            if 1 <= sum(v > scores[i] for v in lines) <= 2]
     _, i = max(gaps)
     with torch.no_grad():
         head.linear.bias.fill_(-(scores[i] + scores[i + 1]) / 2)
