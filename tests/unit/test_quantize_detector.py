@@ -1,0 +1,43 @@
+"""training/compact/quantize_detector.py rebuilds a working int8 detector, and the committed one keeps
+the convolution on the image in float32 (quantised, it merged and split lines of small print)."""
+
+from __future__ import annotations
+
+import onnx
+from PIL import Image, ImageDraw, ImageFont
+
+from models.compact import detect
+from training.compact import quantize_detector
+
+WORDS = "river stone garden window paper letter market station silver morning".split()
+
+
+def _page() -> Image.Image:
+    page = Image.new("RGB", (900, 700), "white")
+    draw = ImageDraw.Draw(page)
+    font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf", 22)
+    for i in range(8):
+        draw.text((40, 40 + 70 * i), " ".join(WORDS[i:] + WORDS[:i]), fill="black", font=font)
+    return page
+
+
+def test_committed_detector_is_int8_but_its_first_convolution(tmp_path):
+    graph = onnx.load(str(detect.DET_MODEL)).graph
+    ops = {n.op_type for n in graph.node}
+    assert "QLinearConv" in ops
+    inputs = {i.name for i in graph.input}
+    assert [n.op_type for n in graph.node if n.input and n.input[0] in inputs] == ["Conv"]
+    assert quantize_detector.input_convs(detect.DET_FLOAT_MODEL)
+
+
+def test_script_rebuilds_a_detector_that_finds_the_same_lines(tmp_path):
+    (tmp_path / "cal").mkdir()
+    _page().save(tmp_path / "cal" / "page.png")
+    out = tmp_path / "det.onnx"
+    assert quantize_detector.main([str(tmp_path / "cal"), "--out", str(out)]) == 0
+    page = _page()
+    _, ref, _ = detect.LineDetector(det_model=detect.DET_FLOAT_MODEL).detect(page)
+    _, got, _ = detect.LineDetector(det_model=out).detect(page)
+    assert len(ref) == len(got) == 8
+    for a, b in zip(ref, got, strict=True):
+        assert max(abs(u - v) for u, v in zip(a.box, b.box, strict=True)) <= 4, (a.box, b.box)
