@@ -24,6 +24,7 @@ import grpc
 from decoder_service import convert
 from decoder_service.config import DecoderConfig
 from decoder_service.scheduler import DecodeEngine, SequenceStream
+from decoder_service.sequence import SequenceEvent
 from inkstream.errors import InkstreamError, InternalError, InvalidInput, Unavailable, grpc_guard
 from inkstream.lifecycle import Lifecycle
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
@@ -57,7 +58,8 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
     @grpc_guard
     async def Decode(self, request_iterator: AsyncIterator[decoder_pb2.DecodeRequest],
                      context: grpc.aio.ServicerContext) -> AsyncIterator[decoder_pb2.DecodeResponse]:
-        """Segments in, text deltas out (interleaved by segment_id) as the engine decodes them. A bad
+        """Segments in, text deltas out (interleaved by segment_id) as the engine decodes them, or one
+        response per segment when it finishes for a request with ``whole_segment``. A bad
         segment, or one sent after a drain began, gets an item error; a full decoder aborts the call
         with RESOURCE_EXHAUSTED + retry hint; ending the call cancels its sequences.
         """
@@ -66,11 +68,20 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
         streams: list[SequenceStream] = []
         tasks: list[asyncio.Task] = []
 
-        async def pump(segment_id: int, stream: SequenceStream) -> None:
+        async def pump(segment_id: int, stream: SequenceStream, whole: bool) -> None:
+            toks: list[int] = []
+            text: list[str] = []
             try:
                 async with self.lifecycle.track():
                     async for ev in stream:
-                        out.put_nowait(convert.event_to_pb(segment_id, ev))
+                        if not whole:
+                            out.put_nowait(convert.event_to_pb(segment_id, ev))
+                            continue
+                        toks += ev.token_ids
+                        text.append(ev.text)
+                        if ev.finish_reason is not None:
+                            whole_ev = SequenceEvent(toks, "".join(text), ev.finish_reason, ev.usage)
+                            out.put_nowait(convert.event_to_pb(segment_id, whole_ev))
             except InkstreamError as exc:
                 out.put_nowait(convert.error_to_pb(segment_id, exc))
             finally:
@@ -98,7 +109,7 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
                         out.put_nowait(convert.error_to_pb(seg, exc))
                         continue
                     streams.append(stream)
-                    tasks.append(asyncio.create_task(pump(seg, stream)))
+                    tasks.append(asyncio.create_task(pump(seg, stream, req.whole_segment)))
             except InkstreamError as exc:  # overload (decoder full): abort the call
                 out.put_nowait(exc)
             except (grpc.RpcError, asyncio.CancelledError):

@@ -90,6 +90,25 @@ async def test_decode_matches_reference_and_reports_usage(served, half):
     assert last.usage.prompt_tokens == half.embed_prompt(_vt(), "ocr").shape[0]
 
 
+async def test_whole_segment_is_one_response_with_the_deltas_text(served, half):
+    """``whole_segment``: each segment answers once, when it finishes, with what its per-step
+    responses would have held together (token ids, text, finish reason, usage)."""
+    b, stub = await served()
+    steps = await _run(stub, [_req(1, _vt(), max_new=20), _req(2, _vt(seed=1), max_new=12)])
+    whole = [_req(1, _vt(), max_new=20), _req(2, _vt(seed=1), max_new=12)]
+    for r in whole:
+        r.whole_segment = True
+    got = await _run(stub, whole)
+    for seg in (1, 2):
+        assert len(steps[seg]) > 1 and len(got[seg]) == 1
+        one, last = got[seg][0], steps[seg][-1]
+        assert list(one.token_ids) == [t for r in steps[seg] for t in r.token_ids]
+        assert one.text_delta == "".join(r.text_delta for r in steps[seg])
+        assert one.finish_reason == last.finish_reason == decoder_pb2.FINISH_REASON_LENGTH
+        assert one.usage.generated_tokens == last.usage.generated_tokens
+        assert one.usage.confidence == pytest.approx(last.usage.confidence)
+
+
 @pytest.mark.parametrize(
     "bad, expect",
     [
