@@ -143,9 +143,10 @@ class LineDetector:
         p = self.pad
         padded = np.pad(rgb, ((p, p), (p, p), (0, 0)), constant_values=255)
         pre = self._pre_for(padded.shape[:2]) if enlarge else self.pre
-        bgr = pre.resize(np.ascontiguousarray(padded[:, :, ::-1]))  # BGR like OpenCV
-        if bgr is None:
+        small = pre.resize(padded)  # per channel: the same pixels as resizing BGR, on a copy 2-3 x smaller
+        if small is None:
             return []
+        bgr = np.ascontiguousarray(small[:, :, ::-1])  # BGR like OpenCV
         pred = self.det.probability_map(bgr)
         quads, scores = self.post(pred, padded.shape[:2])
         h, w = rgb.shape[:2]
