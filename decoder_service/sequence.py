@@ -76,6 +76,11 @@ class Seq:
     cancelled: bool = False  # written by the loop
     closed: bool = False  # final event delivered (loop)
     ttft_recorded: bool = False  # (loop)
+    #: deliver one event when the sequence finishes (all its tokens and text) instead of one per
+    #: decode step: a consumer that uses finished sequences only is not woken ~1 x per token (loop)
+    whole: bool = False
+    held_tokens: list[int] = field(default_factory=list)  # whole: delivered at the finish (loop)
+    held_text: list[str] = field(default_factory=list)
 
     @property
     def reserve(self) -> int:

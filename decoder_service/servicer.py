@@ -24,7 +24,6 @@ import grpc
 from decoder_service import convert
 from decoder_service.config import DecoderConfig
 from decoder_service.scheduler import DecodeEngine, SequenceStream
-from decoder_service.sequence import SequenceEvent
 from inkstream.errors import InkstreamError, InternalError, InvalidInput, Unavailable, grpc_guard
 from inkstream.lifecycle import Lifecycle
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
@@ -68,20 +67,11 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
         streams: list[SequenceStream] = []
         tasks: list[asyncio.Task] = []
 
-        async def pump(segment_id: int, stream: SequenceStream, whole: bool) -> None:
-            toks: list[int] = []
-            text: list[str] = []
+        async def pump(segment_id: int, stream: SequenceStream) -> None:
             try:
                 async with self.lifecycle.track():
-                    async for ev in stream:
-                        if not whole:
-                            out.put_nowait(convert.event_to_pb(segment_id, ev))
-                            continue
-                        toks += ev.token_ids
-                        text.append(ev.text)
-                        if ev.finish_reason is not None:
-                            whole_ev = SequenceEvent(toks, "".join(text), ev.finish_reason, ev.usage)
-                            out.put_nowait(convert.event_to_pb(segment_id, whole_ev))
+                    async for ev in stream:  # a whole_segment sequence has one event (DecodeEngine.submit)
+                        out.put_nowait(convert.event_to_pb(segment_id, ev))
             except InkstreamError as exc:
                 out.put_nowait(convert.error_to_pb(segment_id, exc))
             finally:
@@ -101,7 +91,8 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
                         vt = convert.vision_tokens_from_pb(req.vision_tokens, engine.half.hidden_size,
                                                            engine.half.max_vision_tokens)
                         params = convert.sampling_from_pb(req.sampling, self.cfg)
-                        stream = await engine.submit(vt, params, req.task or None, req.prompt or None)
+                        stream = await engine.submit(vt, params, req.task or None, req.prompt or None,
+                                                     whole=req.whole_segment)
                     except (InvalidInput, Unavailable) as exc:
                         # Bad segment, or the replica began draining mid-call: refuse this segment
                         # only; segments already running finish (drain_grace_s) and the gateway
@@ -109,7 +100,7 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
                         out.put_nowait(convert.error_to_pb(seg, exc))
                         continue
                     streams.append(stream)
-                    tasks.append(asyncio.create_task(pump(seg, stream, req.whole_segment)))
+                    tasks.append(asyncio.create_task(pump(seg, stream)))
             except InkstreamError as exc:  # overload (decoder full): abort the call
                 out.put_nowait(exc)
             except (grpc.RpcError, asyncio.CancelledError):

@@ -180,6 +180,20 @@ async def test_streamed_deltas_are_whole_utf8_characters(half, engine_factory):
     assert last.usage.generated_tokens == len(pattern)
 
 
+async def test_whole_sequence_is_one_event_with_every_token_and_the_text(half, engine_factory):
+    """``submit(whole=True)``: the stream yields a single, finishing event holding what the per-step
+    events of the same sequence would have held, together."""
+    params = SamplingParams(max_new_tokens=24, repetition_guard=False)
+    eng = await engine_factory(half, max_running=4, kv_cache_budget_tokens=4096)
+    stepwise = [ev async for ev in await eng.submit(_vision(half, 3), params, "ocr")]
+    whole = [ev async for ev in await eng.submit(_vision(half, 3), params, "ocr", whole=True)]
+    assert len(stepwise) > 1 and len(whole) == 1
+    assert whole[0].token_ids == [t for ev in stepwise for t in ev.token_ids]
+    assert whole[0].text == "".join(ev.text for ev in stepwise)
+    assert whole[0].finish_reason is stepwise[-1].finish_reason is not None
+    assert whole[0].usage.generated_tokens == len(whole[0].token_ids)
+
+
 class _Boom(RuntimeError):
     pass
 

@@ -220,3 +220,20 @@ def test_letter_page_detection_finds_each_line_once_and_whole(first_y):
     for b, y in zip(boxes, ys, strict=True):
         assert abs((b[1] + b[3]) / 2 - (y + 14)) < 12 and b[3] - b[1] < 45  # where drawn, not cut or merged
         assert b[2] - b[0] > 550  # whole width (~600 px)
+
+
+def test_layout_analysed_beside_detection_gives_the_serial_result(shared_dir):
+    """:meth:`LineDetector.detect` starts Tesseract's layout analysis of the page while the detector
+    runs; on an upright page (a two-column paper, a table page) the result is what detection followed
+    by the analysis gives: the same lines, in the same order, the same rules erased."""
+    from models.compact.detect import LineDetector
+
+    det = LineDetector()
+    for name in ("pdfjs_tracemonkey_p01.png", "pdfplumber_warn_p01.png"):
+        page = Image.open(shared_dir / "eval" / "pages" / name).convert("RGB")
+        image, lines, rotation = det.detect(page)
+        serial_image, serial_lines, serial_rotation = det._layout(page, det._detect(np.asarray(page)), 0)
+        assert rotation == serial_rotation == 0
+        assert [ln.box for ln in lines] == [ln.box for ln in serial_lines]
+        assert [ln.join for ln in lines] == [ln.join for ln in serial_lines]
+        assert np.array_equal(np.asarray(image.convert("RGB")), np.asarray(serial_image.convert("RGB")))
