@@ -228,7 +228,10 @@ class LineDetector:
             lines = self._detect(rgb)
         if early is None:
             return image, reading_order(lines), rotation
-        return self._layout(image, lines, rotation, early if rotation == 0 else None)
+        if rotation:
+            early.cancel()  # not started yet (pages of other threads ahead of it): never run
+            early = None
+        return self._layout(image, lines, rotation, early)
 
     def _layout(self, image: Image.Image, lines: list[LineBox], rotation: float,
                 early: Future[PageLayout] | None = None) -> tuple[Image.Image, list[LineBox], float]:
@@ -250,6 +253,8 @@ class LineDetector:
         page = PageLayout()
         if skew is None or abs(skew) < MIN_SKEW_DEG:
             page = early.result() if early is not None else self.layout.analyse(image)
+        elif early is not None:
+            early.cancel()
         if skew is None:  # too few long lines to measure: Tesseract's estimate
             skew = page.skew_deg
         if MIN_SKEW_DEG <= abs(skew) <= MAX_SKEW_DEG:
