@@ -1,5 +1,6 @@
 """training/compact/quantize_detector.py rebuilds a working int8 detector, and the committed one keeps
-the convolution on the image in float32 (quantised, it merged and split lines of small print)."""
+the convolution on the image in float32 (quantised, it merged and split lines of small print) and its
+GELUs in one node each."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def test_committed_detector_is_int8_but_its_first_convolution(tmp_path):
     assert "QLinearConv" in ops
     inputs = {i.name for i in graph.input}
     assert [n.op_type for n in graph.node if n.input and n.input[0] in inputs] == ["Conv"]
+    # each GELU one onnxruntime Gelu node between a dequantise and a quantise (fuse_gelu)
+    assert "Erf" not in ops and sum(n.op_type == "Gelu" for n in graph.node) == 13
     assert quantize_detector.input_convs(detect.DET_FLOAT_MODEL)
 
 
@@ -35,6 +38,7 @@ def test_script_rebuilds_a_detector_that_finds_the_same_lines(tmp_path):
     _page().save(tmp_path / "cal" / "page.png")
     out = tmp_path / "det.onnx"
     assert quantize_detector.main([str(tmp_path / "cal"), "--out", str(out)]) == 0
+    assert {n.op_type for n in onnx.load(str(out)).graph.node} >= {"Gelu", "QLinearConv"}
     page = _page()
     _, ref, _ = detect.LineDetector(det_model=detect.DET_FLOAT_MODEL).detect(page)
     _, got, _ = detect.LineDetector(det_model=out).detect(page)
