@@ -44,6 +44,7 @@ from inkstream.errors import (
     as_inkstream_error,
 )
 from inkstream.fatal import ForwardHealth, is_unrecoverable
+from inkstream.malloc import IdleTrim
 from models.base import EncodedPage, EncoderHalf, PreparedPage
 
 log = logging.getLogger("inkstream.encoder.batcher")
@@ -101,6 +102,9 @@ class MicroBatcher:
         self._running: list[QueuedPage] = []  # the batch inside the forward pass
         self._prep_pool = ThreadPoolExecutor(limits.preprocess_threads, thread_name_prefix="encoder-prep")
         self._fwd_pool = ThreadPoolExecutor(1, thread_name_prefix="encoder-forward")
+        # The heaps keep freed memory for the next page while pages keep coming (no page faults to
+        # fill it again) and are trimmed once the replica has been idle (inkstream.malloc).
+        self.idle_trim = IdleTrim()
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self, half: EncoderHalf) -> None:
@@ -185,6 +189,7 @@ class MicroBatcher:
         start = loop.time()
         self._pending += 1
         self._inflight += 1
+        self.idle_trim.busy()
         self.metrics.queue_depth.add(1, self.metrics.attrs)
         self.metrics.inflight.add(1, self.metrics.attrs)
         item: QueuedPage | None = None
@@ -216,6 +221,8 @@ class MicroBatcher:
                 self._release(item)
             self._inflight -= 1
             self.metrics.inflight.add(-1, self.metrics.attrs)
+            if self._inflight == 0:
+                self.idle_trim.idle()
 
     def _prepare(self, image: bytes, mode: str) -> PreparedPage:
         """Worker thread: bytes -> RGB page -> PreparedPage (CPU tensors)."""

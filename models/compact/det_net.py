@@ -20,11 +20,25 @@ import threading
 
 import numpy as np
 
-from inkstream import malloc
+_ARENA_REGISTERED = False  # onnxruntime's process-wide CPU arena for the detector (see onnx_session)
 
 
-def onnx_session(path: pathlib.Path, threads: int):
-    """An onnxruntime CPU session of the model file ``path`` with ``threads`` intra-op threads (no arena)."""
+def _shared_arena(ort) -> None:
+    """Register, once per process, onnxruntime's shared CPU arena allocator, growing by what each
+    allocation asks for (``arena_extend_strategy`` 1, kSameAsRequested; the default doubles).
+    """
+    global _ARENA_REGISTERED
+    if not _ARENA_REGISTERED:
+        info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+        ort.create_and_register_allocator(info, ort.OrtArenaCfg({"arena_extend_strategy": 1}))
+        _ARENA_REGISTERED = True
+
+
+def onnx_session(path: pathlib.Path, threads: int, arena: bool = False):
+    """An onnxruntime CPU session of the model file ``path`` with ``threads`` intra-op threads;
+    ``arena``: its activations come from a kept arena (the DB detector's, see below), else from
+    malloc at each forward.
+    """
     import onnxruntime as ort  # heavy: onnxruntime, only when a detector is built
 
     opts = ort.SessionOptions()
@@ -34,10 +48,19 @@ def onnx_session(path: pathlib.Path, threads: int):
     # Worker threads sleep between forwards instead of spinning: with more than one intra-op thread a
     # spinning pool takes the CPU the decoder and gateway processes of a local stack need.
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    # No arena / memory pattern: onnxruntime's CPU arena keeps (and grows to) the largest activations
-    # ever seen at the detector's resolution -- measured on the Federal Register page: +710 MiB peak
-    # after two pages with the arena, +520 MiB without, and no slower.
-    opts.enable_cpu_mem_arena = False
+    # The detector's arena: its activations on a letter page are 12-61 MB each (float32 maps of 24-96
+    # channels at a quarter of a 1,600-px input), above glibc's mmap threshold, so without an arena
+    # every forward mapped ~0.4 GB of fresh pages and faulted them in: over ../shared/eval's 14
+    # English pages 1.9 M minor faults and 4.1 s of system time, a quarter of the encoder's CPU. The
+    # arena keeps them for the next forward: 0.13 M faults, 1.2 s, the 14 pages in 11.8 instead of
+    # 14.2 s with 4 in flight (bench/compact_vs_tesseract.py speed_ratio@4 1.07-1.13 -> 1.36-1.40).
+    # Cost: the arena stays at the largest forward's working set (the default doubling strategy
+    # grew it to +710 MiB after two Federal Register pages, +520 MiB without an arena; growing by
+    # what is asked: bench/memory.py's 200-page encoder peak 722 -> 835 MiB, 1-page 585 -> 682).
+    if arena:
+        _shared_arena(ort)
+        opts.add_session_config_entry("session.use_env_allocators", "1")
+    opts.enable_cpu_mem_arena = arena
     opts.enable_mem_pattern = False
     # Extended, not all, graph optimisations: "all" adds the NCHWc layout transform, whose reordered
     # copies of the activations raised one forward's peak on a Federal Register page (1,248 x 1,600)
@@ -58,16 +81,12 @@ class DetNetwork:
         self._lock = threading.Lock()
 
     def probability_map(self, bgr: np.ndarray) -> np.ndarray:
-        """See :func:`probability_map`; callers of other threads wait for the network. The heaps'
-        free memory is given back after each forward (:func:`inkstream.malloc.trim`): the forward's
-        activations below the mmap threshold stayed resident as free heap (+180..230 MiB after a
-        letter page's forward, measured), memory the rest of the encoder did not reuse.
+        """See :func:`probability_map`; callers of other threads wait for the network. The heaps are
+        no longer trimmed after each forward (its activations live in the session's arena, see
+        :func:`onnx_session`); the encoder service trims them once idle (:class:`inkstream.malloc.IdleTrim`).
         """
         with self._lock:
-            try:
-                return probability_map(self.session, bgr)
-            finally:
-                malloc.trim()
+            return probability_map(self.session, bgr)
 
 
 def network_input(bgr: np.ndarray) -> np.ndarray:

@@ -94,7 +94,7 @@ class LineDetector:
         # Tesseract's layout analysis of a page runs beside its detector forward (both release the
         # GIL): see :meth:`detect`. One worker: the analyser serialises its calls anyway.
         self._layout_pool = ThreadPoolExecutor(1, thread_name_prefix="layout") if self.layout.available else None
-        self.det = DetNetwork(onnx_session(det_model, threads))
+        self.det = DetNetwork(onnx_session(det_model, threads, arena=True))
         self.cls = onnx_session(CLS_MODEL, threads) if CLS_MODEL.is_file() else None
         self.pre = DetPreProcess(limit_side_len=det_long_side, limit_type="max")
         self.post = DBPostProcess(thresh=0.3, box_thresh=0.5, max_candidates=2000, unclip_ratio=1.6,

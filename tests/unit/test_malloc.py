@@ -44,3 +44,22 @@ def test_arenas_capped_by_default_and_settings_respected(monkeypatch):
     with pytest.raises(ValueError, match=ARENA_ENV):
         limit_arenas()
 
+
+
+def test_idle_trim_runs_only_after_the_idle_time():
+    import asyncio
+
+    from inkstream.malloc import IdleTrim
+
+    async def scenario() -> tuple[int, int]:
+        t = IdleTrim(idle_s=0.05)
+        t.idle()
+        await asyncio.sleep(0.01)
+        t.busy()  # work arrived before the idle time was up: no trim
+        await asyncio.sleep(0.1)
+        before = t.trims
+        t.idle()
+        await asyncio.sleep(0.15)
+        return before, t.trims
+
+    assert asyncio.run(scenario()) == (0, 1)

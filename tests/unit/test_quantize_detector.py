@@ -45,3 +45,42 @@ def test_script_rebuilds_a_detector_that_finds_the_same_lines(tmp_path):
     assert len(ref) == len(got) == 8
     for a, b in zip(ref, got, strict=True):
         assert max(abs(u - v) for u, v in zip(a.box, b.box, strict=True)) <= 4, (a.box, b.box)
+
+
+_FAULTS = """
+import json, resource, sys
+import numpy as np
+from inkstream import malloc
+from models.compact import detect
+from models.compact.det_net import DetNetwork, onnx_session
+malloc.tune()  # as every service starts
+net = DetNetwork(onnx_session(detect.DET_MODEL, 1, arena=sys.argv[1] == "arena"))
+bgr = np.full((1024, 800, 3), 255, np.uint8)
+out = []
+for _ in range(3):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    net.probability_map(bgr)
+    out.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(json.dumps(out))
+"""
+
+
+def test_second_forward_reuses_the_first_ones_memory():
+    """The DB detector's activations stay in its onnxruntime arena: without it each forward mapped its
+    12-61 MB maps afresh and faulted every page in again (a quarter of the encoder's CPU was system
+    time; models/compact/det_net.py). Measured in a process of its own set up as a service is."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+
+    def faults(kind: str) -> list[int]:
+        run = subprocess.run([sys.executable, "-c", _FAULTS, kind], cwd=root, capture_output=True, text=True,
+                             timeout=120, check=True)
+        return json.loads(run.stdout.strip().splitlines()[-1])
+
+    fresh, kept = faults("malloc"), faults("arena")
+    # a 1,024 x 800 input: ~100 MB of activations, ~25,000 pages of 4 KiB faulted in at every forward
+    assert fresh[2] > 10_000 and kept[2] < fresh[2] / 4, (fresh, kept)

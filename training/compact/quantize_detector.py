@@ -238,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     fused = fuse_gelu(args.out, args.out)
     mad, flips = agreement(args.out, inputs)
     size_mib = args.out.stat().st_size / 2**20
-    print(f"kept float32: {exclude}; GELUs fused: {fused}; wrote {args.out} ({size_mib:.1f} MiB); vs float32 on the calibration "
-          f"inputs: mean |dp| {mad:.4f}, pixels across 0.3: {100 * flips:.3f} %")
+    print(f"kept float32: {exclude}; GELUs fused: {fused}; wrote {args.out} ({size_mib:.1f} MiB); "
+          f"vs float32 on the calibration inputs: mean |dp| {mad:.4f}, pixels across 0.3: {100 * flips:.3f} %")
     return 0
 
 
