@@ -169,7 +169,8 @@ def fuse_gelu(model: pathlib.Path, out: pathlib.Path) -> int:
         add = only_consumer(q.output[0], "QLinearAdd") if q is not None else None
         mul1 = only_consumer(add.output[0], "QLinearMul") if add is not None else None
         mul2 = only_consumer(mul1.output[0], "QLinearMul") if mul1 is not None else None
-        if dq is None or dq.op_type != "DequantizeLinear" or mul2 is None:
+        if dq is None or dq.op_type != "DequantizeLinear" or div is None or add is None or mul1 is None \
+                or mul2 is None:
             continue
         x_q = dq.input[0]
         if not (near(div.input[1], 2 ** 0.5, 1e-4) and near(add.input[3], 1.0, 0.01) and mul1.input[0] == x_q
