@@ -176,9 +176,12 @@ class LineDetector:
             return False
         votes, n = 0.0, 0
         name = self.cls.get_inputs()[0].name
+        page = Image.fromarray(rgb)
         for ln in sorted(lines, key=lambda b: b.box[2] - b.box[0], reverse=True)[:16]:
-            x0, y0, x1, y1 = (int(round(v)) for v in ln.box)
-            line = Image.fromarray(rgb[y0:y1, x0:x1]).convert("RGB")
+            # a tilted line straightened (its quad warped), as its crop for reading will be: the
+            # axis-aligned box of a long line on a page turned by 93 or 183 degrees held the slanted
+            # line and its neighbours, and the vote came out wrong (upside-down text read as garbage)
+            line = crop_line(page, ln, rgb)
             batch = np.stack([_cls_input(w) for w in _cls_windows(line)])
             prob = self.cls.run(None, {name: batch})[0]
             votes += float((prob[:, 1] - prob[:, 0]).mean())  # labels ["0", "180"]
@@ -422,9 +425,10 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
     return _xy_cut(first, med_h) + _xy_cut(second, med_h)
 
 
-def crop_line(image: Image.Image, line: LineBox) -> Image.Image:
+def crop_line(image: Image.Image, line: LineBox, rgb: np.ndarray | None = None) -> Image.Image:
     """The line's pixels: axis-aligned crop for (nearly) horizontal boxes, else a perspective warp
-    of the quad (rapidocr's ``get_rotate_crop_image``).
+    of the quad (rapidocr's ``get_rotate_crop_image``); ``rgb``: ``image`` as an [H, W, 3] uint8
+    array when the caller has it (saves converting the page for each tilted line).
     """
     q = line.quad
     dy = abs(float(q[1, 1] - q[0, 1]))
@@ -433,5 +437,6 @@ def crop_line(image: Image.Image, line: LineBox) -> Image.Image:
         return image.crop((x0, y0, max(x1, x0 + 1), max(y1, y0 + 1)))
     from rapidocr.utils.process_img import get_rotate_crop_image  # heavy: rapidocr, for tilted lines only
 
-    arr = get_rotate_crop_image(np.asarray(image.convert("RGB")), q.astype(np.float32))
+    page = rgb if rgb is not None else np.asarray(image.convert("RGB"))
+    arr = get_rotate_crop_image(page, q.astype(np.float32))
     return Image.fromarray(arr)
