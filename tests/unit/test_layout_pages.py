@@ -95,4 +95,7 @@ def test_warn_table_page_gives_a_markdown_table_with_the_ground_truths_columns(h
     assert edits / chars <= 0.03, edits / chars
     text = render_page(res, "text")
     assert "[" not in text and "|" not in text
-    assert text.count("J") <= path.with_name("pdfplumber_warn_p01.gt.txt").read_text().count("J")
+    # no cell border read as a J (a J not followed by a lower-case letter, as the borders' artefacts before
+    # rules were erased); a letter misread inside a word ("Inc." as "Jnc.") is a recognition error,
+    # which the CER bound above counts
+    assert not re.search(r"J(?![a-z])", text), text
