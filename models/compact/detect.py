@@ -217,11 +217,17 @@ class LineDetector:
         rgb = np.asarray(image.convert("RGB"))
         lines = self._detect(rgb)
         rotation = 0
-        tall = sum(1 for ln in lines if (ln.box[3] - ln.box[1]) > 1.5 * (ln.box[2] - ln.box[0]))
-        if lines and tall > 0.6 * len(lines):
-            image, rotation = image.rotate(90, expand=True), 90
-            rgb = np.asarray(image.convert("RGB"))
-            lines = self._detect(rgb)
+        tall, wide = _elongated(lines)
+        # Sideways: most lines tall. Or most of the *elongated* lines tall, when short squarish boxes
+        # (a transcript's margin line numbers, table cells of one number) are the rest: such a page
+        # turned by 90 degrees kept 19 tall, 0 wide and 24 square boxes and was read sideways as
+        # symbols; it is turned only if the turned page then shows more wide lines than it had.
+        if lines and (tall > 0.6 * len(lines) or (tall >= 3 and tall > 3 * wide)):
+            turned = image.rotate(90, expand=True)
+            t_rgb = np.asarray(turned.convert("RGB"))
+            t_lines = self._detect(t_rgb)
+            if tall > 0.6 * len(lines) or _elongated(t_lines)[1] > wide:
+                image, rotation, rgb, lines = turned, 90, t_rgb, t_lines
         # Found sideways: the classifier decides between 90 and 270. Upright-looking: turned only on a
         # clear vote over several lines (one line's vote is unreliable: measured +0.9 on an upright
         # UW-III line; upright eval pages vote -0.46 to -1.0 per line, a 180-degree page +0.28).
@@ -271,6 +277,13 @@ class LineDetector:
             image = erase_rules(image, page.rules)
             lines = [ln for ln in lines if not inside_rule(ln, page.rules)]
         return image, region_order(lines, page, image.height), rotation
+
+
+def _elongated(lines: list[LineBox]) -> tuple[int, int]:
+    """(lines at least 1.5 x taller than wide, lines at least 1.5 x wider than tall) among ``lines``."""
+    tall = sum(1 for ln in lines if (ln.box[3] - ln.box[1]) > 1.5 * (ln.box[2] - ln.box[0]))
+    wide = sum(1 for ln in lines if (ln.box[2] - ln.box[0]) > 1.5 * (ln.box[3] - ln.box[1]))
+    return tall, wide
 
 
 #: Windows of a long line the 0/180 classifier votes on (:meth:`LineDetector._upside_down`).

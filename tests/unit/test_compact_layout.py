@@ -153,6 +153,28 @@ def test_turned_and_skewed_page_is_brought_upright(angle):
     assert abs(residual) < 1.5 and len(lines) == 8, (angle, rotation, len(lines))
 
 
+@pytest.mark.parametrize("angle", [90, 270])
+def test_sideways_transcript_with_margin_numbers_is_turned_upright(angle):
+    """A transcript page (a margin column of line numbers beside double-spaced lines) turned by a quarter
+    turn: the numbers' short square boxes outnumber the tall text lines, and the page used to be read
+    sideways (as symbols) because fewer than 60 % of its boxes were tall."""
+    from PIL import ImageDraw, ImageFont
+
+    from models.compact.detect import LineDetector
+
+    font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf", 24)
+    page = Image.new("RGB", (1100, 1500), "white")
+    draw = ImageDraw.Draw(page)
+    words = "court argument counsel petitioner respondent justice case question record honor".split()
+    for i in range(22):
+        draw.text((40, 60 + 62 * i), str(i + 1), fill="black", font=font)
+        if i % 3 != 2:  # some numbered lines are blank, as in a transcript
+            draw.text((140, 60 + 62 * i), " ".join(words[(i + k) % 10] for k in range(6)), fill="black", font=font)
+    turned = page.rotate(angle, expand=True)
+    _, lines, rotation = LineDetector().detect(turned)
+    assert (angle + rotation) % 360 == 0, (angle, rotation)
+
+
 def test_pieces_of_long_lines_are_marked_whatever_the_page_rotation():
     """A line too long for the recogniser is cut into pieces; every piece after the first is marked
     as the next piece of its line (joined with a space: cut at a word gap), on an upright page as on
