@@ -29,7 +29,9 @@ used while our side read the documents, in cores (CPU seconds / wall seconds, /p
 with one document in flight, page N+1 is detected and encoded while page N decodes).
 
 The last line is ``speed_ratio@N: X`` = our pages/s / Tesseract pages/s (> 1: we are faster) with
-N = the documents in flight (``--concurrency``); the Chinese run prints ``zh_ours_cer``,
+N = the documents in flight (``--concurrency``); with ``--repeat K`` the English documents are read K
+times by each engine, alternating, on the same stack, the K ratios are printed and the last line
+holds their median (run-to-run spread on these shared machines is about +-4 %); the Chinese run prints ``zh_ours_cer``,
 ``zh_rapidocr_cer``, ``zh_tesseract_cer`` and ``zh_speed_vs_rapidocr: X`` (our pages/s / RapidOCR's,
 both one document at a time) before it.
 """
@@ -40,6 +42,7 @@ import argparse
 import pathlib
 import re
 import shutil
+import statistics
 import sys
 import time
 
@@ -115,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--zh", action="store_true",
                    help="also the Chinese run (zh/, beside RapidOCR and Tesseract chi_sim)")
     p.add_argument("--zh-only", action="store_true", help="only the Chinese run")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="read the English documents N times with each engine, alternating (same stack); "
+                        "speed_ratio is then the median of the N runs' ratios (this machine is noisy)")
     args = p.parse_args(argv)
     root = pathlib.Path(args.dir)
     folders = ("pages/", "lines/") + (("multipage/",) if args.all else ())
@@ -148,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     conc = args.concurrency if stack is not None else 1
     peaks: dict[str, int] = {}
     busy: dict[str, float] = {}
+    walls: list[float] = []  # ours, rounds 2..N (--repeat)
+    tess_walls: list[float] = []
     try:
         warm_up(ours)  # first-call allocations, not timed; a page of its own (a timed document would be a cache hit)
         from bench.memory import cpu_seconds, vm_hwm_bytes  # after the sys.path insert above
@@ -158,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
         ours_res = run_engine(ours, docs, root, concurrency=conc)
         ours_wall = time.perf_counter() - t0
         busy = {svc: (sum(cpu_seconds(p) for p in ps) - cpu0[svc]) / max(1e-9, ours_wall) for svc, ps in pids.items()}
+        for _ in range(1, args.repeat if docs else 1):  # more rounds, each ours then Tesseract
+            t0 = time.perf_counter()
+            run_engine(ours, docs, root, concurrency=conc, verbose=False)
+            walls.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            run_engine(TesseractEngine(), docs, root, verbose=False)
+            tess_walls.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         zh_res = run_engine(ours, zh_docs, root)
         zh_wall = time.perf_counter() - t0
@@ -191,7 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stack_cores_busy: {sum(busy.values()):.2f}")
     print(f"ours_cer: {s_o.cer:.4f}")
     print(f"tesseract_cer: {s_t.cer:.4f}")
-    print(f"speed_ratio@{conc}: {ours_pps / max(1e-9, tess_pps):.3f}")
+    ratios = [tess_wall / max(1e-9, ours_wall)] + [t / max(1e-9, o) for o, t in zip(walls, tess_walls, strict=True)]
+    if len(ratios) > 1:  # same documents each round: the ratio of walls is the ratio of pages/s
+        print(f"speed_ratio@{conc} per round: {' '.join(f'{r:.3f}' for r in ratios)}")
+    print(f"speed_ratio@{conc}: {statistics.median(ratios):.3f}")
     return 0
 
 
