@@ -141,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from launcher.local_stack import LocalStack  # lazy: only when measuring through a stack
 
-            stack = LocalStack(args.model).start()  # default settings: what `inkstream up` runs
+            # default settings (what `inkstream up` runs), but with --repeat the result cache off: a
+            # document read again would be answered from it
+            env = {"INKSTREAM_GATEWAY__STORES__CACHE_ENABLED": "false"} if args.repeat > 1 else None
+            stack = LocalStack(args.model, env=env).start()
             ours = GatewayEngine(stack.gateway_url)
         except Exception as exc:  # noqa: BLE001 - no usable stack: measure the in-process path instead, say so
             print(f"local stack unavailable ({type(exc).__name__}: {exc}); using the in-process path",
