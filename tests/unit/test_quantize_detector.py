@@ -84,3 +84,37 @@ def test_second_forward_reuses_the_first_ones_memory():
     fresh, kept = faults("malloc"), faults("arena")
     # a 1,024 x 800 input: ~100 MB of activations, ~25,000 pages of 4 KiB faulted in at every forward
     assert fresh[2] > 10_000 and kept[2] < fresh[2] / 4, (fresh, kept)
+
+
+_SHRINK = """
+import json
+import numpy as np
+from inkstream import malloc
+from models.compact import detect
+from models.compact.det_net import DetNetwork, onnx_session
+malloc.tune()
+net = DetNetwork(onnx_session(detect.DET_MODEL, 1, arena=True))
+def rss_mib():
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) // 1024 for ln in f if ln.startswith("VmRSS"))
+net.probability_map(np.full((1600, 1248, 3), 255, np.uint8))
+letter = rss_mib()
+net.probability_map(np.full((2560, 2560, 3), 255, np.uint8))  # a band of a tall page 2,560 px wide
+print(json.dumps([letter, rss_mib()]))
+"""
+
+
+def test_an_outsized_forward_gives_its_arena_memory_back():
+    """The arena keeps a forward's working set for the next page, but not that of an input above
+    det_net.SHRINK_ABOVE_PIXELS (it would stay resident until the encoder restarts)."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-c", _SHRINK], cwd=root, capture_output=True, text=True, timeout=120,
+                         check=True)
+    letter, after_big = json.loads(run.stdout.strip().splitlines()[-1])
+    # without the shrink the 2,560 x 2,560 forward's ~1 GB of activations stayed: +700 MiB and more
+    assert after_big < letter + 150, (letter, after_big)
