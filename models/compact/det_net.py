@@ -53,10 +53,10 @@ def onnx_session(path: pathlib.Path, threads: int, arena: bool = False):
     # every forward mapped ~0.4 GB of fresh pages and faulted them in: over ../shared/eval's 14
     # English pages 1.9 M minor faults and 4.1 s of system time, a quarter of the encoder's CPU. The
     # arena keeps them for the next forward: 0.13 M faults, 1.2 s, the 14 pages in 11.8 instead of
-    # 14.2 s with 4 in flight (bench/compact_vs_tesseract.py speed_ratio@4 1.07-1.13 -> 1.36-1.40).
+    # 14.2 s with 4 in flight (bench/compact_vs_tesseract.py speed_ratio@4 1.02-1.13 -> 1.31-1.40).
     # Cost: the arena stays at the largest forward's working set (the default doubling strategy
     # grew it to +710 MiB after two Federal Register pages, +520 MiB without an arena; growing by
-    # what is asked: bench/memory.py's 200-page encoder peak 722 -> 835 MiB, 1-page 585 -> 682).
+    # what is asked: bench/memory.py's 200-page encoder peak 722 -> 813 MiB, 1-page 585 -> 712).
     if arena:
         _shared_arena(ort)
         opts.add_session_config_entry("session.use_env_allocators", "1")
