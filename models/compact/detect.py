@@ -176,12 +176,11 @@ class LineDetector:
             return False
         votes, n = 0.0, 0
         name = self.cls.get_inputs()[0].name
-        page = Image.fromarray(rgb)
         for ln in sorted(lines, key=lambda b: b.box[2] - b.box[0], reverse=True)[:16]:
             # a tilted line straightened (its quad warped), as its crop for reading will be: the
             # axis-aligned box of a long line on a page turned by 93 or 183 degrees held the slanted
             # line and its neighbours, and the vote came out wrong (upside-down text read as garbage)
-            line = crop_line(page, ln, rgb)
+            line = crop_line(None, ln, rgb)
             batch = np.stack([_cls_input(w) for w in _cls_windows(line)])
             prob = self.cls.run(None, {name: batch})[0]
             votes += float((prob[:, 1] - prob[:, 0]).mean())  # labels ["0", "180"]
@@ -207,6 +206,8 @@ class LineDetector:
         pixels; rotation applied in degrees counter-clockwise: 0, 90, 180 or 270 plus the deskew
         angle, the image turned by PIL ``rotate(rotation, expand=True)``).
         """
+        from models.compact.regions import MAX_SKEW_DEG, MIN_SKEW_DEG, line_skew_deg
+
         image.load()  # decoded once, here: the layout thread reads the same image
         # The layout analysis of the page as received runs while the detector looks for its lines:
         # it is the analysis :meth:`_layout` needs for an upright, straight page (most pages), and a
@@ -216,7 +217,7 @@ class LineDetector:
         early = self._layout_pool.submit(self.layout.analyse, image) if self._layout_pool is not None else None
         rgb = np.asarray(image.convert("RGB"))
         lines = self._detect(rgb)
-        rotation = 0
+        rotation: float = 0
         tall, wide = _elongated(lines)
         # Sideways: most lines tall. Or most of the *elongated* lines tall, when short squarish boxes
         # (a transcript's margin line numbers, table cells of one number) are the rest: such a page
@@ -227,11 +228,20 @@ class LineDetector:
             t_rgb = np.asarray(turned.convert("RGB"))
             t_lines = self._detect(t_rgb)
             if tall > 0.6 * len(lines) or _elongated(t_lines)[1] > wide:
-                image, rotation, rgb, lines = turned, 90, t_rgb, t_lines
+                image, rotation, rgb, lines = turned, 90.0, t_rgb, t_lines
+        sideways = rotation == 90
+        # A skewed page is straightened before the direction classifier votes: on slanted lines its
+        # votes were unreliable (an upright page at 8 degrees voted +0.196 towards 180, its 0.2 margin
+        # only just holding; pages at 93 / 183 degrees were turned the wrong way).
+        skew = line_skew_deg(lines)
+        if skew is not None and MIN_SKEW_DEG <= abs(skew) <= MAX_SKEW_DEG:
+            image, rotation = _deskewed(image, skew), rotation - skew
+            rgb = np.asarray(image)
+            lines = self._detect(rgb)
         # Found sideways: the classifier decides between 90 and 270. Upright-looking: turned only on a
         # clear vote over several lines (one line's vote is unreliable: measured +0.9 on an upright
         # UW-III line; upright eval pages vote -0.46 to -1.0 per line, a 180-degree page +0.28).
-        if self._upside_down(rgb, lines) if rotation else self._upside_down(rgb, lines, min_lines=4, margin=0.2):
+        if self._upside_down(rgb, lines) if sideways else self._upside_down(rgb, lines, min_lines=4, margin=0.2):
             image, rotation = image.rotate(180, expand=True), (rotation + 180) % 360
             rgb = np.asarray(image.convert("RGB"))
             lines = self._detect(rgb)
@@ -266,10 +276,8 @@ class LineDetector:
             early.cancel()
         if skew is None:  # too few long lines to measure: Tesseract's estimate
             skew = page.skew_deg
-        if MIN_SKEW_DEG <= abs(skew) <= MAX_SKEW_DEG:
-            image = image.convert("RGB").rotate(-skew, resample=Image.Resampling.BICUBIC, expand=True,
-                                                fillcolor=(255, 255, 255))  # turned back clockwise
-            rotation -= skew
+        if MIN_SKEW_DEG <= abs(skew) <= MAX_SKEW_DEG:  # (only when detect() could not measure it)
+            image, rotation = _deskewed(image, skew), rotation - skew
             lines = self._detect(np.asarray(image))
             page = self.layout.analyse(image)
         page.rules = unbroken_rules(character_strokes_dropped(page.rules, lines), np.asarray(image.convert("L")))
@@ -277,6 +285,14 @@ class LineDetector:
             image = erase_rules(image, page.rules)
             lines = [ln for ln in lines if not inside_rule(ln, page.rules)]
         return image, region_order(lines, page, image.height), rotation
+
+
+def _deskewed(image: Image.Image, skew_deg: float) -> Image.Image:
+    """``image`` (RGB) turned back clockwise by ``skew_deg`` degrees (bicubic, canvas expanded, white
+    fill): the page straight, as PIL ``rotate(-skew_deg, expand=True)``.
+    """
+    return image.convert("RGB").rotate(-skew_deg, resample=Image.Resampling.BICUBIC, expand=True,
+                                       fillcolor=(255, 255, 255))
 
 
 def _elongated(lines: list[LineBox]) -> tuple[int, int]:
@@ -438,18 +454,25 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
     return _xy_cut(first, med_h) + _xy_cut(second, med_h)
 
 
-def crop_line(image: Image.Image, line: LineBox, rgb: np.ndarray | None = None) -> Image.Image:
+def crop_line(image: Image.Image | None, line: LineBox, rgb: np.ndarray | None = None) -> Image.Image:
     """The line's pixels: axis-aligned crop for (nearly) horizontal boxes, else a perspective warp
-    of the quad (rapidocr's ``get_rotate_crop_image``); ``rgb``: ``image`` as an [H, W, 3] uint8
-    array when the caller has it (saves converting the page for each tilted line).
+    of the quad (rapidocr's ``get_rotate_crop_image``). The page is ``image``, or ``rgb`` (the page
+    as an [H, W, 3] uint8 array) when the caller has it: then no page-sized copy is made (``image``
+    may be None). Raises ValueError when both are None.
     """
+    if image is None and rgb is None:
+        raise ValueError("crop_line needs the page as an image or an array")
     q = line.quad
     dy = abs(float(q[1, 1] - q[0, 1]))
     if dy < 0.25 * max(1.0, line.box[3] - line.box[1]):
         x0, y0, x1, y1 = (int(round(v)) for v in line.box)
-        return image.crop((x0, y0, max(x1, x0 + 1), max(y1, y0 + 1)))
+        x1, y1 = max(x1, x0 + 1), max(y1, y0 + 1)
+        if rgb is not None:
+            return Image.fromarray(np.ascontiguousarray(rgb[max(0, y0):y1, max(0, x0):x1]))
+        assert image is not None
+        return image.crop((x0, y0, x1, y1))
     from rapidocr.utils.process_img import get_rotate_crop_image  # heavy: rapidocr, for tilted lines only
 
-    page = rgb if rgb is not None else np.asarray(image.convert("RGB"))
+    page = rgb if rgb is not None else np.asarray(image.convert("RGB"))  # type: ignore[union-attr]
     arr = get_rotate_crop_image(page, q.astype(np.float32))
     return Image.fromarray(arr)
