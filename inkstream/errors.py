@@ -16,12 +16,16 @@ import inspect
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
-from google.protobuf import duration_pb2
-from google.rpc import code_pb2, error_details_pb2, status_pb2
-from grpc_status import rpc_status
+
+if TYPE_CHECKING:
+    from google.rpc import status_pb2
+
+# google.rpc (googleapis-common-protos) and grpc_status are imported where a status is built or read,
+# not here: the model packages raise these exceptions and must import without them (a training
+# machine that has grpcio and torch only).
 
 log = logging.getLogger("inkstream.errors")
 
@@ -210,6 +214,9 @@ def to_status(exc: InkstreamError) -> status_pb2.Status:
     """google.rpc.Status for ``exc``, with RetryInfo when it carries ``retry_after_s`` and ErrorInfo
     (``reason``, domain ``inkstream``) when its class has a :attr:`InkstreamError.reason`.
     """
+    from google.protobuf import duration_pb2
+    from google.rpc import code_pb2, error_details_pb2, status_pb2
+
     st = status_pb2.Status(code=getattr(code_pb2, exc.code_name, code_pb2.INTERNAL), message=exc.message)
     if exc.reason:
         st.details.add().Pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=ERROR_DOMAIN))
@@ -226,6 +233,9 @@ def _status_details(err: grpc.RpcError) -> tuple[float | None, str]:
     """(seconds from a RetryInfo detail or None, reason from an inkstream ErrorInfo or "") of
     ``err``'s trailing metadata.
     """
+    from google.rpc import error_details_pb2
+    from grpc_status import rpc_status
+
     try:
         st = rpc_status.from_call(err)
     except Exception:  # noqa: BLE001 - malformed trailers: no details
@@ -269,6 +279,8 @@ def is_transient(exc: BaseException) -> bool:
 
 async def abort(context: grpc.aio.ServicerContext, exc: InkstreamError) -> None:
     """Abort an aio call with ``exc``'s code, message and RetryInfo / ErrorInfo details (raises AbortError)."""
+    from grpc_status import rpc_status
+
     await context.abort_with_status(rpc_status.to_status(to_status(exc)))
 
 

@@ -41,7 +41,8 @@ WEIGHTS = "model.safetensors"
 
 def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, training: dict | None = None,
                       dtype: torch.dtype | None = None, extra_parts: dict | None = None,
-                      charset: list[str] | None = None, extra_config: dict | None = None) -> pathlib.Path:
+                      charset: list[str] | None = None, extra_config: dict | None = None,
+                      onnx: bool = True) -> pathlib.Path:
     """Write ``model`` (a :class:`models.compact.model.CompactOCR`, or the bilingual trainer's model:
     anything with ``encoder``, ``lm`` and ``encoder_config_dict()``) as a checkpoint directory,
     atomically (written to a temp dir beside ``out_dir``, then renamed). ``extra_parts`` maps a
@@ -50,7 +51,9 @@ def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, trainin
     ``dtype`` of the stored floating tensors (default float32). The encoder half's ONNX files are
     also exported, from the tensors as stored (:func:`models.compact.line_onnx.export_onnx`:
     ``encoder.onnx``, with a script head's output when ``extra_parts`` has ``"script_head."``, and a
-    bilingual checkpoint's ``pp_tokens.onnx``). Returns ``out_dir``.
+    bilingual checkpoint's ``pp_tokens.onnx``) unless ``onnx`` is False (weights trained elsewhere, the
+    ONNX files exported where the checkpoint is served; a service runs the torch modules until then).
+    Returns ``out_dir``.
     """
     import torch
     from safetensors.torch import save_file
@@ -81,7 +84,8 @@ def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, trainin
     (tmp / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID, "max_new_tokens": 256}, indent=2))
     build_tokenizer(charset).save(str(tmp / "tokenizer.json"))
-    export_onnx(tmp)  # training.compact.script_head writes them again when it adds a script head
+    if onnx:
+        export_onnx(tmp)  # training.compact.script_head writes them again when it adds a script head
     tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint directory is meant to be shared / committed
     for f in tmp.iterdir():
         f.chmod(0o644)

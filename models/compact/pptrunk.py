@@ -23,6 +23,7 @@ a bilingual checkpoint with current ONNX files (:mod:`models.compact.pp_onnx`) i
 from __future__ import annotations
 
 import hashlib
+import os
 import pathlib
 from functools import cache
 
@@ -44,8 +45,17 @@ REC_MODEL_SHA256 = "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c1
 FEATURE_OUTPUT = "p2o.pd_op.transpose.8.0"  # [B, T, 120]: input of the CTC head's MatMul
 
 
+#: Environment variable naming the recogniser file instead of the rapidocr package's (a training
+#: machine without rapidocr installed; the sha256 pin still applies where a checkpoint gives one).
+REC_MODEL_ENV = "INKSTREAM_PP_REC_MODEL"
+
+
 def rec_model_path() -> pathlib.Path:
-    """Path of the PP-OCRv6 recognition model inside the installed rapidocr package."""
+    """Path of the PP-OCRv6 recognition model: ``$INKSTREAM_PP_REC_MODEL`` when set, else the file
+    inside the installed rapidocr package.
+    """
+    if os.environ.get(REC_MODEL_ENV):
+        return pathlib.Path(os.environ[REC_MODEL_ENV])
     import rapidocr
 
     return pathlib.Path(rapidocr.__file__).parent / "models" / REC_MODEL_FILE

@@ -33,7 +33,6 @@ import random
 import time
 
 import torch
-from rapidfuzz.distance import Levenshtein
 from torch import nn
 
 from models.compact import checkpoint as ckpt
@@ -54,6 +53,7 @@ from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, build_tokeniz
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.corpus import build_corpus
 from training.compact.data import SyntheticLines, collate, fixed_eval_set
+from training.compact.kit import load_kit
 from training.compact.pp_head_init import feature_basis, identity_compressor, init_rows_from_pp
 from training.compact.render import find_fonts
 
@@ -328,10 +328,13 @@ def record_align(record: dict, stride: int = 1) -> list[int] | None:
 
 
 class ShardPool:
-    """All feature records of ``train_*.pt`` in a directory, re-scanned for new shards on ``refresh``."""
+    """All feature records of ``train_*.pt`` in a directory, re-scanned for new shards on ``refresh``;
+    their frames are moved to ``device`` as they are loaded (an accelerator holds them all: ~17 kB a line).
+    """
 
-    def __init__(self, directory: pathlib.Path) -> None:
+    def __init__(self, directory: pathlib.Path, device: str = "cpu") -> None:
         self.directory = directory
+        self.device = device
         self.seen: set[str] = set()
         self.records: list[dict] = []
         self.refresh()
@@ -340,7 +343,10 @@ class ShardPool:
         """Load shards written since the last call."""
         for path in sorted(glob.glob(str(self.directory / "train_*.pt"))):
             if path not in self.seen:
-                self.records += torch.load(path, weights_only=False)
+                records = torch.load(path, weights_only=False, map_location="cpu")
+                for r in records:
+                    r["frames"] = r["frames"].to(self.device)
+                self.records += records
                 self.seen.add(path)
 
     def batch(self, rng: random.Random, n: int) -> list[dict]:
@@ -350,6 +356,8 @@ class ShardPool:
 
 def evaluate(model: Bilingual, tok, records: list[dict], batch: int = 24) -> tuple[float, dict[str, float]]:
     """Greedy CER (total edits / total characters) on held-out records, overall and per kind."""
+    from rapidfuzz.distance import Levenshtein  # evaluation only (not installed on a training accelerator)
+
     model.eval()
     edits: dict[str, int] = {}
     chars: dict[str, int] = {}
@@ -373,12 +381,14 @@ def evaluate_latin(model: Bilingual, latin_tok, samples: list, batch: int = 24) 
     """Greedy CER of held-out Latin lines (held-out fonts and texts, ``train.py``'s set) through the
     frozen Latin tower and the decoder being trained: reading Latin must not regress.
     """
+    from rapidfuzz.distance import Levenshtein
+
     model.eval()
     edits = chars = 0
     for s in range(0, len(samples), batch):
         images, n_tokens, _, texts, _ = collate(samples[s: s + batch], latin_tok)
         with torch.no_grad():
-            vis, _ = model.encoder(images)
+            vis, _ = model.encoder(images.to(model.ctc_head.weight.device))
         for ids, ref in zip(model.greedy(vis, n_tokens.tolist(), int(1.3 * max(map(len, texts))) + 8), texts,
                             strict=True):
             edits += Levenshtein.distance(decode(latin_tok, ids), ref)
@@ -388,9 +398,10 @@ def evaluate_latin(model: Bilingual, latin_tok, samples: list, batch: int = 24) 
     return edits / max(1, chars)
 
 
-def export(model: Bilingual, out_dir: pathlib.Path, revision: str, training: dict) -> None:
-    """Write the bilingual checkpoint (see :func:`models.compact.checkpoint.export_checkpoint`); a
-    posterior path's rows are materialised into the compressor's ``char_embed`` table first.
+def export(model: Bilingual, out_dir: pathlib.Path, revision: str, training: dict, onnx: bool = True) -> None:
+    """Write the bilingual checkpoint (see :func:`models.compact.checkpoint.export_checkpoint`; ``onnx``:
+    also its ONNX files); a posterior path's rows are materialised into the compressor's ``char_embed``
+    table first.
     """
     table = model.pp_table()
     if table is not None:
@@ -401,11 +412,13 @@ def export(model: Bilingual, out_dir: pathlib.Path, revision: str, training: dic
     if model.copy is not None:
         parts[ckpt.COPY_PREFIX], config["copy"] = model.copy, model.copy.config()
     ckpt.export_checkpoint(model, out_dir, revision, training, extra_parts=parts, charset=ZH_CHARSET,
-                           extra_config=config)
+                           extra_config=config, onnx=onnx)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Train or resume (see the module docstring); returns 0 when ``--steps`` are done."""
+    """Train or resume (see the module docstring); returns 0 when ``--steps`` (or ``--budget-seconds``)
+    are done.
+    """
     p = argparse.ArgumentParser(prog="inkstream train-compact-zh", description=__doc__.split("\n\n")[0])
     p.add_argument("--init", default=str(pathlib.Path(ckpt.__file__).parent / "weights"))
     p.add_argument("--features", default="runs/zh/features")
@@ -445,6 +458,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-lines", type=int, default=150)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="torch device to train on (cuda: a lent accelerator)")
+    p.add_argument("--budget-seconds", type=float, default=0.0,
+                   help="train for this many seconds of training time instead of --steps (the cosine runs "
+                        "over the budget; an accelerator's lease is counted in time, not steps)")
+    p.add_argument("--kit", default="",
+                   help="Latin replay fonts and texts from a kit (training.compact.kit) instead of the installed "
+                        "packages; the Latin held-out evaluation is then skipped (a kit has no held-out faces)")
+    p.add_argument("--latin-workers", type=int, default=1, help="processes rendering the Latin replay lines")
     p.add_argument("--eval-only", action="store_true",
                    help="evaluate --init (or the state in --out) on the held-out lines and exit")
     args = p.parse_args(argv)
@@ -495,6 +516,12 @@ def main(argv: list[str] | None = None) -> int:
         norm = float(torch.cat([r["frames"].float() for r in probe]).norm(dim=1).mean())
         rows = init_rows_from_pp(model, tok, q, norm, build_tokenizer().get_vocab_size())
         say(f"rows from the PP classifier: {rows}")
+    # Built and loaded on the host as on a CPU run, then moved; from here on everything a step builds
+    # (padding, masks, pointer states) is made on the device; records and the Latin replay are loaded
+    # on the host and moved explicitly.
+    model.to(args.device)
+    if args.device != "cpu":
+        torch.set_default_device(args.device)
     ctc_params = list(model.ctc_head.parameters())
     io_names = ("lm.model.embed_tokens.", "lm.lm_head.")
     layer_params = [q for n, q in model.named_parameters() if q.requires_grad and n.startswith("lm.")
@@ -526,21 +553,34 @@ def main(argv: list[str] | None = None) -> int:
         step, seconds = st["step"], st["seconds"]
         say(f"resumed from step {step}")
     space_id = tok.get_vocab()[" "]
-    pool = ShardPool(pathlib.Path(args.features))
-    held = torch.load(pathlib.Path(args.features) / "eval.pt", weights_only=False)[: args.eval_lines]
-    corpus = build_corpus()
-    fonts, _ = find_fonts()
+    pool = ShardPool(pathlib.Path(args.features), args.device)
+    eval_path = pathlib.Path(args.features) / "eval.pt"
+    held = (torch.load(eval_path, weights_only=False, map_location="cpu")[: args.eval_lines]
+            if eval_path.is_file() else [])
+    for r in held:
+        r["frames"] = r["frames"].to(args.device)
+    if args.kit:
+        kit = load_kit(args.kit)
+        latin_lines, fonts, latin_held = kit.latin_lines, kit.latin_fonts, []
+    else:
+        corpus = build_corpus()
+        fonts, held_fonts = find_fonts()
+        latin_lines = corpus.train
+        latin_held = fixed_eval_set(corpus.eval, held_fonts, args.eval_lines, seed=7)
     latin_tok = build_tokenizer()
-    latin_iter = iter(torch.utils.data.DataLoader(
-        SyntheticLines(corpus.train, fonts, args.latin_batch, seed=args.seed + step), batch_size=None,
-        num_workers=1, prefetch_factor=4, persistent_workers=True))
-    latin_held = fixed_eval_set(corpus.eval, find_fonts()[1], args.eval_lines, seed=7)
+    # The loader's seeds and its (forked) workers' tensors live on the host: the workers inherit this
+    # context, innermost, and must not touch the accelerator the parent trains on.
+    with torch.device("cpu"):
+        latin_iter = iter(torch.utils.data.DataLoader(
+            SyntheticLines(latin_lines, fonts, args.latin_batch, seed=args.seed + step), batch_size=None,
+            num_workers=args.latin_workers, prefetch_factor=4, persistent_workers=True))
     rng = random.Random(args.seed + step)
     say(f"{len(pool.records)} feature lines; trainable {sum(q.numel() for q in train_params) / 1e6:.2f} M params")
 
     if args.eval_only:
         cer, per = evaluate(model, tok, held)
-        per["latin_tower"] = evaluate_latin(model, latin_tok, latin_held)
+        if latin_held:
+            per["latin_tower"] = evaluate_latin(model, latin_tok, latin_held)
         say(f"step {step}: held-out CER {100 * cer:.2f} % {json.dumps({k: round(100 * v, 2) for k, v in per.items()})}")
         return 0
 
@@ -549,11 +589,21 @@ def main(argv: list[str] | None = None) -> int:
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "seconds": seconds}, tmp)
         os.replace(tmp, state_path)
 
+    waited = 0.0
+    while not pool.records and waited < 600:  # producers started beside the trainer: their first shard
+        time.sleep(2.0)
+        waited += 2.0
+        pool.refresh()
+    if not pool.records:
+        raise SystemExit(f"no feature shards (train_*.pt) in {args.features}")
     model.train()
     model.encoder.eval()
     t_last = time.time()
-    while step < args.steps:
-        cosine = 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * step / args.steps))
+    def progress() -> float:
+        return seconds / args.budget_seconds if args.budget_seconds > 0 else step / args.steps
+
+    while progress() < 1.0:
+        cosine = 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress())))
         lr = args.lr * min(1.0, (step + 1 - args.warmup_from) / args.warmup) * cosine
         for g in opt.param_groups:
             g["lr"] = lr * g["scale"]
@@ -569,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
         ctc = model.ctc_loss(vis, n_tok, ids) if args.ctc_weight > 0 else torch.zeros(())
         images, lat_ntok, _, texts, _ = next(latin_iter)
         with torch.no_grad():
-            lat_vis, _ = model.encoder(images)
+            lat_vis, _ = model.encoder(images.to(args.device))
         lat_ce, _ = model.sequence_loss(lat_vis, lat_ntok.tolist(), [encode(latin_tok, t) for t in texts])
         loss = ce + args.att_weight * att + args.ctc_weight * ctc + args.latin_weight * lat_ce
         opt.zero_grad(set_to_none=True)
@@ -590,16 +640,18 @@ def main(argv: list[str] | None = None) -> int:
         if step % args.ckpt_every == 0:
             save()
             pool.refresh()
-        if step % args.eval_every == 0 or step == args.steps:
-            latin_cer = evaluate_latin(model, latin_tok, latin_held)
-            cer, per = evaluate(model, tok, held)
-            per["latin_tower"] = latin_cer
+        if step % args.eval_every == 0 or progress() >= 1.0:
+            cer, per = evaluate(model, tok, held) if held else (float("nan"), {})
+            if latin_held:
+                per["latin_tower"] = evaluate_latin(model, latin_tok, latin_held)
             with open(out / "log.jsonl", "a") as fh:
                 fh.write(json.dumps({"kind": "eval", "step": step, "cer": cer, "per_kind": per}) + "\n")
             kinds = json.dumps({k: round(100 * v, 2) for k, v in per.items()})
             say(f"step {step}: held-out CER {100 * cer:.2f} % {kinds}")
+            # On an accelerator only the weights: the ONNX files are exported where the checkpoint is served.
             export(model, out / "export", f"zh-step{step}",
-                   {"step": step, "hours": round(seconds / 3600, 3), "heldout_cer_zh": round(cer, 5)})
+                   {"step": step, "hours": round(seconds / 3600, 3), "heldout_cer_zh": round(cer, 5)},
+                   onnx=args.device == "cpu")
             t_last = time.time()
     save()
     return 0

@@ -24,6 +24,7 @@ import torch
 
 from models.compact.pptower import PP_LINE_HEIGHT, PP_TOKEN_PX, PPTrunk, normalise_line_pp, pp_tokens
 from training.compact.corpus import build_corpus
+from training.compact.kit import load_kit
 from training.compact.render import find_fonts, render_line
 from training.compact.zh_corpus import ZhLineTexts, build_zh_corpus
 
@@ -110,21 +111,30 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval", action="store_true", help="write eval.pt (held-out fonts and texts)")
     ap.add_argument("--eval-lines", type=int, default=300)
+    ap.add_argument("--kit", default="", help="training fonts and texts from a kit (training.compact.kit) instead "
+                    "of the installed Debian packages (training shards only)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    zh, latin = build_zh_corpus(), build_corpus()
-    zh_train, zh_eval = find_zh_fonts()
-    lat_train, lat_eval = find_fonts()
     trunk = PPTrunk(threads=args.threads)
+    if args.kit:
+        if args.eval:
+            raise SystemExit("--eval needs the held-out fonts and texts, which a kit leaves out")
+        kit = load_kit(args.kit)
+        texts = ZhLineTexts(kit.zh_lines, kit.latin_lines)
+        zh_train, lat_train = kit.zh_fonts, kit.latin_fonts
+    else:
+        zh, latin = build_zh_corpus(), build_corpus()
+        zh_train, zh_eval = find_zh_fonts()
+        lat_train, lat_eval = find_fonts()
+        texts = ZhLineTexts(zh.train, latin.train)
     if args.eval:
-        texts = ZhLineTexts(zh.eval, latin.eval)
-        samples = render_samples(texts, zh_eval, lat_eval, random.Random(12345), args.eval_lines)
+        held = ZhLineTexts(zh.eval, latin.eval)
+        samples = render_samples(held, zh_eval, lat_eval, random.Random(12345), args.eval_lines)
         _save(out / "eval.pt", trunk_records(trunk, samples))
         print(f"wrote {out / 'eval.pt'}: {args.eval_lines} lines, fonts {zh_eval}")
         return
-    texts = ZhLineTexts(zh.train, latin.train)
     for k in range(args.shards):
         path = out / f"train_{args.worker}_{k:05d}.pt"
         if path.exists():
