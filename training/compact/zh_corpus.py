@@ -173,11 +173,14 @@ class ZhLineTexts:
     KINDS = ("prose", "mixed_en", "business", "table", "random", "latin")
     SHARES = (0.38, 0.17, 0.15, 0.1, 0.1, 0.1)
 
-    def __init__(self, lines: list[str], latin: list[str]) -> None:
+    def __init__(self, lines: list[str], latin: list[str], shares: tuple[float, ...] | None = None) -> None:
         if not lines or not latin:
             raise ValueError("empty corpus split")
+        shares = shares or self.SHARES
+        if len(shares) != len(self.KINDS) or abs(sum(shares) - 1.0) > 1e-6:
+            raise ValueError(f"kind shares must be {len(self.KINDS)} numbers summing to 1 ({self.KINDS})")
         self.lines, self.latin, self.last_kind = lines, latin, ""
-        self._bounds = [sum(self.SHARES[: i + 1]) for i in range(len(self.SHARES) - 1)]
+        self._bounds = [sum(shares[: i + 1]) for i in range(len(shares) - 1)]
 
     def _prose(self, rng: random.Random, n: int) -> str:
         out = ""

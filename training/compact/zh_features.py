@@ -113,7 +113,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eval-lines", type=int, default=300)
     ap.add_argument("--kit", default="", help="training fonts and texts from a kit (training.compact.kit) instead "
                     "of the installed Debian packages (training shards only)")
+    ap.add_argument("--kind-shares", default="",
+                    help="training shards only: shares of the line kinds, comma-separated in the order of "
+                         "ZhLineTexts.KINDS (default ZhLineTexts.SHARES), e.g. to over-sample mixed lines")
     args = ap.parse_args(argv)
+    shares = tuple(float(x) for x in args.kind_shares.split(",")) if args.kind_shares else None
     torch.set_num_threads(1)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -122,13 +126,13 @@ def main(argv: list[str] | None = None) -> None:
         if args.eval:
             raise SystemExit("--eval needs the held-out fonts and texts, which a kit leaves out")
         kit = load_kit(args.kit)
-        texts = ZhLineTexts(kit.zh_lines, kit.latin_lines)
+        texts = ZhLineTexts(kit.zh_lines, kit.latin_lines, shares)
         zh_train, lat_train = kit.zh_fonts, kit.latin_fonts
     else:
         zh, latin = build_zh_corpus(), build_corpus()
         zh_train, zh_eval = find_zh_fonts()
         lat_train, lat_eval = find_fonts()
-        texts = ZhLineTexts(zh.train, latin.train)
+        texts = ZhLineTexts(zh.train, latin.train, shares)
     if args.eval:
         held = ZhLineTexts(zh.eval, latin.eval)
         samples = render_samples(held, zh_eval, lat_eval, random.Random(12345), args.eval_lines)
