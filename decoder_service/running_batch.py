@@ -125,6 +125,8 @@ class RunningBatch:
         chosen = [select_token(logits[j], s.params, s.generator) for j, s in enumerate(group)]
         logprobs = token_logprobs(logits, torch.tensor(chosen, dtype=torch.long))
         for j, s in enumerate(group):
+            if s.whole:
+                s.finish_state = self.half.finish_state(embeds[j])
             s.embeds = None
             self._accept(s, chosen[j], logprobs[j], events)
         rows = [j for j, s in enumerate(group) if s.finish is None]
@@ -157,4 +159,8 @@ class RunningBatch:
         text = s.detok.push([tok])
         if s.finish is not None:
             text += s.detok.flush()
+            if s.finish_state is not None:
+                kept = self.half.finish_tokens(s.finish_state, s.generated)
+                if len(kept) < len(s.generated):
+                    s.corrected = (kept, self.half.decode_text(kept))
         events.append((s, [tok], text, s.finish))

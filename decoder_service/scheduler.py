@@ -292,7 +292,7 @@ class DecodeEngine:
                 s.held_text.append(text)
                 if fin is None:
                     continue
-                toks, text = s.held_tokens, "".join(s.held_text)
+                toks, text = s.corrected or (s.held_tokens, "".join(s.held_text))
             self._deliver(s, toks, text, fin)
             if fin is not None:
                 metrics.finished(self, fin, s.usage())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -81,6 +81,12 @@ class Seq:
     whole: bool = False
     held_tokens: list[int] = field(default_factory=list)  # whole: delivered at the finish (loop)
     held_text: list[str] = field(default_factory=list)
+    #: the half's :meth:`~models.base.DecoderHalf.finish_state` of the prompt, taken at prefill (model thread)
+    finish_state: Any = None
+    #: whole: the (token ids, text) to deliver instead of the held ones, when the half corrected the
+    #: finished sequence (:meth:`~models.base.DecoderHalf.finish_tokens`; written by the model thread
+    #: before the finishing event is published)
+    corrected: tuple[list[int], str] | None = None
 
     @property
     def reserve(self) -> int:

@@ -223,6 +223,20 @@ class DecoderHalf(abc.ABC):
     def decode_text(self, token_ids: list[int]) -> str:
         """Token ids -> text (special tokens skipped)."""
 
+    def finish_state(self, prompt_embeds: torch.Tensor) -> Any:
+        """What :meth:`finish_tokens` needs of a sequence's prompt (``prompt_embeds`` [L, H] as
+        :meth:`embed_prompt` made it), kept after prefill in place of the embeddings; None (the
+        default): nothing to do at the finish.
+        """
+        return None
+
+    def finish_tokens(self, state: Any, token_ids: list[int]) -> list[int]:
+        """A finished sequence's generated ids (EOS last when it ended the sequence) as delivered in
+        one piece, given its :meth:`finish_state`; the default returns them unchanged. Only a sequence
+        delivered whole can be corrected at its end: streamed tokens are final when sent.
+        """
+        return token_ids
+
     @abc.abstractmethod
     def loaded_tensor_names(self) -> set[str]:
         """Checkpoint tensor names (as in the safetensors files) this half materialised."""

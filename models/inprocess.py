@@ -37,8 +37,9 @@ class InProcessPage:
 
 def greedy_segments(dec: DecoderHalf, segments: list[Any], task: str | None = None,
                     max_new_tokens: int = 256, batch_size: int = 32) -> list[list[int]]:
-    """Greedy decoding of several segments' vision tokens ([n_i, H] each) in left-padded batches.
-    Returns the generated ids per segment (EOS excluded).
+    """Greedy decoding of several segments' vision tokens ([n_i, H] each) in left-padded batches,
+    each finished as the decoder service finishes a segment it delivers whole
+    (:meth:`models.base.DecoderHalf.finish_tokens`). Returns the generated ids per segment (EOS excluded).
     """
     task = task or dec.default_task
     segments = [torch.as_tensor(t) for t in segments]  # a torch-free encoder half gives numpy arrays
@@ -46,7 +47,8 @@ def greedy_segments(dec: DecoderHalf, segments: list[Any], task: str | None = No
     order = sorted(range(len(segments)), key=lambda i: segments[i].shape[0])
     for s in range(0, len(order), batch_size):
         idx = order[s: s + batch_size]
-        x, mask, pos = left_pad([dec.embed_prompt(segments[i], task) for i in idx])
+        prompts = [dec.embed_prompt(segments[i], task) for i in idx]
+        x, mask, pos = left_pad(prompts)
         B, L = int(x.shape[0]), int(x.shape[1])
         cache = dec.new_cache()
         limit = min(max_new_tokens, dec.max_positions - L)
@@ -65,6 +67,8 @@ def greedy_segments(dec: DecoderHalf, segments: list[Any], task: str | None = No
             mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long)], 1)
             pos = pos[:, -1:] + 1
             logits = dec.forward(dec.embed_tokens(nxt[:, None]), mask, pos, cache)
+        for j, i in enumerate(idx):  # as the decoder service delivers a whole segment
+            out[i] = dec.finish_tokens(dec.finish_state(prompts[j]), out[i])
     return out
 
 

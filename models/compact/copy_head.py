@@ -47,12 +47,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.compact.vocab import EOS_ID, SPACE_ID, SPECIALS
+from models.compact.vocab import BOS_ID, EOS_ID, SPACE_ID, SPECIALS
 
 #: Weight floor inside the log of the mixture (float32): a target both paths give 0 costs -log(1e-9).
 MIX_EPS = 1e-9
 #: Inputs of the gate besides the hidden state (see :meth:`PointerCopy.mix`).
 GATE_STATS = 4
+#: A spike whose recogniser class holds at least this copy weight (its CTC posterior at the spike) may
+#: not be skipped by writing the next spike's character (:func:`keep_confident_spike`).
+NO_SKIP_WEIGHT = 0.9
 
 
 def copy_width(topk: int) -> int:
@@ -226,6 +229,36 @@ def advance(pointer: torch.Tensor, q: torch.Tensor, ids: torch.Tensor, covered: 
     return torch.maximum(covered.float(), (take_here | take_next).float())
 
 
+def keep_confident_spike(logp: torch.Tensor, q: torch.Tensor, ids: torch.Tensor, pointer: torch.Tensor,
+                         covered: torch.Tensor, min_weight: float = NO_SKIP_WEIGHT) -> torch.Tensor:
+    """Decoding constraint of the monotonic pointer: while the pointer stands on a spike the recogniser
+    is sure of (top class weight >= ``min_weight``), the next spike's characters are barred (-inf)
+    unless the current spike holds them too, so the decoder cannot leave out a character the
+    recogniser clearly read by writing the one after it (:func:`advance` would take such a step as
+    "the current spike was false"). ``logp`` [N, V] (the mixture of :meth:`PointerCopy.mix`), ``q`` /
+    ``ids`` [N, S, k], ``pointer`` [N, S] (:func:`pointer_attention`), ``covered`` [N, S]; returns
+    ``logp`` with those entries masked (a new tensor); a space the recogniser reads right after the
+    sure character is barred as well (it belongs after that character, not before it). Rows whose
+    pointer stands on no spike, or on an unsure one, are unchanged.
+
+    Why: the decoder's softmax, trained under teacher forcing, sometimes outvotes a confident copy at
+    a spike right next to the previous one (``70.22%`` -> ``7.22%``, ``-111.96%`` -> ``-11.96%`` on
+    rendered statement cells the recogniser reads right). On the 1,000 held-out synthetic lines
+    (checkpoint ``zh-gpu-step601``, greedy) 3.10 -> 2.87 % CER: 51 lines better, 12 worse; the 0.9
+    floor was set once, before measuring, not tuned on those lines.
+    """
+    n, v = logp.shape
+    sure = (pointer.float() * q[..., 0].float()).sum(-1) >= min_weight  # [N]
+    nxt = pointer_attention(q, torch.maximum(covered.float(), pointer.float()))
+
+    def classes(at: torch.Tensor) -> torch.Tensor:  # [N, V] bool: the classes of the frame ``at`` marks
+        w = ((at[..., None] > 0) & (q > 0)).reshape(n, -1).float()
+        return torch.zeros(n, v, device=logp.device).scatter_add(1, ids.reshape(n, -1).long(), w) > 0
+
+    barred = classes(nxt) & ~classes(pointer) & sure[:, None]
+    return logp.masked_fill(barred, float("-inf"))
+
+
 def teacher_pointer(q: torch.Tensor, ids: torch.Tensor, fed: torch.Tensor) -> torch.Tensor:
     """The monotonic pointer of each writing step of whole sequences, as serving moves it step by step:
     ``q`` / ``ids`` [B, S, k] of the positions, ``fed`` int64 [B, T] the token given at each writing
@@ -238,3 +271,43 @@ def teacher_pointer(q: torch.Tensor, ids: torch.Tensor, fed: torch.Tensor) -> to
         covered = advance(pointer_attention(q, covered), q, ids, covered, fed[:, t])
         rows.append(pointer_attention(q, covered))
     return torch.stack(rows, 1)
+
+
+def past_last_spike(q: torch.Tensor, ids: torch.Tensor, written: list[int]) -> list[bool]:
+    """For each token of ``written`` (a sequence's generated ids, ``</s>`` excluded), whether the
+    monotonic pointer stood past the recogniser's last spike when it was written (:func:`pointer_end`),
+    the pointer moved by the tokens before it as serving moves it (:func:`teacher_pointer`). ``q`` /
+    ``ids`` [S, k]: the copy classes of the sequence's prompt positions. All False for a prompt without
+    spikes (a Latin-tower line).
+    """
+    if not written:
+        return []
+    fed = torch.tensor([[BOS_ID, *written[:-1]]], dtype=torch.long)
+    rows = teacher_pointer(q[None].float(), ids[None].long(), fed)[0]  # [T, S]: the pointer at each step
+    return [bool(x) for x in pointer_end(q[None].float().expand(rows.shape[0], -1, -1), rows).tolist()]
+
+
+def trim_overrun(written: list[int], past: list[bool], min_len: int = 2) -> list[int]:
+    """``written`` without the repeats the decoder wrote after the recogniser's reading was used up:
+    while the sequence ends in two equal runs of >= ``min_len`` tokens (``...XX``) and the second run
+    was written entirely past the last spike (``past``, from :func:`past_last_spike`), the second run is
+    dropped. Returns a new list (``written`` itself when nothing is dropped).
+
+    Why: past the last spike the copy path offers only ``</s>``, and a decoder that outvotes it often
+    writes the line's tail again (``fehlgeschl`` -> ``fehlgeschlgeschl``, ``2015-10-10-10``,
+    ``只要，只要``); text that really continues past the last spike (a correction that moved the
+    pointer early, ``TrueType`` after ``True``) is no repeat and is kept. Runs of one token are left
+    alone (a digit the recogniser merged, ``1000``). On the 1,000 held-out synthetic lines
+    (``zh-gpu-step601``) 7-9 lines better, none worse (-0.12 points of CER).
+    """
+    first = next((i for i, p in enumerate(past) if p), None)
+    if first is None:
+        return written
+    out = list(written)
+    while True:
+        for n in range(min_len, len(out) // 2 + 1):
+            if len(out) - n >= first and out[-n:] == out[-2 * n: -n]:
+                out = out[:-n]
+                break
+        else:
+            return out if len(out) < len(written) else written

@@ -39,10 +39,13 @@ from models.compact.copy_head import (
     PointerCopy,
     advance,
     copy_width,
+    keep_confident_spike,
     pack,
+    past_last_spike,
     pointer_attention,
     pointer_end,
     spike_frames,
+    trim_overrun,
     unpack,
 )
 from models.compact.lineimage import MAX_TOKENS
@@ -211,11 +214,34 @@ class CompactDecoderHalf(DecoderHalf):
         pp = read.nonzero()[:, 0]
         mixed = self._copy.mix(self._lm.lm_head(h[pp]).float(), h[pp], at[pp], cq[pp], cids[pp],
                                end=pointer_end(cq[pp], at[pp]))
+        mixed = keep_confident_spike(mixed, cq[pp], cids[pp], at[pp], cov[pp])
         if len(pp) == len(read):
             return mixed
         out = self._latin_alone(h)
         out[pp] = mixed
         return out
+
+    def finish_state(self, prompt_embeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The copy classes (q float32 [L, k], ids int64 [L, k], on the host) of a PP-tower prompt of a
+        monotonic-pointer checkpoint; None otherwise (no copy head, or a Latin-tower line).
+        """
+        if self._copy is None or not self._copy.pointer or prompt_embeds.shape[-1] <= self.model_width:
+            return None
+        q, ids = unpack(prompt_embeds[..., self.model_width:].detach().float().cpu(), self.vocab_size)
+        return (q, ids.long()) if bool(spike_frames(q).any()) else None
+
+    def finish_tokens(self, state: tuple[torch.Tensor, torch.Tensor] | None, token_ids: list[int]) -> list[int]:
+        """``token_ids`` without a repeated tail written past the recogniser's last spike
+        (:func:`models.compact.copy_head.trim_overrun`); a final EOS stays last.
+        """
+        if state is None or not token_ids:
+            return token_ids
+        ended = int(token_ids[-1]) in self.eos_token_ids
+        written = [int(t) for t in (token_ids[:-1] if ended else token_ids)]
+        kept = trim_overrun(written, past_last_spike(state[0], state[1], written))
+        if len(kept) == len(written):
+            return token_ids
+        return [*kept, int(token_ids[-1])] if ended else kept
 
     def decode_text(self, token_ids: list[int]) -> str:
         """Token ids -> text; special tokens (ids 0-4) are dropped."""

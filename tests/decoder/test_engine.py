@@ -194,6 +194,32 @@ async def test_whole_sequence_is_one_event_with_every_token_and_the_text(half, e
     assert whole[0].usage.generated_tokens == len(whole[0].token_ids)
 
 
+class _Trimming(HookedHalf):
+    """A half whose finish drops the last two generated tokens (an EOS stays last), for every prompt."""
+
+    def finish_state(self, prompt_embeds):
+        return int(prompt_embeds.shape[0])
+
+    def finish_tokens(self, state, token_ids):
+        ended = token_ids[-1] in self.eos_token_ids
+        body = token_ids[:-1] if ended else token_ids
+        return [*body[:-2], *token_ids[-1:]] if ended else body[:-2]
+
+
+async def test_a_whole_sequence_is_delivered_as_the_half_finishes_it(half, engine_factory):
+    """``finish_tokens`` corrects a sequence delivered whole (token ids and text); a streamed one is
+    delivered as generated (its tokens were final when sent); usage counts what was generated."""
+    params = SamplingParams(max_new_tokens=16, repetition_guard=False)
+    eng = await engine_factory(_Trimming(half), max_running=4, kv_cache_budget_tokens=4096)
+    stepwise = [ev async for ev in await eng.submit(_vision(half, 3), params, "ocr")]
+    whole = [ev async for ev in await eng.submit(_vision(half, 3), params, "ocr", whole=True)]
+    streamed = [t for ev in stepwise for t in ev.token_ids]
+    kept = _Trimming(half).finish_tokens(None, streamed)
+    assert len(kept) == len(streamed) - 2
+    assert whole[0].token_ids == kept and whole[0].text == half.decode_text(kept)
+    assert whole[0].usage.generated_tokens == len(streamed)
+
+
 class _Boom(RuntimeError):
     pass
 

@@ -17,11 +17,14 @@ from models.compact.copy_head import (
     advance,
     attention_rows,
     copy_width,
+    keep_confident_spike,
     pack,
+    past_last_spike,
     peak_classes,
     pointer_attention,
     pointer_end,
     teacher_pointer,
+    trim_overrun,
     unpack,
 )
 from models.compact.decoder_half import CompactDecoderHalf
@@ -113,6 +116,56 @@ def test_pointer_walks_the_spikes_in_order_and_waits_for_its_character():
     assert int(end.argmax()) == EOS_ID
 
 
+def test_a_confident_spike_is_not_skipped_by_writing_the_next_one():
+    # spikes: 11 (sure, 0.95), 12 (0.6), 13; the decoder's mixture prefers the *next* spike's character
+    q = torch.tensor([[[0.95, 0.05], [0.6, 0.4], [0.8, 0.2]]])
+    ids = torch.tensor([[[11, 21], [12, 22], [13, 23]]])
+    covered = torch.zeros(1, 3)
+    logp = torch.full((1, 30), -10.0)
+    logp[0, 12], logp[0, 11], logp[0, SPACE_ID] = -0.1, -2.0, -3.0
+    at = pointer_attention(q, covered)
+    out = keep_confident_spike(logp, q, ids, at, covered)
+    assert int(out.argmax()) == 11  # 12 and 22 barred, the sure spike's own class wins
+    assert out[0, 22] == float("-inf") and out[0, SPACE_ID] == -3.0 and out[0, 21] == -10.0
+    ids_sp = ids.clone()
+    ids_sp[0, 1, 0] = SPACE_ID  # the recogniser reads a space right after the sure character
+    logp_sp = torch.full((1, 30), -10.0)
+    logp_sp[0, SPACE_ID], logp_sp[0, 11] = 0.0, -2.0
+    assert int(keep_confident_spike(logp_sp, q, ids_sp, at, covered).argmax()) == 11
+    # On the unsure spike (0.6) the decoder may still take the next spike's character (a false spike).
+    covered = advance(at, q, ids, covered, torch.tensor([11]))
+    at = pointer_attention(q, covered)
+    logp2 = torch.full((1, 30), -10.0)
+    logp2[0, 13] = -0.1
+    assert torch.equal(keep_confident_spike(logp2, q, ids, at, covered), logp2)
+    # A class the current spike holds too is never barred (a doubled character across two spikes).
+    q3, ids3 = torch.tensor([[[0.95, 0.0], [0.9, 0.0]]]), torch.tensor([[[11, 0], [11, 0]]])
+    logp3 = torch.full((1, 30), -10.0)
+    logp3[0, 11] = -0.1
+    at3 = pointer_attention(q3, torch.zeros(1, 2))
+    assert torch.equal(keep_confident_spike(logp3, q3, ids3, at3, torch.zeros(1, 2)), logp3)
+    # Past the last spike (the pointer on none) nothing is barred.
+    done = torch.ones(1, 3)
+    assert torch.equal(keep_confident_spike(logp, q, ids, pointer_attention(q, done), done), logp)
+
+
+def test_a_repeated_tail_written_past_the_last_spike_is_dropped():
+    # spikes read 11 12 13; the decoder wrote 11 12 13, then 12 13 again past the last spike
+    q = torch.tensor([[0.9, 0.0], [0.0, 0.0], [0.8, 0.0], [0.7, 0.0]])
+    ids = torch.tensor([[11, 0], [0, 0], [12, 0], [13, 0]])
+    written = [11, 12, 13, 12, 13]
+    past = past_last_spike(q, ids, written)
+    assert past == [False, False, False, True, True]
+    assert trim_overrun(written, past) == [11, 12, 13]
+    assert trim_overrun([11, 12, 13, 13, 13], past) == [11, 12, 13, 13, 13]  # runs of one token stay
+    # text that goes on past the last spike without repeating itself stays (a correction: "TrueType")
+    assert trim_overrun([11, 12, 13, 20, 21], past) == [11, 12, 13, 20, 21]
+    # a repeat that began before the pointer passed the last spike is the recogniser's reading: kept
+    assert trim_overrun([11, 12, 11, 12], [False, False, False, True]) == [11, 12, 11, 12]
+    assert past_last_spike(torch.zeros(4, 2), ids, written) == [False] * 5  # no spikes: a Latin line
+    assert past_last_spike(q, ids, []) == []
+
+
 @pytest.fixture(scope="module", params=[False, True], ids=["attention", "pointer"])
 def copy_ckpt(request, tmp_path_factory):
     """A tiny random compact checkpoint with a pointer-generator output (top-3 copy classes), copying
@@ -161,7 +214,12 @@ def _reference(model: CompactOCR, copy: PointerCopy, prompt: torch.Tensor, writt
             fed = torch.tensor([[BOS_ID, *written]])
             att = teacher_pointer(q[None], ids[None], fed)[0, :, :]
             qn, idn = q[None].expand(n, -1, -1), ids[None].expand(n, -1, -1)
-            return copy.mix(model.lm.lm_head(h), h, att, qn, idn, end=pointer_end(qn, att))
+            covered, cov = [], torch.zeros(1, q.shape[0])  # the coverage before each writing step
+            for t in range(n):
+                cov = advance(pointer_attention(q[None], cov), q[None], ids[None], cov, fed[:, t])
+                covered.append(cov)
+            mixed = copy.mix(model.lm.lm_head(h), h, att, qn, idn, end=pointer_end(qn, att))
+            return keep_confident_spike(mixed, qn, idn, att, torch.cat(covered))
         att = attention_rows(out.attentions[-1], copy.heads)[0, first:]
         covered = att.cumsum(0) - att  # every query from <s> on writes a character
         return copy.mix(model.lm.lm_head(h), h, att, q[None].expand(n, -1, -1), ids[None].expand(n, -1, -1),
@@ -189,6 +247,24 @@ def test_served_steps_match_the_training_path(copy_ckpt):
     assert len(cache.layers) == 4 and cache.layers[-1].keys.shape[-2] == L + 4
     if copy.pointer:  # token 1 is the first spike (token 0's top class is the blank): it was copied
         assert float(cache.layers[-1].keys[0, 0, 1, 0]) == 1.0
+
+
+def test_the_half_finishes_a_pp_line_by_dropping_a_repeated_tail(copy_ckpt):
+    path, _, copy = copy_ckpt
+    dec = CompactDecoderHalf.load(path)
+    p = torch.tensor([[0.9, 0.1, 0.0]] * 3)
+    ids = torch.tensor([[11, 40, 41], [12, 42, 43], [13, 44, 45]])
+    prompt = dec.embed_prompt(torch.cat([torch.randn(3, 32), pack(p, ids)], -1), "ocr")
+    state = dec.finish_state(prompt)
+    if not copy.pointer:  # copying through attention: no pointer, nothing to finish
+        assert state is None and dec.finish_tokens(state, [11, 12, 13, 12, 13]) == [11, 12, 13, 12, 13]
+        return
+    assert state is not None
+    assert dec.finish_tokens(state, [11, 12, 13, 12, 13, EOS_ID]) == [11, 12, 13, EOS_ID]
+    assert dec.finish_tokens(state, [11, 12, 13, 12, 13]) == [11, 12, 13]  # ended by the length limit
+    assert dec.finish_tokens(state, [11, 12, 13, 20, 21, EOS_ID]) == [11, 12, 13, 20, 21, EOS_ID]
+    latin = dec.embed_prompt(torch.cat([torch.randn(3, 32), torch.zeros(3, copy_width(3))], -1), "ocr")
+    assert dec.finish_state(latin) is None  # a Latin-tower line carries no copy classes
 
 
 def test_batched_cache_keeps_copy_classes_with_their_positions(copy_ckpt):

@@ -68,9 +68,10 @@ def subset_face(spec: str, chars: set[str], out_dir: pathlib.Path) -> str:
     return name
 
 
-def build(out: pathlib.Path, latin_faces: int = 0, latin_lines: int = 0) -> dict:
-    """Write the kit to ``out`` (see the module docstring; ``latin_faces`` / ``latin_lines``: at most
-    that many, evenly spread over the sorted faces / drawn with a fixed seed; 0: all); returns the manifest.
+def build(out: pathlib.Path, latin_faces: int = 0, latin_lines: int = 0, zh_faces: int = 0) -> dict:
+    """Write the kit to ``out`` (see the module docstring; ``latin_faces`` / ``latin_lines`` /
+    ``zh_faces``: at most that many, evenly spread over the sorted faces / drawn with a fixed seed; 0:
+    all); returns the manifest. Raises RuntimeError when no Chinese training face is installed.
     """
     from models.compact.vocab_zh import ZH_CHARSET
     from training.compact.corpus import build_corpus
@@ -82,8 +83,9 @@ def build(out: pathlib.Path, latin_faces: int = 0, latin_lines: int = 0) -> dict
     (out / "fonts").mkdir(parents=True, exist_ok=True)
     zh_train, _ = find_zh_fonts()
     latin_train, _ = find_fonts()
-    if 0 < latin_faces < len(latin_train):
-        latin_train = [latin_train[i * len(latin_train) // latin_faces] for i in range(latin_faces)]
+    if not zh_train:
+        raise RuntimeError("no Chinese training face installed (fonts-noto-cjk, fonts-arphic-*, fonts-wqy-zenhei)")
+    zh_train, latin_train = _spread(zh_train, zh_faces), _spread(latin_train, latin_faces)
     manifest: dict = {"zh_fonts": [], "latin_fonts": [], "sources": {}}
     for kind, faces in (("zh_fonts", zh_train), ("latin_fonts", latin_train)):
         for spec in faces:
@@ -97,6 +99,11 @@ def build(out: pathlib.Path, latin_faces: int = 0, latin_lines: int = 0) -> dict
                                  encoding="utf-8")
     (out / KIT_MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     return manifest
+
+
+def _spread(items: list[str], n: int) -> list[str]:
+    """At most ``n`` of ``items``, evenly spread (all for n <= 0)."""
+    return [items[i * len(items) // n] for i in range(n)] if 0 < n < len(items) else items
 
 
 def load_kit(directory: str | os.PathLike) -> Kit:

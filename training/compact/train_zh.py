@@ -42,10 +42,12 @@ from models.compact.copy_head import (
     attention_rows,
     copy_weights,
     coverage,
+    keep_confident_spike,
     peak_classes,
     pointer_attention,
     pointer_end,
     teacher_pointer,
+    trim_overrun,
 )
 from models.compact.model import SUPERVISED_HEADS, CompactOCR, attention_supervision
 from models.compact.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor, attach_recogniser_head
@@ -215,8 +217,9 @@ class Bilingual(nn.Module):
     def greedy(self, vis: torch.Tensor, n_tokens: list[int], max_new: int,
                classes: tuple[torch.Tensor, torch.Tensor] | None = None) -> list[list[int]]:
         """Greedy decoding, one line at a time with a KV cache (evaluation only; through the
-        pointer-generator mixture when there is a copy head, ``classes`` as in :meth:`sequence_loss`).
-        Returns ids per line, no specials.
+        pointer-generator mixture when there is a copy head, ``classes`` as in :meth:`sequence_loss`;
+        with the monotonic pointer decoded and finished as the decoder service does: a confident spike is
+        not skipped, a repeated tail past the last spike is dropped). Returns ids per line, no specials.
         """
         emb = self.lm.get_input_embeddings()
         out: list[list[int]] = [[] for _ in n_tokens]
@@ -228,6 +231,7 @@ class Bilingual(nn.Module):
                                               [n], n + 1)
             res = self.lm.model(inputs_embeds=x, use_cache=True, output_attentions=want)
             covered = torch.zeros(1, n + 1)
+            past: list[bool] = []  # per written token: the pointer past the last spike (trim_overrun)
             for _ in range(max_new):
                 h = res.last_hidden_state[:, -1]
                 logits = self.lm.lm_head(h)
@@ -239,7 +243,10 @@ class Bilingual(nn.Module):
                     covered = nn.functional.pad(covered, (0, s - covered.shape[1]))
                     if self.copy.pointer:
                         a = pointer_attention(qq, covered)
-                        logits = self.copy.mix(logits, h, a, qq, ii, end=pointer_end(qq, a))
+                        end = pointer_end(qq, a)
+                        logits = self.copy.mix(logits, h, a, qq, ii, end=end)
+                        logits = keep_confident_spike(logits, qq, ii, a, covered)  # as serving decodes
+                        past.append(bool(end[0] > 0))
                     else:
                         a = attention_rows(res.attentions[-1], self.copy.heads)[:, -1]
                         logits = self.copy.mix(logits, h, a, qq, ii, covered)
@@ -252,6 +259,8 @@ class Bilingual(nn.Module):
                 out[i].append(nxt)
                 res = self.lm.model(inputs_embeds=emb(torch.tensor([[nxt]])), past_key_values=res.past_key_values,
                                     use_cache=True, output_attentions=want)
+            if past:
+                out[i] = trim_overrun(out[i], past)  # as the decoder service finishes a whole segment
         return out
 
 
