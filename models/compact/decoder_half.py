@@ -44,6 +44,7 @@ from models.compact.copy_head import (
     past_last_spike,
     pointer_attention,
     pointer_end,
+    repeated_tail,
     spike_frames,
     trim_overrun,
     unpack,
@@ -238,6 +239,8 @@ class CompactDecoderHalf(DecoderHalf):
             return token_ids
         ended = int(token_ids[-1]) in self.eos_token_ids
         written = [int(t) for t in (token_ids[:-1] if ended else token_ids)]
+        if not repeated_tail(written):
+            return token_ids
         kept = trim_overrun(written, past_last_spike(state[0], state[1], written))
         if len(kept) == len(written):
             return token_ids

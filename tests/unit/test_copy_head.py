@@ -23,6 +23,7 @@ from models.compact.copy_head import (
     peak_classes,
     pointer_attention,
     pointer_end,
+    repeated_tail,
     teacher_pointer,
     trim_overrun,
     unpack,
@@ -162,6 +163,7 @@ def test_a_repeated_tail_written_past_the_last_spike_is_dropped():
     assert trim_overrun([11, 12, 13, 20, 21], past) == [11, 12, 13, 20, 21]
     # a repeat that began before the pointer passed the last spike is the recogniser's reading: kept
     assert trim_overrun([11, 12, 11, 12], [False, False, False, True]) == [11, 12, 11, 12]
+    assert repeated_tail([11, 12, 13, 12, 13]) and not repeated_tail([11, 12, 13, 13]) and not repeated_tail([])
     assert past_last_spike(torch.zeros(4, 2), ids, written) == [False] * 5  # no spikes: a Latin line
     assert past_last_spike(q, ids, []) == []
 
