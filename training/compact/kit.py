@@ -46,7 +46,8 @@ class Kit:
 def subset_face(spec: str, chars: set[str], out_dir: pathlib.Path) -> str:
     """Write face ``spec`` (``"file"`` or ``"file.ttc#N"``) cut to ``chars`` into ``out_dir``; returns
     the new file's name (``.otf`` for CFF outlines, ``.ttf`` otherwise). Glyphs reached through layout
-    features (ligatures, alternates) stay.
+    features (ligatures, alternates) stay. Raises OSError for a missing file and fontTools' TTLibError
+    for one that is not a font.
     """
     from fontTools import subset
     from fontTools.ttLib import TTFont
