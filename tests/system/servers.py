@@ -24,6 +24,10 @@ import pytest
 from launcher.probes import free_port
 
 ACCESS_KEY, SECRET_KEY = "inkstream", "inkstream-test-secret"
+# weed's volume server turns every volume read-only, and offers the master no slot ("Not enough data
+# nodes found!"), while its disk has less free space than this; the default is 1 % of the file system,
+# which on a large shared disk (CI: 252 GB) is gigabytes. The tests write kilobytes.
+MIN_FREE_SPACE = "64MiB"
 
 
 def _wait_port(port: int, proc: subprocess.Popen, timeout_s: float, log: pathlib.Path) -> None:
@@ -138,7 +142,7 @@ class SeaweedS3:
                 *(f"-{name.replace('.grpc', '.port.grpc') if '.grpc' in name else name + '.port'}={port}"
                   for name, port in p.items()),
                 "-filer", "-s3", f"-s3.config={conf}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-volume.max=4",
-                "-master.volumeSizeLimitMB=64"]
+                "-master.volumeSizeLimitMB=64", f"-volume.minFreeSpace={MIN_FREE_SPACE}"]
         log = self.dir / "weed.log"
         self.proc = _spawn(args, log)
         _wait_port(p["s3"], self.proc, 60, log)
@@ -166,7 +170,10 @@ class SeaweedS3:
             except Exception as exc:  # noqa: BLE001 - not up yet
                 last = exc
                 time.sleep(0.3)
-        raise RuntimeError(f"SeaweedFS S3 not ready: {last}; {log.read_text(errors='replace')[-2000:]}")
+        text = log.read_text(errors="replace")
+        low = [line for line in text.splitlines() if "disk free" in line and "< required" in line]
+        hint = f" (low disk: {low[-1]})" if low else ""
+        raise RuntimeError(f"SeaweedFS S3 not ready{hint}: {last}; {text[-2000:]}")
 
     def stop(self) -> None:
         """Stop every SeaweedFS server (SIGINT, its clean shutdown; data kept)."""
