@@ -46,3 +46,18 @@ def test_a_kit_face_renders_a_line_like_the_installed_face(kit):
     assert a.shape == b.shape  # same advances and metrics: the same line geometry
     ink = (255 - a).mean()
     assert np.abs(a - b).mean() < 0.35 * ink  # only hinting differs (the kit's faces are unhinted)
+
+
+def test_pp_text_is_the_recognisers_collapsed_greedy_path():
+    import torch
+
+    from models.compact.vocab import PAD_ID, build_tokenizer, encode
+    from training.compact.train_zh import pp_text
+
+    tok = build_tokenizer(ZH_CHARSET)
+    a, b = encode(tok, "中")[0], encode(tok, "文")[0]
+    path = [PAD_ID, a, a, PAD_ID, a, b, b, PAD_ID, b, PAD_ID]  # 10 frames of 8 px = 5 tokens of 16 px
+    record = {"frames": torch.zeros(len(path), 120), "n_tokens": 4,
+              "top_ids": torch.tensor(path, dtype=torch.int32)[:, None]}
+    assert pp_text(tok, {"frames": record["frames"], "n_tokens": 4}) == ""
+    assert pp_text(tok, record) == "中中文"  # the last token's two frames are padding: not read

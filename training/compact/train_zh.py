@@ -325,6 +325,21 @@ def spike_align(record: dict, ids: list[int], space_id: int) -> list[int] | None
     return out
 
 
+def pp_text(tok, record: dict) -> str:
+    """The recogniser's own reading of a record (its greedy CTC path, collapsed; blanks dropped), after
+    :func:`pp_top` filled ``record["top_ids"]``; "" before.
+    """
+    if "top_ids" not in record:
+        return ""
+    n = min(int(record["frames"].shape[0]), int(record["n_tokens"]) * PP_TOKEN_PX // PP_FRAME_PX)
+    path, ids, prev = record["top_ids"][:n, 0].tolist(), [], -1
+    for c in path:
+        if c != prev and c != PAD_ID:
+            ids.append(c)
+        prev = c
+    return decode(tok, ids)
+
+
 def record_align(record: dict, stride: int = 1) -> list[int] | None:
     """A record's per-character vision-token index at compressor ``stride`` (records store 16 px units;
     x2 at stride 1, within the supervision's +-1 window of the character's centre).
@@ -363,8 +378,11 @@ class ShardPool:
         return sorted(rng.sample(self.records, min(n, len(self.records))), key=lambda r: r["frames"].shape[0])
 
 
-def evaluate(model: Bilingual, tok, records: list[dict], batch: int = 24) -> tuple[float, dict[str, float]]:
-    """Greedy CER (total edits / total characters) on held-out records, overall and per kind."""
+def evaluate(model: Bilingual, tok, records: list[dict], batch: int = 24,
+             dump: list[dict] | None = None) -> tuple[float, dict[str, float]]:
+    """Greedy CER (total edits / total characters) on held-out records, overall and per kind; ``dump``
+    (a list) receives ``{"kind", "text", "pred", "edits"}`` for every line.
+    """
     from rapidfuzz.distance import Levenshtein  # evaluation only (not installed on a training accelerator)
 
     model.eval()
@@ -377,8 +395,11 @@ def evaluate(model: Bilingual, tok, records: list[dict], batch: int = 24) -> tup
         vis = model.pp_tokens(frames, top)
         for ids, r in zip(model.greedy(vis, n_tok, int(1.3 * max(len(c["text"]) for c in chunk)) + 8, top),
                           chunk, strict=True):
-            k = r["kind"]
-            edits[k] = edits.get(k, 0) + Levenshtein.distance(decode(tok, ids), r["text"])
+            k, pred = r["kind"], decode(tok, ids)
+            dist = Levenshtein.distance(pred, r["text"])
+            edits[k] = edits.get(k, 0) + dist
+            if dump is not None:
+                dump.append({"kind": k, "text": r["text"], "pred": pred, "edits": dist, "pp": pp_text(tok, r)})
             chars[k] = chars.get(k, 0) + len(r["text"])
     model.train()
     model.encoder.eval()
@@ -477,6 +498,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latin-workers", type=int, default=1, help="processes rendering the Latin replay lines")
     p.add_argument("--eval-only", action="store_true",
                    help="evaluate --init (or the state in --out) on the held-out lines and exit")
+    p.add_argument("--dump", default="",
+                   help="with --eval-only: write every held-out line's kind, text, prediction and edits here (JSONL)")
     args = p.parse_args(argv)
     args.warmup_from = 0
     torch.set_num_threads(args.threads)
@@ -587,7 +610,10 @@ def main(argv: list[str] | None = None) -> int:
     say(f"{len(pool.records)} feature lines; trainable {sum(q.numel() for q in train_params) / 1e6:.2f} M params")
 
     if args.eval_only:
-        cer, per = evaluate(model, tok, held)
+        lines: list[dict] = []
+        cer, per = evaluate(model, tok, held, dump=lines)
+        if args.dump:
+            pathlib.Path(args.dump).write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
         if latin_held:
             per["latin_tower"] = evaluate_latin(model, latin_tok, latin_held)
         say(f"step {step}: held-out CER {100 * cer:.2f} % {json.dumps({k: round(100 * v, 2) for k, v in per.items()})}")

@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--eval", action="store_true", help="write eval.pt (held-out fonts and texts)")
     ap.add_argument("--eval-lines", type=int, default=300)
+    ap.add_argument("--eval-seed", type=int, default=12345,
+                    help="seed of the held-out lines drawn (another seed: an independent held-out sample)")
     ap.add_argument("--kit", default="", help="training fonts and texts from a kit (training.compact.kit) instead "
                     "of the installed Debian packages (training shards only)")
     ap.add_argument("--kind-shares", default="",
@@ -135,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         texts = ZhLineTexts(zh.train, latin.train, shares)
     if args.eval:
         held = ZhLineTexts(zh.eval, latin.eval)
-        samples = render_samples(held, zh_eval, lat_eval, random.Random(12345), args.eval_lines)
+        samples = render_samples(held, zh_eval, lat_eval, random.Random(args.eval_seed), args.eval_lines)
         _save(out / "eval.pt", trunk_records(trunk, samples))
         print(f"wrote {out / 'eval.pt'}: {args.eval_lines} lines, fonts {zh_eval}")
         return
