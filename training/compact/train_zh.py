@@ -381,7 +381,7 @@ class ShardPool:
 def evaluate(model: Bilingual, tok, records: list[dict], batch: int = 24,
              dump: list[dict] | None = None) -> tuple[float, dict[str, float]]:
     """Greedy CER (total edits / total characters) on held-out records, overall and per kind; ``dump``
-    (a list) receives ``{"kind", "text", "pred", "edits"}`` for every line.
+    (a list) receives ``{"kind", "text", "pred", "edits", "pp"}`` for every line (``pp``: :func:`pp_text`).
     """
     from rapidfuzz.distance import Levenshtein  # evaluation only (not installed on a training accelerator)
 
@@ -499,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-only", action="store_true",
                    help="evaluate --init (or the state in --out) on the held-out lines and exit")
     p.add_argument("--dump", default="",
-                   help="with --eval-only: write every held-out line's kind, text, prediction and edits here (JSONL)")
+                   help="with --eval-only: write every held-out line's kind, text, prediction, edits and the "
+                        "recogniser's own reading here (JSONL)")
     args = p.parse_args(argv)
     args.warmup_from = 0
     torch.set_num_threads(args.threads)
