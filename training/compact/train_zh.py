@@ -295,6 +295,20 @@ def pp_top(compressor: PPCompressor, records: list[dict], t: int) -> tuple[torch
     return p, ids
 
 
+def pp_spikes(record: dict) -> list[tuple[int, int]]:
+    """(frame, class id) of each spike of the recogniser's greedy CTC path over a record's real frames:
+    a frame whose top class (``record["top_ids"]``, :func:`pp_top`) is neither blank nor the previous
+    frame's. Frames are stride-1 trunk frames (8 px); padding frames past ``n_tokens`` are not read.
+    """
+    n = min(int(record["frames"].shape[0]), int(record["n_tokens"]) * PP_TOKEN_PX // PP_FRAME_PX)
+    out, prev = [], -1
+    for t, c in enumerate(record["top_ids"][:n, 0].tolist()):
+        if c != prev and c != PAD_ID:
+            out.append((t, int(c)))
+        prev = c
+    return out
+
+
 def spike_align(record: dict, ids: list[int], space_id: int) -> list[int] | None:
     """The teacher's alignment of a line: the frame (stride-1 token) of each character's CTC spike in
     the recogniser's greedy path (a frame whose top class is neither blank nor the previous frame's).
@@ -304,13 +318,7 @@ def spike_align(record: dict, ids: list[int], space_id: int) -> list[int] | None
     """
     if "top_ids" not in record:
         return None
-    n = min(int(record["frames"].shape[0]), int(record["n_tokens"]) * PP_TOKEN_PX // PP_FRAME_PX)
-    path = record["top_ids"][:n, 0].tolist()
-    spikes, prev = [], -1
-    for t, c in enumerate(path):
-        if c != prev and c not in (PAD_ID, space_id):
-            spikes.append(t)
-        prev = c
+    spikes = [t for t, c in pp_spikes(record) if c != space_id]
     solid = [k for k, c in enumerate(ids) if c != space_id]
     if not solid or len(spikes) != len(solid):
         return None
@@ -329,15 +337,7 @@ def pp_text(tok, record: dict) -> str:
     """The recogniser's own reading of a record (its greedy CTC path, collapsed; blanks dropped), after
     :func:`pp_top` filled ``record["top_ids"]``; "" before.
     """
-    if "top_ids" not in record:
-        return ""
-    n = min(int(record["frames"].shape[0]), int(record["n_tokens"]) * PP_TOKEN_PX // PP_FRAME_PX)
-    path, ids, prev = record["top_ids"][:n, 0].tolist(), [], -1
-    for c in path:
-        if c != prev and c != PAD_ID:
-            ids.append(c)
-        prev = c
-    return decode(tok, ids)
+    return decode(tok, [c for _, c in pp_spikes(record)]) if "top_ids" in record else ""
 
 
 def record_align(record: dict, stride: int = 1) -> list[int] | None:
@@ -601,13 +601,6 @@ def main(argv: list[str] | None = None) -> int:
         latin_lines = corpus.train
         latin_held = fixed_eval_set(corpus.eval, held_fonts, args.eval_lines, seed=7)
     latin_tok = build_tokenizer()
-    # The loader's seeds and its (forked) workers' tensors live on the host: the workers inherit this
-    # context, innermost, and must not touch the accelerator the parent trains on.
-    with torch.device("cpu"):
-        latin_iter = iter(torch.utils.data.DataLoader(
-            SyntheticLines(latin_lines, fonts, args.latin_batch, seed=args.seed + step), batch_size=None,
-            num_workers=args.latin_workers, prefetch_factor=4, persistent_workers=True))
-    rng = random.Random(args.seed + step)
     say(f"{len(pool.records)} feature lines; trainable {sum(q.numel() for q in train_params) / 1e6:.2f} M params")
 
     if args.eval_only:
@@ -619,6 +612,15 @@ def main(argv: list[str] | None = None) -> int:
             per["latin_tower"] = evaluate_latin(model, latin_tok, latin_held)
         say(f"step {step}: held-out CER {100 * cer:.2f} % {json.dumps({k: round(100 * v, 2) for k, v in per.items()})}")
         return 0
+
+    # The Latin replay (training only). The loader's seeds and its (forked) workers' tensors live on the
+    # host: the workers inherit this context, innermost, and must not touch the accelerator the parent
+    # trains on.
+    with torch.device("cpu"):
+        latin_iter = iter(torch.utils.data.DataLoader(
+            SyntheticLines(latin_lines, fonts, args.latin_batch, seed=args.seed + step), batch_size=None,
+            num_workers=args.latin_workers, prefetch_factor=4, persistent_workers=True))
+    rng = random.Random(args.seed + step)
 
     def save() -> None:
         tmp = state_path.with_suffix(".tmp")
