@@ -149,6 +149,7 @@ def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
 
 PP_TOWER_PREFIX = "pp_tower."
 SCRIPT_PREFIX = "script_head."
+SPACING_PREFIX = "spacing."  # the PP tower's spacing head (models/compact/spacing.py)
 COPY_PREFIX = "copy."  # the pointer-generator output of a bilingual decoder (models/compact/copy_head.py)
 
 

@@ -26,7 +26,7 @@ slice, pad or update in place.
 from __future__ import annotations
 
 import pathlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DynamicCache
@@ -49,11 +49,26 @@ from models.compact.copy_head import (
     trim_overrun,
     unpack,
 )
+from models.compact.inkcolumns import SPACING_WIDTH
 from models.compact.lineimage import MAX_TOKENS
 from models.compact.mla import absorb_mla
+from models.compact.spacing import FULL_TO_HALF, character_spikes, respace, width_pairs
 from models.compact.vocab import BOS_ID, CHARSET, EOS_ID, SPECIALS, load_tokenizer
 
 ATTN_IMPLEMENTATION = "sdpa"
+
+
+class FinishState(NamedTuple):
+    """What :meth:`CompactDecoderHalf.finish_tokens` needs of a PP-tower prompt: its copy classes
+    (``q`` float32 [L, k], ``ids`` int64 [L, k]) and the spacing head's probabilities at its character
+    spikes (``spacing`` float32 [N, 2]; None for a checkpoint without the head) and the recogniser's
+    class at each (``spike_ids``, N ids).
+    """
+
+    q: torch.Tensor
+    ids: torch.Tensor
+    spacing: torch.Tensor | None
+    spike_ids: list[int]
 #: Output rows of the Latin characters: the special ids, then :data:`models.compact.vocab.CHARSET`; a
 #: bilingual vocabulary keeps them first (:mod:`models.compact.vocab_zh`).
 LATIN_ROWS = len(SPECIALS) + len(CHARSET)
@@ -66,13 +81,24 @@ class CompactDecoderHalf(DecoderHalf):
     family = "compact"
 
     def __init__(self, lm: DeepseekV2ForCausalLM, tokenizer, loaded: set[str], model_id: str, revision: str,
-                 device: torch.device, dtype: torch.dtype, copy: PointerCopy | None = None) -> None:
+                 device: torch.device, dtype: torch.dtype, copy: PointerCopy | None = None,
+                 spacing_confidence: float | None = None) -> None:
         self._lm, self.tokenizer, self._loaded, self._copy = lm, tokenizer, loaded, copy
         self.model_id, self.revision = model_id, revision
         cfg = lm.config
         self.model_width, self.vocab_size = int(cfg.hidden_size), int(cfg.vocab_size)
+        #: columns of copy classes after the decoder's own (0 without a copy head)
+        self.copy_columns = copy_width(copy.topk) if copy is not None else 0
+        #: the spacing head's override confidence (config ``spacing``; None: the checkpoint has none)
+        self.spacing_confidence = spacing_confidence if copy is not None else None
+        spacing = SPACING_WIDTH if self.spacing_confidence is not None else 0
         #: width of vision tokens and inputs: the decoder's, plus the copy columns of a copy checkpoint
-        self.hidden_size = self.model_width + (copy_width(copy.topk) if copy is not None else 0)
+        #: and the spacing head's two probabilities (models/compact/spacing.py)
+        self.hidden_size = self.model_width + self.copy_columns + spacing
+        vocab = tokenizer.get_vocab()
+        self._space_id = vocab.get(" ", -1)
+        self._pairs = width_pairs(vocab)
+        self._full_ids = {vocab[c] for c in FULL_TO_HALF if c in vocab}
         self.device, self.dtype = device, dtype
         self.eos_token_ids = {EOS_ID}
         self.max_vision_tokens = MAX_TOKENS
@@ -108,7 +134,8 @@ class CompactDecoderHalf(DecoderHalf):
         except FileNotFoundError as e:
             raise InvalidInput(f"{checkpoint_dir}: {e}") from None
         model_id, revision = ckpt.checkpoint_identity(checkpoint_dir)
-        return cls(lm, tok, loaded, model_id, revision, torch.device(device), dtype, copy)
+        confidence = float(cfg["spacing"]["confidence"]) if "spacing" in cfg and copy is not None else None
+        return cls(lm, tok, loaded, model_id, revision, torch.device(device), dtype, copy, confidence)
 
     def embed_prompt(self, vision_tokens: torch.Tensor, task: str, prompt: str | None = None) -> torch.Tensor:
         """``[vision_tokens; emb(<s>)]`` -> [n_tokens + 1, H] (``dtype``, on ``device``). Raises
@@ -140,7 +167,9 @@ class CompactDecoderHalf(DecoderHalf):
                 return emb
             k = self._copy.topk
             slots = torch.nn.functional.pad(ids[..., None], (0, k - 1))  # [B, T, k]: the id, then zeros
-            return torch.cat([emb, pack(torch.zeros(slots.shape), slots).to(emb.dtype)], -1)
+            cols = pack(torch.zeros(slots.shape), slots).to(emb.dtype)
+            extra = self.hidden_size - self.model_width - self.copy_columns  # a text position has no spacing
+            return torch.cat([emb, torch.nn.functional.pad(cols, (0, extra))], -1)
 
     def new_cache(self) -> Any:
         """An empty ``transformers.DynamicCache`` (one layer per decoder layer, plus the copy-class and
@@ -195,7 +224,7 @@ class CompactDecoderHalf(DecoderHalf):
         only the PP-tower rows of a batch go through the full output layer and the mixture.
         """
         assert self._copy is not None
-        q, ids = unpack(x[..., self.model_width:], self.vocab_size)
+        q, ids = unpack(x[..., self.model_width: self.model_width + self.copy_columns], self.vocab_size)
         n_layers = len(cache.layers)
         all_ids, all_q = cache.update(ids.float()[:, None], q[:, None], n_layers - 2)
         zeros = q.new_zeros(*q.shape[:2], 1)[:, None]  # [B, 1, T, 1]: new positions are not covered yet
@@ -222,27 +251,40 @@ class CompactDecoderHalf(DecoderHalf):
         out[pp] = mixed
         return out
 
-    def finish_state(self, prompt_embeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def finish_state(self, prompt_embeds: torch.Tensor) -> FinishState | None:
         """The copy classes (q float32 [L, k], ids int64 [L, k], on the host) of a PP-tower prompt of a
-        monotonic-pointer checkpoint; None otherwise (no copy head, or a Latin-tower line).
+        monotonic-pointer checkpoint and, with a spacing head, its probabilities at the prompt's
+        character spikes (float32 [N, 2]); None otherwise (no copy head, or a Latin-tower line).
         """
         if self._copy is None or not self._copy.pointer or prompt_embeds.shape[-1] <= self.model_width:
             return None
-        q, ids = unpack(prompt_embeds[..., self.model_width:].detach().float().cpu(), self.vocab_size)
-        return (q, ids.long()) if bool(spike_frames(q).any()) else None
+        extra = prompt_embeds[..., self.model_width:].detach().float().cpu()
+        q, ids = unpack(extra[..., : self.copy_columns], self.vocab_size)
+        if not bool(spike_frames(q).any()):
+            return None
+        probs, spike_ids = None, []
+        if self.spacing_confidence is not None:
+            spikes = character_spikes(q, ids, self._space_id)
+            probs = extra[..., self.copy_columns: self.copy_columns + SPACING_WIDTH][spikes]
+            spike_ids = ids[spikes][:, 0].tolist()
+        return FinishState(q, ids.long(), probs, spike_ids)
 
-    def finish_tokens(self, state: tuple[torch.Tensor, torch.Tensor] | None, token_ids: list[int]) -> list[int]:
+    def finish_tokens(self, state: FinishState | None, token_ids: list[int]) -> list[int]:
         """``token_ids`` without a repeated tail written past the recogniser's last spike
-        (:func:`models.compact.copy_head.trim_overrun`); a final EOS stays last.
+        (:func:`models.compact.copy_head.trim_overrun`), then with the spacing head's confident spaces
+        and punctuation widths (:func:`models.compact.spacing.respace`); a final EOS stays last.
         """
         if state is None or not token_ids:
             return token_ids
         ended = int(token_ids[-1]) in self.eos_token_ids
         written = [int(t) for t in (token_ids[:-1] if ended else token_ids)]
-        if not repeated_tail(written):
-            return token_ids
-        kept = trim_overrun(written, past_last_spike(state[0], state[1], written))
-        if len(kept) == len(written):
+        kept = written
+        if repeated_tail(written):
+            kept = trim_overrun(written, past_last_spike(state.q, state.ids, written))
+        if state.spacing is not None and self.spacing_confidence is not None:
+            kept = respace(kept, state.spacing, state.spike_ids, self._space_id, self._pairs, self._full_ids,
+                           self.spacing_confidence)
+        if kept == written:
             return token_ids
         return [*kept, int(token_ids[-1])] if ended else kept
 

@@ -10,8 +10,10 @@ torch at all (with the Latin encoder's ``encoder.onnx``, :mod:`models.compact.li
 * :func:`export_pp_tokens` (torch; at checkpoint export, or ``python -m models.compact.line_onnx
   DIR``) builds :class:`~models.compact.pptower.PPTokens` from the ``pp_tower.*`` tensors AS STORED
   and writes ``pp_tokens.onnx`` (ONNX opset 17, TorchScript exporter, as ``encoder.onnx``): input
-  ``frames`` [B, T, 120] float32, output ``tokens`` [B, ceil(T/stride), hidden + copy_width]
-  float32, B and T dynamic. The recogniser's head (120 x 18,710 float32, 9 MB) is inside the file
+  ``frames`` [B, T, 120] float32 (and, for a checkpoint with a spacing head, ``columns`` [B, T, 16]
+  float32, :func:`models.compact.inkcolumns.column_ink`), output ``tokens`` [B, ceil(T/stride),
+  hidden + copy_width] float32 (copy_width counts the spacing head's 2 columns), B and T dynamic.
+  The recogniser's head (120 x 18,710 float32, 9 MB) is inside the file
   (15 MB with zh-copy-step1000's ``char_embed`` table). ``peak_classes`` is exported as its traceable
   twin :func:`peak_classes_traceable` (the original updates slices in place, which the exporter cannot
   trace); ``pack`` as it is.
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from models.compact import checkpoint as ckpt
+from models.compact.inkcolumns import PROFILE_CHANNELS
 from models.compact.line_onnx import REVISION_KEY, cpu_session, export_stamped, open_current
 from models.compact.pptrunk import PP_FEATURE_DIM
 
@@ -69,8 +72,13 @@ def export_pp_tokens(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
     module.peak = peak_classes_traceable
     frames = torch.randn(2, 37, PP_FEATURE_DIM, generator=torch.Generator().manual_seed(0))
     meta = {"stride": str(module.compressor.stride), "copy_width": str(module.copy_width)}
-    return export_stamped(module, (frames,), root / ONNX_FILE, ["frames"], ["tokens"],
-                          {"frames": {0: "b", 1: "t"}, "tokens": {0: "b", 1: "n"}}, meta)
+    if module.spacing is None:
+        return export_stamped(module, (frames,), root / ONNX_FILE, ["frames"], ["tokens"],
+                              {"frames": {0: "b", 1: "t"}, "tokens": {0: "b", 1: "n"}}, meta)
+    columns = torch.rand(2, 37, PROFILE_CHANNELS, generator=torch.Generator().manual_seed(1))
+    return export_stamped(module, (frames, columns), root / ONNX_FILE, ["frames", "columns"], ["tokens"],
+                          {"frames": {0: "b", 1: "t"}, "columns": {0: "b", 1: "t"}, "tokens": {0: "b", 1: "n"}},
+                          meta)
 
 
 def peak_classes_traceable(p: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -111,10 +119,16 @@ class OnnxPPTokens:
         self.revision = str(meta.get(REVISION_KEY, ""))
         self.stride = int(meta.get("stride", 1))
         self.copy_width = int(meta.get("copy_width", 0))
+        self.takes_columns = any(i.name == "columns" for i in self.session.get_inputs())
 
-    def __call__(self, frames: np.ndarray) -> np.ndarray:
-        """Trunk frames [B, T, 120] (any float dtype) -> vision tokens [B, ceil(T/stride), hidden +
-        copy_width] float32 (see the module docstring).
+    def __call__(self, frames: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
+        """Trunk frames [B, T, 120] (any float dtype) and, for a file with the spacing head's
+        ``columns`` input, the lines' ink columns [B, T, 16] (:func:`models.compact.spacing.column_ink`;
+        zeros when not given) -> vision tokens [B, ceil(T/stride), hidden + copy_width] float32 (see
+        the module docstring).
         """
-        x = np.ascontiguousarray(frames, dtype=np.float32)
-        return np.asarray(self.session.run(["tokens"], {"frames": x})[0])
+        feeds = {"frames": np.ascontiguousarray(frames, dtype=np.float32)}
+        if self.takes_columns:
+            feeds["columns"] = (np.zeros((*frames.shape[:2], PROFILE_CHANNELS), np.float32) if columns is None
+                                else np.ascontiguousarray(columns, dtype=np.float32))
+        return np.asarray(self.session.run(["tokens"], feeds)[0])

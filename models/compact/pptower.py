@@ -17,7 +17,8 @@ from torch import nn
 
 from inkstream.errors import InvalidInput
 from models.compact import checkpoint as ckpt
-from models.compact.copy_head import copy_width, pack, peak_classes
+from models.compact.copy_head import copy_weights, copy_width, pack, peak_classes
+from models.compact.inkcolumns import PROFILE_CHANNELS, SPACING_WIDTH
 from models.compact.pptrunk import (
     FEATURE_OUTPUT,
     PP_BUCKET_PX,
@@ -36,6 +37,11 @@ from models.compact.pptrunk import (
     pp_tokens,
     pp_width,
     rec_model_path,
+)
+from models.compact.spacing import (
+    SpacingHead,
+    head_inputs,
+    script_classes,
 )
 
 __all__ = [
@@ -142,16 +148,27 @@ class PPTokens(nn.Module):
     [B, ceil(T/stride), hidden + :attr:`copy_width`] (dtype of the compressor): the compressor's
     tokens (posterior tokens with the frames' :meth:`PPCompressor.top_classes`), followed, for a copy
     checkpoint (``copy_classes``), by the frames' copy classes
-    (:func:`models.compact.copy_head.pack` of :func:`models.compact.copy_head.peak_classes`).
+    (:func:`models.compact.copy_head.pack` of :func:`models.compact.copy_head.peak_classes`), and for
+    a checkpoint with a spacing head (config ``spacing``) by its two probabilities per frame (a space
+    after this frame's character, the character full-width; :mod:`models.compact.spacing`), which
+    :attr:`copy_width` counts.
     """
 
-    def __init__(self, compressor: PPCompressor, copy_classes: bool = False) -> None:
+    def __init__(self, compressor: PPCompressor, copy_classes: bool = False, spacing: SpacingHead | None = None,
+                 vocab: dict[str, int] | None = None) -> None:
         super().__init__()
         self.compressor = compressor
         #: :func:`models.compact.copy_head.peak_classes`; the ONNX export puts a traceable twin here
         self.peak = peak_classes
         self.copy_classes = bool(copy_classes and compressor.posterior_topk)
-        self.copy_width = copy_width(compressor.posterior_topk) if self.copy_classes else 0
+        self.spacing = spacing if self.copy_classes else None
+        if self.spacing is not None:
+            vocab = vocab or {}
+            self.scripts: torch.Tensor
+            self.register_buffer("scripts", script_classes(vocab), persistent=False)
+            self.space_id = vocab[" "]
+        self.copy_width = ((copy_width(compressor.posterior_topk) if self.copy_classes else 0)
+                           + (SPACING_WIDTH if self.spacing is not None else 0))
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, hidden: int) -> tuple[PPTokens, set[str]]:
@@ -173,12 +190,28 @@ class PPTokens(nn.Module):
         compressor.load_state_dict({k: v.float() for k, v in comp_state.items()}, strict=True)
         if topk:
             attach_recogniser_head(compressor, vocab)
-        return cls(compressor, "copy" in cfg).eval(), loaded
+        spacing = None
+        if "spacing" in cfg and "copy" in cfg:
+            state, names = ckpt.load_prefixed(checkpoint_dir, ckpt.SPACING_PREFIX)
+            spacing = SpacingHead(hidden=int(cfg["spacing"]["hidden"]),
+                                  dilations=tuple(cfg["spacing"].get("dilations", (2, 4, 8))))
+            spacing.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+            loaded = loaded | names
+        return cls(compressor, "copy" in cfg, spacing, vocab).eval(), loaded
 
-    def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        """See the class docstring."""
+    def forward(self, frames: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
+        """See the class docstring. ``columns`` [B, T, 16]: the lines' :func:`column_ink` (needed by
+        a checkpoint with a spacing head; zeros stand in when it is not given).
+        """
         top = self.compressor.top_classes(frames) if self.compressor.posterior_topk else None
         tokens = self.compressor(frames, top)
         if self.copy_classes and top is not None:
-            tokens = torch.cat([tokens, pack(self.peak(*top), top[1]).to(tokens.dtype)], -1)
+            peak = self.peak(*top)
+            tokens = torch.cat([tokens, pack(peak, top[1]).to(tokens.dtype)], -1)
+            if self.spacing is not None:
+                if columns is None:
+                    columns = frames.new_zeros(*frames.shape[:-1], PROFILE_CHANNELS)
+                q = copy_weights(peak, top[1])
+                x = head_inputs(frames, columns, q, top[1], self.scripts, self.space_id)
+                tokens = torch.cat([tokens, torch.sigmoid(self.spacing(x)).to(tokens.dtype)], -1)
         return tokens

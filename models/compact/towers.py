@@ -33,6 +33,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from models.compact import checkpoint as ckpt
+from models.compact.inkcolumns import column_ink
 from models.compact.lineimage import LINE_HEIGHT, MAX_TOKENS, gray_percentiles, width_batches
 from models.compact.pptrunk import PP_BUCKET_PX, PP_FRAME_PX, PP_LINE_HEIGHT, PPTrunk, normalise_line_pp, pp_tokens
 
@@ -104,7 +105,8 @@ class PPTower:
     """Script routing + the PP-OCRv6 tower of one bilingual checkpoint (CPU), on one runtime
     (``runtime``: "torch" from :meth:`load`, "onnxruntime" from :meth:`open_onnx`).
 
-    ``trunk``: the frozen trunk; ``tokens``: trunk frames [B, T, 120] float32 (numpy) -> vision tokens
+    ``trunk``: the frozen trunk; ``tokens``: trunk frames [B, T, 120] float32 and the lines' ink
+    columns [B, T, 16] float32 (numpy; :func:`models.compact.spacing.column_ink`) -> vision tokens
     [B, ceil(T/stride), hidden + ``copy_width``] (torch: a tensor in the checkpoint's dtype;
     onnxruntime: float32 numpy); ``read_latin``: normalised Latin lines [N, 1, 32, W] float32 (numpy, W
     a multiple of 16) and their real stride-8 frames [N] int64 -> (bool [N], the script head's
@@ -114,7 +116,7 @@ class PPTower:
     (:func:`models.compact.copy_head.pack`; 0 without).
     """
 
-    def __init__(self, trunk: PPTrunk, tokens: Callable[[np.ndarray], Any],
+    def __init__(self, trunk: PPTrunk, tokens: Callable[[np.ndarray, np.ndarray], Any],
                  read_latin: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]], loaded: set[str],
                  stride: int, copy_width: int, runtime: str) -> None:
         self.trunk, self.tokens, self.read_latin, self.loaded = trunk, tokens, read_latin, loaded
@@ -149,9 +151,9 @@ class PPTower:
         head.eval()
         trunk = PPTrunk(threads=threads, expected_sha256=cfg["pp_tower"].get("trunk_sha256"))
 
-        def tokens(frames: np.ndarray) -> torch.Tensor:
+        def tokens(frames: np.ndarray, columns: np.ndarray) -> torch.Tensor:
             with torch.no_grad():
-                return module(torch.from_numpy(frames).to(dtype))
+                return module(torch.from_numpy(frames).to(dtype), torch.from_numpy(columns).to(dtype))
 
         def read_latin(lines: np.ndarray, n_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             with torch.no_grad():
@@ -177,8 +179,8 @@ class PPTower:
         runner = OnnxPPTokens.open(checkpoint_dir, threads, revision) if latin.has_script else None
         if runner is None:
             return None
-        loaded = ckpt.tensor_names(checkpoint_dir, ckpt.PP_TOWER_PREFIX) | ckpt.tensor_names(checkpoint_dir,
-                                                                                            ckpt.SCRIPT_PREFIX)
+        loaded = set().union(*(ckpt.tensor_names(checkpoint_dir, prefix) for prefix in
+                               (ckpt.PP_TOWER_PREFIX, ckpt.SCRIPT_PREFIX, ckpt.SPACING_PREFIX)))
         trunk = PPTrunk(threads=threads, expected_sha256=cfg["pp_tower"].get("trunk_sha256"))
 
         def read_latin(lines: np.ndarray, n_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -233,9 +235,10 @@ class PPTower:
         for chunk in width_batches(grays, MAX_LINES_PER_FORWARD):
             x = np.stack([np.asarray(grays[i], dtype=np.float32) for i in chunk])[:, None]
             frames = self.trunk.features(np.broadcast_to(x, (x.shape[0], 3, *x.shape[2:])))
+            columns = np.stack([column_ink(x[j, 0], PP_FRAME_PX) for j in range(len(chunk))])
             rows = max(1, MAX_POSTERIOR_FRAMES // max(1, frames.shape[1]))
             for r in range(0, len(chunk), rows):
-                tokens = self.tokens(frames[r: r + rows])
+                tokens = self.tokens(frames[r: r + rows], columns[r: r + rows])
                 for j, i in enumerate(chunk[r: r + rows]):
                     out[i] = _row(tokens, j, n_tokens[i])
         return [t for t in out if t is not None]

@@ -144,3 +144,16 @@ def test_tokens_of_a_line_do_not_depend_on_its_batch(halves, held_out_font):
 def test_a_different_trunk_file_is_refused():
     with pytest.raises(ValueError, match="not the PP-OCRv6 recogniser"):
         PPTrunk(expected_sha256="0" * 64)
+
+
+def test_spacing_head_writes_ascii_punctuation_and_its_space_as_drawn(halves, held_out_font):
+    """The committed checkpoint's spacing head (config "spacing", models/compact/spacing.py): in a held-out
+    face where ``: `` / ``, `` (ASCII and a space) are narrower than ``：`` / ``，``, each line comes back
+    with the widths and spaces it was drawn with. Without the head the decoder wrote ``执行时间:12 ms``."""
+    enc, dec = halves
+    cfg = json.loads((WEIGHTS / "config.json").read_text())
+    assert cfg["spacing"]["confidence"] >= 0.9 and dec.spacing_confidence == cfg["spacing"]["confidence"]
+    lines = ["执行时间: 12 ms, 状态正常", "错误 (code 404): 文件未找到", "合同编号：HT-2024，金额（元）"]
+    got = [ln.strip() for ln in ocr_page(enc, dec, _page(lines, held_out_font)).text.splitlines() if ln.strip()]
+    assert got[:2] == lines[:2], got
+    assert got[2].startswith(lines[2]), got  # full-width marks stay full-width

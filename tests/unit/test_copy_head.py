@@ -4,12 +4,15 @@ reference computed as training computes it, alone and after the batched KV cache
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 
 import pytest
 import torch
 
 from decoder_service.kv import BatchedKVCache
+from inkstream.errors import InvalidInput
 from models.base import left_pad
 from models.compact.checkpoint import COPY_PREFIX, export_checkpoint
 from models.compact.copy_head import (
@@ -267,6 +270,35 @@ def test_the_half_finishes_a_pp_line_by_dropping_a_repeated_tail(copy_ckpt):
     assert dec.finish_tokens(state, [11, 12, 13, 20, 21, EOS_ID]) == [11, 12, 13, 20, 21, EOS_ID]
     latin = dec.embed_prompt(torch.cat([torch.randn(3, 32), torch.zeros(3, copy_width(3))], -1), "ocr")
     assert dec.finish_state(latin) is None  # a Latin-tower line carries no copy classes
+
+
+def test_a_spacing_checkpoint_finishes_with_the_heads_confident_spaces(copy_ckpt, tmp_path):
+    """With config "spacing", PP tokens carry two more columns (P(space after), P(full width)) that
+    the half reads at the character spikes when it finishes a segment: a confident space is inserted,
+    an unsure one leaves the decoder's choice; text positions carry zeros there."""
+    path, _, copy = copy_ckpt
+    if not copy.pointer:
+        return
+    spaced = tmp_path / "spaced"
+    shutil.copytree(path, spaced)
+    cfg = json.loads((spaced / "config.json").read_text())
+    cfg["spacing"] = {"hidden": 8, "confidence": 0.9}
+    (spaced / "config.json").write_text(json.dumps(cfg))
+    dec = CompactDecoderHalf.load(spaced)
+    assert dec.hidden_size == CompactDecoderHalf.load(path).hidden_size + 2 == 32 + copy_width(3) + 2
+    assert dec.embed_tokens(torch.tensor([[11]]))[0, 0, -2:].abs().sum() == 0
+    p = torch.tensor([[0.0, 0.0, 0.0], [0.9, 0.1, 0.0], [0.0, 0.0, 0.0], [0.9, 0.1, 0.0], [0.8, 0.0, 0.0]])
+    ids = torch.tensor([[0, 0, 0], [11, 40, 41], [0, 0, 0], [12, 42, 43], [13, 44, 45]])
+    spacing = torch.tensor([[0.0, 0.0], [0.97, 0.1], [0.0, 0.0], [0.6, 0.1], [0.0, 0.0]])  # after 11: a space
+    prompt = dec.embed_prompt(torch.cat([torch.randn(5, 32), pack(p, ids), spacing], -1), "ocr")
+    state = dec.finish_state(prompt)
+    assert state is not None and state.spacing is not None and state.spacing.shape == (3, 2)
+    assert dec.finish_tokens(state, [11, 12, 13, EOS_ID]) == [11, SPACE_ID, 12, 13, EOS_ID]
+    assert state.spike_ids == [11, 12, 13]
+    assert dec.finish_tokens(state, [11, 12, 20, 13]) == [11, SPACE_ID, 12, 20, 13]  # 20: the decoder's own
+    assert dec.finish_tokens(state, [11, SPACE_ID, 12, 13]) == [11, SPACE_ID, 12, 13]
+    with pytest.raises(InvalidInput, match="vision tokens must be"):
+        dec.embed_prompt(torch.cat([torch.randn(5, 32), pack(p, ids)], -1), "ocr")  # a checkpoint without the head
 
 
 def test_batched_cache_keeps_copy_classes_with_their_positions(copy_ckpt):

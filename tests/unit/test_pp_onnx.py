@@ -26,6 +26,7 @@ from models.compact.pp_onnx import ONNX_FILE as PP_FILE
 from models.compact.pp_onnx import peak_classes_traceable
 from models.compact.pptower import PPCompressor
 from models.compact.script import TOP_K, ScriptHead
+from models.compact.spacing import SpacingHead
 from models.compact.towers import script_decisions
 from models.compact.vocab import build_tokenizer
 from models.compact.vocab_zh import ZH_CHARSET
@@ -64,7 +65,7 @@ def _line_scores(encoder, head: ScriptHead) -> list[float]:
 
 @pytest.fixture(scope="module")
 def zh_ckpt(tmp_path_factory) -> pathlib.Path:
-    """A tiny random bilingual copy checkpoint (posterior top-3, copy classes) with its script head,
+    """A tiny random bilingual copy checkpoint (posterior top-3, copy classes, a spacing head) with its script head,
     written by export_checkpoint; the head's bias splits LINES between the towers, half-way between
     two line logits."""
     torch.set_num_threads(1)
@@ -75,6 +76,7 @@ def zh_ckpt(tmp_path_factory) -> pathlib.Path:
     comp = PPCompressor(HIDDEN, 16, stride=1, posterior_topk=TOPK, vocab_size=vocab)
     copy = PointerCopy(HIDDEN, topk=TOPK, heads=SUPERVISED_HEADS)
     head = ScriptHead(32)
+    spacing = SpacingHead(hidden=8)
     lines = _line_scores(model.encoder, head)
     scores = sorted(set(lines))
     # One or two lines to the PP tower (three would make it a Chinese page: every line to the PP
@@ -86,8 +88,10 @@ def zh_ckpt(tmp_path_factory) -> pathlib.Path:
         head.linear.bias.fill_(-(scores[i] + scores[i + 1]) / 2)
     return ckpt.export_checkpoint(
         model, tmp_path_factory.mktemp("ckpt") / "zh", revision="test", charset=ZH_CHARSET,
-        extra_parts={ckpt.PP_TOWER_PREFIX: comp, ckpt.SCRIPT_PREFIX: head, ckpt.COPY_PREFIX: copy},
-        extra_config={"pp_tower": ckpt.pp_tower_config(comp), "copy": copy.config()})
+        extra_parts={ckpt.PP_TOWER_PREFIX: comp, ckpt.SCRIPT_PREFIX: head, ckpt.COPY_PREFIX: copy,
+                     ckpt.SPACING_PREFIX: spacing},
+        extra_config={"pp_tower": ckpt.pp_tower_config(comp), "copy": copy.config(),
+                      "spacing": {"hidden": 8, "confidence": 0.9}})
 
 
 def _without(src: pathlib.Path, dst: pathlib.Path, *drop: str) -> pathlib.Path:
@@ -103,7 +107,7 @@ def _assert_tokens_close(a: np.ndarray, b: np.ndarray, width: int) -> None:
     frame that keeps it (peak_classes) may differ, so the same probability sits one frame over."""
     assert a.shape == b.shape and a.shape[1] == width
     np.testing.assert_allclose(a[:, :HIDDEN], b[:, :HIDDEN], atol=1e-4, rtol=1e-4)
-    cols_a, cols_b = a[:, HIDDEN:], b[:, HIDDEN:]
+    cols_a, cols_b = a[:, HIDDEN: width - 2], b[:, HIDDEN: width - 2]
     assert np.array_equal(cols_a[:, : 2 * TOPK], cols_b[:, : 2 * TOPK])
     ids = cols_a[:, :TOPK] * 128 + cols_a[:, TOPK: 2 * TOPK]
     pa, pb = cols_a[:, 2 * TOPK:], cols_b[:, 2 * TOPK:]
@@ -114,6 +118,11 @@ def _assert_tokens_close(a: np.ndarray, b: np.ndarray, width: int) -> None:
         same = [(u, ids[u] == ids[t, j]) for u in (t - 1, t + 1) if 0 <= u < len(ids)]
         assert any(m.any() and abs(max(pa[u][m].max(), pb[u][m].max()) - v) < 1e-5 for u, m in same), (t, j)
     assert len(moved) <= max(2, 0.02 * pa.size)
+    # the spacing head's probabilities: the same where its inputs are (no spike moved a frame)
+    near = np.zeros(len(ids), bool)
+    for t, _ in moved:
+        near[max(0, t - 16): t + 17] = True
+    np.testing.assert_allclose(a[~near, width - 2:], b[~near, width - 2:], atol=1e-4)
 
 
 def test_onnx_half_routes_and_encodes_as_the_torch_half(zh_ckpt, tmp_path):
@@ -122,7 +131,7 @@ def test_onnx_half_routes_and_encodes_as_the_torch_half(zh_ckpt, tmp_path):
     onnx_half = CompactEncoderHalf.load(zh_ckpt)
     torch_half = CompactEncoderHalf.load(_without(zh_ckpt, tmp_path / "torch", "encoder.onnx", PP_FILE))
     assert (onnx_half.runtime, torch_half.runtime) == ("onnxruntime", "torch")
-    assert onnx_half.hidden_size == torch_half.hidden_size == HIDDEN + 3 * TOPK
+    assert onnx_half.hidden_size == torch_half.hidden_size == HIDDEN + 3 * TOPK + 2  # copy classes, spacing
     assert onnx_half.loaded_tensor_names() == torch_half.loaded_tensor_names()
     page = _page()
     a, b = onnx_half.preprocess(page, "lines"), torch_half.preprocess(page, "lines")

@@ -3,7 +3,8 @@
 The trunk is frozen (:mod:`models.compact.pptower`), so its output for a rendered line never changes:
 a producer renders lines (:func:`training.compact.render.render_line` with CJK fonts, texts from
 :class:`training.compact.zh_corpus.ZhLineTexts`), runs the trunk once per line and writes shards of
-``{"frames": float16 [W/8, 120], "n_tokens": int, "text": str, "kind": str, "align": list[int]}`` to
+``{"frames": float16 [W/8, 120], "n_tokens": int, "text": str, "kind": str, "align": list[int],
+"columns": float16 [W/8, 16]}`` (the line's ink per pixel column, :func:`models.compact.spacing.column_ink`) to
 ``OUT/train_<worker>_<k>.pt`` (atomic rename). The trainer replays them many times, which costs
 one trunk forward per line instead of one per use. Rerunning resumes after the last complete shard.
 
@@ -23,6 +24,7 @@ import numpy as np
 import torch
 
 from models.compact.pptower import PP_LINE_HEIGHT, PP_TOKEN_PX, PPTrunk, normalise_line_pp, pp_tokens
+from models.compact.spacing import column_ink
 from training.compact.corpus import build_corpus
 from training.compact.kit import load_kit
 from training.compact.render import find_fonts, render_line
@@ -91,7 +93,8 @@ def trunk_records(trunk: PPTrunk, samples: list[Sample], batch: int = 16) -> lis
             for j, i in enumerate(chunk):
                 _, text, kind, n_tokens, align = samples[i]
                 records[i] = {"frames": torch.from_numpy(feats[j]).half(), "text": text, "kind": kind,
-                              "n_tokens": n_tokens, "align": align}
+                              "n_tokens": n_tokens, "align": align,
+                              "columns": torch.from_numpy(column_ink(samples[i][0])).half()}
     return [r for r in records if r is not None]
 
 
