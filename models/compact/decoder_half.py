@@ -17,7 +17,9 @@ A checkpoint with a ``"copy"`` entry (bilingual ones) writes through a pointer-g
 (:mod:`models.compact.copy_head`): its vision tokens and inputs are ``hidden + copy_width`` wide (the
 extra columns: each token's copy classes; zero for token embeddings), :meth:`forward` returns
 log-probabilities of the mixture, and the cache holds two extra layers: each position's classes and
-the attention the writing steps have put on it so far (coverage).
+the attention the writing steps have put on it so far (coverage). A checkpoint with a ``"spacing"``
+entry adds two more columns (the spacing head's probabilities, :mod:`models.compact.spacing`), read
+only when a segment is finished (:meth:`CompactDecoderHalf.finish_tokens`).
 
 Everything runs under ``torch.no_grad()`` so KV-cache tensors are ordinary tensors a scheduler may
 slice, pad or update in place.
@@ -57,6 +59,11 @@ from models.compact.vocab import BOS_ID, CHARSET, EOS_ID, SPECIALS, load_tokeniz
 
 ATTN_IMPLEMENTATION = "sdpa"
 
+#: Output rows of the Latin characters: the special ids, then :data:`models.compact.vocab.CHARSET`; a
+#: bilingual vocabulary keeps them first (:mod:`models.compact.vocab_zh`).
+LATIN_ROWS = len(SPECIALS) + len(CHARSET)
+TASKS = ["ocr"]
+
 
 class FinishState(NamedTuple):
     """What :meth:`CompactDecoderHalf.finish_tokens` needs of a PP-tower prompt: its copy classes
@@ -69,10 +76,6 @@ class FinishState(NamedTuple):
     ids: torch.Tensor
     spacing: torch.Tensor | None
     spike_ids: list[int]
-#: Output rows of the Latin characters: the special ids, then :data:`models.compact.vocab.CHARSET`; a
-#: bilingual vocabulary keeps them first (:mod:`models.compact.vocab_zh`).
-LATIN_ROWS = len(SPECIALS) + len(CHARSET)
-TASKS = ["ocr"]
 
 
 class CompactDecoderHalf(DecoderHalf):
