@@ -123,12 +123,13 @@ class OnnxPPTokens:
 
     def __call__(self, frames: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
         """Trunk frames [B, T, 120] (any float dtype) and, for a file with the spacing head's
-        ``columns`` input, the lines' ink columns [B, T, 16] (:func:`models.compact.spacing.column_ink`;
-        zeros when not given) -> vision tokens [B, ceil(T/stride), hidden + copy_width] float32 (see
+        ``columns`` input, the lines' ink columns [B, T, 16] (:func:`models.compact.inkcolumns.column_ink`;
+        ValueError without them) -> vision tokens [B, ceil(T/stride), hidden + copy_width] float32 (see
         the module docstring).
         """
         feeds = {"frames": np.ascontiguousarray(frames, dtype=np.float32)}
         if self.takes_columns:
-            feeds["columns"] = (np.zeros((*frames.shape[:2], PROFILE_CHANNELS), np.float32) if columns is None
-                                else np.ascontiguousarray(columns, dtype=np.float32))
+            if columns is None:
+                raise ValueError(f"{ONNX_FILE} has a spacing head: it needs the lines' ink columns")
+            feeds["columns"] = np.ascontiguousarray(columns, dtype=np.float32)
         return np.asarray(self.session.run(["tokens"], feeds)[0])

@@ -18,7 +18,7 @@ from torch import nn
 from inkstream.errors import InvalidInput
 from models.compact import checkpoint as ckpt
 from models.compact.copy_head import copy_weights, copy_width, pack, peak_classes
-from models.compact.inkcolumns import PROFILE_CHANNELS, SPACING_WIDTH
+from models.compact.inkcolumns import SPACING_WIDTH
 from models.compact.pptrunk import (
     FEATURE_OUTPUT,
     PP_BUCKET_PX,
@@ -200,8 +200,9 @@ class PPTokens(nn.Module):
         return cls(compressor, "copy" in cfg, spacing, vocab).eval(), loaded
 
     def forward(self, frames: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
-        """See the class docstring. ``columns`` [B, T, 16]: the lines' :func:`column_ink` (needed by
-        a checkpoint with a spacing head; zeros stand in when it is not given).
+        """See the class docstring. ``columns`` [B, T, 16]: the lines'
+        :func:`models.compact.inkcolumns.column_ink`, required by a checkpoint with a spacing head
+        (ValueError without it: the head's probabilities are meaningless without the pixels).
         """
         top = self.compressor.top_classes(frames) if self.compressor.posterior_topk else None
         tokens = self.compressor(frames, top)
@@ -210,7 +211,7 @@ class PPTokens(nn.Module):
             tokens = torch.cat([tokens, pack(peak, top[1]).to(tokens.dtype)], -1)
             if self.spacing is not None:
                 if columns is None:
-                    columns = frames.new_zeros(*frames.shape[:-1], PROFILE_CHANNELS)
+                    raise ValueError("this checkpoint's spacing head needs the lines' ink columns")
                 q = copy_weights(peak, top[1])
                 x = head_inputs(frames, columns, q, top[1], self.scripts, self.space_id)
                 tokens = torch.cat([tokens, torch.sigmoid(self.spacing(x)).to(tokens.dtype)], -1)

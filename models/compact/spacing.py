@@ -21,13 +21,13 @@ the labels come from the text aligned to the recogniser's spikes.
 
 from __future__ import annotations
 
-import unicodedata
-
 import torch
 from rapidfuzz.distance import Levenshtein
 from torch import nn
 
+from inkstream.segments import is_wide
 from models.compact.inkcolumns import PROFILE_CHANNELS, PROFILE_ROWS, SPACING_WIDTH, column_ink
+from models.compact.vocab_zh import is_hanzi
 
 __all__ = [
     "FULL_TO_HALF", "HALF_TO_FULL", "PROFILE_CHANNELS", "PROFILE_ROWS", "SPACING_WIDTH", "SPIKE_CHANNELS",
@@ -41,18 +41,17 @@ HALF_TO_FULL = {v: k for k, v in FULL_TO_HALF.items()}
 
 
 def script_class(ch: str) -> int:
-    """0 hanzi (CJK unified ideographs), 1 Latin letter or ASCII digit, 2 other wide (East Asian W/F:
-    full-width punctuation, kana), 3 anything else (ASCII punctuation, specials).
+    """0 hanzi (:func:`models.compact.vocab_zh.is_hanzi`), 1 Latin letter or ASCII digit, 2 other wide
+    (East Asian W/F, :func:`inkstream.segments.is_wide`: full-width punctuation, kana), 3 anything else
+    (ASCII punctuation, specials).
     """
     if len(ch) != 1:
         return 3
-    if "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf":
+    if is_hanzi(ch):
         return 0
-    if (ch.isascii() and ch.isalnum()) or (ch.isalpha() and unicodedata.east_asian_width(ch) not in "WF"):
-        return 1
-    if unicodedata.east_asian_width(ch) in "WF":
+    if is_wide(ch):
         return 2
-    return 3
+    return 1 if (ch.isascii() and ch.isalnum()) or ch.isalpha() else 3
 
 
 def script_classes(vocab: dict[str, int]) -> torch.Tensor:

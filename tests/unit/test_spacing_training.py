@@ -83,3 +83,22 @@ def test_a_trained_head_is_written_into_the_checkpoint_and_run_by_the_encoder(re
     tokens = np.asarray(seg.vision_tokens)
     assert tokens.shape[1] == enc.hidden_size == 160 + 12 + 2
     assert ((tokens[:, -2:] >= 0) & (tokens[:, -2:] <= 1)).all() and tokens[:, -2:].std() > 0
+
+
+def test_the_committed_heads_tokens_need_the_ink_columns(records):
+    """Without the pixels the head's probabilities would be guesses: the torch module and the ONNX file
+    refuse to run it without ``columns`` rather than fill in zeros."""
+    from models.compact import checkpoint as ckpt
+    from models.compact.pp_onnx import OnnxPPTokens
+    from models.compact.pptower import PPTokens
+
+    cfg = ckpt.read_config(WEIGHTS)
+    module, _ = PPTokens.load(WEIGHTS, cfg, int(cfg["decoder"]["hidden_size"]))
+    frames = records[0]["frames"].float()[None]
+    with pytest.raises(ValueError, match="ink columns"):
+        module(frames)
+    assert module(frames, records[0]["columns"].float()[None]).shape[-1] == 160 + 12 + 2
+    runner = OnnxPPTokens.open(WEIGHTS)
+    assert runner is not None and runner.takes_columns
+    with pytest.raises(ValueError, match="ink columns"):
+        runner(frames.numpy())
