@@ -54,6 +54,7 @@ from models.compact.copy_head import (
 from models.compact.inkcolumns import SPACING_WIDTH
 from models.compact.lineimage import MAX_TOKENS
 from models.compact.mla import absorb_mla
+from models.compact.rereads import drop_unread_repeats
 from models.compact.spacing import FULL_TO_HALF, character_spikes, respace, width_pairs
 from models.compact.vocab import BOS_ID, CHARSET, EOS_ID, SPECIALS, load_tokenizer
 
@@ -67,9 +68,9 @@ TASKS = ["ocr"]
 
 class FinishState(NamedTuple):
     """What :meth:`CompactDecoderHalf.finish_tokens` needs of a PP-tower prompt: its copy classes
-    (``q`` float32 [L, k], ``ids`` int64 [L, k]) and the spacing head's probabilities at its character
-    spikes (``spacing`` float32 [N, 2]; None for a checkpoint without the head) and the recogniser's
-    class at each (``spike_ids``, N ids).
+    (``q`` float32 [L, k], ``ids`` int64 [L, k]), the recogniser's class at each of its N character
+    spikes (``spike_ids``) and the spacing head's probabilities there (``spacing`` float32 [N, 2]; None
+    for a checkpoint without the head).
     """
 
     q: torch.Tensor
@@ -256,8 +257,9 @@ class CompactDecoderHalf(DecoderHalf):
 
     def finish_state(self, prompt_embeds: torch.Tensor) -> FinishState | None:
         """The copy classes (q float32 [L, k], ids int64 [L, k], on the host) of a PP-tower prompt of a
-        monotonic-pointer checkpoint and, with a spacing head, its probabilities at the prompt's
-        character spikes (float32 [N, 2]); None otherwise (no copy head, or a Latin-tower line).
+        monotonic-pointer checkpoint, the recogniser's classes at its character spikes and, with a
+        spacing head, the head's probabilities there (float32 [N, 2]); None otherwise (no copy head,
+        or a Latin-tower line).
         """
         if self._copy is None or not self._copy.pointer or prompt_embeds.shape[-1] <= self.model_width:
             return None
@@ -265,17 +267,18 @@ class CompactDecoderHalf(DecoderHalf):
         q, ids = unpack(extra[..., : self.copy_columns], self.vocab_size)
         if not bool(spike_frames(q).any()):
             return None
-        probs, spike_ids = None, []
+        spikes = character_spikes(q, ids, self._space_id)
+        probs = None
         if self.spacing_confidence is not None:
-            spikes = character_spikes(q, ids, self._space_id)
             probs = extra[..., self.copy_columns: self.copy_columns + SPACING_WIDTH][spikes]
-            spike_ids = ids[spikes][:, 0].tolist()
-        return FinishState(q, ids.long(), probs, spike_ids)
+        return FinishState(q, ids.long(), probs, ids[spikes][:, 0].tolist())
 
     def finish_tokens(self, state: FinishState | None, token_ids: list[int]) -> list[int]:
         """``token_ids`` without a repeated tail written past the recogniser's last spike
-        (:func:`models.compact.copy_head.trim_overrun`), then with the spacing head's confident spaces
-        and punctuation widths (:func:`models.compact.spacing.respace`); a final EOS stays last.
+        (:func:`models.compact.copy_head.trim_overrun`) and with each repeat the recogniser did not
+        read replaced by its reading (:func:`models.compact.rereads.drop_unread_repeats`), then with the
+        spacing head's confident spaces and punctuation widths (:func:`models.compact.spacing.respace`);
+        a final EOS stays last.
         """
         if state is None or not token_ids:
             return token_ids
@@ -284,6 +287,7 @@ class CompactDecoderHalf(DecoderHalf):
         kept = written
         if repeated_tail(written):
             kept = trim_overrun(written, past_last_spike(state.q, state.ids, written))
+        kept = drop_unread_repeats(kept, state.spike_ids, self._space_id)
         if state.spacing is not None and self.spacing_confidence is not None:
             kept = respace(kept, state.spacing, state.spike_ids, self._space_id, self._pairs, self._full_ids,
                            self.spacing_confidence)

@@ -254,7 +254,7 @@ def test_served_steps_match_the_training_path(copy_ckpt):
         assert float(cache.layers[-1].keys[0, 0, 1, 0]) == 1.0
 
 
-def test_the_half_finishes_a_pp_line_by_dropping_a_repeated_tail(copy_ckpt):
+def test_the_half_finishes_a_pp_line_by_dropping_unread_repeats(copy_ckpt):
     path, _, copy = copy_ckpt
     dec = CompactDecoderHalf.load(path)
     p = torch.tensor([[0.9, 0.1, 0.0]] * 3)
@@ -268,6 +268,9 @@ def test_the_half_finishes_a_pp_line_by_dropping_a_repeated_tail(copy_ckpt):
     assert dec.finish_tokens(state, [11, 12, 13, 12, 13, EOS_ID]) == [11, 12, 13, EOS_ID]
     assert dec.finish_tokens(state, [11, 12, 13, 12, 13]) == [11, 12, 13]  # ended by the length limit
     assert dec.finish_tokens(state, [11, 12, 13, 20, 21, EOS_ID]) == [11, 12, 13, 20, 21, EOS_ID]
+    # a repeat inside the line that the recogniser read once (models/compact/rereads.py)
+    assert dec.finish_tokens(state, [11, 12, 11, 12, 13, EOS_ID]) == [11, 12, 13, EOS_ID]
+    assert state.spike_ids == [11, 12, 13]
     latin = dec.embed_prompt(torch.cat([torch.randn(3, 32), torch.zeros(3, copy_width(3))], -1), "ocr")
     assert dec.finish_state(latin) is None  # a Latin-tower line carries no copy classes
 

@@ -85,6 +85,20 @@ def test_a_trained_head_is_written_into_the_checkpoint_and_run_by_the_encoder(re
     assert ((tokens[:, -2:] >= 0) & (tokens[:, -2:] <= 1)).all() and tokens[:, -2:].std() > 0
 
 
+def test_eval_only_reports_the_checkpoints_own_head_and_writes_nothing(records, tmp_path, capsys):
+    torch.save(records[12:], tmp_path / "eval.pt")
+    dump = tmp_path / "pred.jsonl"  # the decoder wrote each held-out line without its spaces
+    dump.write_text("".join(json.dumps({"kind": "mixed_en", "text": r["text"], "pred": r["text"].replace(" ", "")},
+                                       ensure_ascii=False) + "\n" for r in records[12:]))
+    before = {p.name: p.read_bytes() for p in WEIGHTS.iterdir() if p.is_file()}
+    assert spacing_head.main(["--checkpoint", str(WEIGHTS), "--eval-only", "--eval", str(tmp_path / "eval.pt"),
+                              "--dump", f"{tmp_path / 'eval.pt'}={dump}", "--threads", "1"]) == 0
+    assert {p.name: p.read_bytes() for p in WEIGHTS.iterdir() if p.is_file()} == before
+    out = capsys.readouterr().out
+    written, respaced = json.loads(out.split("(as written, respaced) ")[1].splitlines()[0])["all"]
+    assert written > 0 and respaced < written  # the committed head puts the drawn spaces back
+
+
 def test_the_committed_heads_tokens_need_the_ink_columns(records):
     """Without the pixels the head's probabilities would be guesses: the torch module and the ONNX file
     refuse to run it without ``columns`` rather than fill in zeros."""

@@ -14,6 +14,9 @@ Writes ``spacing.*`` tensors into the checkpoint's model.safetensors, ``spacing`
 the checkpoint's ONNX files again (``pp_tokens.onnx`` gets the ``columns`` input).
 
 ``python -m training.compact.spacing_head --checkpoint DIR --features runs/zh/spacing --eval runs/zh/features/eval.pt``
+
+``--eval-only`` trains and writes nothing: it reports the checkpoint's own head on ``--eval`` and, per
+``--dump HELD.pt=PRED.jsonl``, the CER of the decoder's predictions as written and respaced.
 """
 
 from __future__ import annotations
@@ -181,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dump", action="append", default=[],
                     help="HELD.pt=PRED.jsonl: report CER before / after respace on the decoder's predictions of "
                          "those held-out records (train_zh --eval-only --dump); repeatable")
+    ap.add_argument("--eval-only", action="store_true",
+                    help="report --eval / --dump figures of the checkpoint's own head; train and write nothing")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -191,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         _write_head(root, cfg, state,
                     ckpt.read_config(args.copy_from)["spacing"])
         return 0
-    if not args.features or not args.eval:
+    if not args.eval_only and (not args.features or not args.eval):
         raise SystemExit("--features and --eval are needed to train the head (or --copy-from)")
     vocab = build_tokenizer(ZH_CHARSET).get_vocab()
     if "copy" not in cfg:
@@ -199,6 +204,14 @@ def main(argv: list[str] | None = None) -> int:
     comp = PPCompressor(16, stride=1, posterior_topk=int(cfg["pp_tower"]["posterior_topk"]), vocab_size=len(vocab))
     attach_recogniser_head(comp, vocab)
     scripts, space_id = script_classes(vocab), vocab[" "]
+    if args.eval_only:
+        if "spacing" not in cfg:
+            raise SystemExit(f"{root}: no spacing head to evaluate (config \"spacing\")")
+        head = SpacingHead(hidden=int(cfg["spacing"]["hidden"]), dilations=tuple(cfg["spacing"]["dilations"]))
+        state, _ = ckpt.load_prefixed(root, SPACING_PREFIX)
+        head.load_state_dict({k: v.float() for k, v in state.items()})
+        _report(head.eval(), args, comp, scripts, space_id)
+        return 0
     t0 = time.time()
     train = []
     for path in sorted(p for d in args.features for p in glob.glob(str(pathlib.Path(d) / "train_*.pt"))):
@@ -219,8 +232,21 @@ def main(argv: list[str] | None = None) -> int:
         sched.step()
         if step % 250 == 0:
             print(f"step {step}: loss {float(loss.detach()):.4f} ({time.time() - t0:.0f} s)", flush=True)
-    head.eval()
-    figures = errors(head, held, CONFIDENCE)
+    figures = _report(head.eval(), args, comp, scripts, space_id, held)
+    _write_head(root, cfg, head.state_dict(), {
+        "hidden": args.hidden, "dilations": list(dilations), "confidence": CONFIDENCE, "training_lines": len(train),
+        "steps": args.steps, "heldout_lines": len(held), "heldout": figures})
+    return 0
+
+
+def _report(head: SpacingHead, args: argparse.Namespace, comp: PPCompressor, scripts: torch.Tensor, space_id: int,
+            held: list[dict] | None = None) -> dict:
+    """Print and return the head's decision errors on the held-out lines (``held``, else ``--eval`` when
+    given) and, per ``--dump``, the CER of the decoder's predictions as written and respaced.
+    """
+    if held is None and args.eval:
+        held = examples(torch.load(args.eval, weights_only=False), comp, scripts, space_id)
+    figures = errors(head, held, CONFIDENCE) if held else {}
     print("held-out", json.dumps(figures), flush=True)
     tok = build_tokenizer(ZH_CHARSET)
     for spec in args.dump:
@@ -229,10 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         cer = respaced_cer(head, torch.load(held_path, weights_only=False), rows, comp, scripts, tok, CONFIDENCE)
         figures.setdefault("respaced_cer", {})[held_path] = cer
         print(f"{held_path}: CER % (as written, respaced) {json.dumps(cer, ensure_ascii=False)}", flush=True)
-    _write_head(root, cfg, head.state_dict(), {
-        "hidden": args.hidden, "dilations": list(dilations), "confidence": CONFIDENCE, "training_lines": len(train),
-        "steps": args.steps, "heldout_lines": len(held), "heldout": figures})
-    return 0
+    return figures
 
 
 def _write_head(root: pathlib.Path, cfg: dict, state: dict, spec: dict) -> None:

@@ -51,7 +51,9 @@ from models.compact.copy_head import (
 )
 from models.compact.model import SUPERVISED_HEADS, CompactOCR, attention_supervision
 from models.compact.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor, attach_recogniser_head
-from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, SPECIALS, build_tokenizer, decode, encode
+from models.compact.rereads import drop_unread_repeats
+from models.compact.spacing import character_spikes
+from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, SPACE_ID, SPECIALS, build_tokenizer, decode, encode
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.corpus import build_corpus
 from training.compact.data import SyntheticLines, collate, fixed_eval_set
@@ -219,7 +221,9 @@ class Bilingual(nn.Module):
         """Greedy decoding, one line at a time with a KV cache (evaluation only; through the
         pointer-generator mixture when there is a copy head, ``classes`` as in :meth:`sequence_loss`;
         with the monotonic pointer decoded and finished as the decoder service does: a confident spike is
-        not skipped, a repeated tail past the last spike is dropped). Returns ids per line, no specials.
+        not skipped, a repeated tail past the last spike is dropped, a repeat the recogniser did not
+        read is replaced by its reading; the spacing head's step is training/compact/spacing_head.py's).
+        Returns ids per line, no specials.
         """
         emb = self.lm.get_input_embeddings()
         out: list[list[int]] = [[] for _ in n_tokens]
@@ -259,8 +263,10 @@ class Bilingual(nn.Module):
                 out[i].append(nxt)
                 res = self.lm.model(inputs_embeds=emb(torch.tensor([[nxt]])), past_key_values=res.past_key_values,
                                     use_cache=True, output_attentions=want)
-            if past:
-                out[i] = trim_overrun(out[i], past)  # as the decoder service finishes a whole segment
+            if past:  # as the decoder service finishes a whole segment (CompactDecoderHalf.finish_tokens)
+                out[i] = trim_overrun(out[i], past)
+                spikes = character_spikes(q[0], qids[0], SPACE_ID)
+                out[i] = drop_unread_repeats(out[i], qids[0][spikes][:, 0].tolist(), SPACE_ID)
         return out
 
 

@@ -1,0 +1,53 @@
+"""drop_unread_repeats: a stretch the decoder wrote twice where the recogniser read it once is replaced
+by the recogniser's reading; text that really repeats, and runs of one character, are kept."""
+
+from models.compact.rereads import drop_unread_repeats, in_repeat
+
+SPACE = ord(" ")
+
+
+def _ids(text: str) -> list[int]:
+    return [ord(c) for c in text]
+
+
+def _fix(written: str, read: str) -> str:
+    """``written`` finished against the recogniser's reading ``read`` (its spikes carry no spaces)."""
+    spikes = [ord(c) for c in read if c != " "]
+    return "".join(chr(i) for i in drop_unread_repeats(_ids(written), spikes, SPACE))
+
+
+def test_a_repeat_the_recogniser_did_not_read_is_dropped():
+    assert _fix("Guiné Equatoriaorial arbres", "Guiné Equatorial arbres") == "Guiné Equatorial arbres"
+    assert _fix("¥3,832,432,438,607.16", "¥3,832,438,607.16") == "¥3,832,438,607.16"
+    assert _fix("对新个 文件的 访问 访问 遭", "对新个文件的访问遭") == "对新个 文件的 访问 遭"
+
+
+def test_a_repeat_written_over_other_characters_takes_the_recogniser_s_reading():
+    assert _fix("komprimiert SAPISAPI", "komprimiert SAPI认证一") == "komprimiert SAPI认证一"
+    assert _fix("GTK+-vianjanjitysvalinnat", "GTK+-vianjäljitysvalinnat") == "GTK+-vianjäljitysvalinnat"
+
+
+def test_text_that_really_repeats_is_kept_when_the_recogniser_read_it():
+    for text in ("1212-1212", "bonbon", "哈哈哈哈", "研究研究"):
+        assert _fix(text, text) == text
+
+
+def test_runs_of_one_character_are_left_to_the_decoder():
+    assert _fix("committee", "comitee") == "committee"  # CTC merges doubled letters
+    assert _fix("1000 元", "100元") == "1000 元"
+    assert _fix("贤贤易色", "贤易色") == "贤贤易色"
+
+
+def test_nothing_to_change_returns_the_same_list_and_a_line_without_spikes_is_kept():
+    written = _ids("abab")
+    assert drop_unread_repeats(written, _ids("abab"), SPACE) is written
+    assert drop_unread_repeats(written, [], SPACE) is written  # a whole line is no repeat *inside* a line
+    assert drop_unread_repeats([], [], SPACE) == []
+
+
+def test_in_repeat_needs_two_equal_adjacent_runs_of_two_distinct_tokens():
+    assert in_repeat(_ids("xabcabcy"), 4, 7)
+    assert in_repeat(_ids("xabcabcy"), 2, 5)  # any window of one period inside the repeat
+    assert not in_repeat(_ids("xaaay"), 2, 3)
+    assert not in_repeat(_ids("xabcaby"), 4, 6)
+    assert not in_repeat(_ids("x" + "abcdefghi" * 2), 1, 10)  # a unit longer than MAX_PERIOD
