@@ -99,3 +99,18 @@ def test_warn_table_page_gives_a_markdown_table_with_the_ground_truths_columns(h
     # rules were erased); a letter misread inside a word ("Inc." as "Jnc.") is a recognition error,
     # which the CER bound above counts
     assert not re.search(r"J(?![a-z])", text), text
+
+
+def test_a_skewed_report_table_keeps_every_number_cell(halves, shared_dir):
+    """The shared Chinese report page laid 2 degrees askew: once straightened, the page's table rules
+    are faint resampled lines, and the detector run on it merged two rows' cells across one (`70.22%`
+    and `-111.96%` were lost, read as `三`, `、`); the lines are found again after the rules are erased."""
+    from PIL import Image
+
+    path = shared_dir / "eval" / "zh" / "pdfplumber_zh_report_p03.png"
+    page = Image.open(path).convert("RGB").rotate(2.0, resample=Image.Resampling.BICUBIC, expand=True,
+                                                  fillcolor=(255, 255, 255))
+    _, texts = _read(halves, page)
+    text = "\n".join(texts)
+    counts = {cell: text.count(cell) for cell in ("-0.0053", "-0.0178", "70.22%", "-111.96%", "-2.34%", "48.85%")}
+    assert counts == {"-0.0053": 2, "-0.0178": 2, "70.22%": 2, "-111.96%": 1, "-2.34%": 1, "48.85%": 1}, counts
