@@ -55,7 +55,7 @@ from models.compact.inkcolumns import SPACING_WIDTH
 from models.compact.lineimage import MAX_TOKENS
 from models.compact.mla import absorb_mla
 from models.compact.rereads import drop_unread_repeats
-from models.compact.spacing import FULL_TO_HALF, character_spikes, respace, width_pairs
+from models.compact.spacing import FULL_TO_HALF, character_spikes, respace, spike_classes, width_pairs
 from models.compact.vocab import BOS_ID, CHARSET, EOS_ID, SPECIALS, load_tokenizer
 
 ATTN_IMPLEMENTATION = "sdpa"
@@ -267,11 +267,11 @@ class CompactDecoderHalf(DecoderHalf):
         q, ids = unpack(extra[..., : self.copy_columns], self.vocab_size)
         if not bool(spike_frames(q).any()):
             return None
-        spikes = character_spikes(q, ids, self._space_id)
         probs = None
         if self.spacing_confidence is not None:
+            spikes = character_spikes(q, ids, self._space_id)
             probs = extra[..., self.copy_columns: self.copy_columns + SPACING_WIDTH][spikes]
-        return FinishState(q, ids.long(), probs, ids[spikes][:, 0].tolist())
+        return FinishState(q, ids.long(), probs, spike_classes(q, ids, self._space_id))
 
     def finish_tokens(self, state: FinishState | None, token_ids: list[int]) -> list[int]:
         """``token_ids`` without a repeated tail written past the recogniser's last spike

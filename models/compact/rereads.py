@@ -11,7 +11,7 @@ The bilingual checkpoint's decoder already copies from the recogniser's spikes t
 pointer (:mod:`models.compact.copy_head`), and :func:`models.compact.copy_head.trim_overrun` drops a
 repeat written after the last spike; :func:`drop_unread_repeats` handles the same slip inside the
 line, once the segment is finished: where the written characters do not match the spikes
-(an edit alignment, rapidfuzz Levenshtein opcodes) and the unmatched written stretch lies inside a
+(an edit alignment, :func:`models.compact.spacing.solid_opcodes`) and the unmatched written stretch lies inside a
 repeat (a run of ``p`` tokens written twice in a row, ``2 <= p <= MAX_PERIOD``, with at least two
 distinct tokens), the stretch is replaced by what the recogniser read there (nothing, when it read
 nothing). Text that really repeats (``1212``, ``bonbon``) has a spike for every character, so the
@@ -27,7 +27,7 @@ training fonts 2.80 -> 2.53 %; of the 3,268 lines 51 better, none worse. The bou
 
 from __future__ import annotations
 
-from rapidfuzz.distance import Levenshtein
+from models.compact.spacing import solid_opcodes
 
 #: Longest repeat unit (tokens) that counts as written twice: the decoder's slips repeat a few
 #: characters (the held-out samples' longest was 5); a longer one is more likely real text.
@@ -57,10 +57,10 @@ def drop_unread_repeats(written: list[int], spike_ids: list[int], space_id: int,
     left out of the alignment as the spikes leave it out. A stretch removed outright takes one of the
     spaces around it along. Returns ``written`` itself when nothing changes, else a new list.
     """
-    solid = [k for k, t in enumerate(written) if t != space_id]
+    solid, opcodes = solid_opcodes(written, spike_ids, space_id)
     tokens = [written[k] for k in solid]
     edits: list[tuple[int, int, list[int]]] = []  # (first, last) index in written, replacement
-    for op in Levenshtein.opcodes(tokens, spike_ids):
+    for op in opcodes:
         a, b = op.src_start, op.src_end
         if op.tag in ("delete", "replace") and in_repeat(tokens, a, b, max_period):
             read = list(spike_ids[op.dest_start: op.dest_end]) if op.tag == "replace" else []

@@ -32,7 +32,7 @@ from models.compact.vocab_zh import is_hanzi
 __all__ = [
     "FULL_TO_HALF", "HALF_TO_FULL", "PROFILE_CHANNELS", "PROFILE_ROWS", "SPACING_WIDTH", "SPIKE_CHANNELS",
     "SpacingHead", "character_spikes", "column_ink", "head_inputs", "respace", "script_class", "script_classes",
-    "spike_alignment", "spike_channels", "width_pairs",
+    "solid_opcodes", "spike_alignment", "spike_channels", "spike_classes", "width_pairs",
 ]
 
 SPIKE_CHANNELS = 6  #: top-1 posterior, is-spike, script of the spike's class (hanzi, Latin, wide, other)
@@ -80,6 +80,22 @@ def character_spikes(q: torch.Tensor, ids: torch.Tensor, space_id: int) -> torch
     probabilities are read at these frames, in order, one per written non-space character.
     """
     return (q[..., 0] > 0) & (ids[..., 0] != space_id)
+
+
+def spike_classes(q: torch.Tensor, ids: torch.Tensor, space_id: int) -> list[int]:
+    """The recogniser's class (token id) at each of a line's character spikes, in order: copy classes
+    ``q`` float [T, k] / ``ids`` int64 [T, k] of one line's frames (:func:`character_spikes`).
+    """
+    return ids[character_spikes(q, ids, space_id)][:, 0].tolist()
+
+
+def solid_opcodes(written: list[int], spike_ids: list[int], space_id: int) -> tuple[list[int], list]:
+    """(index in ``written`` of each non-space token, the Levenshtein opcodes (rapidfuzz) of those tokens
+    against ``spike_ids``): how written text is aligned to the spikes it reads (the spikes carry no
+    spaces). Used by :func:`spike_alignment` and :func:`models.compact.rereads.drop_unread_repeats`.
+    """
+    solid = [k for k, t in enumerate(written) if t != space_id]
+    return solid, list(Levenshtein.opcodes([written[k] for k in solid], spike_ids))
 
 
 def head_inputs(frames: torch.Tensor, columns: torch.Tensor, q: torch.Tensor, ids: torch.Tensor,
@@ -130,9 +146,9 @@ def spike_alignment(written: list[int], spike_ids: list[int], space_id: int) -> 
     spikes (``spike_ids``): a token equal to its spike's class or written in its place (a correction)
     is mapped; a token the decoder added, or a spike it left out, shifts nothing else.
     """
-    solid = [k for k, t in enumerate(written) if t != space_id]
+    solid, opcodes = solid_opcodes(written, spike_ids, space_id)
     out: dict[int, int] = {}
-    for op in Levenshtein.opcodes([written[k] for k in solid], spike_ids):
+    for op in opcodes:
         if op.tag in ("equal", "replace") and op.src_end - op.src_start == op.dest_end - op.dest_start:
             out.update({solid[i]: op.dest_start + (i - op.src_start) for i in range(op.src_start, op.src_end)})
     return out

@@ -52,7 +52,7 @@ from models.compact.copy_head import (
 from models.compact.model import SUPERVISED_HEADS, CompactOCR, attention_supervision
 from models.compact.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor, attach_recogniser_head
 from models.compact.rereads import drop_unread_repeats
-from models.compact.spacing import character_spikes
+from models.compact.spacing import spike_classes
 from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, SPACE_ID, SPECIALS, build_tokenizer, decode, encode
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.corpus import build_corpus
@@ -265,8 +265,7 @@ class Bilingual(nn.Module):
                                     use_cache=True, output_attentions=want)
             if past:  # as the decoder service finishes a whole segment (CompactDecoderHalf.finish_tokens)
                 out[i] = trim_overrun(out[i], past)
-                spikes = character_spikes(q[0], qids[0], SPACE_ID)
-                out[i] = drop_unread_repeats(out[i], qids[0][spikes][:, 0].tolist(), SPACE_ID)
+                out[i] = drop_unread_repeats(out[i], spike_classes(q[0], qids[0], SPACE_ID), SPACE_ID)
         return out
 
 
