@@ -1,4 +1,4 @@
-"""Latency of small requests alone and beside a long document (fair admission, gateway.fair).
+"""Latency of small requests alone and beside a long document (fair admission, gateway.routing.fair).
 
 Usage: ``python bench/fairness.py [--model DIR] [--pages 100] [--small 10]`` (default model: the
 embedded compact checkpoint, models/compact/weights_zh).

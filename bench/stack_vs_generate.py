@@ -9,7 +9,7 @@ Usage: ``python bench/stack_vs_generate.py [--model DIR] [--pages N] [--max-new-
   :func:`models.inprocess.ocr_page`, the two halves with a simple greedy loop), after one
   untimed warm-up page.
 - Stack: encoder + decoder as separate processes (:class:`launcher.local_stack.LocalStack`) driven by
-  the gateway's :class:`gateway.pipeline.Pipeline` in this process. Concurrency ``c`` = ``c`` clients
+  the gateway's :class:`gateway.routing.pipeline.Pipeline` in this process. Concurrency ``c`` = ``c`` clients
   in a closed loop, each sending single-page requests until the N pages are done; at c = 1 there is
   exactly one page in the system at a time, at c = 8 the encoder micro-batches and the decoder's
   continuous batching decodes up to 8 pages together.
@@ -38,7 +38,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # run a
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from bench.pdfgen import line_pages
-from gateway.pipeline import Pipeline, PipelineConfig
+from gateway.routing.pipeline import Pipeline, PipelineConfig
 from gateway.types import PageInput, PipelineOptions
 from launcher.local_stack import LocalStack
 from models.registry import decoder_half_class, encoder_half_class, family_of

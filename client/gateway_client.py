@@ -8,7 +8,7 @@
         async for item in c.recognize_stream(pdf_bytes):   # PageResult ..., then DocumentSummary
             ...
 
-``api_key`` is sent as ``authorization: Bearer <key>`` metadata on every call (gateway/auth.py);
+``api_key`` is sent as ``authorization: Bearer <key>`` metadata on every call (gateway/apis/auth.py);
 ``credentials`` (``grpc.ssl_channel_credentials(...)``) makes the channel TLS.
 
 Documents are sent in chunks of at most 1 MiB (the proto's limit) read lazily from a path, file

@@ -14,7 +14,7 @@ Default limits, and why:
 * ``min_page_side_px`` 8: smaller images carry nothing readable (422 "image too small").
 
 The ``pipeline:`` section (pages in flight, per-request window, encode / decode timeouts, retries)
-is :class:`gateway.pipeline_config.PipelineConfig`, validated with the rest
+is :class:`gateway.routing.config.PipelineConfig`, validated with the rest
 (``INKSTREAM_GATEWAY__PIPELINE__MAX_PAGES_IN_FLIGHT=32``).
 """
 
@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.pipeline_config import PipelineConfig
+from gateway.routing.config import PipelineConfig
 from inkstream.config import load_config
 from inkstream.tls import TlsConfig, channel_credentials
 

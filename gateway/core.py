@@ -15,18 +15,18 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from gateway.cache import BlobCache, CacheBackend, RedisCache, ResultCache
 from gateway.config import GatewayConfig
-from gateway.job_queue import JobQueue, LocalQueue
-from gateway.job_worker import JobWorker
-from gateway.jobs import SHUTDOWN, JobManager
-from gateway.jobs_metrics import jobs_metrics
+from gateway.jobs.manager import SHUTDOWN, JobManager
+from gateway.jobs.metrics import jobs_metrics
+from gateway.jobs.queue import JobQueue, LocalQueue
+from gateway.jobs.sources import Sources
+from gateway.jobs.webhooks import WebhookSender
+from gateway.jobs.worker import JobWorker
 from gateway.metrics import gateway_metrics
 from gateway.service import OcrService
-from gateway.sources import Sources
+from gateway.stores.cache import BlobCache, CacheBackend, RedisCache, ResultCache
 from gateway.stores.factory import open_stores
 from gateway.types import PagePipeline
-from gateway.webhooks import WebhookSender
 from inkstream.errors import Unavailable, as_inkstream_error
 
 log = logging.getLogger("inkstream.gateway")
@@ -59,7 +59,7 @@ class GatewayCore:
         self.service = OcrService(config, pipeline, self.cache, render_timeout_s=config.render_timeout_s)
         queue: JobQueue
         if self.stores.redis_url:
-            from gateway.job_queue import RedisQueue
+            from gateway.jobs.queue import RedisQueue
             queue = RedisQueue(self.stores.redis_url, st.job_lease_s)
         else:
             queue = LocalQueue()

@@ -3,7 +3,7 @@
 ends in one process; ``--role`` splits online (api) and batch (worker) pools over a shared Redis queue.
 
 Settings: YAML ``--config``, then ``INKSTREAM_GATEWAY__<FIELD>`` env vars, then flags (see
-:mod:`gateway.config`). API keys: :func:`gateway.auth.load_api_keys` (env ``INKSTREAM_API_KEYS_FILE``
+:mod:`gateway.config`). API keys: :func:`gateway.apis.auth.load_api_keys` (env ``INKSTREAM_API_KEYS_FILE``
 / ``INKSTREAM_API_KEYS``; open when none is configured).
 
 Shutdown (SIGTERM / SIGINT): readiness turns 503 and gRPC health NOT_SERVING at once, new requests
@@ -67,11 +67,11 @@ class _Server(uvicorn.Server):
 
 async def _serve(cfg: GatewayConfig) -> int:
     # lazy: the server stack (FastAPI, gRPC, the pipeline: about a second) only once the config loaded
-    from gateway.auth import load_api_keys
+    from gateway.apis.auth import load_api_keys
+    from gateway.apis.grpc_api import build_grpc_server
+    from gateway.apis.rest import create_app
     from gateway.core import GatewayCore
-    from gateway.grpc_api import build_grpc_server
-    from gateway.pipeline import Pipeline
-    from gateway.rest import create_app
+    from gateway.routing.pipeline import Pipeline
 
     keys = load_api_keys()
     if keys is None:

@@ -22,12 +22,12 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gateway.cache import ResultCache, cache_key
 from gateway.config import GatewayConfig
-from gateway.fair import INTERACTIVE
 from gateway.ingest import UploadedFile, close_document, open_document, page_stream, parse_pages
 from gateway.ingest.document import Document
-from gateway.stitch import FORMATS, PageResult, error_page, page_result
+from gateway.output.stitch import FORMATS, PageResult, error_page, page_result
+from gateway.routing.fair import INTERACTIVE
+from gateway.stores.cache import ResultCache, cache_key
 from gateway.types import PageOutcome, PagePipeline, PipelineOptions, RequestSlot
 from inkstream.errors import DeadlineExceeded, InkstreamError, InvalidInput, Unavailable, as_inkstream_error
 
@@ -142,8 +142,8 @@ class Prepared:
         From the cache when possible. A page missing from, or duplicated by, the pipeline is reported
         as an INTERNAL error / dropped (and logged). ``deadline_s`` (seconds from now): pages not done
         by then come back as DEADLINE_EXCEEDED errors (until then a page waits for a replica that is
-        down to come back); ``priority``: :data:`gateway.fair.INTERACTIVE` (a client waits) or
-        :data:`gateway.fair.BATCH` (an asynchronous job: its pages yield to interactive ones). An
+        down to come back); ``priority``: :data:`gateway.routing.fair.INTERACTIVE` (a client waits) or
+        :data:`gateway.routing.fair.BATCH` (an asynchronous job: its pages yield to interactive ones). An
         error raised by the pipeline before its first page (e.g. ResourceExhausted, Unavailable)
         propagates; after that, remaining pages carry it.
         """

@@ -28,8 +28,8 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from gateway.ingest.upload import UploadedFile, UploadSink
+from gateway.output.stitch import PageResult
 from gateway.service import OcrRequest, Prepared
-from gateway.stitch import PageResult
 from inkstream.errors import http_status
 
 if TYPE_CHECKING:

@@ -113,8 +113,8 @@ class PageOutcome:
 class PipelineOptions:
     """Per-request options: encoder ``mode`` and decoder ``task`` names ("" = service default),
     ``max_new_tokens`` per segment (0 = decoder default), ``request_id`` for logs and traces,
-    ``temperature`` of the decoder's sampling (0 = greedy), ``priority`` (:data:`gateway.fair.INTERACTIVE`
-    0 for a waiting client, :data:`gateway.fair.BATCH` 1 for an asynchronous job) and ``deadline``
+    ``temperature`` of the decoder's sampling (0 = greedy), ``priority`` (:data:`gateway.routing.fair.INTERACTIVE`
+    0 for a waiting client, :data:`gateway.routing.fair.BATCH` 1 for an asynchronous job) and ``deadline``
     (event-loop time by which the document is due; None = none): a page waits for a replica to come
     back up to it.
     """
@@ -129,7 +129,7 @@ class PipelineOptions:
 
 
 class PagePipeline(Protocol):
-    """The gateway's data path (implemented in :mod:`gateway.pipeline`).
+    """The gateway's data path (implemented in :mod:`gateway.routing.pipeline`).
 
     ``run`` consumes pages lazily from ``pages`` (an async iterator: the ingest side renders one page
     at a time) and yields one PageOutcome per input page, in page order, each exactly once.
@@ -159,7 +159,7 @@ class PagePipeline(Protocol):
 class RequestSlot(Protocol):
     """What :meth:`PagePipeline.admit` returns: an async context manager holding a request's slot in
     the gateway's global page bound while entered (released on exit); the pipeline's is a
-    :class:`gateway.admission.Ticket`.
+    :class:`gateway.routing.admission.Ticket`.
     """
 
     async def __aenter__(self) -> RequestSlot: ...

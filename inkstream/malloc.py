@@ -15,7 +15,7 @@ peaks stayed flat at the default's speed.
 The top of a heap is given back to the system beyond twice the threshold (what glibc's dynamic rule
 would set; its fixed default, 128 KiB, returned a freed block's pages at once and faulted them in
 again at the next allocation). The encoder trims its heaps once idle (:class:`IdleTrim`); the DB
-detector's large activations live in onnxruntime's arena (``models.compact.det_net``).
+detector's large activations live in onnxruntime's arena (``models.compact.page.det_net``).
 
 Set ``INKSTREAM_MALLOC_MMAP_THRESHOLD_BYTES`` to another size, or 0 to keep glibc's behaviour; a
 ``MALLOC_MMAP_THRESHOLD_`` environment variable set by the operator (glibc's own tunable) wins.

@@ -1,17 +1,17 @@
 """Assembling a page's text from its segments' texts, shared by the gateway's stitcher and the
 in-process reference path.
 
-A model family that cuts a long text line into pieces (compact: models/compact/linesplit.py) marks
+A model family that cuts a long text line into pieces (compact: models/compact/line/split.py) marks
 every piece after the first with how it goes on from the one before: after a word gap (joined with
 a space) or inside a word (joined directly). The mark travels with the segment (encoder
 ``Segment.join``), so joining does not depend on the pieces' geometry (which a rotated page turns
 around) or on every piece having text.
 
-Table cells (compact: models/compact/table.py) travel the same way: the first segment of a cell has
+Table cells (compact: models/compact/page/table.py) travel the same way: the first segment of a cell has
 the join ``cell:T:R:C`` (:func:`cell_join`; table ``T`` >= 1 on the page, row ``R`` and column ``C``
 from 0); a cell's further lines follow it with ``space``. On the wire that is
 ``SEGMENT_JOIN_CELL`` plus ``Segment.cell`` {table, row, column} (:func:`join_to_wire`,
-:func:`join_from_wire`); the gateway builds the table from them (gateway/render/tables.py).
+:func:`join_from_wire`); the gateway builds the table from them (gateway/output/tables.py).
 """
 
 from __future__ import annotations

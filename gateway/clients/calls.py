@@ -1,7 +1,7 @@
 """What every gateway call to a replica shares: outgoing metadata and the classification of failures.
 
 A failed encode / decode / Info call becomes a :class:`CallFailure` whose flags tell
-:mod:`gateway.retry` what to do with the page: retry it on another replica (``transient``), count it
+:mod:`gateway.routing.retry` what to do with the page: retry it on another replica (``transient``), count it
 towards quarantine (``suspect``), keep new work off the replica (``unreachable``) or send the page
 elsewhere without spending retry budget (``misrouted``).
 """
@@ -97,6 +97,6 @@ def item_failure(code: str, message: str, retry_after_s: float = 0.0, reason: st
 
 def call_metadata(request_id: str) -> list[tuple[str, str]]:
     """Outgoing metadata: ``x-request-id``. W3C trace context is added by the channel's client
-    interceptors (:func:`inkstream.tracing.client_interceptors`, installed in :mod:`gateway.replicas`).
+    interceptors (:func:`inkstream.tracing.client_interceptors`, installed in :mod:`gateway.routing.replicas`).
     """
     return [("x-request-id", request_id)] if request_id else []

@@ -86,7 +86,7 @@ def decode_request(
 
 class Slots(Protocol):
     """A replica's shared segment window as the caller's semaphore (``asyncio.Semaphore`` or
-    :class:`gateway.fair.KeyedSlots`): ``await acquire()`` one slot, ``release()`` it.
+    :class:`gateway.routing.fair.KeyedSlots`): ``await acquire()`` one slot, ``release()`` it.
     """
 
     async def acquire(self) -> Any:

@@ -80,7 +80,7 @@ def encoder_window(max_batch_size: int, capacity: int) -> int:
     """Pages the gateway keeps open on one encoder replica: two batches (one in the forward pass,
     one queued behind it, so the encoder never idles between batches), never more than it holds
     (``capacity``); 0 (no window) when the encoder gives no capacity. Pages beyond it wait in the
-    gateway, where :class:`gateway.fair.FairWindow` gives them out in turn per request: in the
+    gateway, where :class:`gateway.routing.fair.FairWindow` gives them out in turn per request: in the
     encoder's own FIFO queue a small request would wait behind every queued page of a long one.
     """
     if capacity <= 0:

@@ -9,10 +9,10 @@ Layout of a checkpoint directory::
     model.safetensors   encoder tensors "encoder.*", decoder tensors "decoder.*" (fp32 or fp16)
     tokenizer.json      character-level ``tokenizers`` tokenizer (models/compact/vocab.py)
     generation_config.json  bos/eos/pad ids, max_new_tokens
-    encoder.onnx        the Latin line encoder exported for onnxruntime (:mod:`models.compact.line_onnx`),
+    encoder.onnx        the Latin line encoder exported for onnxruntime (:mod:`models.compact.export.line_onnx`),
                         stamped with the checkpoint's revision; the encoder service then runs without torch
     pp_tokens.onnx      (bilingual checkpoints) the PP tower's compressor, with the recogniser's head
-                        and the copy classes, for onnxruntime (:mod:`models.compact.pp_onnx`), stamped too
+                        and the copy classes, for onnxruntime (:mod:`models.compact.export.pp_onnx`), stamped too
 
 The training-only CTC head is not exported.
 """
@@ -49,7 +49,7 @@ def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, trainin
     tensor-name prefix (e.g. ``"pp_tower."``) to a module saved under it; ``charset`` is the
     tokenizer's character set (default the Latin one); ``extra_config`` is merged into config.json;
     ``dtype`` of the stored floating tensors (default float32). The encoder half's ONNX files are
-    also exported, from the tensors as stored (:func:`models.compact.line_onnx.export_onnx`:
+    also exported, from the tensors as stored (:func:`models.compact.export.line_onnx.export_onnx`:
     ``encoder.onnx``, with a script head's output when ``extra_parts`` has ``"script_head."``, and a
     bilingual checkpoint's ``pp_tokens.onnx``) unless ``onnx`` is False (weights trained elsewhere, the
     ONNX files exported where the checkpoint is served; a service runs the torch modules until then).
@@ -58,7 +58,7 @@ def export_checkpoint(model, out_dir: str | pathlib.Path, revision: str, trainin
     import torch
     from safetensors.torch import save_file
 
-    from models.compact.line_onnx import export_onnx
+    from models.compact.export.line_onnx import export_onnx
 
     dtype = dtype or torch.float32
     out_dir = pathlib.Path(out_dir)
@@ -149,8 +149,8 @@ def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
 
 PP_TOWER_PREFIX = "pp_tower."
 SCRIPT_PREFIX = "script_head."
-SPACING_PREFIX = "spacing."  # the PP tower's spacing head (models/compact/spacing.py)
-COPY_PREFIX = "copy."  # the pointer-generator output of a bilingual decoder (models/compact/copy_head.py)
+SPACING_PREFIX = "spacing."  # the PP tower's spacing head (models/compact/decode/spacing.py)
+COPY_PREFIX = "copy."  # the pointer-generator output of a bilingual decoder (models/compact/decode/copy_head.py)
 
 
 def pp_tower_config(compressor) -> dict:
@@ -158,7 +158,7 @@ def pp_tower_config(compressor) -> dict:
     PP-OCRv6 recogniser, by file name and sha256), the compressor's width, token stride (pixels) and
     ``posterior_topk`` (0: trunk features only; k: also the recogniser's top-k posterior per frame).
     """
-    from models.compact import pptower
+    from models.compact.line import pptower
 
     return {"trunk": pptower.REC_MODEL_FILE, "trunk_sha256": pptower.REC_MODEL_SHA256,
             "feature_output": pptower.FEATURE_OUTPUT, "channels": int(compressor.compress[0].out_channels),
@@ -187,7 +187,7 @@ def load_training_model(checkpoint_dir: str | pathlib.Path, cfg: dict | None = N
 
 def encoder_config(cfg: dict):
     """The Latin tower's :class:`models.compact.model.EncoderConfig` from a config.json dict."""
-    from models.compact.line_encoder import EncoderConfig
+    from models.compact.line.encoder import EncoderConfig
 
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg["encoder"].items()}
     return EncoderConfig(**fields)

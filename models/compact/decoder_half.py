@@ -11,14 +11,14 @@ the caller passes 0 on pad slots (past and new) and per-row ``position_ids`` tha
 tokens (``attention_mask.cumsum(-1) - 1``), as ``GenerationMixin`` does.
 
 Attention runs with DeepSeek-V2's absorbed up-projections against the compressed (latent) KV cache
-(:mod:`models.compact.mla`); the cache holds exactly what transformers' own module would cache.
+(:mod:`models.compact.decode.mla`); the cache holds exactly what transformers' own module would cache.
 
 A checkpoint with a ``"copy"`` entry (bilingual ones) writes through a pointer-generator output
-(:mod:`models.compact.copy_head`): its vision tokens and inputs are ``hidden + copy_width`` wide (the
+(:mod:`models.compact.decode.copy_head`): its vision tokens and inputs are ``hidden + copy_width`` wide (the
 extra columns: each token's copy classes; zero for token embeddings), :meth:`forward` returns
 log-probabilities of the mixture, and the cache holds two extra layers: each position's classes and
 the attention the writing steps have put on it so far (coverage). A checkpoint with a ``"spacing"``
-entry adds two more columns (the spacing head's probabilities, :mod:`models.compact.spacing`), read
+entry adds two more columns (the spacing head's probabilities, :mod:`models.compact.decode.spacing`), read
 only when a segment is finished (:meth:`CompactDecoderHalf.finish_tokens`).
 
 Everything runs under ``torch.no_grad()`` so KV-cache tensors are ordinary tensors a scheduler may
@@ -37,7 +37,7 @@ from transformers.cache_utils import DynamicLayer
 from inkstream.errors import InvalidInput
 from models.base import DecoderHalf
 from models.compact import checkpoint as ckpt
-from models.compact.copy_head import (
+from models.compact.decode.copy_head import (
     PointerCopy,
     advance,
     copy_width,
@@ -51,11 +51,11 @@ from models.compact.copy_head import (
     trim_overrun,
     unpack,
 )
-from models.compact.inkcolumns import SPACING_WIDTH
-from models.compact.lineimage import MAX_TOKENS
-from models.compact.mla import absorb_mla
-from models.compact.rereads import drop_unread_repeats
-from models.compact.spacing import FULL_TO_HALF, character_spikes, respace, spike_classes, width_pairs
+from models.compact.decode.mla import absorb_mla
+from models.compact.decode.rereads import drop_unread_repeats
+from models.compact.decode.spacing import FULL_TO_HALF, character_spikes, respace, spike_classes, width_pairs
+from models.compact.line.image import MAX_TOKENS
+from models.compact.line.inkcolumns import SPACING_WIDTH
 from models.compact.vocab import BOS_ID, CHARSET, EOS_ID, SPECIALS, load_tokenizer
 
 ATTN_IMPLEMENTATION = "sdpa"
@@ -97,7 +97,7 @@ class CompactDecoderHalf(DecoderHalf):
         self.spacing_confidence = spacing_confidence if copy is not None else None
         spacing = SPACING_WIDTH if self.spacing_confidence is not None else 0
         #: width of vision tokens and inputs: the decoder's, plus the copy columns of a copy checkpoint
-        #: and the spacing head's two probabilities (models/compact/spacing.py)
+        #: and the spacing head's two probabilities (models/compact/decode/spacing.py)
         self.hidden_size = self.model_width + self.copy_columns + spacing
         vocab = tokenizer.get_vocab()
         self._space_id = vocab.get(" ", -1)
@@ -123,7 +123,7 @@ class CompactDecoderHalf(DecoderHalf):
         lm.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
         # PreTrainedModel.to is @functools.wraps(nn.Module.to): the _Wrapped type loses the bound self.
         lm = lm.to(device=device, dtype=dtype).eval()  # type: ignore[call-arg]
-        absorb_mla(lm)  # inference-only attention against the latent KV cache (models/compact/mla.py)
+        absorb_mla(lm)  # inference-only attention against the latent KV cache (models/compact/decode/mla.py)
         copy = None
         if "copy" in cfg:
             copy_state, names = ckpt.load_prefixed(checkpoint_dir, ckpt.COPY_PREFIX)
@@ -275,9 +275,9 @@ class CompactDecoderHalf(DecoderHalf):
 
     def finish_tokens(self, state: FinishState | None, token_ids: list[int]) -> list[int]:
         """``token_ids`` without a repeated tail written past the recogniser's last spike
-        (:func:`models.compact.copy_head.trim_overrun`) and with each repeat the recogniser did not
-        read replaced by its reading (:func:`models.compact.rereads.drop_unread_repeats`), then with the
-        spacing head's confident spaces and punctuation widths (:func:`models.compact.spacing.respace`);
+        (:func:`models.compact.decode.copy_head.trim_overrun`) and with each repeat the recogniser did not
+        read replaced by its reading (:func:`models.compact.decode.rereads.drop_unread_repeats`), then with the
+        spacing head's confident spaces and punctuation widths (:func:`models.compact.decode.spacing.respace`);
         a final EOS stays last.
         """
         if state is None or not token_ids:

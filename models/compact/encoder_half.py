@@ -1,24 +1,25 @@
 """Encoder half of the ``compact`` family: page -> text lines (PP-OCR detector) -> vision tokens.
 
 ``preprocess`` (CPU, per page): detect the text lines and fix page orientation
-(:class:`models.compact.detect.LineDetector`), order them for reading (columns, then top to bottom),
+(:class:`models.compact.page.detect.LineDetector`), order them for reading (columns, then top to bottom),
 crop each line, split lines longer than the recogniser was trained on at inter-word gaps
-(:mod:`models.compact.linesplit`; each piece is a segment) and normalise each to a [1, 32, W] ink
-map (:func:`models.compact.lineimage.normalise_line`). A page or line of light text on dark paper is
+(:mod:`models.compact.line.split`; each piece is a segment) and normalise each to a [1, 32, W] ink
+map (:func:`models.compact.line.image.normalise_line`). A page or line of light text on dark paper is
 inverted first, and lines too faint to be print (bleed-through) are dropped
-(:mod:`models.compact.prepare`).
+(:mod:`models.compact.page.prepare`).
 Each line is then zero-padded (paper) to a width bucket (a multiple of ``BUCKET_PX`` = 64 pixels), so
 its vision tokens do not depend on which other lines share its forward pass.
 
-A bilingual checkpoint (config.json ``"pp_tower"``, :mod:`models.compact.towers`) first routes every
+A bilingual checkpoint (config.json ``"pp_tower"``, :mod:`models.compact.line.towers`) first routes every
 line by script: the script head on the Latin tower's features of the whole line sends a line with CJK
 script to the PP-OCRv6 tower (48-px lines, cut only beyond 32 em), any other line to the Latin tower.
 Its routing and PP tower run on onnxruntime too, without torch, when its ``encoder.onnx`` (with the
-script head's output) and ``pp_tokens.onnx`` are current (:mod:`models.compact.pp_onnx`).
+script head's output) and ``pp_tokens.onnx`` are current (:mod:`models.compact.export.pp_onnx`).
 
 ``encode_batch``: all lines of all pages in the batch are grouped by tower and bucket width and run through the
-line encoder (ResNet trunk + conv token compressor + projector, :class:`models.compact.line_encoder.LineEncoder`;
-run from the checkpoint's ``encoder.onnx`` on onnxruntime, without torch, when it can: :mod:`models.compact.line_onnx`);
+line encoder (ResNet trunk + conv token compressor + projector, :class:`models.compact.line.encoder.LineEncoder`;
+run from the checkpoint's ``encoder.onnx`` on onnxruntime, without torch, when it can:
+:mod:`models.compact.export.line_onnx`);
 each line keeps its first ``width/16`` tokens (one vision token per 16 columns of the 32-px-high
 line). One :class:`SegmentTokens` per line, in reading order, with the line's box in the pixels of
 the page as received (for a page found sideways the box is mapped back through the rotation).
@@ -37,10 +38,8 @@ from PIL import Image
 from inkstream.errors import InvalidInput
 from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, SegmentTokens
 from models.compact import checkpoint as ckpt
-from models.compact import prepare
-from models.compact.detect import LineDetector, crop_line
-from models.compact.line_onnx import OnnxLineEncoder
-from models.compact.lineimage import (
+from models.compact.export.line_onnx import OnnxLineEncoder
+from models.compact.line.image import (
     LINE_HEIGHT,
     MAX_TOKENS,
     MAX_WIDTH,
@@ -49,7 +48,9 @@ from models.compact.lineimage import (
     normalised_width,
     width_batches,
 )
-from models.compact.linesplit import SPLIT_PX, split_line
+from models.compact.line.split import SPLIT_PX, split_line
+from models.compact.page import prepare
+from models.compact.page.detect import LineDetector, crop_line
 
 log = logging.getLogger("inkstream.models.compact")
 
@@ -95,12 +96,12 @@ class CompactEncoderHalf(EncoderHalf):
     wide (Latin lines: zeros there).
 
     The line encoder (``runner``: lines [N, 1, 32, W] -> tokens [N, W/16, hidden], numpy) is the
-    checkpoint's ``encoder.onnx`` on onnxruntime (:mod:`models.compact.line_onnx`) when it is current
+    checkpoint's ``encoder.onnx`` on onnxruntime (:mod:`models.compact.export.line_onnx`) when it is current
     and the half runs on the CPU in float32 -- and, for a bilingual checkpoint, when its
     ``encoder.onnx`` has the script head's output and its ``pp_tokens.onnx`` is current too (``pp``:
-    :meth:`models.compact.towers.PPTower.open_onnx`) -- then nothing here imports torch; else the
-    torch module (:class:`models.compact.line_encoder.TorchLineRunner`, and
-    :meth:`models.compact.towers.PPTower.load`). ``runtime``: "onnxruntime" or "torch".
+    :meth:`models.compact.line.towers.PPTower.open_onnx`) -- then nothing here imports torch; else the
+    torch module (:class:`models.compact.line.encoder.TorchLineRunner`, and
+    :meth:`models.compact.line.towers.PPTower.load`). ``runtime``: "onnxruntime" or "torch".
     """
 
     family = "compact"
@@ -116,7 +117,7 @@ class CompactEncoderHalf(EncoderHalf):
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu", dtype: Any = "float32",
              threads: int | None = None) -> CompactEncoderHalf:
         """Read config.json and ONLY the ``encoder.*`` tensors (and, for a bilingual checkpoint, the
-        ``pp_tower.*`` / ``script_head.*`` ones, :mod:`models.compact.towers`); build the line encoder
+        ``pp_tower.*`` / ``script_head.*`` ones, :mod:`models.compact.line.towers`); build the line encoder
         (onnxruntime or torch, see the class docstring; a warning is logged when the CPU float32 half
         falls back to torch) and the ONNX line detector. ``dtype``: a torch dtype or its name;
         ``threads``: onnxruntime intra-op threads of each forward (detector, line encoder, PP trunk;
@@ -137,7 +138,7 @@ class CompactEncoderHalf(EncoderHalf):
                 return half
             files = "encoder.onnx with the script head's output and pp_tokens.onnx" if "pp_tower" in cfg \
                 else "encoder.onnx"
-            log.warning("%s: no %s exported from these weights (python -m models.compact.line_onnx DIR writes "
+            log.warning("%s: no %s exported from these weights (python -m models.compact.export.line_onnx DIR writes "
                         "them); the encoder runs in torch", checkpoint_dir, files)
         return cls._load_torch(checkpoint_dir, cfg, device, dtype, detector_threads, detector,
                                model_id, revision, hidden)
@@ -153,7 +154,7 @@ class CompactEncoderHalf(EncoderHalf):
             return None
         loaded, pp = ckpt.tensor_names(checkpoint_dir, ckpt.ENCODER_PREFIX), None
         if "pp_tower" in cfg:
-            from models.compact.towers import PPTower
+            from models.compact.line.towers import PPTower
 
             pp = PPTower.open_onnx(checkpoint_dir, cfg, runner, detector_threads, revision)
             if pp is None:
@@ -169,8 +170,8 @@ class CompactEncoderHalf(EncoderHalf):
         import torch
 
         from inkstream.wire import dtype_from_name
-        from models.compact.line_encoder import LineEncoder, TorchLineRunner
-        from models.compact.towers import PPTower
+        from models.compact.line.encoder import LineEncoder, TorchLineRunner
+        from models.compact.line.towers import PPTower
 
         tdtype = dtype_from_name(dtype) if isinstance(dtype, str) else dtype
         enc_cfg = ckpt.encoder_config(cfg)
@@ -208,13 +209,13 @@ class CompactEncoderHalf(EncoderHalf):
         """Line crops of one page -> (the tower of each line, True: PP tower; the Latin tower's vision
         tokens [W/16, hidden] float32 of each line, from the routing forward, None without a PP tower).
         A bilingual checkpoint's script head decides per line on the Latin tower's features of the
-        whole line (:meth:`models.compact.towers.PPTower.script_lines`), and a Chinese page sends every
-        line to the PP tower (:func:`models.compact.towers.page_routes`); a Latin checkpoint keeps
+        whole line (:meth:`models.compact.line.towers.PPTower.script_lines`), and a Chinese page sends every
+        line to the PP tower (:func:`models.compact.line.towers.page_routes`); a Latin checkpoint keeps
         every line on the Latin tower (no forward here).
         """
         if self._pp is None:
             return [False] * len(crops), [None] * len(crops)
-        from models.compact.towers import page_routes
+        from models.compact.line.towers import page_routes
 
         lines = self.prepare_lines(crops)
         n_frames = [normalised_width(c.width, c.height) // (WIDTH_MULTIPLE // 2) for c in crops]
@@ -223,11 +224,11 @@ class CompactEncoderHalf(EncoderHalf):
 
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
         """Page -> PreparedPage with, per piece ``i``, ``tensors["line_<i>"]`` [1, 32, W] float16 (a Latin
-        piece), ``tensors["pp_<i>"]`` (a PP-tower piece, :meth:`models.compact.towers.PPTower.prepare`)
+        piece), ``tensors["pp_<i>"]`` (a PP-tower piece, :meth:`models.compact.line.towers.PPTower.prepare`)
         or ``tensors["tokens_<i>"]`` [n_tokens, hidden] float32 (a whole Latin line of a bilingual
         checkpoint: its vision tokens already, from the routing forward, :meth:`route`) and ``meta`` holding
         ``n_tokens`` (list[int]), ``boxes`` (page pixels), ``joins`` (how each piece goes on from the
-        previous one, :func:`models.compact.linesplit.split_line`) and ``rotation``. Raises InvalidInput
+        previous one, :func:`models.compact.line.split.split_line`) and ``rotation``. Raises InvalidInput
         for an unknown mode or a page smaller than 8 x 8 pixels.
         """
         if mode not in MODES:

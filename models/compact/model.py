@@ -1,9 +1,9 @@
-"""The compact model's networks: line encoder (:mod:`models.compact.line_encoder`: ResNet trunk +
+"""The compact model's networks: line encoder (:mod:`models.compact.line.encoder`: ResNet trunk +
 convolutional token compressor) and the DeepSeek-V2 MoE decoder configuration, plus the training
 wrapper :class:`CompactOCR`.
 
 Shapes: a batch of normalised lines ``images`` [B, 1, 32, W] float32 (W multiple of 16, ink = 1).
-The trunk (timm's ``resnet18`` topology, :mod:`models.compact.trunk`, narrow, no pretrained weights,
+The trunk (timm's ``resnet18`` topology, :mod:`models.compact.line.trunk`, narrow, no pretrained weights,
 1 input channel; stem
 stride 4, one stride-2 stage) gives [B, C, 4, W/8]; the compressor collapses the height with a
 (4 x 3) convolution and halves the width with a stride-2 1-D convolution, giving one vision token per
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
 
-from models.compact.line_encoder import EncoderConfig, LineEncoder
+from models.compact.line.encoder import EncoderConfig, LineEncoder
 from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID
 
 __all__ = ["CompactOCR", "EncoderConfig", "LineEncoder", "attention_supervision", "decoder_config"]

@@ -10,8 +10,8 @@ import httpx
 import pikepdf
 import pytest
 
+from gateway.apis.rest import create_app
 from gateway.ingest.sniff import detect_type
-from gateway.rest import create_app
 from tests.gateway_api.conftest import marked_page, marked_pdf, png_bytes
 
 

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from PIL import Image, PngImagePlugin
 
+from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
-from gateway.rest import create_app
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import time
 
-from gateway import cache as cache_mod
-from gateway.cache import ResultCache, cache_key, cacheable
-from gateway.stitch import PageResult, error_page
+from gateway.output.stitch import PageResult, error_page
 from gateway.stores import DirResultStore
+from gateway.stores import cache as cache_mod
+from gateway.stores.cache import ResultCache, cache_key, cacheable
 
 
 def test_key_depends_on_everything_that_changes_the_pages():

@@ -17,8 +17,8 @@ import pytest
 import uvicorn
 
 from client import ocr_cli
+from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
-from gateway.rest import create_app
 from inkstream import cli
 from tests.gateway_api.conftest import FakePipeline, marked_pdf
 

@@ -9,8 +9,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from client.gateway_client import AsyncGatewayClient, DocumentSummary, GatewayClient
+from gateway.apis.grpc_api import SERVICE_NAME, build_grpc_server
 from gateway.core import GatewayCore
-from gateway.grpc_api import SERVICE_NAME, build_grpc_server
 from inkstream.errors import InvalidInput, JobCancelled, PayloadTooLarge, ResourceExhausted
 from tests.gateway_api.conftest import MODEL_ID, expected_text, marked_pdf
 
@@ -131,7 +131,7 @@ async def test_too_large_upload_reports_its_status(gw_config, fake):
 
 
 async def test_api_keys_required_when_configured(gw_config, fake):
-    from gateway.auth import ApiKeys
+    from gateway.apis.auth import ApiKeys
     from inkstream.errors import Unauthenticated
 
     core = GatewayCore(gw_config, fake)
@@ -162,7 +162,7 @@ async def test_refused_upload_frees_its_slot_before_draining_the_rest(grpc_env):
     """An upload refused mid-stream (here: an oversized chunk) while the client keeps trickling
     chunks: the admission slot and in-flight count are released at once, the rest of the upload is
     drained for at most DRAIN_S seconds, and the client gets the real error."""
-    from gateway.grpc_api import DRAIN_S
+    from gateway.apis.grpc_api import DRAIN_S
     from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 
     target, fake, core = grpc_env

@@ -7,8 +7,8 @@ import asyncio
 import httpx
 import pytest
 
+from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
-from gateway.rest import create_app
 from gateway.stores import JobRecord, SqliteJobStore
 from inkstream.errors import Unavailable
 from tests.gateway_api.conftest import FakePipeline, expected_text, marked_pdf

@@ -17,9 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
+from gateway.apis.rest import create_app
 from gateway.config import GatewayConfig
 from gateway.core import GatewayCore
-from gateway.rest import create_app
 from tests.gateway_api.conftest import FakePipeline, expected_text, marked_pdf
 from tests.system.servers import RedisServer, SeaweedS3
 
@@ -127,7 +127,7 @@ async def test_pause_accepts_then_resume_runs(pair):
 async def test_entry_read_as_the_queue_is_paused_waits_for_resume(engines):
     """A worker's blocking read (XREADGROUP, up to POLL_S) that began before the pause returns the
     entry put after it: the queue must hold it, lease renewed, until resume (the race CI caught)."""
-    from gateway.job_queue import POLL_S, RedisQueue
+    from gateway.jobs.queue import POLL_S, RedisQueue
 
     redis_srv, _ = engines
     q = RedisQueue(redis_srv.url, lease_s=3.0, prefix="race:")

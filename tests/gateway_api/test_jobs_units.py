@@ -11,12 +11,12 @@ import sqlite3
 import httpx
 import pytest
 
+from gateway.apis.rest import create_app
 from gateway.config import GatewayConfig
 from gateway.core import GatewayCore
-from gateway.rest import create_app
-from gateway.sources import Sources
+from gateway.jobs.sources import Sources
+from gateway.jobs.webhooks import allowed_hosts, check_callback_url, sign
 from gateway.stores import JobRecord, SqliteJobStore
-from gateway.webhooks import allowed_hosts, check_callback_url, sign
 from inkstream.errors import FailedPrecondition, InvalidInput
 from tests.gateway_api.conftest import FakePipeline
 

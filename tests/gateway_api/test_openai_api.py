@@ -12,9 +12,9 @@ import openai
 import pytest
 import uvicorn
 
-from gateway.auth import ApiKeys
+from gateway.apis.auth import ApiKeys
+from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
-from gateway.rest import create_app
 from tests.gateway_api.conftest import MODEL_ID, FakePipeline, marked_page, marked_pdf, png_bytes
 
 pytestmark = pytest.mark.timeout(90)
@@ -126,7 +126,7 @@ def test_no_image_unknown_model_and_overload(server):
 
 
 def test_markdown_prompt_and_default_task():
-    from gateway.openai_messages import task_of
+    from gateway.apis.openai_messages import task_of
 
     assert task_of("<image>\n<|grounding|>Convert the document to markdown. ") == "markdown"
     assert task_of("<image>\nFree OCR.") == "ocr"

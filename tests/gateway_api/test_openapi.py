@@ -10,9 +10,9 @@ import json
 import httpx
 import pytest
 
-from gateway import rest_schema
+from gateway.apis import rest_schema
+from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
-from gateway.rest import create_app
 from tests.gateway_api.conftest import marked_pdf
 
 pytestmark = pytest.mark.timeout(60)

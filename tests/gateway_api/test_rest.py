@@ -7,8 +7,8 @@ import json
 import httpx
 import pytest
 
+from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
-from gateway.rest import create_app
 from tests.gateway_api.conftest import (
     MODEL_ID,
     FakePipeline,
@@ -213,7 +213,7 @@ async def test_health_ready_metrics_openapi(client, fake):
 
 
 async def test_api_keys_required_when_configured(gw_config, fake):
-    from gateway.auth import ApiKeys
+    from gateway.apis.auth import ApiKeys
 
     core = GatewayCore(gw_config, fake)
     app = create_app(gw_config, fake, core, api_keys=ApiKeys(["s" * 32]))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gateway.stitch import Block, PageResult, error_page, page_result, parse_grounding, render_document
+from gateway.output.stitch import Block, PageResult, error_page, page_result, parse_grounding, render_document
 from gateway.types import PageError, PageOutcome, SegmentText
 
 

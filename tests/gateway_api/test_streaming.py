@@ -11,8 +11,8 @@ import httpx
 import pytest
 import uvicorn
 
+from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
-from gateway.rest import create_app
 from tests.gateway_api.conftest import FakePipeline, expected_text, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gateway.fair import BATCH, INTERACTIVE, FairWindow, WorkKey
+from gateway.routing.fair import BATCH, INTERACTIVE, FairWindow, WorkKey
 from gateway.types import PipelineOptions
 
 from .test_pipeline import PageSource, cluster, make_pages  # noqa: F401 - cluster is a fixture

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from gateway.pipeline import Pipeline
-from gateway.pipeline_config import PipelineConfig, RetryPolicy
+from gateway.routing.config import PipelineConfig, RetryPolicy
+from gateway.routing.pipeline import Pipeline
 from gateway.types import PageError, PageInput, PipelineOptions
 from inkstream import errors
 
@@ -311,7 +311,7 @@ async def test_ready_reports_missing_replicas(cluster):
 
 
 def test_config_from_mapping():
-    from gateway.pipeline_config import PipelineConfig
+    from gateway.routing.config import PipelineConfig
 
     cfg = PipelineConfig.model_validate({"max_pages_per_request": 3, "max_attempts": 5, "retry": {"cap_s": 1.5}})
     assert cfg.max_pages_per_request == 3 and cfg.retry.max_attempts == 5 and cfg.retry.cap_s == 1.5

@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from gateway.fair import WorkKey
-from gateway.pipeline import Pipeline
-from gateway.pipeline_config import PipelineConfig, RetryPolicy
-from gateway.replicas import ReplicaSet
-from gateway.router import Router
+from gateway.routing.config import PipelineConfig, RetryPolicy
+from gateway.routing.fair import WorkKey
+from gateway.routing.pipeline import Pipeline
+from gateway.routing.replicas import ReplicaSet
+from gateway.routing.router import Router
 from gateway.types import PipelineOptions
 from inkstream import errors
 

@@ -1,4 +1,4 @@
-"""Tests of gateway.auth (API keys for REST + gRPC) and inkstream.tls (mutual TLS between services)."""
+"""Tests of gateway.apis.auth (API keys for REST + gRPC) and inkstream.tls (mutual TLS between services)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import httpx
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from gateway import auth
+from gateway.apis import auth
 from inkstream import tls
 
 pytestmark = pytest.mark.timeout(60)
@@ -234,7 +234,7 @@ async def test_gateway_reaches_replicas_over_mutual_tls(pki, tmp_path):
     TLS with a client certificate; a plaintext gateway cannot reach the same TLS-only replica, and a
     missing PEM file stops the gateway at start-up with the path in the message."""
     from gateway.config import load_gateway_config
-    from gateway.replicas import ReplicaSet
+    from gateway.routing.replicas import ReplicaSet
     from inkstream.config import ConfigError
 
     server_cfg = tls.TlsConfig(enabled=True, cert_file=str(pki / "server.pem"), key_file=str(pki / "server.key"),

@@ -90,7 +90,7 @@ def test_dockerignore_keeps_sources_and_drops_weights():
     rules = [r.strip() for r in (REPO / ".dockerignore").read_text().splitlines()
              if r.strip() and not r.startswith("#")]
     for kept in ("pyproject.toml", "setup.py", "protos/inkstream/encoder/v1/encoder.proto",
-                 "inkstream/tracing.py", "gateway/auth.py", "models/compact/model.py", "models/registry.py"):
+                 "inkstream/tracing.py", "gateway/apis/auth.py", "models/compact/model.py", "models/registry.py"):
         assert not _ignored(kept, rules), kept
     for dropped in ("models/compact/weights/model.safetensors", "models/compact/weights/config.json",
                     "some/dir/pytorch_model.bin", "inkstream/encoder/v1/encoder_pb2.py", ".venv/bin/python",

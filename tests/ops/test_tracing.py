@@ -293,7 +293,7 @@ async def test_gateway_encode_call_runs_to_its_end(spans):
     result: an unfinished intercepted call kept its native state alive and the gateway's RSS grew
     with the page count (bench/memory.py)."""
     from gateway.clients.encoder import encode_page
-    from gateway.replicas import Replica
+    from gateway.routing.replicas import Replica
     from tests.gateway_pipeline.fakes import FakeEncoder, n_segments, start_server
 
     server, addr = await start_server(FakeEncoder(), "encoder")

@@ -1,7 +1,7 @@
 """Gateway requests that came back wrong from a running stack (``inkstream serve`` processes).
 
 - ``task=hack`` on ``POST /v1/ocr`` and ``/v1/jobs``: 200 with every page an INVALID_ARGUMENT page
-  error (the real :class:`gateway.pipeline.Pipeline` had no ``decoder_tasks()``, so the up-front check
+  error (the real :class:`gateway.routing.pipeline.Pipeline` had no ``decoder_tasks()``, so the up-front check
   in ``OcrService.check_task`` never ran). Should be 400 naming the model's tasks, before any work.
 - every decoder replica stopped: ``POST /v1/ocr`` waited ``replica_wait_s`` per window of pages
   (52 s for 40 pages) and returned 200 with every page UNAVAILABLE, although ``/readyz`` already said
@@ -18,8 +18,8 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.ingest import UploadSink, upload_too_slow
-from gateway.pipeline import Pipeline
-from gateway.pipeline_config import PipelineConfig, RetryPolicy
+from gateway.routing.config import PipelineConfig, RetryPolicy
+from gateway.routing.pipeline import Pipeline
 from gateway.service import OcrRequest, OcrService
 from inkstream.errors import InvalidInput, Unavailable, http_status, retry_after_header
 from tests.gateway_api.conftest import FakePipeline, marked_pdf

@@ -8,9 +8,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from gateway.apis.rest import create_app
 from gateway.config import GatewayConfig
 from gateway.core import GatewayCore
-from gateway.rest import create_app
 from tests.gateway_api.conftest import FakePipeline, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)

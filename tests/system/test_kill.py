@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from gateway.pipeline import Pipeline
-from gateway.pipeline_config import PipelineConfig, RetryPolicy
+from gateway.routing.config import PipelineConfig, RetryPolicy
+from gateway.routing.pipeline import Pipeline
 from gateway.types import PageInput, PipelineOptions
 from launcher.local_stack import LocalStack, grpc_serving
 

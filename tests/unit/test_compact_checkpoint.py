@@ -13,7 +13,7 @@ from rapidfuzz.distance import Levenshtein
 
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf
-from models.compact.lineimage import normalised_width
+from models.compact.line.image import normalised_width
 from models.inprocess import greedy_segments, ocr_page
 from training.compact.render import find_fonts
 

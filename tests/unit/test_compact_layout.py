@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from inkstream.evaluate import find_documents, fold, score
-from models.compact.detect import LineBox, reading_order
-from models.compact.lineimage import LINE_HEIGHT, WIDTH_MULTIPLE, normalise_line
+from models.compact.line.image import LINE_HEIGHT, WIDTH_MULTIPLE, normalise_line
+from models.compact.page.detect import LineBox, reading_order
 from models.compact.vocab import UNK_ID, build_tokenizer, decode, encode
 
 
@@ -83,7 +83,7 @@ def test_upside_down_page_is_turned_and_upright_page_is_not():
     voting over its lines); the same page upright is left alone."""
     from PIL import Image, ImageDraw, ImageFont
 
-    from models.compact.detect import LineDetector
+    from models.compact.page.detect import LineDetector
 
     font = ImageFont.load_default(size=28)
     page = Image.new("RGB", (1100, 900), "white")
@@ -108,7 +108,7 @@ def test_full_width_small_print_is_not_turned_upside_down():
 
     from PIL import Image, ImageDraw, ImageFont
 
-    from models.compact.detect import LineDetector
+    from models.compact.page.detect import LineDetector
 
     words = ("river stone garden window paper letter market station silver morning number yellow travel "
              "summer winter family kitchen reading history picture").split()
@@ -137,7 +137,7 @@ def test_turned_and_skewed_page_is_brought_upright(angle):
     page upside down (found by a break test: a small page turned by 93 degrees read as garbage)."""
     from PIL import ImageDraw, ImageFont
 
-    from models.compact.detect import LineDetector
+    from models.compact.page.detect import LineDetector
 
     font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", 24)
     page = Image.new("RGB", (1000, 420), "white")  # lines 40 px apart: a slanted line's box holds its neighbours
@@ -160,7 +160,7 @@ def test_sideways_transcript_with_margin_numbers_is_turned_upright(angle):
     sideways (as symbols) because fewer than 60 % of its boxes were tall."""
     from PIL import ImageDraw, ImageFont
 
-    from models.compact.detect import LineDetector
+    from models.compact.page.detect import LineDetector
 
     font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf", 24)
     page = Image.new("RGB", (1100, 1500), "white")
@@ -240,7 +240,7 @@ _DETECTOR = []
 
 
 def _detector():
-    from models.compact.detect import LineDetector
+    from models.compact.page.detect import LineDetector
 
     if not _DETECTOR:
         _DETECTOR.append(LineDetector())
@@ -272,7 +272,7 @@ def test_layout_analysed_beside_detection_gives_the_serial_result(shared_dir):
     """:meth:`LineDetector.detect` starts Tesseract's layout analysis of the page while the detector
     runs; on an upright page (a two-column paper, a table page) the result is what detection followed
     by the analysis gives: the same lines, in the same order, the same rules erased."""
-    from models.compact.detect import LineDetector
+    from models.compact.page.detect import LineDetector
 
     det = LineDetector()
     for name in ("pdfjs_tracemonkey_p01.png", "pdfplumber_warn_p01.png"):

@@ -1,4 +1,4 @@
-"""Over-long text lines are cut into pieces at inter-word gaps (models/compact/linesplit.py)."""
+"""Over-long text lines are cut into pieces at inter-word gaps (models/compact/line/split.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 from PIL import Image, ImageDraw
 
-from models.compact.linesplit import SPLIT_PX, split_line, split_points
+from models.compact.line.split import SPLIT_PX, split_line, split_points
 
 
 def _words_line(words: int, word_px: int = 60, gap_px: int = 14,

@@ -1,4 +1,4 @@
-"""Absorbed multi-head latent attention (models/compact/mla.py) equals transformers' DeepseekV2Attention:
+"""Absorbed multi-head latent attention (models/compact/decode/mla.py) equals transformers' DeepseekV2Attention:
 same logits for left-padded prefill, chunked prefill after cached positions and decode steps, and the
 same KV-cache contents (the serving scheduler's cache code sees no difference)."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import DeepseekV2ForCausalLM, DynamicCache
 
-from models.compact.mla import absorb_mla
+from models.compact.decode.mla import absorb_mla
 from models.compact.model import decoder_config
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw, ImageOps
 
-from models.compact import large_print, prepare
-from models.compact.detect import LineBox
+from models.compact.page import large_print, prepare
+from models.compact.page.detect import LineBox
 
 
 def _text(fg: int, bg: int, size: tuple[int, int] = (400, 60), font_size: int = 30) -> Image.Image:
@@ -83,7 +83,7 @@ def test_gray_percentiles_are_numpys():
     import numpy as np
     import pytest
 
-    from models.compact.lineimage import gray_percentiles
+    from models.compact.line.image import gray_percentiles
 
     rng = np.random.default_rng(0)
     qs = (0.0, 1.0, 2.0, 5.0, 50.0, 90.0, 95.0, 98.0, 100.0)

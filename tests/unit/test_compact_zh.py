@@ -15,7 +15,7 @@ from rapidfuzz.distance import Levenshtein
 
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf
-from models.compact.pptower import PPTrunk
+from models.compact.line.pptower import PPTrunk
 from models.compact.vocab import CHARSET
 from models.compact.vocab_zh import gb2312_chars
 from models.inprocess import ocr_page
@@ -147,7 +147,7 @@ def test_a_different_trunk_file_is_refused():
 
 
 def test_spacing_head_writes_ascii_punctuation_and_its_space_as_drawn(halves, held_out_font):
-    """The committed checkpoint's spacing head (config "spacing", models/compact/spacing.py): in a held-out
+    """The committed checkpoint's spacing head (config "spacing", models/compact/decode/spacing.py): in a held-out
     face where ``: `` / ``, `` (ASCII and a space) are narrower than ``：`` / ``，``, each line comes back
     with the widths and spaces it was drawn with. Without the head the decoder wrote ``执行时间:12 ms``."""
     enc, dec = halves

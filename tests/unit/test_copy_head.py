@@ -1,4 +1,4 @@
-"""The pointer-generator output (models/compact/copy_head.py): the mixture itself, the copy classes'
+"""The pointer-generator output (models/compact/decode/copy_head.py): the mixture itself, the copy classes'
 packing into vision-token columns, and the decoder half's cached serving path against a full-sequence
 reference computed as training computes it, alone and after the batched KV cache merged two prefills."""
 
@@ -15,7 +15,7 @@ from decoder_service.kv import BatchedKVCache
 from inkstream.errors import InvalidInput
 from models.base import left_pad
 from models.compact.checkpoint import COPY_PREFIX, export_checkpoint
-from models.compact.copy_head import (
+from models.compact.decode.copy_head import (
     PointerCopy,
     advance,
     attention_rows,
@@ -268,7 +268,7 @@ def test_the_half_finishes_a_pp_line_by_dropping_unread_repeats(copy_ckpt):
     assert dec.finish_tokens(state, [11, 12, 13, 12, 13, EOS_ID]) == [11, 12, 13, EOS_ID]
     assert dec.finish_tokens(state, [11, 12, 13, 12, 13]) == [11, 12, 13]  # ended by the length limit
     assert dec.finish_tokens(state, [11, 12, 13, 20, 21, EOS_ID]) == [11, 12, 13, 20, 21, EOS_ID]
-    # a repeat inside the line that the recogniser read once (models/compact/rereads.py)
+    # a repeat inside the line that the recogniser read once (models/compact/decode/rereads.py)
     assert dec.finish_tokens(state, [11, 12, 11, 12, 13, EOS_ID]) == [11, 12, 13, EOS_ID]
     assert state.spike_ids == [11, 12, 13]
     latin = dec.embed_prompt(torch.cat([torch.randn(3, 32), torch.zeros(3, copy_width(3))], -1), "ocr")

@@ -65,7 +65,7 @@ def test_synthetic_columns_photo_and_skew_read_in_order(halves, seed, skew):
 def test_warn_table_page_gives_a_markdown_table_with_the_ground_truths_columns(halves, shared_dir):
     from PIL import Image
 
-    from gateway.stitch import page_result, render_page
+    from gateway.output.stitch import page_result, render_page
     from gateway.types import PageOutcome, SegmentText
     from models.images import to_rgb
 

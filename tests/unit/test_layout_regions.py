@@ -7,10 +7,10 @@ import pytest
 from PIL import Image, ImageDraw
 
 from inkstream.evaluate import score
-from models.compact.detect import LineBox
 from models.compact.encoder_half import _unrotate_box
-from models.compact.layout import HEADING, IMAGE, TABLE, TEXT, LayoutAnalyser, PageLayout, Region, erase_rules
-from models.compact.regions import line_piece, line_skew_deg, region_order
+from models.compact.page.detect import LineBox
+from models.compact.page.layout import HEADING, IMAGE, TABLE, TEXT, LayoutAnalyser, PageLayout, Region, erase_rules
+from models.compact.page.regions import line_piece, line_skew_deg, region_order
 
 
 def _line(x0, y0, x1, y1) -> LineBox:
@@ -137,7 +137,7 @@ def test_strokes_inside_a_text_line_are_not_rules():
     """Tesseract reports the long horizontal strokes of hanzi (董, 事, 三) as rule lines; erasing them
     loses the characters. A rule in the middle band of a detected line is dropped; an underline at the
     line's bottom edge and a table border between two lines are kept."""
-    from models.compact.regions import character_strokes_dropped
+    from models.compact.page.regions import character_strokes_dropped
 
     lines = [_line(100, 100, 800, 140), _line(100, 200, 800, 240)]
     stroke = (300.0, 118.0, 420.0, 121.0)  # across three hanzi, mid-height of the first line
@@ -152,7 +152,7 @@ def test_rules_that_are_strokes_lined_up_are_not_erased():
     """Tesseract joins strokes that line up into one rule (the top strokes of a run of hanzi, the left
     strokes of three lines' first characters across the gaps between the lines); only a run of ink
     from end to end is a rule."""
-    from models.compact.regions import unbroken_rules
+    from models.compact.page.regions import unbroken_rules
 
     img = Image.new("L", (600, 400), 255)
     draw = ImageDraw.Draw(img)

@@ -1,4 +1,4 @@
-"""Page / block confidence and warnings (gateway.page_signal), stitched into PageResult, rendered, and
+"""Page / block confidence and warnings (gateway.output.signal), stitched into PageResult, rendered, and
 read back by the client library; the decoder's sequence confidence."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from client import ocr_cli
 from client.results import PageResult as ClientPage
 from decoder_service.sequence import sequence_confidence
-from gateway.page_signal import (
+from gateway.output.signal import (
     LOW_CONFIDENCE,
     NO_TEXT_FOUND,
     UNSUPPORTED_SCRIPT,
@@ -18,7 +18,7 @@ from gateway.page_signal import (
     page_confidence,
     page_warnings,
 )
-from gateway.stitch import PageResult, page_result, render_document
+from gateway.output.stitch import PageResult, page_result, render_document
 from gateway.types import PageOutcome, SegmentText
 
 

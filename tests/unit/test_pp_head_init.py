@@ -11,7 +11,7 @@ import torch
 from PIL import Image, ImageDraw, ImageFont
 
 from models.compact import checkpoint as ckpt
-from models.compact.pptower import PPCompressor, PPTrunk, normalise_line_pp, pp_classifier
+from models.compact.line.pptower import PPCompressor, PPTrunk, normalise_line_pp, pp_classifier
 from models.compact.vocab import PAD_ID, build_tokenizer, decode
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.pp_head_init import feature_basis, identity_compressor, init_rows_from_pp
@@ -78,7 +78,7 @@ def test_ctc_head_reads_as_the_recogniser_at_step_zero(frames):
 
 
 def test_class_ids_map_blank_known_and_unknown_classes():
-    from models.compact.pptower import class_ids
+    from models.compact.line.pptower import class_ids
     from models.compact.vocab import UNK_ID
 
     vocab = build_tokenizer(ZH_CHARSET).get_vocab()
@@ -90,7 +90,7 @@ def test_posterior_tokens_carry_the_recognisers_reading(frames):
     """The top-1 class of each frame, mapped to our ids and CTC-collapsed, is the recogniser's reading;
     the embedded posterior is what the tokens add, and a saved compressor reloads with the same tokens.
     """
-    from models.compact.pptower import attach_recogniser_head
+    from models.compact.line.pptower import attach_recogniser_head
 
     w, b, labels = pp_classifier()
     pp_text = "".join(labels[k] for k in _collapse((frames[0].numpy() @ w + b).argmax(1).tolist(), blank=0))

@@ -1,4 +1,4 @@
-"""A bilingual compact checkpoint's encoder half on onnxruntime (models/compact/pp_onnx.py, line_onnx.py):
+"""A bilingual compact checkpoint's encoder half on onnxruntime (models/compact/export/pp_onnx.py, line_onnx.py):
 on a tiny random bilingual copy checkpoint (the real PP-OCRv6 trunk and recogniser head), the ONNX files
 export_checkpoint writes route lines as the torch script head does and give the torch modules' vision
 tokens; a stale file falls back to torch; and the half then imports no torch."""
@@ -18,16 +18,16 @@ import torch
 from PIL import Image, ImageDraw
 
 from models.compact import checkpoint as ckpt
-from models.compact.copy_head import PointerCopy, peak_classes
+from models.compact.decode.copy_head import PointerCopy, peak_classes
+from models.compact.decode.spacing import SpacingHead
 from models.compact.encoder_half import CompactEncoderHalf
-from models.compact.lineimage import normalise_line_array
+from models.compact.export.pp_onnx import ONNX_FILE as PP_FILE
+from models.compact.export.pp_onnx import peak_classes_traceable
+from models.compact.line.image import normalise_line_array
+from models.compact.line.pptower import PPCompressor
+from models.compact.line.script import TOP_K, ScriptHead
+from models.compact.line.towers import script_decisions
 from models.compact.model import SUPERVISED_HEADS, CompactOCR, EncoderConfig, decoder_config
-from models.compact.pp_onnx import ONNX_FILE as PP_FILE
-from models.compact.pp_onnx import peak_classes_traceable
-from models.compact.pptower import PPCompressor
-from models.compact.script import TOP_K, ScriptHead
-from models.compact.spacing import SpacingHead
-from models.compact.towers import script_decisions
 from models.compact.vocab import build_tokenizer
 from models.compact.vocab_zh import ZH_CHARSET
 
@@ -184,7 +184,7 @@ def test_routing_of_lines_matches_the_script_head(zh_ckpt, tmp_path):
 
 
 def test_script_decisions_are_the_script_heads():
-    from models.compact import towers
+    from models.compact.line import towers
 
     assert towers.TOP_K == TOP_K
     torch.manual_seed(3)
@@ -229,7 +229,7 @@ def test_stale_or_incomplete_onnx_files_fall_back_to_torch(zh_ckpt, tmp_path, ca
 
 
 def test_the_cli_writes_every_onnx_file_of_a_checkpoint(zh_ckpt, tmp_path):
-    from models.compact.line_onnx import main
+    from models.compact.export.line_onnx import main
 
     bare = _without(zh_ckpt, tmp_path / "bare", "encoder.onnx", PP_FILE)
     assert CompactEncoderHalf.load(bare).runtime == "torch"

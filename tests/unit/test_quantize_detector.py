@@ -7,7 +7,7 @@ from __future__ import annotations
 import onnx
 from PIL import Image, ImageDraw, ImageFont
 
-from models.compact import detect
+from models.compact.page import detect
 from training.compact import quantize_detector
 
 WORDS = "river stone garden window paper letter market station silver morning".split()
@@ -51,8 +51,8 @@ _FAULTS = """
 import json, resource, sys
 import numpy as np
 from inkstream import malloc
-from models.compact import detect
-from models.compact.det_net import DetNetwork, onnx_session
+from models.compact.page import detect
+from models.compact.page.det_net import DetNetwork, onnx_session
 malloc.tune()  # as every service starts
 net = DetNetwork(onnx_session(detect.DET_MODEL, 1, arena=sys.argv[1] == "arena"))
 bgr = np.full((1024, 800, 3), 255, np.uint8)
@@ -68,7 +68,7 @@ print(json.dumps(out))
 def test_second_forward_reuses_the_first_ones_memory():
     """The DB detector's activations stay in its onnxruntime arena: without it each forward mapped its
     12-61 MB maps afresh and faulted every page in again (a quarter of the encoder's CPU was system
-    time; models/compact/det_net.py). Measured in a process of its own set up as a service is."""
+    time; models/compact/page/det_net.py). Measured in a process of its own set up as a service is."""
     import json
     import pathlib
     import subprocess
@@ -90,8 +90,8 @@ _SHRINK = """
 import json
 import numpy as np
 from inkstream import malloc
-from models.compact import detect
-from models.compact.det_net import DetNetwork, onnx_session
+from models.compact.page import detect
+from models.compact.page.det_net import DetNetwork, onnx_session
 malloc.tune()
 net = DetNetwork(onnx_session(detect.DET_MODEL, 1, arena=True))
 def rss_mib():

@@ -15,10 +15,10 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 from rapidfuzz.distance import Levenshtein
 
-from gateway.render.hocr import render_hocr
-from gateway.render.lines import page_regions, words_of
-from gateway.render.searchable_pdf import write_searchable_pdf
-from gateway.stitch import Block, PageError, PageResult
+from gateway.output.hocr import render_hocr
+from gateway.output.lines import page_regions, words_of
+from gateway.output.searchable_pdf import write_searchable_pdf
+from gateway.output.stitch import Block, PageError, PageResult
 
 pytestmark = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
 

@@ -1,7 +1,7 @@
 """drop_unread_repeats: a stretch the decoder wrote twice where the recogniser read it once is replaced
 by the recogniser's reading; text that really repeats, and runs of one character, are kept."""
 
-from models.compact.rereads import drop_unread_repeats, in_repeat
+from models.compact.decode.rereads import drop_unread_repeats, in_repeat
 
 SPACE = ord(" ")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from models.compact.script import ScriptHead
-from models.compact.towers import CJK_PAGE_MIN_LINES, page_routes
+from models.compact.line.script import ScriptHead
+from models.compact.line.towers import CJK_PAGE_MIN_LINES, page_routes
 
 
 def test_a_chinese_page_sends_every_line_to_the_pp_tower():

@@ -1,4 +1,4 @@
-"""The spacing head's pieces (models/compact/spacing.py, inkcolumns.py): ink columns, the frame
+"""The spacing head's pieces (models/compact/decode/spacing.py, inkcolumns.py): ink columns, the frame
 channels of the recogniser's spikes, and the decoder's confident overrides (respace)."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.compact.inkcolumns import PROFILE_CHANNELS, column_ink
-from models.compact.spacing import (
+from models.compact.decode.spacing import (
     SpacingHead,
     character_spikes,
     head_inputs,
@@ -17,6 +16,7 @@ from models.compact.spacing import (
     script_classes,
     width_pairs,
 )
+from models.compact.line.inkcolumns import PROFILE_CHANNELS, column_ink
 from models.compact.vocab import build_tokenizer
 from models.compact.vocab_zh import ZH_CHARSET
 

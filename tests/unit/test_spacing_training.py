@@ -13,9 +13,9 @@ import pytest
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
+from models.compact.decode.spacing import script_classes
 from models.compact.encoder_half import CompactEncoderHalf
-from models.compact.pptower import PPCompressor, PPTrunk, attach_recogniser_head
-from models.compact.spacing import script_classes
+from models.compact.line.pptower import PPCompressor, PPTrunk, attach_recogniser_head
 from models.compact.vocab import build_tokenizer
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact import spacing_head
@@ -103,8 +103,8 @@ def test_the_committed_heads_tokens_need_the_ink_columns(records):
     """Without the pixels the head's probabilities would be guesses: the torch module and the ONNX file
     refuse to run it without ``columns`` rather than fill in zeros."""
     from models.compact import checkpoint as ckpt
-    from models.compact.pp_onnx import OnnxPPTokens
-    from models.compact.pptower import PPTokens
+    from models.compact.export.pp_onnx import OnnxPPTokens
+    from models.compact.line.pptower import PPTokens
 
     cfg = ckpt.read_config(WEIGHTS)
     module, _ = PPTokens.load(WEIGHTS, cfg, int(cfg["decoder"]["hidden_size"]))

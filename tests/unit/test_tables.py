@@ -8,14 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from gateway.render.lines import page_regions
-from gateway.render.tables import markdown_table, page_lines
-from gateway.stitch import PageResult, page_result, render_page
+from gateway.output.lines import page_regions
+from gateway.output.stitch import PageResult, page_result, render_page
+from gateway.output.tables import markdown_table, page_lines
 from gateway.types import PageOutcome, SegmentText
 from inkstream.segments import Cell, cell_join, join_from_wire, join_lines, join_to_wire, parse_cell
-from models.compact.detect import LineBox
-from models.compact.regions import line_piece
-from models.compact.table import table_lines
+from models.compact.page.detect import LineBox
+from models.compact.page.regions import line_piece
+from models.compact.page.table import table_lines
 
 
 def _seg(i: int, text: str, box, join: str) -> SegmentText:
@@ -79,7 +79,7 @@ def test_stitched_table_in_json_markdown_text_and_hocr_lines():
 
 
 def test_markdown_table_escapes_pipes_and_fills_empty_cells():
-    from gateway.render.tables import Table, TableCell
+    from gateway.output.tables import Table, TableCell
 
     t = Table(cells=[TableCell(0, 0, "a|b", (0, 0, 1, 1)), TableCell(0, 2, "c", (0, 0, 1, 1)),
                      TableCell(1, 1, "<x>", (0, 0, 1, 1))])

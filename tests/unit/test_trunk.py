@@ -1,4 +1,4 @@
-"""The Latin tower's trunk without timm (models/compact/trunk.py) is timm's network, and the encoder
+"""The Latin tower's trunk without timm (models/compact/line/trunk.py) is timm's network, and the encoder
 service does not import timm, torchvision or transformers (their import costs ~220 MiB of RSS)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 import timm
 import torch
 
-from models.compact.line_encoder import EncoderConfig
-from models.compact.trunk import ResNetTrunk
+from models.compact.line.encoder import EncoderConfig
+from models.compact.line.trunk import ResNetTrunk
 
 
 def _timm_trunk(cfg: EncoderConfig):
@@ -42,7 +42,7 @@ def test_same_tensors_and_outputs_as_timm():
 
 
 def test_encoder_half_imports_no_timm_torchvision_or_transformers():
-    code = ("import sys; import models.compact.encoder_half, models.compact.towers; "
+    code = ("import sys; import models.compact.encoder_half, models.compact.line.towers; "
             "print(sorted(m for m in ('timm', 'torchvision', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout

@@ -12,7 +12,7 @@ import random
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from models.compact.lineimage import LINE_HEIGHT, WIDTH_MULTIPLE, normalise_line
+from models.compact.line.image import LINE_HEIGHT, WIDTH_MULTIPLE, normalise_line
 from models.compact.vocab import build_tokenizer, encode
 from training.compact.corpus import LineTexts
 from training.compact.render import render_line

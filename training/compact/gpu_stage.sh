@@ -5,7 +5,7 @@
 # texts nor rapidocr, so three files travel beside the working tree, in .devkit/ (prepared here):
 #   python -m training.compact.kit --out /tmp/kit --latin-faces 40 --latin-lines 60000
 #   (cd /tmp/kit && tar cf - . | xz -9) > .devkit/kit.tar.xz
-#   xz -9 -c "$(python -c 'from models.compact.pptrunk import rec_model_path; print(rec_model_path())')" > .devkit/rec.onnx.xz
+#   xz -9 -c "$(python -c 'from models.compact.line.pptrunk import rec_model_path; print(rec_model_path())')" > .devkit/rec.onnx.xz
 #   xz -9 -c models/compact/weights_zh/model.safetensors > .devkit/model.safetensors.xz   # the starting weights
 # The CPU cores render and run the frozen PP trunk (zh_features --kit, one producer per core) while the
 # GPU trains on the shards as they appear; the export (weights only, no ONNX) comes back in two parts

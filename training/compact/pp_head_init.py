@@ -7,7 +7,7 @@ vocabulary rows from scratch leaves rare hanzi nearly unseen (3,000 steps: rando
 CER), so this module transfers that knowledge (a form of distillation: the teacher's classifier, not
 its outputs, is copied):
 
-- :func:`identity_compressor` sets :class:`models.compact.pptower.PPCompressor` so that each vision token
+- :func:`identity_compressor` sets :class:`models.compact.line.pptower.PPCompressor` so that each vision token
   is ``sqrt(hidden) * Q f / |f|``: its trunk frame ``f`` (stride 1) carried through the two
   convolutions (channel pairs ``x, -x`` survive GELU exactly: GELU(x) - GELU(-x) = x), projected by a
   fixed ``Q`` [hidden, 120] with orthonormal, zero-mean columns, then LayerNorm;
@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.compact.pptower import PP_FEATURE_DIM, PPCompressor, pp_classifier
+from models.compact.line.pptower import PP_FEATURE_DIM, PPCompressor, pp_classifier
 from models.compact.vocab import PAD_ID
 
 

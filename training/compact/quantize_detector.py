@@ -22,7 +22,7 @@ zero point: one forward on a 1,248 x 1,600 input 0.56 -> 0.46 s (one thread, thi
 same GELU without the rounding of three intermediate uint8 tensors.
 
 Calibration inputs are what the detector itself feeds its network on real-looking pages: every
-page image given is run through :meth:`models.compact.detect.LineDetector.detect` with the float32
+page image given is run through :meth:`models.compact.page.detect.LineDetector.detect` with the float32
 network while its inputs are recorded (fine pass, large-print coarse pass, bands of tall pages,
 re-detection after a turn or deskew). Use pages the evaluation does not score, e.g. those written by
 ``bench/layout_pages.py --seed 100 --pages 6 --no-eval --out DIR`` and
@@ -44,8 +44,8 @@ import tempfile
 import numpy as np
 from PIL import Image
 
-from models.compact import detect
-from models.compact.det_net import network_input, onnx_session
+from models.compact.page import detect
+from models.compact.page.det_net import network_input, onnx_session
 
 PAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff"}
 

@@ -5,7 +5,7 @@ A line is drawn with a random font (serif, sans, mono, bold, italic; Debian font
 detection boxes (tight to loose, sometimes clipping ascenders), then degraded the way real pages are:
 gaussian blur, resampling, speckle / gaussian noise, JPEG artefacts, slight rotation, uneven
 contrast (illumination gradient, faded ink), underline and table rules, fragments of neighbouring
-lines. The result is a PIL gray image that :func:`models.compact.lineimage.normalise_line` turns
+lines. The result is a PIL gray image that :func:`models.compact.line.image.normalise_line` turns
 into the encoder input exactly as at inference time.
 
 Held-out fonts: families listed in :data:`EVAL_FONT_FAMILIES` are never used for training.

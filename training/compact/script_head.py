@@ -1,4 +1,4 @@
-"""Train the script head (:mod:`models.compact.script`) of a bilingual compact checkpoint, in place.
+"""Train the script head (:mod:`models.compact.line.script`) of a bilingual compact checkpoint, in place.
 
 Lines are rendered as in training (:func:`training.compact.render.render_line`): Chinese and mixed
 Chinese/English lines (label 1, CJK fonts) and Latin lines (label 0: Latin fonts, and English text in
@@ -6,7 +6,7 @@ CJK fonts too, so that the head learns the script, not the typeface), normalised
 encoder half does and run through the checkpoint's frozen Latin tower; the head is fit with binary
 cross-entropy on its line logit (AdamW). Held-out fonts and texts give the accuracy printed at the end
 and stored in config.json (``script_head``). Writes ``script_head.*`` tensors into the checkpoint's
-model.safetensors, then the checkpoint's ONNX files again (:func:`models.compact.line_onnx.export_onnx`:
+model.safetensors, then the checkpoint's ONNX files again (:func:`models.compact.export.line_onnx.export_onnx`:
 the weights' revision changed, and ``encoder.onnx`` gets the head's ``script_logits`` output).
 
 ``python -m training.compact.script_head --checkpoint runs/zh/train/export --lines 3000``
@@ -23,10 +23,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from models.compact import checkpoint as ckpt
-from models.compact.line_encoder import LineEncoder
-from models.compact.line_onnx import export_onnx
-from models.compact.lineimage import WIDTH_MULTIPLE, normalise_line
-from models.compact.script import ScriptHead
+from models.compact.export.line_onnx import export_onnx
+from models.compact.line.encoder import LineEncoder
+from models.compact.line.image import WIDTH_MULTIPLE, normalise_line
+from models.compact.line.script import ScriptHead
 from models.compact.vocab_zh import is_hanzi
 from training.compact.corpus import build_corpus
 from training.compact.render import find_fonts, render_line

@@ -1,12 +1,12 @@
-"""Train the spacing head (:mod:`models.compact.spacing`) of a bilingual compact checkpoint, in place.
+"""Train the spacing head (:mod:`models.compact.decode.spacing`) of a bilingual compact checkpoint, in place.
 
 Data: feature records of :mod:`training.compact.zh_features` that carry ``columns`` (rendered training
 lines: training fonts and texts; held-out fonts and texts for ``--eval``). For each line the
 recogniser's copy classes are computed as the encoder computes them (the frozen CTC head,
-:func:`models.compact.copy_head.peak_classes`); where the line's non-space characters are exactly its
-character spikes (:func:`models.compact.spacing.character_spikes`; ~95 % of lines), spike i is the
+:func:`models.compact.decode.copy_head.peak_classes`); where the line's non-space characters are exactly its
+character spikes (:func:`models.compact.decode.spacing.character_spikes`; ~95 % of lines), spike i is the
 reading of character i and gets two labels: a space follows it in the text, it is full-width (only for
-the marks of :data:`models.compact.spacing.FULL_TO_HALF`, both widths). Other frames are not scored.
+the marks of :data:`models.compact.decode.spacing.FULL_TO_HALF`, both widths). Other frames are not scored.
 Loss: binary cross-entropy on both outputs (AdamW, one-cycle schedule). A few minutes on one core.
 
 Writes ``spacing.*`` tensors into the checkpoint's model.safetensors, ``spacing`` into config.json
@@ -32,10 +32,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from models.compact import checkpoint as ckpt
-from models.compact.copy_head import copy_weights, peak_classes
-from models.compact.line_onnx import export_onnx
-from models.compact.pptower import PPCompressor, attach_recogniser_head
-from models.compact.spacing import (
+from models.compact.decode.copy_head import copy_weights, peak_classes
+from models.compact.decode.spacing import (
     FULL_TO_HALF,
     HALF_TO_FULL,
     SpacingHead,
@@ -45,6 +43,8 @@ from models.compact.spacing import (
     script_classes,
     width_pairs,
 )
+from models.compact.export.line_onnx import export_onnx
+from models.compact.line.pptower import PPCompressor, attach_recogniser_head
 from models.compact.vocab import SPECIALS, build_tokenizer, decode, encode
 from models.compact.vocab_zh import ZH_CHARSET
 

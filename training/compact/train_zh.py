@@ -2,7 +2,7 @@
 
 Starting point: a trained checkpoint (``--init``, default the embedded one): a Latin one, or a
 bilingual export to continue from (its compressor is loaded too). Its line encoder is
-kept frozen as the Latin tower; the PP-OCRv6 recognition trunk (:mod:`models.compact.pptower`, frozen,
+kept frozen as the Latin tower; the PP-OCRv6 recognition trunk (:mod:`models.compact.line.pptower`, frozen,
 pretrained) is the second tower, whose lines come from feature shards (:mod:`training.compact.zh_features`).
 Trained: the PP token compressor (new), the MoE decoder (initialised from the Latin checkpoint, its
 vocabulary grown to :data:`models.compact.vocab_zh.ZH_CHARSET`: the Latin ids keep their rows, new rows
@@ -12,7 +12,7 @@ Each step: cross-entropy on a batch of PP-tower lines (+ ``--att-weight`` x supe
 ``train.py``, + ``--ctc-weight`` x CTC on the vision tokens through a training-only head) plus
 ``--latin-weight`` x cross-entropy on a batch of freshly rendered Latin lines
 through the frozen Latin tower (replay, so that reading Latin does not regress). With a pointer-generator
-output (``--copy-topk``, :mod:`models.compact.copy_head`) the cross-entropy is that of the mixture.
+output (``--copy-topk``, :mod:`models.compact.decode.copy_head`) the cross-entropy is that of the mixture.
 AdamW, warm-up then
 cosine over ``--steps``; every ``--ckpt-every`` steps the state goes to ``OUT/state.pt`` (atomic) and
 rerunning the same command resumes; every ``--eval-every`` steps greedy CER on the held-out shard
@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from models.compact import checkpoint as ckpt
-from models.compact.copy_head import (
+from models.compact.decode.copy_head import (
     PointerCopy,
     advance,
     attention_rows,
@@ -49,10 +49,10 @@ from models.compact.copy_head import (
     teacher_pointer,
     trim_overrun,
 )
+from models.compact.decode.rereads import drop_unread_repeats
+from models.compact.decode.spacing import spike_classes
+from models.compact.line.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor, attach_recogniser_head
 from models.compact.model import SUPERVISED_HEADS, CompactOCR, attention_supervision
-from models.compact.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor, attach_recogniser_head
-from models.compact.rereads import drop_unread_repeats
-from models.compact.spacing import spike_classes
 from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, SPACE_ID, SPECIALS, build_tokenizer, decode, encode
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.corpus import build_corpus
@@ -95,7 +95,7 @@ class Bilingual(nn.Module):
             self.pp_copy = nn.Linear(hidden, hidden, bias=False)
             with torch.no_grad():
                 self.pp_copy.weight.copy_(torch.eye(hidden) * (44.0 / float(head.norm(dim=1).mean())))
-        # Pointer-generator output (models/compact/copy_head.py): copies the recogniser's classes of the
+        # Pointer-generator output (models/compact/decode/copy_head.py): copies the recogniser's classes of the
         # frame the supervised heads attend to (the same top-k as the posterior path's).
         if copy_topk and copy_topk != posterior_topk:
             raise ValueError(f"copy classes ({copy_topk}) must be the posterior's ({posterior_topk})")
@@ -271,7 +271,7 @@ class Bilingual(nn.Module):
 
 def pp_batch(records: list[dict], stride: int = 1) -> tuple[torch.Tensor, list[int]]:
     """Feature records -> (frames [B, T_max, 120] float32, zero-padded; vision tokens per line at
-    compressor ``stride``). Records count tokens of 16 px (:data:`models.compact.pptower.PP_TOKEN_PX`);
+    compressor ``stride``). Records count tokens of 16 px (:data:`models.compact.line.pptower.PP_TOKEN_PX`);
     at stride 1 a line has twice as many, at most its frames.
     """
     t = max(r["frames"].shape[0] for r in records)
@@ -474,16 +474,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="trunk frames per vision token of a new compressor (1: 8 px, 2: 16 px)")
     p.add_argument("--posterior-topk", type=int, default=0,
                    help="a new compressor adds the recogniser's top-k CTC posterior of each frame, embedded "
-                        "(stride 1; models.compact.pptower.PPCompressor)")
+                        "(stride 1; models.compact.line.pptower.PPCompressor)")
     p.add_argument("--input-noise", type=float, default=0.0,
                    help="share of a PP line's teacher-forced input characters replaced by a wrong one "
                         "(Bilingual.noisy_inputs; against exposure bias of the copy gate)")
     p.add_argument("--pointer", action="store_true",
                    help="copy through the monotonic pointer over the recogniser's spikes "
-                        "(models.compact.copy_head.pointer_attention), not the supervised heads' attention")
+                        "(models.compact.decode.copy_head.pointer_attention), not the supervised heads' attention")
     p.add_argument("--copy-topk", type=int, default=0,
                    help="a new pointer-generator output copying each vision token's top-k classes "
-                        "(models.compact.copy_head; needs a posterior compressor)")
+                        "(models.compact.decode.copy_head; needs a posterior compressor)")
     p.add_argument("--no-pp-head-init", action="store_true",
                    help="start the new vocabulary rows and compressor at random, not from the PP classifier "
                         "(training.compact.pp_head_init)")

@@ -1,10 +1,10 @@
 """Feature shards for training the bilingual compact model on top of the frozen PP-OCRv6 trunk.
 
-The trunk is frozen (:mod:`models.compact.pptower`), so its output for a rendered line never changes:
+The trunk is frozen (:mod:`models.compact.line.pptower`), so its output for a rendered line never changes:
 a producer renders lines (:func:`training.compact.render.render_line` with CJK fonts, texts from
 :class:`training.compact.zh_corpus.ZhLineTexts`), runs the trunk once per line and writes shards of
 ``{"frames": float16 [W/8, 120], "n_tokens": int, "text": str, "kind": str, "align": list[int],
-"columns": float16 [W/8, 16]}`` (the line's ink per pixel column, :func:`models.compact.spacing.column_ink`) to
+"columns": float16 [W/8, 16]}`` (the line's ink per pixel column, :func:`models.compact.decode.spacing.column_ink`) to
 ``OUT/train_<worker>_<k>.pt`` (atomic rename). The trainer replays them many times, which costs
 one trunk forward per line instead of one per use. Rerunning resumes after the last complete shard.
 
@@ -23,8 +23,8 @@ import time
 import numpy as np
 import torch
 
-from models.compact.pptower import PP_LINE_HEIGHT, PP_TOKEN_PX, PPTrunk, normalise_line_pp, pp_tokens
-from models.compact.spacing import column_ink
+from models.compact.decode.spacing import column_ink
+from models.compact.line.pptower import PP_LINE_HEIGHT, PP_TOKEN_PX, PPTrunk, normalise_line_pp, pp_tokens
 from training.compact.corpus import build_corpus
 from training.compact.kit import load_kit
 from training.compact.render import find_fonts, render_line

@@ -1,0 +1,219 @@
+"""gRPC front end: ``inkstream.gateway.v1.OcrGateway`` (see protos/inkstream/gateway/v1/gateway.proto).
+
+Handlers only convert messages (the ``*_to_pb`` / ``*_from_pb`` functions below are the one place
+for that) and call :class:`gateway.service.OcrService` / :class:`gateway.jobs.manager.JobManager`; errors go
+through :func:`inkstream.errors.grpc_guard`. The server also offers ``grpc.health.v1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from gateway.apis.auth import ApiKeyInterceptor, ApiKeys
+from gateway.core import GatewayCore
+from gateway.ingest import UploadedFile, UploadSink, upload_too_slow
+from gateway.output.stitch import PageResult, render_document
+from gateway.service import OcrRequest, run_id
+from gateway.session import OcrSession
+from gateway.stores import JobRecord
+from inkstream import refused_stream, trace_interceptors
+from inkstream.errors import InkstreamError, InvalidInput, JobCancelled, grpc_guard
+from inkstream.lifecycle import Lifecycle, listener_options
+from inkstream.pb import gateway_pb2, gateway_pb2_grpc
+from inkstream.request_id import current_request_id
+
+SERVICE_NAME = "inkstream.gateway.v1.OcrGateway"
+DRAIN_S = 5.0  # longest wait for the rest of a refused upload (see OcrGatewayServicer._drain)
+
+
+# ---- conversions -------------------------------------------------------------------------------
+
+def options_from_pb(o: gateway_pb2.OcrOptions) -> OcrRequest:
+    """OcrOptions -> OcrRequest (not yet validated). ``format=pdf`` is refused (InvalidInput): the
+    searchable PDF is a binary document served by REST (``POST /v1/ocr``, job results).
+    """
+    if o.format.strip().lower() == "pdf":
+        raise InvalidInput("format=pdf (searchable PDF) is served over REST: POST /v1/ocr or a job's result; "
+                           "over gRPC use markdown, text, json or hocr")
+    return OcrRequest(format=o.format, pages=o.pages, mode=o.mode, task=o.task, password=o.password)
+
+
+def page_to_pb(p: PageResult) -> gateway_pb2.PageResult:
+    """PageResult -> gateway.v1.PageResult (1-based index, boxes in page pixels)."""
+    msg = gateway_pb2.PageResult(
+        index=p.index, status=p.status, text=p.text, finish_reason=p.finish_reason,
+        vision_tokens=p.vision_tokens, generated_tokens=p.generated_tokens, width=p.width, height=p.height,
+        blocks=[gateway_pb2.Block(type=b.type, text=b.text, x0=b.box[0], y0=b.box[1], x1=b.box[2], y1=b.box[3],
+                                  confidence=b.confidence, warnings=b.warnings)
+                for b in p.blocks],
+        confidence=p.confidence, warnings=p.warnings,
+    )
+    if p.error is not None:
+        msg.error.code, msg.error.message = p.error.code, p.error.message
+    return msg
+
+
+def summary_to_pb(pages: list[PageResult], model_id: str, fmt: str, seconds: float,
+                  cached: bool = False) -> gateway_pb2.Summary:
+    """Summary with the stitched document in ``fmt`` (JSON for "json"); ``cached``: the pages came
+    from the result cache.
+    """
+    return gateway_pb2.Summary(
+        model_id=model_id, pages=len(pages), pages_ok=sum(p.status == "ok" for p in pages),
+        pages_error=sum(p.status != "ok" for p in pages), document=render_document(pages, fmt, model_id),
+        seconds=seconds, cached=cached,
+    )
+
+
+def job_to_pb(job: JobRecord) -> gateway_pb2.Job:
+    """JobRecord -> gateway.v1.Job."""
+    return gateway_pb2.Job(job_id=job.job_id, status=job.status, pages_done=job.pages_done,
+                           pages_total=job.pages_total, error=job.error)
+
+
+# ---- servicer ----------------------------------------------------------------------------------
+
+class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
+    """Implements OcrGateway on a :class:`GatewayCore`."""
+
+    def __init__(self, core: GatewayCore):
+        self.core = core
+
+    @staticmethod
+    async def _options(requests: AsyncIterator[gateway_pb2.RecognizeRequest]) -> gateway_pb2.OcrOptions:
+        first = await anext(requests, None)
+        if first is None or first.WhichOneof("part") != "options":
+            raise InvalidInput("the first RecognizeRequest must carry 'options' (then the document in 'chunk's)")
+        return first.options
+
+    async def _drain(self, requests: AsyncIterator[gateway_pb2.RecognizeRequest]) -> None:
+        """Discard the rest of a refused upload (at most ``max_upload_bytes`` more, for at most
+        ``DRAIN_S`` seconds) before the error is sent: a grpc.aio client still writing chunks to a
+        call the server has ended reports a bare INTERNAL ("Internal error from Core") instead of
+        the real status (observed with grpcio 1.85). Callers release the request's admission slot
+        first, so a client that keeps trickling holds nothing but this bounded wait.
+        """
+        await refused_stream.discard(requests, DRAIN_S, self.core.config.limits.max_upload_bytes,
+                                     lambda msg: len(msg.chunk))
+
+    async def _receive(self, requests: AsyncIterator[gateway_pb2.RecognizeRequest], directory: Any,
+                       options: gateway_pb2.OcrOptions | None = None) -> tuple[UploadedFile, OcrRequest, str]:
+        """Options (first message, unless already read), then chunks (each at most
+        ``limits.upload_chunk_bytes``) streamed into ``directory``.
+        """
+        limits = self.core.config.limits
+        opts = options if options is not None else await self._options(requests)
+        sink = UploadSink(directory, limits.max_upload_bytes)
+        try:
+            async with asyncio.timeout(limits.upload_timeout_s):
+                async for msg in requests:
+                    if msg.WhichOneof("part") != "chunk":
+                        raise InvalidInput("only 'chunk' messages may follow the options")
+                    if len(msg.chunk) > limits.upload_chunk_bytes:
+                        raise InvalidInput(f"chunks must be at most {limits.upload_chunk_bytes} bytes")
+                    sink.write(msg.chunk)
+        except TimeoutError:
+            sink.abort()
+            raise upload_too_slow(limits.upload_timeout_s) from None
+        except BaseException:
+            sink.abort()
+            raise
+        upload = sink.finish()
+        self.core.metrics.upload_bytes.add(upload.size)
+        return upload, options_from_pb(opts), opts.idempotency_key
+
+    @grpc_guard
+    async def Recognize(self, request_iterator, context):  # gRPC method name
+        """Options, then document chunks -> one PageResult per page in page order, then a Summary.
+
+        The request's resources and metrics are :class:`gateway.session.OcrSession`'s (as for REST);
+        a request refused before its whole upload was read is drained after its slot is freed.
+        """
+        supplied = any(k == "x-request-id" for k, _ in (context.invocation_metadata() or ()))
+        request_id = run_id(current_request_id(), supplied)
+        received = False
+        try:
+            with self.core.track():
+                options = await self._options(request_iterator)
+                async with OcrSession(self.core, request_id, api="grpc", route="Recognize") as session:
+                    upload, opts, _ = await self._receive(request_iterator, session.tmp, options)
+                    received = True
+                    prepared = await session.prepare(upload, opts)
+                    pages: list[PageResult] = []
+                    async for page in session.pages():
+                        pages.append(page)
+                        yield gateway_pb2.RecognizeResponse(page=page_to_pb(page))
+                    yield gateway_pb2.RecognizeResponse(summary=summary_to_pb(
+                        pages, prepared.model_id, prepared.request.format, time.monotonic() - session.started,
+                        session.cache_hit))
+        except InkstreamError:
+            if not received:  # slot, temp dir and in-flight count are released: drain, then report
+                await self._drain(request_iterator)
+            raise
+
+    @grpc_guard
+    async def SubmitJob(self, request_iterator, context):
+        """Options (with idempotency_key), then chunks -> the created (or existing) Job."""
+        with self.core.request_dir() as tmp:
+            try:
+                self.core.check_accepting()
+                upload, opts, key = await self._receive(request_iterator, tmp)
+            except InkstreamError:
+                await self._drain(request_iterator)
+                raise
+            job = await self.core.jobs.submit(upload, opts, key)
+        return job_to_pb(job)
+
+    @grpc_guard
+    async def GetJob(self, request, context):
+        """The job's status and progress; NOT_FOUND for an unknown id."""
+        return job_to_pb(await self.core.jobs.get(request.job_id))
+
+    @grpc_guard
+    async def GetJobResult(self, request, context):
+        """A done job's pages then its Summary; INVALID_ARGUMENT while it runs, its error when it failed,
+        FAILED_PRECONDITION (reason JOB_CANCELLED) when it was cancelled.
+        """
+        res = await self.core.jobs.result(request.job_id)
+        if isinstance(res, JobRecord):
+            if res.status == "cancelled":
+                raise JobCancelled(f"job {res.job_id} was cancelled; it has no result")
+            if res.status == "failed":
+                raise res.failure()
+            raise InvalidInput(f"job {res.job_id} is {res.status} ({res.pages_done}/{res.pages_total} pages); "
+                               "poll GetJob until it is done")
+        for page in res.pages:
+            yield gateway_pb2.RecognizeResponse(page=page_to_pb(page))
+        fmt = OcrRequest(format=res.job.options.get("format", "markdown")).validated().format
+        yield gateway_pb2.RecognizeResponse(summary=summary_to_pb(res.pages, res.model_id, fmt, res.seconds,
+                                                                  res.cached))
+
+    @grpc_guard
+    async def CancelJob(self, request, context):
+        """Cancel a queued or running job; returns it."""
+        return job_to_pb(await self.core.jobs.cancel(request.job_id))
+
+
+async def build_grpc_server(core: GatewayCore, port: int = 0, host: str = "127.0.0.1",
+                            api_keys: ApiKeys | None = None) -> tuple[grpc.aio.Server, int, Lifecycle]:
+    """Create and start the gRPC server on ``host:port`` (0 = free port); returns (server, bound port,
+    lifecycle). Health is SERVING once started; ``lifecycle.drain(server, grace_s)`` stops it.
+    Interceptors: trace context / request id (:mod:`inkstream.tracing`) and, with ``api_keys``, the
+    API-key check (:mod:`gateway.apis.auth`). Raises OSError when the port cannot be bound.
+    """
+    interceptors = [*trace_interceptors.server_interceptors(), ApiKeyInterceptor(api_keys)]
+    server = grpc.aio.server(options=listener_options(core.config.max_message_bytes), interceptors=interceptors)
+    gateway_pb2_grpc.add_OcrGatewayServicer_to_server(OcrGatewayServicer(core), server)
+    lifecycle = Lifecycle([SERVICE_NAME])
+    lifecycle.register(server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot bind the gRPC port {host}:{port}")
+    await server.start()
+    await lifecycle.set_serving()
+    return server, bound, lifecycle

@@ -1,0 +1,321 @@
+"""The REST API's OpenAPI description: response models and per-route documentation.
+
+The handlers in :mod:`gateway.apis.rest` build their answers themselves (documents, NDJSON streams,
+the error body); the pydantic models here mirror those answers for ``/openapi.json`` only
+(``tests/gateway_api/test_openapi.py`` checks real answers against them). Each ``*_ROUTE`` dict is
+the keyword arguments of one route's decorator: summary, request body and parameters (every
+option as a form field and as a query parameter, headers), and every status the route can answer
+with its schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from gateway.apis.rest_http import OPTION_NAMES
+
+NDJSON = "application/x-ndjson"
+MARKDOWN = "text/markdown; charset=utf-8"
+TEXT = "text/plain; charset=utf-8"
+HOCR = "application/xhtml+xml; charset=utf-8"
+PDF = "application/pdf"
+
+
+# ---- response bodies ---------------------------------------------------------------------------
+
+class TableCell(BaseModel):
+    """One cell of a ``table`` block (gateway/output/tables.py)."""
+
+    row: int = Field(ge=0, description="row in the table, 0-based, top to bottom")
+    column: int = Field(ge=0, description="column in the table, 0-based")
+    text: str
+    box: list[float] = Field(min_length=4, max_length=4, description="[x0, y0, x1, y1] in page pixels")
+
+
+class Block(BaseModel):
+    """A region of a page: layout type, its text and its box."""
+
+    type: str = Field(description='layout label, e.g. "text", "title", "table", "line"')
+    text: str
+    box: list[float] = Field(min_length=4, max_length=4,
+                             description="[x0, y0, x1, y1] in pixels of the page's width x height")
+    confidence: float = Field(ge=0, le=1, description="geometric mean of the model's token probabilities over "
+                                                      "the segment the block was read from (README: Confidence "
+                                                      "and warnings)")
+    warnings: list[str] = Field(description='stable codes: "low_confidence"')
+    cells: list[TableCell] | None = Field(default=None, description='only in a "table" block: its cells')
+
+
+class PageError(BaseModel):
+    """Why a page has no text."""
+
+    code: str = Field(description='gRPC status code name, e.g. "INVALID_ARGUMENT", "UNAVAILABLE"')
+    message: str = Field(description="for a person")
+
+
+class Page(BaseModel):
+    """One page of the document; every page of the document (or of the selection) is present once."""
+
+    index: int = Field(ge=1, description="1-based page number in the document")
+    status: Literal["ok", "error"]
+    text: str = Field(description="the page's text (empty for an error page)")
+    blocks: list[Block]
+    finish_reason: str = Field(description='"stop", "length" (output cut at the token limit), "repetition" '
+                                           '(stopped in a loop), "cancelled", or "" for an error page')
+    vision_tokens: int = Field(ge=0, description="vision tokens the encoder made of the page")
+    generated_tokens: int = Field(ge=0, description="text tokens the decoder generated")
+    width: int = Field(ge=0, description="page image width, pixels (the boxes' frame)")
+    height: int = Field(ge=0, description="page image height, pixels")
+    error: PageError | None = Field(description="null, or why the page has no text")
+    confidence: float = Field(ge=0, le=1, description="geometric mean of every token probability of the page "
+                                                      "(0 for an error page or a page without text)")
+    warnings: list[str] = Field(description='stable codes: "no_text_found", "unsupported_script", "low_confidence"')
+
+
+class DocumentResult(BaseModel):
+    """The JSON result (``format=json``)."""
+
+    model_id: str = Field(description="the model that read the pages")
+    pages: list[Page] = Field(description="in page order")
+    pages_ok: int = Field(ge=0)
+    pages_error: int = Field(ge=0)
+    seconds: float | None = Field(None, description="wall time of the request, seconds")
+    cached: bool | None = Field(None, description="true: the pages came from the gateway's result cache")
+
+
+class Summary(BaseModel):
+    """The last NDJSON line's ``summary``."""
+
+    model_id: str
+    pages: int
+    pages_ok: int
+    pages_error: int
+    seconds: float
+    cached: bool = Field(description="true: the pages came from the gateway's result cache")
+    document: str = Field(description="the stitched document in the requested format (empty for format=json: "
+                                      "the page lines are the JSON result)")
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    code: str = Field(description="gRPC status code name, e.g. INVALID_ARGUMENT, FAILED_PRECONDITION")
+    reason: str = Field(description="finer cause, e.g. PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, NOTHING_TO_READ, "
+                                    "UPLOAD_TIMEOUT, JOB_CANCELLED, METHOD_NOT_ALLOWED (else the code)")
+    message: str = Field(description="for a person")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``{"error": {"code", "reason", "message"}}``."""
+
+    error: ErrorDetail
+
+
+class Job(BaseModel):
+    """An asynchronous job."""
+
+    job_id: str
+    status: Literal["queued", "running", "done", "failed", "cancelled"]
+    pages_done: int = Field(ge=0)
+    pages_total: int = Field(ge=0)
+    error: PageError | None = Field(description="why a failed job failed ({code, message}), else null")
+    model_id: str
+    options: dict[str, str] = Field(description="the job's options (format, pages, mode, task; never the password)")
+    created_at: float = Field(description="Unix time, seconds")
+    updated_at: float = Field(description="Unix time, seconds")
+    result_url: str = Field(description="a done job's document in its format as a presigned object-store GET URL "
+                                        "(result_store=s3), else \"\"")
+    webhook: str = Field(description='callback delivery: "" (none yet / no callback_url), "delivered", "failed"')
+    webhook_attempts: int = Field(ge=0, description="webhook deliveries tried")
+    attempts: int = Field(ge=0, description="runs started (a takeover after a worker died is one more)")
+    worker: str = Field(description="the worker (host-pid-id) that last started the job")
+
+
+class Upload(BaseModel):
+    """A presigned upload: PUT the document to ``upload_url``, then submit with ``source``."""
+
+    upload_url: str = Field(description="presigned PUT URL of a new object in the gateway's object store")
+    source: str = Field(description="s3://BUCKET/KEY to pass as the source field of /v1/jobs or /v1/ocr")
+    expires_in: int = Field(description="seconds the upload_url stays valid")
+
+
+class QueueState(BaseModel):
+    """The job queue seen by every gateway of one Redis (or this process, embedded)."""
+
+    paused: bool = Field(description="true: workers take no new job (submissions are still accepted)")
+    queued: int = Field(ge=0, description="jobs queued and not started")
+    oldest_queued_age_s: float = Field(ge=0, description="age of the oldest queued job, seconds")
+
+
+# ---- request options ---------------------------------------------------------------------------
+
+OPTIONS: dict[str, dict[str, Any]] = {
+    "format": {"type": "string", "enum": ["markdown", "text", "json", "hocr", "pdf"], "default": "markdown",
+               "description": "output format: markdown, text, json, hocr (hOCR 1.2 XHTML) or pdf (the document "
+                              "with an invisible text layer: a searchable PDF)"},
+    "pages": {"type": "string", "default": "", "examples": ["1-5,9"],
+              "description": '1-based page selection, e.g. "1-5,9"; empty = all pages'},
+    "mode": {"type": "string", "default": "", "examples": ["gundam", "base", "small"],
+             "description": "encoder resolution mode (the model's modes); empty = the encoder's default"},
+    "task": {"type": "string", "default": "", "examples": ["ocr", "markdown"],
+             "description": "what the model is asked to do: ocr = free OCR, markdown = layout with grounding boxes "
+                            "(deepseek_ocr2); empty = the model's default"},
+    "password": {"type": "string", "default": "", "format": "password", "description": "PDF user password"},
+}
+assert tuple(OPTIONS) == OPTION_NAMES, "document every option gateway.apis.rest_http accepts"
+
+SOURCE = {"source": {"type": "string", "default": "", "examples": ["s3://bucket/uploads/0f3a"],
+                     "description": "instead of file: s3://BUCKET/KEY of an object in a bucket the gateway is "
+                                    "configured with (see POST /v1/uploads); any other URL is refused (400)"}}
+CALLBACK = {"callback_url": {"type": "string", "default": "", "examples": ["https://hooks.example.com/ocr"],
+                             "description": "webhook POSTed when the job finishes (signed X-Inkstream-Signature); "
+                                            "its host must be in INKSTREAM_WEBHOOK_ALLOWED_HOSTS (400 otherwise)"}}
+
+
+def _query(name: str, fields: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    schema = {k: v for k, v in fields[name].items() if k != "description"}
+    return {"name": name, "in": "query", "required": False, "schema": schema,
+            "description": fields[name]["description"] + " (also accepted as a form field; the form field wins)"}
+
+
+def _upload(extra_parameters: list[dict[str, Any]], extra_fields: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    fields = {**OPTIONS, **extra_fields}
+    form = {"file": {"type": "string", "format": "binary",
+                     "description": "PDF, PNG, JPEG, TIFF (multi-page), WebP, BMP or GIF (first frame); "
+                                    "the type comes from the file's magic bytes (or give source instead)"},
+            **fields}
+    return {
+        "requestBody": {"required": True, "content": {
+            "multipart/form-data": {"schema": {"type": "object", "properties": form, "additionalProperties": False,
+                                               "anyOf": [{"required": ["file"]}, {"required": ["source"]}]}},
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary",
+                                                    "description": "the document itself; options as query parameters"}},
+        }},
+        "parameters": [_query(n, fields) for n in fields] + extra_parameters,
+    }
+
+
+# ---- error statuses ----------------------------------------------------------------------------
+
+_STATUS: dict[int, str] = {
+    400: "invalid input: damaged file, bad or unknown option or query parameter, bad page selection",
+    401: "missing or wrong API key (when the gateway has keys)",
+    404: "unknown or expired job",
+    405: "this route does not take that HTTP method (METHOD_NOT_ALLOWED)",
+    408: "the upload did not finish within limits.upload_timeout_s (UPLOAD_TIMEOUT)",
+    409: "the job was cancelled: it has no result (FAILED_PRECONDITION, reason JOB_CANCELLED)",
+    413: "over a size / page / pixel limit (PAYLOAD_TOO_LARGE)",
+    415: "not a supported file type (UNSUPPORTED_MEDIA_TYPE)",
+    422: "nothing to read: no pages, image too small (NOTHING_TO_READ); or an Idempotency-Key reused for "
+         "another document or other options",
+    429: "the gateway is full; retry after the Retry-After header (RESOURCE_EXHAUSTED)",
+    500: "an unexpected error (INTERNAL); the gateway's log has the details",
+    503: "no encoder or decoder replica is serving, or the gateway is draining; retry after Retry-After (UNAVAILABLE)",
+    504: "the document was not finished within the request deadline (DEADLINE_EXCEEDED)",
+}
+
+
+def _errors(*statuses: int, **descriptions: str) -> dict[int | str, dict[str, Any]]:
+    """``responses`` entries for ``statuses``, each with the error body (``descriptions``: s404="..."
+    overrides a status's text).
+    """
+    return {s: {"model": ErrorBody, "description": descriptions.get(f"s{s}", _STATUS[s])} for s in statuses}
+
+
+_HEADER_CACHE = {"X-Inkstream-Cache": {
+    "description": "hit: the pages came from the result cache; miss: they were read now",
+    "schema": {"type": "string", "enum": ["hit", "miss"]}}}
+
+_UPLOAD_ERRORS = (400, 401, 405, 408, 413, 415, 422, 429, 500, 503)
+# One JSON object per line: {"page": Page} per page in page order, then {"summary": Summary}.
+_NDJSON_LINE = {
+    "description": 'one JSON object per line: {"page": Page} for each page in page order, then {"summary": Summary}',
+    "oneOf": [
+        {"type": "object", "required": ["page"], "properties": {"page": {"$ref": "#/components/schemas/Page"}}},
+        {"type": "object", "required": ["summary"], "properties": {"summary": Summary.model_json_schema()}},
+    ],
+}
+_OTHER = {"default": {"model": ErrorBody, "description": "any other error, in the same shape"}}
+
+OCR_ROUTE: dict[str, Any] = {
+    "summary": "OCR a document (whole result, or NDJSON per page)",
+    "openapi_extra": _upload([{
+        "name": "Accept", "in": "header", "required": False, "schema": {"type": "string", "examples": [NDJSON]},
+        "description": f"{NDJSON}: one {{\"page\": …}} line per page as soon as it is ready, in page order, then "
+                       "{\"summary\": …}"}], SOURCE),
+    "responses": {
+        200: {"model": DocumentResult,
+              "description": "the document: the JSON result (format=json), markdown, plain text (pages separated by "
+                             f"form feeds), or with Accept: {NDJSON} page lines then a summary line",
+              "headers": {**_HEADER_CACHE,
+                          "X-Model-Id": {"description": "the model that read the pages", "schema": {"type": "string"}},
+                          "X-Pages-Total": {"description": "pages that will come (NDJSON only)",
+                                            "schema": {"type": "integer"}}},
+              "content": {MARKDOWN: {"schema": {"type": "string"}}, TEXT: {"schema": {"type": "string"}},
+                          HOCR: {"schema": {"type": "string"}},
+                          PDF: {"schema": {"type": "string", "format": "binary"}},
+                          NDJSON: {"schema": _NDJSON_LINE}}},
+        **_errors(*_UPLOAD_ERRORS, 504),
+    },
+}
+
+JOB_SUBMIT_ROUTE: dict[str, Any] = {
+    "summary": "Submit an asynchronous OCR job",
+    "status_code": 202,
+    "response_model": None,
+    "openapi_extra": _upload([{
+        "name": "Idempotency-Key", "in": "header", "required": False,
+        "schema": {"type": "string", "maxLength": 255},
+        "description": "the same key returns the job first created with it (same document and options required, "
+                       "else 422)"}], {**SOURCE, **CALLBACK}),
+    "responses": {
+        202: {"model": Job, "description": "the job (Location: /v1/jobs/{job_id})",
+              "headers": {"Location": {"schema": {"type": "string"}}}},
+        **_errors(*_UPLOAD_ERRORS, s429="too many unfinished jobs, or the gateway is full; retry after Retry-After"),
+    },
+}
+
+JOB_STATUS_ROUTE: dict[str, Any] = {
+    "summary": "Job status: status, pages done / total",
+    "response_model": None,
+    "responses": {200: {"model": Job, "description": "the job"}, **_errors(401, 404, 500), **_OTHER},
+}
+
+JOB_RESULT_ROUTE: dict[str, Any] = {
+    "summary": "Result of a done job (202 with the status while not done)",
+    "responses": {
+        200: {"model": DocumentResult, "description": "the document in the job's format (or ?format=)",
+              "headers": _HEADER_CACHE,
+              "content": {MARKDOWN: {"schema": {"type": "string"}}, TEXT: {"schema": {"type": "string"}}}},
+        202: {"model": Job, "description": "not done yet (queued or running); retry after Retry-After"},
+        **_errors(400, 401, 404, 409, 500, s400="unknown format; or the job itself failed on its document"),
+        "default": {"model": ErrorBody, "description": "a failed job answers with its own error's status"},
+    },
+}
+
+JOB_CANCEL_ROUTE: dict[str, Any] = {
+    "summary": "Cancel a job",
+    "response_model": None,
+    "responses": {200: {"model": Job, "description": "the job (a finished job unchanged)"}, **_errors(401, 404, 500),
+                  **_OTHER},
+}
+
+FORMAT_QUERY_DESCRIPTION = ("output format of the result: markdown, text, json or hocr; pdf for a job submitted with "
+                            "format=pdf (default: the job's format)")
+
+UPLOAD_ROUTE: dict[str, Any] = {
+    "summary": "Presigned upload: PUT a large document straight into the object store",
+    "status_code": 201,
+    "response_model": None,
+    "responses": {201: {"model": Upload, "description": "where to PUT the document, and its source URI"},
+                  **_errors(401, 409, 500, 503, s409="no object store is configured (FAILED_PRECONDITION)"),
+                  **_OTHER},
+}
+
+QUEUE_ROUTE: dict[str, Any] = {
+    "response_model": None,
+    "responses": {200: {"model": QueueState, "description": "the queue after the call"}, **_errors(401, 500, 503),
+                  **_OTHER},
+}

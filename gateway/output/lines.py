@@ -1,0 +1,156 @@
+"""A page's text as lines and words with boxes in page pixels, for hOCR and the PDF text layer.
+
+The models give a box per block (one text line for line-level models such as ``compact``; a region
+of several lines for ``deepseek_ocr2`` grounding markup), not per word. Words are placed the way
+OCRmyPDF and Tesseract's PDF renderer expect them: a block of n text lines is cut into n equal
+horizontal bands; inside a line each whitespace-separated word gets a share of the line's width
+proportional to its character count, spaces counted as one character each, so the words span the
+line box exactly (``words spaced to the line's width``). A run of Han, kana or Hangul characters
+without spaces is one word.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gateway.output.stitch import PageResult
+
+Box = tuple[float, float, float, float]
+
+_WORD = re.compile(r"\S+")
+
+
+@dataclass
+class Word:
+    """One word: its ``text`` and ``box`` (x0, y0, x1, y1) in page pixels; ``confidence`` in [0, 1]
+    when the model gave one.
+    """
+
+    text: str
+    box: Box
+    confidence: float | None = None
+
+
+@dataclass
+class Line:
+    """One text line: its ``text``, ``box`` in page pixels and its words, left to right."""
+
+    text: str
+    box: Box
+    words: list[Word] = field(default_factory=list)
+
+
+@dataclass
+class Region:
+    """A block of the page (``type`` as in the JSON result: line, text, title, table ...) and its lines."""
+
+    type: str
+    box: Box
+    lines: list[Line] = field(default_factory=list)
+
+
+def words_of(text: str, box: Box, confidence: float | None = None) -> list[Word]:
+    """Words of one line laid out over ``box`` by character share (see the module docstring)."""
+    x0, y0, x1, y1 = box
+    n = len(text)
+    if n == 0 or x1 <= x0:
+        return []
+    per_char = (x1 - x0) / n
+    return [Word(m.group(), (x0 + m.start() * per_char, y0, x0 + m.end() * per_char, y1), confidence)
+            for m in _WORD.finditer(text)]
+
+
+def _valid(box: Box, width: int, height: int) -> Box | None:
+    x0, y0, x1, y1 = (max(0.0, box[0]), max(0.0, box[1]), min(float(width or box[2]), box[2]),
+                      min(float(height or box[3]), box[3]))
+    return (x0, y0, x1, y1) if x1 > x0 and y1 > y0 else None
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def _line_groups(page: PageResult) -> list[list[int]] | None:
+    """Indices of the ``line`` blocks that make up each line of the page's text, in order, or None
+    when they do not line up with the text. A line-level model cuts a long line into pieces (at a
+    word gap or inside a word, :data:`inkstream.segments.JOINS`), one block each; the page text has
+    them joined back into one line.
+    """
+    # ``table`` blocks (gateway/output/tables.py) come after the line blocks and repeat their text
+    blocks, groups, bi = [b for b in page.blocks if b.type != "table"], [], 0
+    for line in (ln for ln in page.text.split("\n") if ln.strip()):
+        want, acc, group = _squash(line), "", []
+        while bi < len(blocks) and len(acc) < len(want):
+            acc += _squash(blocks[bi].text)
+            group.append(bi)
+            bi += 1
+        if acc != want:
+            return None
+        groups.append(group)
+    return groups if bi == len(blocks) else None
+
+
+def _joined_line(page: PageResult, group: list[int], line_text: str) -> Line | None:
+    """One text line from its pieces: each piece's words laid over the piece's own box, with half a
+    character of gap at a cut made in a word gap (so the words on both sides stay apart).
+    """
+    pieces = [(page.blocks[i].text.strip(), _valid(page.blocks[i].box, page.width, page.height)) for i in group]
+    boxes = [b for _, b in pieces if b is not None]
+    if not boxes:
+        return None
+    words: list[Word] = []
+    pos = 0
+    for k, (text, box) in enumerate(pieces):
+        at = line_text.find(text, pos) if text else -1
+        spaced_before = at > 0 and line_text[at - 1] == " "
+        end = at + len(text)
+        spaced_after = at >= 0 and end < len(line_text) and line_text[end] == " "
+        pos = end if at >= 0 else pos
+        if box is None or not text:
+            continue
+        padded = (" " if spaced_before and k > 0 else "") + text + (" " if spaced_after and k < len(pieces) - 1 else "")
+        words.extend(words_of(padded, box, page.blocks[group[k]].confidence))
+    union = (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+    return Line(line_text, union, words)
+
+
+def _line_regions(page: PageResult) -> list[Region] | None:
+    groups = _line_groups(page)
+    if groups is None:
+        return None
+    texts = [ln.strip() for ln in page.text.split("\n") if ln.strip()]
+    regions = []
+    for group, text in zip(groups, texts, strict=True):
+        line = _joined_line(page, group, text)
+        if line is not None:
+            regions.append(Region("line", line.box, [line]))
+    return regions
+
+
+def page_regions(page: PageResult) -> list[Region]:
+    """The regions of an ``ok`` page in reading order, each with its lines and words; [] for an
+    error page or a page without boxes. Blocks with no text or a box of no area are left out. A page
+    of ``line`` blocks (a line-level model) has one region per line of its text, pieces of a cut line
+    joined (see :func:`_line_groups`).
+    """
+    if page.status != "ok":
+        return []
+    if page.blocks and all(b.type in ("line", "table") for b in page.blocks):
+        joined = _line_regions(page)
+        if joined is not None:
+            return joined
+    regions: list[Region] = []
+    for block in page.blocks:
+        box = _valid(block.box, page.width, page.height)
+        texts = [t.strip() for t in block.text.split("\n")]
+        texts = [t for t in texts if t]
+        if box is None or not texts:
+            continue
+        band = (box[3] - box[1]) / len(texts)
+        lines = []
+        for i, t in enumerate(texts):
+            lbox = (box[0], box[1] + i * band, box[2], box[1] + (i + 1) * band)
+            lines.append(Line(t, lbox, words_of(t, lbox, block.confidence)))
+        regions.append(Region(block.type, box, lines))
+    return regions

@@ -1,0 +1,353 @@
+r"""Stitching page outcomes into a document: blocks from grounding markup, markdown / text / JSON.
+
+Grounding markup is DeepSeek-OCR's (https://github.com/deepseek-ai/DeepSeek-OCR, "grounding" prompts):
+``<|ref|>label<|/ref|><|det|>[[x0, y0, x1, y1], ...]<|/det|>`` followed by that region's text up to
+the next ``<|ref|>``. Coordinates are on a 0-999 grid over the image the model saw (the segment):
+``x_px = seg.x0 + x * seg_width / 999``. A segment without markup is one block: type ``"line"`` when
+it covers part of the page (line-level models such as ``compact``), ``"text"`` when the whole page.
+
+Output conventions (decided here, documented for API users):
+
+* markdown: each page starts with ``<!-- page N -->``; pages are separated by a blank line.
+* text: pages separated by a form feed ``\f`` (the pdftotext convention).
+* a page with an error reads ``[page N: error CODE: message]`` (text) or an HTML comment (markdown);
+  a page cut short by ``length`` / ``repetition`` is followed by a note saying so.
+* every page and block carries ``confidence`` and ``warnings`` (:mod:`gateway.output.signal`); in
+  markdown a page with warnings ends with an HTML comment naming them (``no text found`` for an
+  empty page); the text format stays the text only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gateway.output.signal import SegmentScore, block_warnings, page_warnings
+from gateway.output.tables import Table, TableCell, markdown_body, page_lines
+from gateway.types import PageError, PageOutcome
+from inkstream.segments import JOIN_LINE, is_known_join
+
+FORMATS = ("markdown", "text", "json", "hocr", "pdf")
+#: formats rendered as text by :func:`render_document`; ``pdf`` is written by
+#: :func:`gateway.output.searchable_pdf.write_searchable_pdf` from the source document.
+TEXT_FORMATS = ("markdown", "text", "json", "hocr")
+GRID = 999.0
+
+_REF = re.compile(r"<\|ref\|>(.*?)<\|/ref\|>\s*<\|det\|>(.*?)<\|/det\|>", re.S)
+_NUM = r"\s*(-?\d+(?:\.\d+)?)\s*"
+_NUM_BOX = re.compile(r"\[" + ",".join([_NUM] * 4) + r"\]")
+_LEFTOVER_TAGS = re.compile(r"<\|/?(?:ref|det|grounding)\|>")
+# Markup cut off by max_new_tokens / the repetition guard: an opening tag with no closing </det> after it.
+_TRUNCATED_TAIL = re.compile(r"<\|(?:ref|det)\|>(?:(?!<\|/det\|>).)*$", re.S)
+
+_FINISH_NOTES = {
+    "length": "output truncated: the page reached the token limit (max_new_tokens)",
+    "repetition": "output truncated: the model started repeating itself (repetition guard)",
+    "cancelled": "output incomplete: decoding was cancelled",
+}
+
+Box = tuple[float, float, float, float]
+
+
+def _box(values: Sequence[float]) -> Box:
+    """(x0, y0, x1, y1) as floats from any 4-sequence (JSON list, proto fields); ValueError otherwise."""
+    x0, y0, x1, y1 = (float(v) for v in values)
+    return (x0, y0, x1, y1)
+
+
+@dataclass
+class Block:
+    """A region of a page: layout ``type`` ("text", "title", "table", "line", ...), its ``text`` and
+    ``box`` (x0, y0, x1, y1) in page pixels (of the document page, see PageResult.width/height);
+    ``confidence`` in [0, 1] and ``warnings`` (codes of :mod:`gateway.output.signal`) of the segment
+    it was read from.
+    """
+
+    type: str
+    text: str
+    box: Box
+    confidence: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    cells: list[TableCell] = field(default_factory=list)  # a ``table`` block's cells (gateway/output/tables.py)
+
+
+@dataclass
+class PageResult:
+    """One page of a response. ``index`` is the 1-based page number; ``status`` "ok" | "error";
+    ``confidence`` in [0, 1] and ``warnings`` (stable codes) from :func:`gateway.output.signal.page_warnings`
+    (0.0 and none for an error page).
+    """
+
+    index: int
+    status: str
+    text: str = ""
+    blocks: list[Block] = field(default_factory=list)
+    finish_reason: str = ""
+    vision_tokens: int = 0
+    generated_tokens: int = 0
+    error: PageError | None = None
+    width: int = 0
+    height: int = 0
+    confidence: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the REST schema: blocks with ``box`` lists, ``error`` null or {code, message},
+        confidences rounded to 4 decimals).
+        """
+        d = asdict(self)
+        d["confidence"] = round(self.confidence, 4)
+        d["blocks"] = [{"type": b.type, "text": b.text, "box": [round(v, 1) for v in b.box],
+                        "confidence": round(b.confidence, 4), "warnings": list(b.warnings)} for b in self.blocks]
+        for out, b in zip(d["blocks"], self.blocks, strict=True):
+            if b.type == "table":
+                out["cells"] = _cells_json(b.cells)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PageResult:
+        """Inverse of :meth:`to_dict` (used by the result store and the clients)."""
+        err = d.get("error")
+        return cls(
+            index=int(d["index"]), status=d["status"], text=d.get("text", ""),
+            blocks=[Block(b["type"], b.get("text", ""), _box(b["box"]), float(b.get("confidence", 0.0)),
+                          list(b.get("warnings", [])), _cells_from_json(b.get("cells", [])))
+                    for b in d.get("blocks", [])],
+            finish_reason=d.get("finish_reason", ""), vision_tokens=int(d.get("vision_tokens", 0)),
+            generated_tokens=int(d.get("generated_tokens", 0)),
+            error=PageError(err["code"], err["message"]) if err else None,
+            width=int(d.get("width", 0)), height=int(d.get("height", 0)),
+            confidence=float(d.get("confidence", 0.0)), warnings=list(d.get("warnings", [])),
+        )
+
+
+def _cells_json(cells: list[TableCell]) -> list[dict[str, Any]]:
+    """A table block's cells as JSON: ``{row, column, text, box}`` each (box rounded to 0.1 px)."""
+    return [{"row": c.row, "column": c.column, "text": c.text, "box": [round(v, 1) for v in c.box]} for c in cells]
+
+
+def _cells_from_json(cells: list[dict[str, Any]]) -> list[TableCell]:
+    """Inverse of :func:`_cells_json`."""
+    return [TableCell(int(c["row"]), int(c["column"]), c.get("text", ""), _box(c["box"])) for c in cells]
+
+
+def _table_blocks(cleans: list[str], segments: list[Any], sx: float, sy: float) -> tuple[list[str], list[Block]]:
+    """(page text lines, ``table`` blocks in page pixels scaled by ``sx``/``sy``) from the segments'
+    texts and joins (:func:`gateway.output.tables.page_lines`).
+    """
+    joins = [s.join if is_known_join(s.join) else JOIN_LINE for s in segments]
+    lines, tables = page_lines(cleans, joins, [_box(s.box) for s in segments])
+    blocks = [Block("table", "\n".join(t.rows), _scale_box(t.box, sx, sy),
+                    cells=[TableCell(c.row, c.column, c.text, _scale_box(c.box, sx, sy)) for c in t.cells])
+              for t in tables]
+    return lines, blocks
+
+
+def error_page(index0: int, code: str, message: str) -> PageResult:
+    """A PageResult for page ``index0`` (0-based) that failed with gRPC code name ``code``."""
+    return PageResult(index=index0 + 1, status="error", error=PageError(code, message))
+
+
+def parse_grounding(text: str, seg_box: Box, default_type: str) -> tuple[str, list[Block]]:
+    """Split one segment's model output into (clean text, blocks).
+
+    ``seg_box``: the segment's region in output pixels; grid coordinates (0-999) are mapped into it.
+    A markup fragment cut off at the end of the output (a truncated page) is dropped.
+    Text before the first ``<|ref|>`` and text without markup become a ``default_type`` block with
+    ``seg_box``. Several boxes in one ``<|det|>`` are merged into their union.
+    """
+    x0, y0, x1, y1 = seg_box
+    sw, sh = x1 - x0, y1 - y0
+    text = _TRUNCATED_TAIL.sub("", text)
+    blocks: list[Block] = []
+    pieces: list[str] = []
+    matches = list(_REF.finditer(text))
+    lead = _LEFTOVER_TAGS.sub("", text[: matches[0].start()] if matches else text).strip()
+    if lead:
+        blocks.append(Block(default_type, lead, seg_box))
+        pieces.append(lead)
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        body = _LEFTOVER_TAGS.sub("", text[m.end():end]).strip()
+        boxes = [tuple(float(v) for v in b.groups()) for b in _NUM_BOX.finditer(m.group(2))]
+        if boxes:
+            gx0, gy0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
+            gx1, gy1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
+            box = (x0 + _clip(gx0) * sw / GRID, y0 + _clip(gy0) * sh / GRID,
+                   x0 + _clip(gx1) * sw / GRID, y0 + _clip(gy1) * sh / GRID)
+        else:
+            box = seg_box
+        blocks.append(Block(m.group(1).strip() or default_type, body, box))
+        if body:
+            pieces.append(body)
+    return "\n\n".join(pieces) if matches else lead, blocks
+
+
+def _clip(v: float) -> float:
+    return min(max(v, 0.0), GRID)
+
+
+def _scale_box(box: Box, sx: float, sy: float) -> Box:
+    return (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
+
+
+def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -> PageResult:
+    """PageResult of one pipeline outcome.
+
+    ``doc_size``: the page's (width, height) in document pixels (original image size; for PDFs the
+    rendered size); boxes are scaled to it from the encoder's image (``outcome.width/height``).
+    Segments are taken in reading order (``SegmentText.index``); the pieces of one text line that
+    the encoder cut apart are joined as it marked them (``SegmentText.join``: with a space or
+    directly, :func:`inkstream.segments.join_lines`), lines by newlines. Each block gets its
+    segment's confidence, the page its token-weighted confidence and warnings
+    (:mod:`gateway.output.signal`).
+    """
+    if outcome.status != "ok":
+        err = outcome.error or PageError("INTERNAL", "the page failed without a reason")
+        res = PageResult(index=outcome.index + 1, status="error", error=err,
+                         vision_tokens=outcome.vision_tokens, generated_tokens=outcome.generated_tokens)
+        if doc_size:
+            res.width, res.height = doc_size
+        return res
+    w, h = outcome.width, outcome.height
+    dw, dh = doc_size if doc_size and all(doc_size) else (w, h)
+    sx, sy = (dw / w, dh / h) if w and h else (1.0, 1.0)
+    page_box: Box = (0.0, 0.0, float(w), float(h))
+    texts: list[str] = []
+    blocks: list[Block] = []
+    tables: list[Block] = []
+    segments = sorted(outcome.segments, key=lambda s: s.index)
+    if segments:
+        cleans: list[str] = []
+        for seg in segments:
+            whole = w and h and (seg.box[2] - seg.box[0]) * (seg.box[3] - seg.box[1]) >= 0.9 * w * h
+            seg_box = _box(seg.box)
+            clean, seg_blocks = parse_grounding(seg.text, seg_box, "text" if whole else "line")
+            cleans.append(clean)
+            for b in seg_blocks:
+                b.confidence, b.warnings = seg.confidence, block_warnings(seg.confidence, b.text)
+            blocks.extend(seg_blocks)
+        texts, tables = _table_blocks(cleans, segments, sx, sy)
+    else:
+        clean, blocks = parse_grounding(outcome.text, page_box, "text")
+        if clean:
+            texts.append(clean)
+    blocks = [Block(b.type, b.text, _scale_box(b.box, sx, sy), b.confidence, b.warnings) for b in blocks]
+    joiner = "\n" if len(segments) > 1 and all(b.type == "line" for b in blocks) else "\n\n"
+    blocks += tables
+    text = joiner.join(texts)
+    confidence, warnings = page_warnings(
+        [SegmentScore(s.text, s.confidence, s.generated_tokens) for s in segments], text)
+    return PageResult(
+        index=outcome.index + 1, status="ok", text=text, blocks=blocks,
+        finish_reason=outcome.finish_reason or "stop", vision_tokens=outcome.vision_tokens,
+        generated_tokens=outcome.generated_tokens, width=int(dw), height=int(dh),
+        confidence=confidence, warnings=warnings,
+    )
+
+
+def warning_note(page: PageResult) -> str:
+    """What a page's warnings say, for a person ("" without warnings): ``no text found``, or the codes
+    with the page's confidence.
+    """
+    if not page.warnings:
+        return ""
+    if page.warnings == ["no_text_found"]:
+        return "no text found"
+    return f"warnings: {', '.join(page.warnings)} (confidence {page.confidence:.2f})"
+
+
+def finish_note(page: PageResult) -> str:
+    """Why a page's text is incomplete ("" when it finished normally)."""
+    return _FINISH_NOTES.get(page.finish_reason, "")
+
+
+def render_page(page: PageResult, fmt: str) -> str:
+    """One page in ``fmt`` ("markdown" | "text"), with its error or truncation note."""
+    if fmt == "markdown":
+        head = f"<!-- page {page.index} -->"
+        if page.status != "ok":
+            err = page.error or PageError("INTERNAL", "unknown error")
+            return f"{head}\n\n<!-- page {page.index}: error {err.code}: {_comment_safe(err.message)} -->"
+        text = page.text
+        lines = [b for b in page.blocks if b.type != "table"]
+        if lines and all(b.type == "line" for b in lines):
+            tables = [b for b in page.blocks if b.type == "table"]
+            text = markdown_body(text, [_md_table(b) for b in tables], _plain_line_markdown)
+        body = text
+        for note in (finish_note(page), warning_note(page)):
+            body += f"\n\n<!-- page {page.index}: {_comment_safe(note)} -->" if note else ""
+        return f"{head}\n\n{body}".rstrip()
+    if page.status != "ok":
+        err = page.error or PageError("INTERNAL", "unknown error")
+        return f"[page {page.index}: error {err.code}: {err.message}]"
+    note = finish_note(page)
+    return page.text + (f"\n[page {page.index}: {note}]" if note else "")
+
+
+def _md_table(block: Block) -> Table:
+    """The :class:`gateway.output.tables.Table` of a ``table`` block (its rows: the block's text lines)."""
+    return Table(cells=list(block.cells), box=block.box, rows=block.text.split("\n") if block.text else [])
+
+
+_MD_LEAD = re.compile(r"^(\s*)([#>+*=|`~_\[-])")
+_MD_ORDERED = re.compile(r"^(\s*\d+)([.)])")
+
+
+def _plain_line_markdown(line: str) -> str:
+    """A line of plain OCR text (a line-level model's output, not markdown) as literal markdown text:
+    ``<`` and ``&`` as entities (no HTML, no comment that would hide what follows) and a leading
+    heading / quote / list / rule / table / fence / link-definition marker escaped with a backslash
+    (CommonMark 2.4, backslash escapes).
+    """
+    line = line.replace("&", "&amp;").replace("<", "&lt;")
+    line = _MD_ORDERED.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)  # "1\." is no list
+    return _MD_LEAD.sub(lambda m: m.group(1) + "\\" + m.group(2), line, count=1)
+
+
+def _comment_safe(text: str) -> str:
+    """``text`` inside an HTML comment: no ``--`` that could end it early (``--->`` too)."""
+    return re.sub(r"-(?=-)", "- ", text)
+
+
+def render_document(pages: Iterable[PageResult], fmt: str, model_id: str = "") -> str:
+    """The stitched document: pages ordered by index, each exactly once (a later duplicate of an
+    index is an error in the caller and raises ValueError).
+    """
+    ordered = sorted(pages, key=lambda p: p.index)
+    seen = [p.index for p in ordered]
+    if len(seen) != len(set(seen)):
+        raise ValueError(f"duplicate page results: {seen}")
+    if fmt == "json":
+        return json.dumps(document_json(ordered, model_id), ensure_ascii=False)
+    if fmt == "markdown":
+        return "\n\n".join(render_page(p, fmt) for p in ordered) + "\n"
+    if fmt == "text":
+        return "\f".join(render_page(p, fmt) for p in ordered) + "\n"
+    if fmt == "hocr":
+        from gateway.output.hocr import render_hocr  # import cycle: hOCR is built on this module's PageResult
+
+        return render_hocr(ordered, model_id)
+    raise ValueError(f"format {fmt!r} is not a text format")
+
+
+def document_json(pages: list[PageResult], model_id: str, seconds: float | None = None,
+                  cached: bool | None = None) -> dict[str, Any]:
+    """The JSON result: ``{"model_id", "pages": [...], "pages_ok", "pages_error"[, "seconds"][, "cached"]}``
+    (``cached``: the pages came from the gateway's result cache).
+    """
+    ordered = sorted(pages, key=lambda p: p.index)
+    out: dict[str, Any] = {
+        "model_id": model_id,
+        "pages": [p.to_dict() for p in ordered],
+        "pages_ok": sum(p.status == "ok" for p in ordered),
+        "pages_error": sum(p.status != "ok" for p in ordered),
+    }
+    if seconds is not None:
+        out["seconds"] = round(seconds, 3)
+    if cached is not None:
+        out["cached"] = cached
+    return out

@@ -1,0 +1,169 @@
+"""Result cache: page results of a document already read, keyed by what determines them.
+
+Key = SHA-256 over (SHA-256 of the document bytes, model id, resolution mode, task, selected page
+indices). The output format is not part of the key: every format is stitched from the same page
+results. Only deterministic outcomes are cached: pages that are "ok" and not cancelled, or that
+failed with INVALID_ARGUMENT (the page itself is unreadable); transient failures never are.
+
+Two places for the entries: a :class:`gateway.stores.ResultStore` (blobs ``cache/<key>.json``, this
+process only; past ``max_entries`` the oldest are removed, checked every :data:`EVICT_EVERY` writes)
+or Redis (``inkstream:cache:<key>`` with a Redis TTL, shared by every gateway, so a repeat on another
+replica is a hit). Entries live ``ttl_s`` seconds. The cache is best effort: when its engine is
+unreachable a lookup is a miss and a write is skipped (logged), for :data:`BACKOFF_S` seconds
+without trying, so a request never waits on a dead cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from typing import Any, Protocol
+
+from gateway.output.stitch import PageResult
+from gateway.stores import ResultStore
+
+log = logging.getLogger("inkstream.gateway.cache")
+
+_PREFIX = "cache"
+EVICT_EVERY = 32
+BACKOFF_S = 10.0
+
+
+def cache_key(doc_sha256: str, model_id: str, mode: str, task: str, indices: list[int],
+              max_new_tokens: int = 0) -> str:
+    """Hex key for the page results of one document under one model and options (a token limit
+    other than the decoder's default is part of the key).
+    """
+    parts: list[object] = [doc_sha256, model_id, mode, task, indices]
+    if max_new_tokens:
+        parts.append(max_new_tokens)
+    material = json.dumps(parts, separators=(",", ":"))
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def cacheable(pages: list[PageResult]) -> bool:
+    """True when every page's outcome would be the same on a retry (see module docstring)."""
+    for p in pages:
+        if p.status == "ok" and p.finish_reason != "cancelled":
+            continue
+        if p.status == "error" and p.error is not None and p.error.code == "INVALID_ARGUMENT":
+            continue
+        return False
+    return bool(pages)
+
+
+class CacheBackend(Protocol):
+    """Where entries are kept: bytes by key with a lifetime."""
+
+    def get(self, key: str) -> bytes | None:
+        """The entry, or None."""
+
+    def put(self, key: str, data: bytes, ttl_s: float) -> None:
+        """Store ``data`` under ``key`` for ``ttl_s`` seconds."""
+
+    def delete(self, key: str) -> None:
+        """Remove the entry."""
+
+
+class BlobCache:
+    """CacheBackend on a ResultStore (``cache/<key>.json``), at most about ``max_entries`` entries."""
+
+    def __init__(self, store: ResultStore, max_entries: int):
+        self.store, self.max_entries, self._puts = store, max_entries, 0
+
+    def get(self, key: str) -> bytes | None:
+        """See :meth:`CacheBackend.get`."""
+        return self.store.get(f"{_PREFIX}/{key}.json")
+
+    def put(self, key: str, data: bytes, ttl_s: float) -> None:
+        """See :meth:`CacheBackend.put` (expiry is checked on read, from the entry's ``expires``)."""
+        self.store.put(f"{_PREFIX}/{key}.json", data, "application/json")
+        self._puts += 1
+        if self._puts % EVICT_EVERY == 1 or EVICT_EVERY <= 1:
+            names = self.store.names(_PREFIX)
+            if len(names) > self.max_entries:
+                names.sort(key=lambda item: item[1])
+                for name, _ in names[: len(names) - self.max_entries]:
+                    self.store.delete(name)
+
+    def delete(self, key: str) -> None:
+        """See :meth:`CacheBackend.delete`."""
+        self.store.delete(f"{_PREFIX}/{key}.json")
+
+
+class RedisCache:
+    """CacheBackend in Redis (``client``: a redis-py client), keys ``<prefix>cache:<key>`` with a TTL."""
+
+    def __init__(self, client: Any, prefix: str = "inkstream:"):
+        self.client, self.prefix = client, prefix
+
+    def get(self, key: str) -> bytes | None:
+        """See :meth:`CacheBackend.get`."""
+        raw = self.client.get(f"{self.prefix}cache:{key}")
+        return bytes(raw) if raw is not None else None
+
+    def put(self, key: str, data: bytes, ttl_s: float) -> None:
+        """See :meth:`CacheBackend.put`."""
+        self.client.set(f"{self.prefix}cache:{key}", data, ex=max(1, int(ttl_s)))
+
+    def delete(self, key: str) -> None:
+        """See :meth:`CacheBackend.delete`."""
+        self.client.delete(f"{self.prefix}cache:{key}")
+
+
+class ResultCache:
+    """Page-result cache on a :class:`CacheBackend` (or a ResultStore, wrapped in :class:`BlobCache`).
+    ``ttl_s`` seconds per entry, ``lookups`` an optional counter (label result=hit|miss).
+    """
+
+    def __init__(self, store: CacheBackend | ResultStore, ttl_s: float, max_entries: int = 10_000,
+                 lookups: Any = None):
+        self.backend: CacheBackend = (store if isinstance(store, BlobCache | RedisCache)
+                                      else BlobCache(store, max_entries))  # type: ignore[arg-type]
+        self.lookups = lookups  # OTel counter (inkstream.gateway.cache.lookups), label result=hit|miss
+        self.ttl_s = ttl_s
+        self.hits = 0
+        self.misses = 0
+        self._down_until = 0.0
+
+    def _guard(self, what: str, fn: Any, *args: Any) -> Any:
+        """Run a backend call; an engine failure is logged and skipped for BACKOFF_S seconds."""
+        if time.monotonic() < self._down_until:
+            return None
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - the cache never fails a request
+            self._down_until = time.monotonic() + BACKOFF_S
+            log.warning("result cache %s failed (%s); skipping the cache for %g s", what, exc, BACKOFF_S)
+            return None
+
+    def get(self, key: str) -> list[PageResult] | None:
+        """The cached pages for ``key``, or None (missing, expired, unreadable or unreachable)."""
+        raw = self._guard("lookup", self.backend.get, key)
+        if raw is not None:
+            try:
+                entry = json.loads(raw)
+                if entry["expires"] > time.time():
+                    self.hits += 1
+                    self._count("hit")
+                    return [PageResult.from_dict(p) for p in entry["pages"]]
+            except (ValueError, KeyError, TypeError):
+                log.warning("unreadable cache entry %s removed", key)
+            self._guard("delete", self.backend.delete, key)
+        self.misses += 1
+        self._count("miss")
+        return None
+
+    def _count(self, result: str) -> None:
+        if self.lookups is not None:
+            self.lookups.add(1, {"result": result})
+
+    def put(self, key: str, pages: list[PageResult]) -> bool:
+        """Store ``pages`` under ``key`` when :func:`cacheable`; returns whether it was stored."""
+        if not cacheable(pages):
+            return False
+        entry = {"expires": time.time() + self.ttl_s, "pages": [p.to_dict() for p in pages]}
+        self._guard("write", self.backend.put, key, json.dumps(entry).encode(), self.ttl_s)
+        return True

@@ -1,0 +1,217 @@
+"""The Latin line encoder on onnxruntime: exported beside the weights, run without torch.
+
+Why: the encoder process's peak RSS (issue #16, goal <= 1 GiB). ``import torch`` (the pinned CUDA
+build) is 507 MiB of the process before any page, ~150 MiB of it CUDA libraries the CPU path never
+uses; the detector already runs on onnxruntime. With the line encoder exported too, the encoder
+service of a Latin checkpoint imports no torch at all. Measured against the torch module on this CPU
+(one thread): the same vision tokens within 5e-6 (scale ~8), and faster: 64 lines of 1,024 px in
+0.35 s against 0.37-0.59 s, 20 lines of 1,600 px 0.11 s against 0.22 s.
+
+* :func:`export_line_encoder` (torch; at checkpoint export, or ``python -m models.compact.export.line_onnx
+  DIR`` for an older checkpoint) builds the line encoder from the ``encoder.*`` tensors AS STORED
+  and writes ``encoder.onnx`` (ONNX opset 17, TorchScript exporter): input ``lines`` [N, 1, 32, W]
+  float32, output ``tokens`` [N, W/16, hidden] float32, N and W dynamic. Its metadata holds the
+  checkpoint's revision (:func:`models.compact.checkpoint.checkpoint_identity`), so a file left
+  from other weights is never used.
+* :meth:`OnnxLineEncoder.open` runs it when the checkpoint's file is current.
+
+A bilingual checkpoint (config.json ``"pp_tower"``) with its script head (``script_head.*``
+tensors) gets a second output, ``script_logits`` [N, W/8] float32: the script head's linear layer on
+the stride-8 features (:class:`models.compact.line.script.ScriptHead`), one logit per 8 pixel columns that
+they hold CJK script, which :func:`models.compact.line.towers.script_decisions` turns into the routing
+decision; its PP tower's compressor goes to ``pp_tokens.onnx`` (:mod:`models.compact.export.pp_onnx`). With
+both current, the encoder service of a bilingual checkpoint imports no torch either.
+:func:`export_onnx` (and this module's command line) writes every ONNX file a checkpoint needs.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from models.compact import checkpoint as ckpt
+
+if TYPE_CHECKING:  # torch is imported by the exports alone: running the files must not load it
+    import torch
+
+R = TypeVar("R")
+ONNX_FILE = "encoder.onnx"
+REVISION_KEY = "inkstream_revision"
+OPSET = 17
+SCRIPT_OUTPUT = "script_logits"
+
+
+def export_line_encoder(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
+    """Write ``<checkpoint_dir>/encoder.onnx`` from the checkpoint's ``encoder.*`` tensors (and, for a
+    bilingual checkpoint, its ``script_head.*`` ones: the ``script_logits`` output; see the module
+    docstring). Needs torch. Raises InvalidInput for a directory that is not a compact checkpoint.
+    Returns the file's path.
+    """
+    import torch
+
+    from models.compact.line.encoder import LineEncoder
+    from models.compact.line.script import ScriptHead
+
+    root = pathlib.Path(checkpoint_dir)
+    cfg = ckpt.read_config(root)
+    state, _ = ckpt.load_prefixed(root, ckpt.ENCODER_PREFIX)
+    enc = LineEncoder(ckpt.encoder_config(cfg), int(cfg["decoder"]["hidden_size"]))
+    enc.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+    head = None
+    if "pp_tower" in cfg and ckpt.tensor_names(root, ckpt.SCRIPT_PREFIX):
+        head = ScriptHead(enc.cfg.compressor_channels)
+        head.load_state_dict({k: v.float() for k, v in ckpt.load_prefixed(root, ckpt.SCRIPT_PREFIX)[0].items()},
+                             strict=True)
+
+    class _Tokens(torch.nn.Module):
+        def __init__(self, encoder: LineEncoder, script: ScriptHead | None) -> None:
+            super().__init__()
+            self.encoder, self.script = encoder, script
+
+        def forward(self, lines: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+            tokens, feats = self.encoder(lines)
+            if self.script is None:
+                return tokens
+            return tokens, self.script.linear(feats).squeeze(-1)  # [N, W/8]: ScriptHead's frame logits
+
+    module = _Tokens(enc, head).eval()  # eval on the wrapper: the exporter restores the wrapper's mode after
+    names = ["tokens"] + ([SCRIPT_OUTPUT] if head is not None else [])
+    axes = {"lines": {0: "n", 3: "w"}, "tokens": {0: "n", 1: "t"}, SCRIPT_OUTPUT: {0: "n", 1: "f"}}
+    return export_stamped(module, (torch.zeros(2, 1, enc.cfg.line_height, 256),), root / ONNX_FILE, ["lines"],
+                          names, {k: v for k, v in axes.items() if k in ["lines", *names]})
+
+
+def export_stamped(module: torch.nn.Module, args: tuple, out: pathlib.Path, inputs: list[str], outputs: list[str],
+                   axes: dict[str, dict[int, str]], meta: dict[str, str] | None = None) -> pathlib.Path:
+    """Export the torch ``module`` (eval mode) called on ``args`` to ``out`` (ONNX opset 17, the
+    TorchScript exporter, ``axes`` dynamic), its metadata holding the revision of the checkpoint
+    ``out`` lies in (:func:`models.compact.checkpoint.checkpoint_identity`) and ``meta``; written to a
+    temporary file beside it first. Needs torch and onnx. Returns ``out``.
+    """
+    import onnx
+    import torch
+
+    tmp = out.with_suffix(".onnx.tmp")
+    with torch.no_grad(), warnings.catch_warnings():
+        # the TorchScript exporter is deprecated in favour of torch.export's, which needs onnxscript
+        # (not a dependency); at the pinned torch it is still the supported path for dynamic axes
+        warnings.simplefilter("ignore", DeprecationWarning)
+        # expected here: shapes the tracer takes as constants (a module's fixed sizes), slices it cannot fold
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", "Constant folding", UserWarning)
+        torch.onnx.export(module, args, str(tmp), dynamo=False, opset_version=OPSET, input_names=inputs,
+                          output_names=outputs, dynamic_axes=axes)
+    model = onnx.load(str(tmp))
+    onnx.helper.set_model_props(model, {REVISION_KEY: ckpt.checkpoint_identity(out.parent)[1], **(meta or {})})
+    onnx.save(model, str(tmp))
+    tmp.replace(out)
+    return out
+
+
+def cpu_session(path: pathlib.Path, threads: int = 1) -> tuple[Any, dict[str, str]]:
+    """An onnxruntime CPU session of ``path`` with ``threads`` intra-op threads and no memory arena
+    (activations are given back after each run), and the file's metadata (``{}`` when it has none).
+    """
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    opts.enable_cpu_mem_arena = False
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as det_net.onnx_session
+    opts.enable_mem_pattern = False
+    session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    return session, dict(session.get_modelmeta().custom_metadata_map)
+
+
+def open_current(runner: Callable[[pathlib.Path, int], R], checkpoint_dir: str | pathlib.Path, name: str,
+                 threads: int = 1, revision: str = "") -> R | None:
+    """``runner(checkpoint_dir/name, threads)`` (a class with a ``revision`` attribute: the revision
+    stamped in the file) when the file exists and was exported from these weights (the stamp equals
+    the checkpoint's revision, :func:`models.compact.checkpoint.checkpoint_identity`; ``revision``: the
+    checkpoint's, when the caller has it already); None otherwise (the caller runs the torch module).
+    """
+    path = pathlib.Path(checkpoint_dir) / name
+    if not path.is_file():
+        return None
+    found = runner(path, threads)
+    want = revision or ckpt.checkpoint_identity(checkpoint_dir)[1]
+    return found if getattr(found, "revision", None) == want else None
+
+
+class OnnxLineEncoder:
+    """``encoder.onnx`` on an onnxruntime CPU session with ``threads`` intra-op threads;
+    ``revision``: the revision stamped in the file ("" when it has none); ``has_script``: the file
+    has the ``script_logits`` output (a bilingual checkpoint's, see the module docstring).
+    """
+
+    @classmethod
+    def open(cls, checkpoint_dir: str | pathlib.Path, threads: int = 1,
+             revision: str = "") -> OnnxLineEncoder | None:
+        """The checkpoint's ``encoder.onnx`` when it exists and was exported from these weights (its
+        stamped revision equals the checkpoint's, :func:`models.compact.checkpoint.checkpoint_identity`);
+        None otherwise (the caller runs the torch module instead). ``revision``: the checkpoint's, when
+        the caller has it already (else computed here).
+        """
+        return open_current(cls, checkpoint_dir, ONNX_FILE, threads, revision)
+
+    def __init__(self, path: pathlib.Path, threads: int = 1) -> None:
+        # Activations here are small (64 lines x 64 channels x 16 x W/2 at most, ~70 MiB at W = 1,024):
+        # the arena is off as for the detector so that they are given back after each forward.
+        self.session, meta = cpu_session(path, threads)
+        self.revision = str(meta.get(REVISION_KEY, ""))
+        self.has_script = SCRIPT_OUTPUT in [o.name for o in self.session.get_outputs()]
+
+    def __call__(self, lines: np.ndarray) -> np.ndarray:
+        """``lines`` [N, 1, 32, W] (any float dtype; W a multiple of 16) -> vision tokens [N, W/16, hidden] float32."""
+        x = np.ascontiguousarray(lines, dtype=np.float32)
+        return np.asarray(self.session.run(["tokens"], {"lines": x})[0])
+
+    def tokens_and_script(self, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``lines`` [N, 1, 32, W] (any float dtype; W a multiple of 16) -> (vision tokens [N, W/16,
+        hidden] float32, the script head's frame logits [N, W/8] float32, > 0: CJK script), from one
+        forward. Raises ValueError for a file without the script output (not a bilingual checkpoint's).
+        """
+        if not self.has_script:
+            raise ValueError(f"this {ONNX_FILE} has no {SCRIPT_OUTPUT} output (not a bilingual checkpoint's)")
+        x = np.ascontiguousarray(lines, dtype=np.float32)
+        tokens, logits = self.session.run(["tokens", SCRIPT_OUTPUT], {"lines": x})
+        return np.asarray(tokens), np.asarray(logits)
+
+
+def export_onnx(checkpoint_dir: str | pathlib.Path) -> list[pathlib.Path]:
+    """Write every ONNX file the checkpoint's encoder half runs without torch: ``encoder.onnx``
+    (:func:`export_line_encoder`) and, for a bilingual checkpoint, ``pp_tokens.onnx``
+    (:func:`models.compact.export.pp_onnx.export_pp_tokens`; needs the rapidocr recogniser file). Needs
+    torch. Raises InvalidInput for a directory that is not a compact checkpoint. Returns their paths.
+    """
+    out = [export_line_encoder(checkpoint_dir)]
+    if "pp_tower" in ckpt.read_config(checkpoint_dir):
+        from models.compact.export.pp_onnx import export_pp_tokens
+
+        out.append(export_pp_tokens(checkpoint_dir))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m models.compact.export.line_onnx DIR [DIR ...]``: (re)write each checkpoint's ONNX files
+    (:func:`export_onnx`), printing their paths.
+    """
+    dirs = sys.argv[1:] if argv is None else argv
+    if not dirs:
+        print("usage: python -m models.compact.export.line_onnx CHECKPOINT_DIR [...]", file=sys.stderr)
+        return 2
+    for d in dirs:
+        for path in export_onnx(d):
+            print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Splitting text lines that are longer than the recogniser was trained on, at inter-word gaps.
+
+The compact recogniser is trained on lines of at most ``--max-chars`` = 110 characters
+(training/compact/train.py), most of them 10 to 90 characters long (training/compact/corpus.py
+``LineTexts.sample``). Longer lines (a full-width line of small print reaches 170 characters) are
+read markedly worse: the decoder drops or garbles words everywhere in the line. Such a line is cut into
+``ceil(width / SPLIT_PX)`` pieces of about equal width, each cut placed in the middle of a wide run
+of blank columns (no ink) near its ideal position (:func:`split_points`), so cuts fall between
+words; when no blank column exists there (no space in sight) the line is cut at the ideal position.
+Each piece becomes its own segment, marked as the next piece of its line (``SegmentTokens.join``:
+after a word gap, or inside a word), and the gateway joins the pieces' texts with a space or
+directly (:mod:`inkstream.segments`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from PIL import Image
+
+from inkstream.segments import JOIN_DIRECT, JOIN_LINE, JOIN_SPACE
+from models.compact.line.image import LINE_HEIGHT, gray_percentiles
+
+#: Longest piece, in pixels at the 32-pixel line height: 40 vision tokens, about 57 characters at
+#: the model's ~1.43 characters per token, inside the lengths most seen in training. Measured on
+#: the printed pages of ../shared/eval through the in-process path (weights at step 9,404): CER
+#: 7.3 % unsplit, 6.6 % at 1,024 px, 6.25 % at 640 px, 6.2 % at 512 px, 6.2 % at 384 px.
+SPLIT_PX = 640
+_RULE_FRACTION = 0.9  # a row with more ink than this (of its width) is a rule, not text
+_SEARCH = 0.15  # cut search reach: 2 x this fraction of a piece's width on each side of the ideal cut
+
+
+def _ink_columns(crop: Image.Image) -> np.ndarray:
+    """Ink per column of ``crop``: bool [W], True where some pixel of a text row is on the ink side
+    of the midpoint between the crop's 5th and 95th gray percentile. Ink is the side the crop's edges
+    (paper) are not on (dark on light, or light on dark), and rows that are nearly all ink (an underline, a table
+    rule, a strike-through running through the word gaps) are left out, so they do not hide the gaps.
+    """
+    a = np.asarray(crop.convert("L"))
+    if a.size == 0:
+        return np.zeros(a.shape[1], dtype=bool)
+    lo, hi = gray_percentiles(a, (5.0, 95.0))
+    if hi - lo < 16.0:
+        return np.zeros(a.shape[1], dtype=bool)
+    mid = (lo + hi) / 2
+    paper = float(np.median(np.concatenate([a[0], a[-1], a[:, 0], a[:, -1]])))  # the crop's edges
+    ink: np.ndarray = a < mid if paper >= mid else a > mid
+    columns = ink[ink.mean(axis=1) <= _RULE_FRACTION].any(axis=0)
+    return np.asarray(columns if columns.any() else ink.any(axis=0))  # nothing but rules: keep them
+
+
+def _blank_runs(ink: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
+    """(start, end) of the runs of ink-free columns within [lo, hi)."""
+    runs, start = [], None
+    for x in range(lo, hi + 1):
+        blank = x < hi and not ink[x]
+        if blank and start is None:
+            start = x
+        elif not blank and start is not None:
+            runs.append((start, x))
+            start = None
+    return runs
+
+
+def split_points(crop: Image.Image, max_px: int = SPLIT_PX) -> list[int]:
+    """Cut positions (x in ``crop`` pixels, increasing) that split the line into pieces of at most
+    about ``max_px`` pixels at the line height; [] when the line is short enough.
+
+    Cuts are placed one after the other: the ideal position divides what is left of the line evenly;
+    among the blank runs within ±``_SEARCH`` x 2 of a piece's width around it, those at least half as
+    wide as the widest (word gaps, not the slivers between letters) qualify and the one nearest the
+    ideal position wins; with none, the cut is at the ideal position.
+    """
+    return [x for x, _ in _cuts(crop, max_px)]
+
+
+def _cuts(crop: Image.Image, max_px: int) -> list[tuple[int, bool]]:
+    """:func:`split_points` with, for each cut, whether it lies in a blank run (a word gap)."""
+    scaled = crop.width * LINE_HEIGHT / max(1, crop.height)
+    parts = math.ceil(scaled / max_px)
+    if parts <= 1:
+        return []
+    ink = _ink_columns(crop)
+    w = crop.width
+    cuts: list[tuple[int, bool]] = []
+    prev = 0
+    for k in range(1, parts):
+        piece = (w - prev) / (parts - k + 1)
+        ideal = int(prev + piece)
+        reach = int(2 * _SEARCH * piece)
+        runs = _blank_runs(ink, max(prev + 1, ideal - reach), min(w - 1, ideal + reach))
+        cut, at_gap = ideal, False
+        if runs:
+            widest = max(b - a for a, b in runs)
+            cut = min(((a + b) // 2 for a, b in runs if b - a >= 0.5 * widest), key=lambda c: abs(c - ideal))
+            at_gap = True
+        cuts.append((cut, at_gap))
+        prev = cut
+    return cuts
+
+
+def split_line(crop: Image.Image, box: tuple[float, float, float, float], max_px: int = SPLIT_PX,
+               ) -> list[tuple[Image.Image, tuple[float, float, float, float], str]]:
+    """(piece image, piece box in page pixels, join) for each piece of the line ``crop`` whose page
+    box is ``box`` (x0, y0, x1, y1); the piece boxes divide the box's x range in proportion to the
+    cuts. ``join`` (:mod:`inkstream.segments`): "line" for the first piece, then "space" after a cut
+    at a word gap or "direct" after a cut inside a word. A short line comes back whole, as the only
+    piece.
+    """
+    cuts = _cuts(crop, max_px)
+    if not cuts:
+        return [(crop, box, JOIN_LINE)]
+    x0, y0, x1, y1 = box
+    scale = (x1 - x0) / max(1, crop.width)
+    edges = [0, *(c for c, _ in cuts), crop.width]
+    joins = [JOIN_LINE, *(JOIN_SPACE if gap else JOIN_DIRECT for _, gap in cuts)]
+    out: list[tuple[Image.Image, tuple[float, float, float, float], str]] = []
+    gap = False  # a dropped sliver's cut was at a word gap: the next piece keeps the space
+    for (a, b), join in zip(itertools.pairwise(edges), joins, strict=True):
+        gap = gap or join == JOIN_SPACE
+        if b - a < 2:
+            continue
+        kept = JOIN_LINE if not out else JOIN_SPACE if gap else join
+        out.append((crop.crop((a, 0, b, crop.height)), (x0 + a * scale, y0, x0 + b * scale, y1), kept))
+        gap = False
+    return out

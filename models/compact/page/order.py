@@ -1,0 +1,228 @@
+"""Reading order of detected text lines from the page's regions (:mod:`models.compact.page.layout`).
+
+1. Each line goes to the text / heading / caption / table region holding most of its area; a line
+   that the detector ran across a gutter (large parts in two side-by-side regions) is cut at the
+   gutter first. Regions that overlap much (a drop cap's block and its paragraph) are merged.
+2. Lines in no such region but inside an image region (figure labels, text in a photo) are that
+   region's group, read after the block just above the figure; any other line is a region of its own.
+3. A page with a margin column of line numbers (a transcript) keeps its line-level order: the
+   numbers are read with their rows (:func:`numbered_lines`).
+4. Headers and footers (thin regions in the top / bottom band of the page) are taken out of the
+   flow: headers are read first, footers (running footers, page numbers) last.
+5. The body's regions are ordered by a recursive XY-cut over region boxes (Nagy & Seth 1984): at
+   each step the widest empty band, across or down, splits the set; within a region the lines are
+   ordered by :func:`models.compact.page.detect.reading_order` (rows of a table stay rows).
+
+Every line given comes back exactly once (pieces of a cut line replace it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.compact.page.layout import HEADING, IMAGE, TABLE, Box, PageLayout, interval_gaps
+
+#: Share of a line's width that must lie in each of two side-by-side regions for the line to be cut
+#: at their gutter (below it, the overhang is the detector's loose box, not a second column's text).
+SPLIT_SHARE = 0.2
+#: Overlap (of the smaller region's area) above which two regions are one (a drop cap's own block).
+MERGE_OVERLAP = 0.3
+#: A margin line number is one line at most this many line heights wide ...
+LABEL_MAX_WIDTH = 3.0
+#: ... and a margin column of them holds at least this many (a few stray labels are not one).
+LABEL_MIN_COUNT = 5
+#: Header / footer band: this share of the page height at its top and bottom.
+MARGIN_BAND = 0.08
+#: A header / footer region is at most this many median line heights tall (not a body paragraph).
+MARGIN_MAX_LINES = 2.5
+
+
+@dataclass(eq=False)  # compared by identity: a group is one place on the page
+class Group:
+    """Lines read together: a region's ``kind``, its ``box`` and its ``lines`` (detector lines)."""
+
+    kind: str
+    box: Box
+    lines: list = field(default_factory=list)
+
+
+def _area(b: Box) -> float:
+    return max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
+
+
+def _inter(a: Box, b: Box) -> Box:
+    return (max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3]))
+
+
+def _union(a: Box, b: Box) -> Box:
+    return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
+
+
+def _lines_box(lines: list) -> Box:
+    """The union of the lines' boxes."""
+    return (min(ln.box[0] for ln in lines), min(ln.box[1] for ln in lines),
+            max(ln.box[2] for ln in lines), max(ln.box[3] for ln in lines))
+
+
+def _merge_overlapping(groups: list[Group]) -> list[Group]:
+    """Groups whose boxes overlap by more than MERGE_OVERLAP of the smaller one merged (repeatedly)."""
+    out = list(groups)
+    merged = True
+    while merged:
+        merged = False
+        for i in range(len(out)):
+            for j in range(i + 1, len(out)):
+                a, b = out[i], out[j]
+                small = min(_area(a.box), _area(b.box))
+                if small > 0 and _area(_inter(a.box, b.box)) > MERGE_OVERLAP * small:
+                    kind = TABLE if TABLE in (a.kind, b.kind) else a.kind
+                    out[i] = Group(kind, _union(a.box, b.box), a.lines + b.lines)
+                    del out[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    return out
+
+
+def _split_at_gutters(line, groups: list[Group], make_piece: Callable) -> list:
+    """``line`` cut where it runs across side-by-side groups (each holding >= SPLIT_SHARE of its
+    width, disjoint in x); [line] when it does not. ``make_piece(line, x0, x1)`` builds a piece.
+    """
+    x0, y0, x1, y1 = line.box
+    w = max(1.0, x1 - x0)
+    hits = [g for g in groups if g.kind != IMAGE and _area(_inter(line.box, g.box)) > 0
+            and (min(x1, g.box[2]) - max(x0, g.box[0])) >= SPLIT_SHARE * w]
+    hits.sort(key=lambda g: g.box[0])
+    cuts = [(a.box[2] + b.box[0]) / 2 for a, b in zip(hits, hits[1:], strict=False) if a.box[2] <= b.box[0]]
+    if not cuts:
+        return [line]
+    edges = [x0, *cuts, x1]
+    return [make_piece(line, a, b) for a, b in zip(edges, edges[1:], strict=False) if b - a >= 2]
+
+
+def assign(lines: list, layout: PageLayout, make_piece: Callable) -> list[Group]:
+    """Groups of the page with their lines (an image region's lines, e.g. a figure's labels, are a
+    group of kind ``image`` at the region's place in the flow). Lines are objects with a
+    ``box`` (x0, y0, x1, y1); ``make_piece(line, x0, x1)`` cuts one (see :func:`_split_at_gutters`).
+    """
+    text_groups = _merge_overlapping([Group(r.kind, r.box) for r in layout.regions if r.kind != IMAGE])
+    images = [r.box for r in layout.regions if r.kind == IMAGE]
+    in_images: dict[int, list] = {}  # image region -> its lines
+    loose: list[Group] = []
+    for line in lines:
+        for piece in _split_at_gutters(line, text_groups, make_piece):
+            area = max(1e-6, _area(piece.box))
+            best = max(text_groups, key=lambda g: _area(_inter(piece.box, g.box)), default=None)
+            if best is not None and _area(_inter(piece.box, best.box)) > 0.5 * area:
+                best.lines.append(piece)
+            elif any(_area(_inter(piece.box, b)) > 0.5 * area for b in images):
+                k = max(range(len(images)), key=lambda i: _area(_inter(piece.box, images[i])))
+                in_images.setdefault(k, []).append(piece)
+            elif best is not None and _area(_inter(piece.box, best.box)) > 0:
+                best.lines.append(piece)
+            else:
+                loose.append(Group("text", piece.box, [piece]))
+    figures = [Group(IMAGE, images[k], found) for k, found in in_images.items()]
+    for g in (g for g in text_groups if g.lines):
+        # the region's box where its lines are (Tesseract's blocks can be loose), but never wider
+        # than the region: a line's overhang into the gutter must not close the gutter
+        span = _lines_box(g.lines)
+        inner = _inter(g.box, span)
+        g.box = inner if inner[0] < inner[2] and inner[1] < inner[3] else span
+    groups = [g for g in text_groups if g.lines] + loose
+    for f in figures:
+        f.box = _lines_box(f.lines)
+    return _merge_overlapping(groups) + figures
+
+
+def numbered_lines(groups: list[Group], med_h: float) -> bool:
+    """Whether the page has a column of line numbers in its margin (a transcript, a pleading, a code
+    listing): at least LABEL_MIN_COUNT one-line groups, each at most LABEL_MAX_WIDTH line heights
+    wide, stacked at one x (centres within two line heights) left or right of every other group.
+    Such a page is one text column read row by row, number first: its blocks are not reordered.
+    """
+    labels = [g for g in groups if len(g.lines) == 1 and g.box[2] - g.box[0] <= LABEL_MAX_WIDTH * med_h]
+    others = [g for g in groups if g not in labels]
+    for g in labels:
+        cx = (g.box[0] + g.box[2]) / 2
+        stack = [h for h in labels if abs((h.box[0] + h.box[2]) / 2 - cx) < 2 * med_h]
+        if len(stack) < LABEL_MIN_COUNT:
+            continue
+        left, right = max(h.box[2] for h in stack), min(h.box[0] for h in stack)
+        if all(o.box[0] >= left - med_h for o in others) or all(o.box[2] <= right + med_h for o in others):
+            return True
+    return False
+
+
+def xy_cut(groups: list[Group]) -> list[Group]:
+    """Groups in reading order: recursive XY-cut at the widest empty band between group boxes
+    (columns left to right, bands top to bottom); groups that overlap everywhere: top to bottom.
+    """
+    if len(groups) <= 1:
+        return list(groups)
+    best = None  # (gap width, axis, position)
+    for k in (0, 1):
+        for g0, g1 in interval_gaps([(g.box[k], g.box[k + 2]) for g in groups]):
+            if best is None or g1 - g0 > best[0]:
+                best = (g1 - g0, k, (g0 + g1) / 2)
+    if best is None:
+        return sorted(groups, key=lambda g: (g.box[1], g.box[0]))
+    _, k, mid = best
+    first = [g for g in groups if (g.box[k] + g.box[k + 2]) / 2 < mid]
+    second = [g for g in groups if (g.box[k] + g.box[k + 2]) / 2 >= mid]
+    return xy_cut(first) + xy_cut(second)
+
+
+def _median_height(groups: list[Group]) -> float:
+    hs = [ln.box[3] - ln.box[1] for g in groups for ln in g.lines]
+    return float(np.median(hs)) if hs else 1.0
+
+
+def _place_figures(ordered: list[Group], figures: list[Group]) -> list[Group]:
+    """``ordered`` with each figure group put right after the group just above it (the nearest whose
+    x range overlaps the figure's and that ends above the figure's middle), else right before the
+    nearest one below it, else at the end. Figures stay out of the XY-cut: a photo's box often
+    runs across a column gutter and would hide it.
+    """
+    out = list(ordered)
+    for f in sorted(figures, key=lambda g: (g.box[1], g.box[0])):
+        mid = (f.box[1] + f.box[3]) / 2
+        beside = [g for g in out if g.kind != IMAGE and min(g.box[2], f.box[2]) > max(g.box[0], f.box[0])]
+        above = [g for g in beside if g.box[3] <= mid]
+        below = [g for g in beside if g.box[1] >= mid]
+        if above:
+            out.insert(out.index(max(above, key=lambda g: g.box[3])) + 1, f)
+        elif below:
+            out.insert(out.index(min(below, key=lambda g: g.box[1])), f)
+        else:
+            out.append(f)
+    return out
+
+
+def order_groups(groups: list[Group], page_height: float) -> list[Group]:
+    """Headers first (left to right), the body by :func:`xy_cut` with figures placed by
+    :func:`_place_figures`, footers last (left to right).
+    """
+    figures = [g for g in groups if g.kind == IMAGE]
+    groups = [g for g in groups if g.kind != IMAGE]
+    if not groups:
+        return xy_cut(figures)
+    med_h = _median_height(groups)
+    top, bottom = MARGIN_BAND * page_height, (1 - MARGIN_BAND) * page_height
+    head, body, foot = [], [], []
+    for g in groups:
+        thin = g.box[3] - g.box[1] <= MARGIN_MAX_LINES * med_h and g.kind not in (TABLE, HEADING)
+        if thin and g.box[3] <= top:
+            head.append(g)
+        elif thin and g.box[1] >= bottom:
+            foot.append(g)
+        else:
+            body.append(g)
+    if not body:  # only margin lines: nothing to keep apart
+        return _place_figures(xy_cut(head + foot), figures)
+    return (sorted(head, key=lambda g: g.box[0]) + _place_figures(xy_cut(body), figures)
+            + sorted(foot, key=lambda g: g.box[0]))

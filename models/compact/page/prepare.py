@@ -1,0 +1,130 @@
+"""Page and line preparation of the ``compact`` encoder for print it was not trained on: light text on
+a dark background, and faint marks (bleed-through from the back of the sheet) that are not text.
+
+The recogniser was trained on dark ink on light paper (:mod:`models.compact.line.image`), so:
+
+* :func:`positive` inverts a page whose paper is dark (white-on-black slides, terminal screenshots,
+  negative scans) before detection: the page is inverted when both the median gray of the whole page
+  and that of its outer frame (the margins, :data:`FRAME`) are below :data:`DARK_PAPER_BELOW` (a
+  large dark photo on a page with white margins does not turn the page). Pages mixing both (a dark
+  banner on a white page) are handled per line by :func:`dark_on_light`, which inverts a line crop
+  whose border (its paper) is darker than its ink.
+* :func:`inked_lines` drops detected lines whose ink is too faint to be print: the ink contrast of a
+  line is its paper level (the 90th gray percentile of the crop: even bold display type leaves more
+  than 10 % of its box blank) minus its ink level (the 1st percentile, the darkest 1 % of the crop's
+  pixels), in 8-bit gray levels. Print, even light
+  gray print, has a contrast of 90 levels and more; text from the back of the sheet showing through
+  (mirrored, 88-95 % white) has 13-31. A line below :data:`MIN_INK_CONTRAST` is not read.
+* :func:`tighten` trims a large line crop (display type, whose detector box holds a wide paper
+  margin) to its ink with a margin, as the recogniser's training lines were cut; body-text crops
+  (under :data:`TIGHTEN_MIN_PX` tall) are left exactly as detected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from models.compact.line.image import gray_percentiles
+
+#: A page whose median gray (0 black .. 255 white) is below this has dark paper and light text.
+DARK_PAPER_BELOW = 110.0
+#: Gray levels between a line's paper and its darkest ink below which the line is not print: between
+#: bleed-through (<= 31 levels at 88 % white) and light gray print (>= 90 levels at 65 % white).
+MIN_INK_CONTRAST = 56.0
+#: Crops at least this tall (pixels) are trimmed to their ink (display type; body text is 15-60 px).
+TIGHTEN_MIN_PX = 96
+#: Paper kept around the ink of a trimmed crop, as a share of the ink's height (above / below, and
+#: on the left / right).
+TIGHTEN_MARGIN = (0.25, 0.25)
+#: Share of the page's width / height on each side that makes its outer frame (margins).
+FRAME = 0.05
+#: Long side (pixels) of the thumbnail the page's paper level is measured on (speed).
+_PROBE_PX = 256
+
+T = TypeVar("T")
+
+
+def _gray(image: Image.Image) -> np.ndarray:
+    return np.asarray(image.convert("L"))  # uint8
+
+
+def paper_level(image: Image.Image) -> float:
+    """Paper gray (0-255) of a page: the larger of the median of the whole page and the median of its
+    outer frame, measured on a thumbnail of at most 256 px long side.
+    """
+    probe = image.convert("L")
+    if max(probe.size) > _PROBE_PX:
+        probe = probe.copy()
+        probe.thumbnail((_PROBE_PX, _PROBE_PX), Image.Resampling.BOX)
+    a = np.asarray(probe, dtype=np.float32)
+    fy, fx = max(1, round(FRAME * a.shape[0])), max(1, round(FRAME * a.shape[1]))
+    frame = np.concatenate([a[:fy].ravel(), a[-fy:].ravel(), a[:, :fx].ravel(), a[:, -fx:].ravel()])
+    return max(float(np.median(a)), float(np.median(frame)))
+
+
+def positive(image: Image.Image) -> Image.Image:
+    """``image`` as dark text on light paper: inverted (RGB) when its paper is dark
+    (:func:`paper_level` < :data:`DARK_PAPER_BELOW`), else returned unchanged.
+    """
+    if paper_level(image) >= DARK_PAPER_BELOW:
+        return image
+    return ImageOps.invert(image.convert("RGB"))
+
+
+def dark_on_light(crop: Image.Image) -> Image.Image:
+    """A line crop with dark ink on light paper: inverted (RGB) when its border pixels (paper) are on
+    the dark side of the midpoint between its 5th and 95th gray percentile, else unchanged.
+    """
+    a = _gray(crop)
+    if a.size == 0:
+        return crop
+    lo, hi = gray_percentiles(a, (5.0, 95.0))
+    if hi - lo < 16.0:
+        return crop
+    border = np.concatenate([a[0], a[-1], a[:, 0], a[:, -1]])
+    if float(np.median(border)) >= (lo + hi) / 2:
+        return crop
+    return ImageOps.invert(crop.convert("RGB"))
+
+
+def ink_contrast(crop: Image.Image) -> float:
+    """Gray levels (0-255) between a line crop's paper (90th percentile) and its ink (1st percentile),
+    after :func:`dark_on_light`; 0.0 for an empty crop.
+    """
+    a = _gray(dark_on_light(crop))
+    if a.size == 0:
+        return 0.0
+    paper, ink = gray_percentiles(a, (90.0, 1.0))
+    return float(paper - ink)
+
+
+def inked_lines(lines: Sequence[T], crop: Callable[[T], Image.Image]) -> list[T]:
+    """The ``lines`` whose crop (``crop(line)``) has an :func:`ink_contrast` of at least
+    :data:`MIN_INK_CONTRAST` gray levels, in their order: faint marks are not read as text.
+    """
+    return [ln for ln in lines if ink_contrast(crop(ln)) >= MIN_INK_CONTRAST]
+
+
+def tighten(crop: Image.Image, box: tuple[float, float, float, float]
+            ) -> tuple[Image.Image, tuple[float, float, float, float]]:
+    """(crop, box) of a line trimmed to its ink plus :data:`TIGHTEN_MARGIN`, when the crop is at least
+    :data:`TIGHTEN_MIN_PX` tall and its size is the box's (an axis-aligned crop, so the box can follow);
+    else both unchanged. ``box`` (x0, y0, x1, y1) is in page pixels, ``crop`` its pixels.
+    """
+    bw, bh = box[2] - box[0], box[3] - box[1]
+    if crop.height < TIGHTEN_MIN_PX or abs(crop.width - bw) > 2 or abs(crop.height - bh) > 2:
+        return crop, box
+    a = _gray(dark_on_light(crop))
+    lo, hi = gray_percentiles(a, (1.0, 90.0))
+    if hi - lo < MIN_INK_CONTRAST:
+        return crop, box
+    ys, xs = np.nonzero(a < (lo + hi) / 2)
+    y0, y1, x0, x1 = int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1
+    mv, mh = (round(m * (y1 - y0)) for m in TIGHTEN_MARGIN)
+    y0, y1 = max(0, y0 - mv), min(crop.height, y1 + mv)
+    x0, x1 = max(0, x0 - mh), min(crop.width, x1 + mh)
+    return crop.crop((x0, y0, x1, y1)), (box[0] + x0, box[1] + y0, box[0] + x1, box[1] + y1)

@@ -1,0 +1,163 @@
+"""Layout steps of :meth:`models.compact.page.detect.LineDetector.detect` on detected lines: the page's
+skew from the lines' slopes, detections that are rule lines, cutting a line at an x position, and
+the reading order by the page's regions (:mod:`models.compact.page.order`; table regions cell by
+cell, :mod:`models.compact.page.table`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.compact.line.image import gray_percentiles
+from models.compact.page import order as layout_order
+from models.compact.page import table
+from models.compact.page.detect import LineBox, reading_order
+from models.compact.page.layout import TABLE, PageLayout
+
+#: Skew below this (degrees) is left alone: a line then drifts < 1/4 of its height over 1,500 px.
+MIN_SKEW_DEG = 0.4
+#: Skew above this is not trusted (Tesseract's estimate is for scans laid slightly askew).
+MAX_SKEW_DEG = 15.0
+#: Lines measured for the skew: at least this many times as long as tall (their slope is precise) ...
+SKEW_LINE_ASPECT = 6.0
+#: ... and at least this many of them (a median of fewer is one stray line's say).
+SKEW_MIN_LINES = 5
+#: A detected "line" lying this much inside a rule box is the rule itself, not text.
+RULE_COVER = 0.6
+
+
+def line_skew_deg(lines: list[LineBox]) -> float | None:
+    """The page's skew in degrees counter-clockwise (text rising to the right is positive; PIL
+    ``rotate`` by minus it straightens the page): the median slope of the top edges of the lines at least
+    ``SKEW_LINE_ASPECT`` times as long as tall, or None with fewer than ``SKEW_MIN_LINES`` of them.
+    """
+    slopes = []
+    for ln in lines:
+        q = ln.quad.astype(np.float64)
+        dx, dy = float(q[1, 0] - q[0, 0]), float(q[1, 1] - q[0, 1])
+        tall = float(np.hypot(*(q[3] - q[0])))
+        if dx > 0 and np.hypot(dx, dy) >= SKEW_LINE_ASPECT * max(1.0, tall):
+            slopes.append(-np.degrees(np.arctan2(dy, dx)))
+    return float(np.median(slopes)) if len(slopes) >= SKEW_MIN_LINES else None
+
+
+#: A "rule" lying inside a detected text line, its centre in the middle band of the line's height
+#: (this fraction of the height off the top and off the bottom), is part of the characters, not a rule:
+#: Tesseract reports the long horizontal strokes of hanzi such as 董, 事 or 三 (alone or several side by
+#: side) and dashes as rule lines, and erasing them loses the characters. Underlines (at the bottom edge)
+#: and table borders (between lines) are outside that band.
+STROKE_BAND = 0.2
+#: ... and so is a "rule" inside a line at any height that is at most this many line heights long:
+#: the top stroke of 三, 币, 万 or 生 lies in the top band of a tight box (the detector's box of a 36 px
+#: Noto Sans CJK line is 38-44 px tall), and erasing it reads 二, 巾, 力, 牛 (a rendered page of six
+#: report lines: 18 % CER). Underlines and rules run along words, longer than a character or two.
+STROKE_MAX_EM = 2.5
+#: Share of a rule's length that must be ink for it to be a rule (:func:`unbroken_rules`).
+RULE_INK_SHARE = 0.9
+
+
+def character_strokes_dropped(rules: list[tuple[float, float, float, float]],
+                              lines: list[LineBox]) -> list[tuple[float, float, float, float]]:
+    """``rules`` without those that are strokes of the characters of a detected line (see
+    :data:`STROKE_BAND`); boxes in page pixels.
+    """
+    kept = []
+    for r in rules:
+        cy = (r[1] + r[3]) / 2
+        area = max(1e-6, (r[2] - r[0] + 1) * (r[3] - r[1] + 1))
+        stroke = False
+        for ln in lines:
+            x0, y0, x1, y1 = ln.box
+            w = min(x1, r[2] + 1) - max(x0, r[0])
+            h = min(y1, r[3] + 1) - max(y0, r[1])
+            band = STROKE_BAND * (y1 - y0)
+            short = r[2] - r[0] + 1 <= STROKE_MAX_EM * (y1 - y0)  # a glyph's width, not an underline's
+            if w > 0 and h > 0 and w * h >= RULE_COVER * area and (y0 + band <= cy <= y1 - band or short):
+                stroke = True
+                break
+        if not stroke:
+            kept.append(r)
+    return kept
+
+
+def unbroken_rules(rules: list[tuple[float, float, float, float]],
+                   gray: np.ndarray) -> list[tuple[float, float, float, float]]:
+    """``rules`` (page pixel boxes) without those that are not one unbroken run of ink along their
+    length, in ``gray`` uint8 [H, W] (the page, dark ink on light paper): at least
+    :data:`RULE_INK_SHARE` of the columns of a horizontal rule (rows of a vertical one) must hold a
+    pixel darker than halfway from the page's paper to its ink. Why: Tesseract joins strokes that
+    line up into one "rule" -- the top strokes of a run of hanzi (人民币贰万叁 -> one 243 px rule), the
+    left strokes of the first characters of three lines (one 176 px vertical rule across the gaps
+    between them) -- and erasing them deletes those strokes (币 -> 巾, 万 -> 力; 18 % CER on a
+    rendered page). A table border or an underline is solid ink from end to end.
+    """
+    paper, ink = gray_percentiles(gray, (90.0, 1.0))
+    dark = gray < (paper + ink) / 2.0
+    h, w = dark.shape
+    kept = []
+    for r in rules:
+        x0, y0 = max(0, int(r[0]) - 1), max(0, int(r[1]) - 1)
+        x1, y1 = min(w, int(r[2]) + 2), min(h, int(r[3]) + 2)
+        if x1 <= x0 or y1 <= y0:
+            continue
+        patch = dark[y0:y1, x0:x1]
+        along = patch.any(axis=0) if (x1 - x0) >= (y1 - y0) else patch.any(axis=1)
+        if along.mean() >= RULE_INK_SHARE:
+            kept.append(r)
+    return kept
+
+
+def inside_rule(line: LineBox, rules: list[tuple[float, float, float, float]], pad: float = 2.0) -> bool:
+    """Whether ``line`` lies at least RULE_COVER inside one rule box (grown by ``pad`` pixels)."""
+    x0, y0, x1, y1 = line.box
+    area = max(1e-6, (x1 - x0) * (y1 - y0))
+    for r in rules:
+        w = min(x1, r[2] + pad) - max(x0, r[0] - pad)
+        h = min(y1, r[3] + pad) - max(y0, r[1] - pad)
+        if w > 0 and h > 0 and w * h >= RULE_COVER * area:
+            return True
+    return False
+
+
+def line_piece(line: LineBox, x0: float, x1: float) -> LineBox:
+    """The part of ``line`` between page x ``x0`` and ``x1`` (its quad cut along its top and bottom
+    edges at those x positions; a piece of a table cell's line keeps no join).
+    """
+    q = line.quad.astype(np.float32)
+    def at(p: np.ndarray, r: np.ndarray, x: float) -> np.ndarray:
+        t = 0.0 if abs(float(r[0] - p[0])) < 1e-6 else (x - float(p[0])) / float(r[0] - p[0])
+        return p + min(1.0, max(0.0, t)) * (r - p)
+    quad = np.stack([at(q[0], q[1], x0), at(q[0], q[1], x1), at(q[3], q[2], x1), at(q[3], q[2], x0)])
+    y0, y1 = float(quad[:, 1].min()), float(quad[:, 1].max())
+    return LineBox(quad.astype(np.float32), (float(x0), y0, float(x1), y1), line.score)
+
+
+def region_order(lines: list[LineBox], page: PageLayout, page_height: float) -> list[LineBox]:
+    """Lines in reading order by the page's regions (:mod:`models.compact.page.order`); table
+    regions (with a header row just above them) cell by cell, their lines carrying cell joins.
+    Falls back to :func:`reading_order` when the analysis found no region.
+    """
+    if not page.regions or not lines:
+        return reading_order(lines)
+    groups = layout_order.assign(lines, page, line_piece)
+    heights = sorted(ln.box[3] - ln.box[1] for g in groups for ln in g.lines) or [1.0]
+    med_h = heights[len(heights) // 2]
+    if layout_order.numbered_lines(groups, med_h):
+        return reading_order(lines)
+    for t in [g for g in groups if g.kind == TABLE]:
+        for i in sorted(table.header_row_above(t.box, groups, med_h), reverse=True):
+            head = groups.pop(i)
+            t.lines += head.lines
+            t.box = (min(t.box[0], head.box[0]), head.box[1], max(t.box[2], head.box[2]), t.box[3])
+    out: list[LineBox] = []
+    n_tables = 0
+    for g in layout_order.order_groups(groups, page_height):
+        if g.kind == TABLE and len(g.lines) >= 4:
+            n_tables += 1
+            for ln, join in table.table_lines(g.lines, page.rules, n_tables, med_h, line_piece):
+                assert isinstance(ln, LineBox)
+                ln.join = join
+                out.append(ln)
+        else:
+            out += reading_order(g.lines)
+    return out

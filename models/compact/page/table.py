@@ -1,0 +1,129 @@
+"""Table structure for the compact model: the detected lines of a table region -> cells (row, column).
+
+Rows: lines whose vertical centres lie within half a line height of a row's mean centre form one row
+(the cells of a row share a baseline band). Columns: where the table has vertical rules
+(:attr:`models.compact.page.layout.PageLayout.rules`) spanning most of its height, the column boundaries
+are the rules (a line the detector ran across a rule is cut there, if the rule runs at the line's
+height: one region may hold two tables with different columns); otherwise they are the gutters
+that (almost) no line crosses. A line belongs to the column it starts in; several lines of one row
+in one column are one cell, read left to right / top to bottom. Each cell's first line gets the join
+``cell:T:R:C`` (:func:`inkstream.segments.cell_join`), its further lines ``space``; empty rows and
+columns are dropped, so row and column numbers are dense.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from inkstream.segments import JOIN_SPACE, Cell, cell_join
+from models.compact.page.layout import Box
+
+#: Lines whose centres are within this many line heights of a row's mean centre share the row.
+ROW_TOLERANCE = 0.5
+#: A vertical rule is a column boundary when it spans this share of the table's height.
+RULE_SPAN = 0.5
+#: Gutters without rules: x positions crossed by at most this share of the table's lines ...
+GUTTER_CROSSING = 0.1
+#: ... over at least this many line heights of width (the space between two cells' texts).
+GUTTER_MIN_WIDTH = 0.8
+#: A header row just above a table joins it when the gap is below this many line heights.
+HEADER_GAP = 1.5
+
+
+def _rows(lines: list, med_h: float) -> list[list]:
+    rows: list[list] = []
+    for ln in sorted(lines, key=lambda b: (b.box[1] + b.box[3]) / 2):
+        cy = (ln.box[1] + ln.box[3]) / 2
+        if rows and abs(cy - np.mean([(r.box[1] + r.box[3]) / 2 for r in rows[-1]])) < ROW_TOLERANCE * med_h:
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
+    return rows
+
+
+def _rule_boundaries(lines: list, rules: list[Box], box: Box) -> list[tuple[float, float, float]]:
+    """(x, y0, y1) of the vertical rules spanning RULE_SPAN of the height of ``box`` (the lines'
+    union) and lying strictly inside it (the table's outer border is no boundary), sorted by x.
+    """
+    x0, y0, x1, y1 = box
+    xs = sorted(((r[0] + r[2]) / 2, r[1], r[3]) for r in rules
+                if r[3] - r[1] > 2 * (r[2] - r[0]) and min(r[3], y1) - max(r[1], y0) >= RULE_SPAN * (y1 - y0))
+    return [x for x in xs if x0 < x[0] < x1]
+
+
+def _gutter_boundaries(lines: list, med_h: float) -> list[float]:
+    """Midpoints of the x runs crossed by <= GUTTER_CROSSING of the lines, >= GUTTER_MIN_WIDTH wide."""
+    lo = int(min(ln.box[0] for ln in lines))
+    hi = int(max(ln.box[2] for ln in lines)) + 1
+    cover = np.zeros(hi - lo + 1, dtype=np.int32)
+    for ln in lines:
+        cover[int(ln.box[0]) - lo: int(ln.box[2]) - lo + 1] += 1
+    low = np.append(cover <= GUTTER_CROSSING * len(lines), False)
+    out, start = [], None
+    for i, flag in enumerate(low):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            if start > 0 and i < len(cover) and i - start >= GUTTER_MIN_WIDTH * med_h:
+                out.append(lo + (start + i) / 2)
+            start = None
+    return out
+
+
+def table_lines(lines: list, rules: list[Box], table: int, med_h: float,
+                make_piece: Callable) -> list[tuple[object, str]]:
+    """(line, join) of a table's lines in reading order (rows top to bottom, cells left to right).
+    ``lines``: objects with ``box`` (x0, y0, x1, y1 page pixels); ``rules``: the page's rule boxes;
+    ``table``: this table's 1-based number on the page; ``med_h``: the page's median line height;
+    ``make_piece(line, x0, x1)`` cuts a line at a rule. Raises ValueError for ``table`` < 1.
+    """
+    if table < 1:
+        raise ValueError(f"table numbers start at 1, got {table}")
+    if not lines:
+        return []
+    box = (min(ln.box[0] for ln in lines), min(ln.box[1] for ln in lines),
+           max(ln.box[2] for ln in lines), max(ln.box[3] for ln in lines))
+    spans = _rule_boundaries(lines, rules, box)
+    bounds = [x for x, _, _ in spans]
+    if bounds:  # cut lines run across a rule, where the rule is (two tables one region: not the other's)
+        cut = []
+        for ln in lines:
+            cy = (ln.box[1] + ln.box[3]) / 2
+            inner = [x for x, ry0, ry1 in spans
+                     if ln.box[0] + med_h / 2 < x < ln.box[2] - med_h / 2 and ry0 <= cy <= ry1]
+            edges = [ln.box[0], *inner, ln.box[2]]
+            cut += [ln] if not inner else [make_piece(ln, a, b) for a, b in zip(edges, edges[1:], strict=False)]
+        lines = cut
+    else:
+        bounds = _gutter_boundaries(lines, med_h)
+    rows = _rows(lines, med_h)
+    cells: dict[tuple[int, int], list] = {}
+    for r, row in enumerate(rows):
+        for ln in sorted(row, key=lambda b: b.box[0]):
+            c = sum(1 for b in bounds if b < ln.box[0] + med_h / 2)
+            cells.setdefault((r, c), []).append(ln)
+    used_cols = sorted({c for _, c in cells})
+    col_no = {c: i for i, c in enumerate(used_cols)}
+    out: list[tuple[object, str]] = []
+    for (r, c), cell_lines in sorted(cells.items()):
+        cell_lines.sort(key=lambda b: ((b.box[1] + b.box[3]) / 2 // max(1.0, med_h), b.box[0]))
+        for k, ln in enumerate(cell_lines):
+            out.append((ln, cell_join(Cell(table, r, col_no[c])) if k == 0 else JOIN_SPACE))
+    return out
+
+
+def header_row_above(table_box: Box, candidates: list, med_h: float) -> list[int]:
+    """Indices of ``candidates`` (objects with ``box`` and ``lines``) that are the table's header
+    row: one line high, just above it (gap < HEADER_GAP line heights), within its width (± 2 line
+    heights) and cut into at least 3 detected lines (its cells).
+    """
+    x0, y0, x1, _ = table_box
+    out = []
+    for i, g in enumerate(candidates):
+        gx0, gy0, gx1, gy1 = g.box
+        if (gy1 <= y0 + med_h / 2 and y0 - gy1 < HEADER_GAP * med_h and gy1 - gy0 <= 1.6 * med_h
+                and gx0 >= x0 - 2 * med_h and gx1 <= x1 + 2 * med_h and len(g.lines) >= 3):
+            out.append(i)
+    return out
