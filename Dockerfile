@@ -24,6 +24,7 @@ COPY decoder_service/ decoder_service/
 COPY gateway/ gateway/
 COPY launcher/ launcher/
 COPY client/ client/
+COPY evaluation/ evaluation/
 # Stubs first: setuptools discovers packages before build_py runs, so in a clean checkout the
 # generated inkstream/{common,encoder,decoder,gateway}/v1 packages must exist before `pip wheel`
 # (otherwise the wheel silently lacks them; the grep below fails the build if that ever happens).

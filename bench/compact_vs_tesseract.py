@@ -20,7 +20,7 @@ document, timed from upload to full text; start-up is not timed. ``--in-process`
 cannot start) runs the encoder and decoder halves in this process with one torch thread and a greedy
 loop instead.
 Tesseract: the ``tesseract`` CLI, ``OMP_THREAD_LIMIT=1``, PDF pages rasterised at 200 dpi
-(rasterisation is timed for both engines). CER / WER as in ``inkstream eval`` (inkstream/evaluate.py).
+(rasterisation is timed for both engines). CER / WER as in ``inkstream eval`` (evaluation/run.py).
 
 Through a stack, each service's peak resident set size over the run (``VmHWM``, bench/memory.py)
 is printed, the encoder's as ``encoder_peak_rss_mib: X`` (goal <= 1,024), and the CPU each service
@@ -49,16 +49,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from inkstream.evaluate import (  # noqa: E402 - after the sys.path insert above
-    GatewayEngine,
-    InProcessEngine,
-    RapidOCREngine,
-    TesseractEngine,
-    find_documents,
-    print_table,
-    run_engine,
-    summary,
-)
+from evaluation.engines import GatewayEngine, InProcessEngine, RapidOCREngine, TesseractEngine, find_documents  # noqa: E402
+from evaluation.run import print_table, run_engine, summary  # noqa: E402 - after the sys.path insert above
 
 EVAL_DIR = pathlib.Path(__file__).resolve().parents[2] / "shared" / "eval"  # ../shared beside the repo
 

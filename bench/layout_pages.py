@@ -149,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_eval:
         return 0
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    from inkstream.evaluate import InProcessEngine, Score, score  # after the sys.path insert
+    from evaluation.engines import InProcessEngine
+    from evaluation.run import score  # after the sys.path insert
+    from evaluation.score import Score
 
     eng = InProcessEngine(None, threads=1)
     total = Score(0, 0, 0, 0)

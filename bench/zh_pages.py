@@ -5,7 +5,7 @@ split of :mod:`training.compact.zh_corpus`, never trained on) wrapped at the col
 spaces between hanzi, a block of report-style rows (an item name, then amounts, dates and
 percentages), a financial-statement block (item names with number cells right-aligned in columns
 far apart: separate lines for the detector, as in a report's table) and a few mixed lines with
-English words; fonts are the held-out faces of :func:`training.compact.zh_features.find_zh_fonts`
+English words; fonts are the held-out faces of :func:`training.compact.render.find_zh_fonts`
 (never trained on), body size 10-14 pt.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/zh_pages.py [--pages N] [--seed S] [--out DIR]`` writes
@@ -26,8 +26,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from training.compact.corpus import build_corpus  # noqa: E402 - after the sys.path insert above
+from training.compact.render import find_zh_fonts  # noqa: E402
 from training.compact.zh_corpus import amount_text, build_zh_corpus, date_text  # noqa: E402
-from training.compact.zh_features import find_zh_fonts  # noqa: E402
 
 PAGE = (1700, 2200)
 MARGIN = 140
@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         (out / f"zh_{k}.gt.txt").write_text("\n".join(truth) + "\n", encoding="utf-8")
     if args.no_eval:
         return 0
-    from inkstream.evaluate import InProcessEngine, Score, score
+    from evaluation.engines import InProcessEngine
+    from evaluation.score import Score, score
 
     engine, total = InProcessEngine(args.model, threads=1), Score(0, 0, 0, 0)
     for k in range(args.pages):

@@ -25,7 +25,8 @@ from typing import Any
 from gateway.config import GatewayConfig
 from gateway.ingest import UploadedFile, close_document, open_document, page_stream, parse_pages
 from gateway.ingest.document import Document
-from gateway.output.stitch import FORMATS, PageResult, error_page, page_result
+from gateway.output.page import PageResult
+from gateway.output.stitch import FORMATS, error_page, page_result
 from gateway.routing.fair import INTERACTIVE
 from gateway.stores.cache import ResultCache, cache_key
 from gateway.types import PageOutcome, PagePipeline, PipelineOptions, RequestSlot

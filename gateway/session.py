@@ -28,7 +28,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from gateway.ingest.upload import UploadedFile, UploadSink
-from gateway.output.stitch import PageResult
+from gateway.output.page import PageResult
 from gateway.service import OcrRequest, Prepared
 from inkstream.errors import http_status
 

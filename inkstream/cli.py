@@ -15,7 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("launcher.up:main", "start gateway + encoder + decoder locally (Ctrl-C stops all)"),
     "ocr": ("client.ocr_cli:main", "OCR a document through a gateway (or a temporary local stack)"),
     "serve": ("inkstream.serve:main", "run one service: serve encoder|decoder|gateway ..."),
-    "eval": ("inkstream.evaluate:main", "CER/WER of a folder of documents with ground truth"),
+    "eval": ("evaluation.run:main", "CER/WER of a folder of documents with ground truth"),
     "make-tiny-checkpoint": ("models.deepseek_ocr2.tiny:main", "write a tiny random deepseek_ocr2 checkpoint"),
     "train-compact": ("training.compact.train:main", "train the embedded compact model (resumable)"),
     "train-compact-zh": ("training.compact.train_zh:main",

@@ -17,7 +17,8 @@ import grpc
 from gateway.apis.auth import ApiKeyInterceptor, ApiKeys
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, upload_too_slow
-from gateway.output.stitch import PageResult, render_document
+from gateway.output.page import PageResult
+from gateway.output.stitch import render_document
 from gateway.service import OcrRequest, run_id
 from gateway.session import OcrSession
 from gateway.stores import JobRecord

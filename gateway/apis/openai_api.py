@@ -40,7 +40,7 @@ from fastapi.responses import JSONResponse, Response
 from gateway.apis.openai_messages import ChatRequest, parse_chat_request
 from gateway.apis.rest_http import StreamWithCleanup
 from gateway.core import GatewayCore
-from gateway.output.stitch import PageResult
+from gateway.output.page import PageResult
 from gateway.service import OcrRequest, run_id
 from gateway.session import ocr_bytes
 from inkstream.errors import InkstreamError, NotFound, as_inkstream_error, http_status, retry_after_header

@@ -21,7 +21,7 @@ from starlette.requests import ClientDisconnect
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, too_large, upload_too_slow
 from gateway.ingest.multipart import MultipartUpload, unknown_option
-from gateway.output.stitch import PageResult
+from gateway.output.page import PageResult
 from gateway.service import OcrRequest
 from inkstream.errors import (
     Cancelled,

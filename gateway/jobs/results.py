@@ -13,8 +13,9 @@ import json
 import pathlib
 from dataclasses import dataclass
 
+from gateway.output.page import PageResult
 from gateway.output.searchable_pdf import write_searchable_pdf
-from gateway.output.stitch import PageResult, render_document
+from gateway.output.stitch import render_document
 from gateway.stores import JobRecord, ResultStore
 
 EXTENSIONS = {"markdown": "document.md", "text": "document.txt", "json": "result.json", "hocr": "document.hocr",

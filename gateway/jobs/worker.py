@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.jobs.queue import Delivery
 from gateway.jobs.results import write_result
 from gateway.jobs.sources import Sources, file_upload
-from gateway.output.stitch import PageResult
+from gateway.output.page import PageResult
 from gateway.routing.fair import BATCH
 from gateway.service import OcrRequest
 from gateway.stores import FINISHED, JobRecord

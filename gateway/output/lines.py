@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gateway.output.stitch import PageResult
+from gateway.output.page import PageResult
 
 Box = tuple[float, float, float, float]
 

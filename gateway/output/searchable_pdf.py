@@ -42,7 +42,7 @@ from PIL import Image
 
 from gateway.ingest.images import normalise
 from gateway.output.lines import Box, page_regions
-from gateway.output.stitch import PageResult
+from gateway.output.page import PageResult
 from inkstream.errors import InvalidInput
 
 #: dpi given to an image without resolution metadata (the scanning default of archives and OCRmyPDF).

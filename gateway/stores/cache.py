@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any, Protocol
 
-from gateway.output.stitch import PageResult
+from gateway.output.page import PageResult
 from gateway.stores import ResultStore
 
 log = logging.getLogger("inkstream.gateway.cache")

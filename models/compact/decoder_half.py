@@ -40,20 +40,18 @@ from models.compact import checkpoint as ckpt
 from models.compact.decode.copy_head import (
     PointerCopy,
     advance,
-    copy_width,
     keep_confident_spike,
-    pack,
     past_last_spike,
     pointer_attention,
     pointer_end,
     repeated_tail,
     spike_frames,
     trim_overrun,
-    unpack,
 )
 from models.compact.decode.mla import absorb_mla
 from models.compact.decode.rereads import drop_unread_repeats
-from models.compact.decode.spacing import FULL_TO_HALF, character_spikes, respace, spike_classes, width_pairs
+from models.compact.decode.spacing import FULL_TO_HALF, respace, spike_classes, width_pairs
+from models.compact.line.columns import character_spikes, copy_width, pack, unpack
 from models.compact.line.image import MAX_TOKENS
 from models.compact.line.inkcolumns import SPACING_WIDTH
 from models.compact.vocab import BOS_ID, CHARSET, EOS_ID, SPECIALS, load_tokenizer

@@ -38,7 +38,7 @@ from PIL import Image
 from inkstream.errors import InvalidInput
 from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, SegmentTokens
 from models.compact import checkpoint as ckpt
-from models.compact.export.line_onnx import OnnxLineEncoder
+from models.compact.line.config import encoder_config
 from models.compact.line.image import (
     LINE_HEIGHT,
     MAX_TOKENS,
@@ -48,9 +48,11 @@ from models.compact.line.image import (
     normalised_width,
     width_batches,
 )
+from models.compact.line.onnx_runtime import OnnxLineEncoder
 from models.compact.line.split import SPLIT_PX, split_line
 from models.compact.page import prepare
-from models.compact.page.detect import LineDetector, crop_line
+from models.compact.page.boxes import crop_line
+from models.compact.page.detect import LineDetector
 
 log = logging.getLogger("inkstream.models.compact")
 
@@ -138,7 +140,7 @@ class CompactEncoderHalf(EncoderHalf):
                 return half
             files = "encoder.onnx with the script head's output and pp_tokens.onnx" if "pp_tower" in cfg \
                 else "encoder.onnx"
-            log.warning("%s: no %s exported from these weights (python -m models.compact.export.line_onnx DIR writes "
+            log.warning("%s: no %s exported from these weights (python -m models.compact.export.onnx DIR writes "
                         "them); the encoder runs in torch", checkpoint_dir, files)
         return cls._load_torch(checkpoint_dir, cfg, device, dtype, detector_threads, detector,
                                model_id, revision, hidden)
@@ -174,7 +176,7 @@ class CompactEncoderHalf(EncoderHalf):
         from models.compact.line.towers import PPTower
 
         tdtype = dtype_from_name(dtype) if isinstance(dtype, str) else dtype
-        enc_cfg = ckpt.encoder_config(cfg)
+        enc_cfg = encoder_config(cfg)
         state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.ENCODER_PREFIX)
         enc = LineEncoder(enc_cfg, hidden)
         enc.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)

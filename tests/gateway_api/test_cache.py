@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from gateway.output.stitch import PageResult, error_page
+from gateway.output.page import PageResult
+from gateway.output.stitch import error_page
 from gateway.stores import DirResultStore
 from gateway.stores import cache as cache_mod
 from gateway.stores.cache import ResultCache, cache_key, cacheable

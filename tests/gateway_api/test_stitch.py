@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from gateway.output.stitch import Block, PageResult, error_page, page_result, parse_grounding, render_document
+from gateway.output.page import Block, PageResult
+from gateway.output.stitch import error_page, page_result, parse_grounding, render_document
 from gateway.types import PageError, PageOutcome, SegmentText
 
 

@@ -108,7 +108,7 @@ def random_compact_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> pathl
     weights)."""
     import torch
 
-    from models.compact.checkpoint import export_checkpoint
+    from models.compact.export.writer import export_checkpoint
     from models.compact.model import CompactOCR, EncoderConfig, decoder_config
     from models.compact.vocab import build_tokenizer
 

@@ -146,7 +146,7 @@ def test_blank_and_bleed_through_pages_say_no_text_found(stack):
 def test_unsupported_scripts_are_flagged_and_chinese_is_read(stack, shared_dir):
     """Scripts the embedded model does not read come back flagged, never a silent ok; a Chinese page
     (the default checkpoint is bilingual) is read, without a warning."""
-    from inkstream.evaluate import score
+    from evaluation.score import score
 
     devanagari = ["यह एक परीक्षण वाक्य है और यह हिंदी में लिखा गया है।", "भारत एक विशाल देश है जहाँ अनेक भाषाएँ हैं।"] * 5
     arabic = ["هذه جملة اختبار مكتوبة باللغة العربية للتجربة.", "الكتاب مفيد جدا لكل من يحب القراءة والتعلم."] * 5

@@ -7,8 +7,8 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from inkstream import evaluate
-from models.compact.checkpoint import export_checkpoint
+from evaluation import run as evaluate
+from models.compact.export.writer import export_checkpoint
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
 from models.compact.vocab import build_tokenizer
 

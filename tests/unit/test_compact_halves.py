@@ -9,9 +9,9 @@ from PIL import Image, ImageDraw
 
 from inkstream.errors import InvalidInput
 from models.base import left_pad
-from models.compact.checkpoint import export_checkpoint
 from models.compact.decoder_half import CompactDecoderHalf
 from models.compact.encoder_half import CompactEncoderHalf, _unrotate_box
+from models.compact.export.writer import export_checkpoint
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
 from models.compact.vocab import build_tokenizer
 from models.inprocess import greedy_segments

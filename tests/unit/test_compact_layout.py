@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from inkstream.evaluate import find_documents, fold, score
+from evaluation.engines import find_documents
+from evaluation.score import fold, score
 from models.compact.line.image import LINE_HEIGHT, WIDTH_MULTIPLE, normalise_line
-from models.compact.page.detect import LineBox, reading_order
+from models.compact.page.boxes import LineBox
+from models.compact.page.xycut import reading_order
 from models.compact.vocab import UNK_ID, build_tokenizer, decode, encode
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageOps
 
 from models.compact.page import large_print, prepare
-from models.compact.page.detect import LineBox
+from models.compact.page.boxes import LineBox
 
 
 def _text(fg: int, bg: int, size: tuple[int, int] = (400, 60), font_size: int = 30) -> Image.Image:

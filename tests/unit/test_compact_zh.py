@@ -19,7 +19,7 @@ from models.compact.line.pptower import PPTrunk
 from models.compact.vocab import CHARSET
 from models.compact.vocab_zh import gb2312_chars
 from models.inprocess import ocr_page
-from training.compact.zh_features import find_zh_fonts
+from training.compact.render import find_zh_fonts
 
 WEIGHTS = pathlib.Path(__file__).resolve().parents[2] / "models" / "compact" / "weights_zh"
 ZH_LINES = ["本公司董事会保证报告内容真实、准确、完整", "经营活动产生的现金流量净额（元）",

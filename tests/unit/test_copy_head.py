@@ -14,24 +14,22 @@ import torch
 from decoder_service.kv import BatchedKVCache
 from inkstream.errors import InvalidInput
 from models.base import left_pad
-from models.compact.checkpoint import COPY_PREFIX, export_checkpoint
+from models.compact.checkpoint import COPY_PREFIX
 from models.compact.decode.copy_head import (
     PointerCopy,
     advance,
     attention_rows,
-    copy_width,
     keep_confident_spike,
-    pack,
     past_last_spike,
-    peak_classes,
     pointer_attention,
     pointer_end,
     repeated_tail,
     teacher_pointer,
     trim_overrun,
-    unpack,
 )
 from models.compact.decoder_half import CompactDecoderHalf
+from models.compact.export.writer import export_checkpoint
+from models.compact.line.columns import copy_width, pack, peak_classes, unpack
 from models.compact.model import SUPERVISED_HEADS, CompactOCR, EncoderConfig, decoder_config
 from models.compact.vocab import BOS_ID, EOS_ID, SPACE_ID, build_tokenizer
 

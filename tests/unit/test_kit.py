@@ -10,8 +10,7 @@ import pytest
 
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.kit import build, load_kit
-from training.compact.render import font_charset, render_line
-from training.compact.zh_features import find_zh_fonts
+from training.compact.render import find_zh_fonts, font_charset, render_line
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
 from bench.layout_pages import render_page
-from inkstream.evaluate import fold, score
+from evaluation.score import fold, score
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from inkstream.evaluate import score
+from evaluation.score import score
 from models.compact.encoder_half import _unrotate_box
-from models.compact.page.detect import LineBox
+from models.compact.page.boxes import LineBox
 from models.compact.page.layout import HEADING, IMAGE, TABLE, TEXT, LayoutAnalyser, PageLayout, Region, erase_rules
 from models.compact.page.regions import line_piece, line_skew_deg, region_order
 

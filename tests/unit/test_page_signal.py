@@ -10,6 +10,7 @@ import pytest
 from client import ocr_cli
 from client.results import PageResult as ClientPage
 from decoder_service.sequence import sequence_confidence
+from gateway.output.page import PageResult
 from gateway.output.signal import (
     LOW_CONFIDENCE,
     NO_TEXT_FOUND,
@@ -18,7 +19,7 @@ from gateway.output.signal import (
     page_confidence,
     page_warnings,
 )
-from gateway.output.stitch import PageResult, page_result, render_document
+from gateway.output.stitch import page_result, render_document
 from gateway.types import PageOutcome, SegmentText
 
 

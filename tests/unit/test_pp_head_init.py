@@ -10,13 +10,13 @@ import pytest
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
-from models.compact import checkpoint as ckpt
+from models.compact.export import writer
 from models.compact.line.pptower import PPCompressor, PPTrunk, normalise_line_pp, pp_classifier
 from models.compact.vocab import PAD_ID, build_tokenizer, decode
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.pp_head_init import feature_basis, identity_compressor, init_rows_from_pp
+from training.compact.render import find_zh_fonts
 from training.compact.train_zh import Bilingual
-from training.compact.zh_features import find_zh_fonts
 
 LATIN = pathlib.Path(__file__).resolve().parents[2] / "models" / "compact" / "weights"
 TEXT = "合同金额人民币12,500元，付款期限30天"
@@ -62,7 +62,7 @@ def test_ctc_head_reads_as_the_recogniser_at_step_zero(frames):
     pp_ids = _collapse((frames[0].numpy() @ w + b).argmax(1).tolist(), blank=0)
     pp_text = "".join(labels[k] for k in pp_ids)
     tok = build_tokenizer(ZH_CHARSET)
-    model = Bilingual(ckpt.load_training_model(LATIN), tok.get_vocab(), pp_stride=1)
+    model = Bilingual(writer.load_training_model(LATIN), tok.get_vocab(), pp_stride=1)
     q = feature_basis(model.lm.config.hidden_size)
     identity_compressor(model.pp_tower, q)
     norm = float(frames[0].norm(dim=1).mean())

@@ -18,14 +18,16 @@ import torch
 from PIL import Image, ImageDraw
 
 from models.compact import checkpoint as ckpt
-from models.compact.decode.copy_head import PointerCopy, peak_classes
-from models.compact.decode.spacing import SpacingHead
+from models.compact.decode.copy_head import PointerCopy
 from models.compact.encoder_half import CompactEncoderHalf
-from models.compact.export.pp_onnx import ONNX_FILE as PP_FILE
+from models.compact.export import writer
 from models.compact.export.pp_onnx import peak_classes_traceable
+from models.compact.line.columns import peak_classes
 from models.compact.line.image import normalise_line_array
+from models.compact.line.onnx_runtime import PP_ONNX as PP_FILE
 from models.compact.line.pptower import PPCompressor
 from models.compact.line.script import TOP_K, ScriptHead
+from models.compact.line.spacing_head import SpacingHead
 from models.compact.line.towers import script_decisions
 from models.compact.model import SUPERVISED_HEADS, CompactOCR, EncoderConfig, decoder_config
 from models.compact.vocab import build_tokenizer
@@ -86,11 +88,11 @@ def zh_ckpt(tmp_path_factory) -> pathlib.Path:
     _, i = max(gaps)
     with torch.no_grad():
         head.linear.bias.fill_(-(scores[i] + scores[i + 1]) / 2)
-    return ckpt.export_checkpoint(
+    return writer.export_checkpoint(
         model, tmp_path_factory.mktemp("ckpt") / "zh", revision="test", charset=ZH_CHARSET,
         extra_parts={ckpt.PP_TOWER_PREFIX: comp, ckpt.SCRIPT_PREFIX: head, ckpt.COPY_PREFIX: copy,
                      ckpt.SPACING_PREFIX: spacing},
-        extra_config={"pp_tower": ckpt.pp_tower_config(comp), "copy": copy.config(),
+        extra_config={"pp_tower": writer.pp_tower_config(comp), "copy": copy.config(),
                       "spacing": {"hidden": 8, "confidence": 0.9}})
 
 
@@ -229,7 +231,7 @@ def test_stale_or_incomplete_onnx_files_fall_back_to_torch(zh_ckpt, tmp_path, ca
 
 
 def test_the_cli_writes_every_onnx_file_of_a_checkpoint(zh_ckpt, tmp_path):
-    from models.compact.export.line_onnx import main
+    from models.compact.export.onnx import main
 
     bare = _without(zh_ckpt, tmp_path / "bare", "encoder.onnx", PP_FILE)
     assert CompactEncoderHalf.load(bare).runtime == "torch"

@@ -7,16 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from models.compact.decode.spacing import (
-    SpacingHead,
-    character_spikes,
-    head_inputs,
-    respace,
-    script_class,
-    script_classes,
-    width_pairs,
-)
+from models.compact.decode.spacing import respace, width_pairs
+from models.compact.line.columns import character_spikes
 from models.compact.line.inkcolumns import PROFILE_CHANNELS, column_ink
+from models.compact.line.spacing_head import SpacingHead, head_inputs, script_class, script_classes
 from models.compact.vocab import build_tokenizer
 from models.compact.vocab_zh import ZH_CHARSET
 

@@ -13,14 +13,15 @@ import pytest
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
-from models.compact.decode.spacing import script_classes
 from models.compact.encoder_half import CompactEncoderHalf
 from models.compact.line.pptower import PPCompressor, PPTrunk, attach_recogniser_head
+from models.compact.line.spacing_head import script_classes
 from models.compact.vocab import build_tokenizer
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact import spacing_head
+from training.compact.render import find_zh_fonts
 from training.compact.zh_corpus import ZhLineTexts
-from training.compact.zh_features import find_zh_fonts, render_samples, trunk_records
+from training.compact.zh_features import render_samples, trunk_records
 
 from .test_compact_zh import WEIGHTS
 
@@ -103,7 +104,7 @@ def test_the_committed_heads_tokens_need_the_ink_columns(records):
     """Without the pixels the head's probabilities would be guesses: the torch module and the ONNX file
     refuse to run it without ``columns`` rather than fill in zeros."""
     from models.compact import checkpoint as ckpt
-    from models.compact.export.pp_onnx import OnnxPPTokens
+    from models.compact.line.onnx_runtime import OnnxPPTokens
     from models.compact.line.pptower import PPTokens
 
     cfg = ckpt.read_config(WEIGHTS)

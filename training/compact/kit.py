@@ -76,9 +76,8 @@ def build(out: pathlib.Path, latin_faces: int = 0, latin_lines: int = 0, zh_face
     """
     from models.compact.vocab_zh import ZH_CHARSET
     from training.compact.corpus import build_corpus
-    from training.compact.render import find_fonts
+    from training.compact.render import find_fonts, find_zh_fonts
     from training.compact.zh_corpus import build_zh_corpus
-    from training.compact.zh_features import find_zh_fonts
 
     chars = set(ZH_CHARSET) | {" "}
     (out / "fonts").mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ import glob
 import io
 import os
 import random
+import subprocess
 from functools import cache, lru_cache
 
 import numpy as np
@@ -154,3 +155,31 @@ def render_line(text: str, fonts: list[str], rng: random.Random, positions: list
     if positions is not None:
         positions[:] = [p * img.width / w for p in positions]
     return img
+
+
+# Families held out of training for the synthetic evaluation: a Hei (sans), a Kai and a mono face.
+ZH_EVAL_FAMILIES = ("WenQuanYi Micro Hei", "AR PL KaitiM GB", "Noto Sans Mono CJK SC")
+
+
+ZH_SKIP = ("Sharp", "HK", "TW", "JP", "KR", "TC", "Mono,")  # bitmap / non-simplified faces
+
+
+def find_zh_fonts() -> tuple[list[str], list[str]]:
+    """(train, eval) simplified-Chinese font faces as ``"file#index"``, from ``fc-list :lang=zh-cn``
+    (fonts-noto-cjk, fonts-wqy-*, fonts-arphic-*). Empty lists when fontconfig finds none.
+    """
+    try:
+        out = subprocess.run(["fc-list", ":lang=zh-cn", "file", "index", "family"], capture_output=True,
+                             text=True, check=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return [], []
+    train: list[str] = []
+    held: list[str] = []
+    for row in sorted(set(out.splitlines())):
+        file, _, rest = row.partition(": ")
+        family, _, index = rest.rpartition(":index=")
+        first = family.split(",")[0]
+        if not file or any(s in family for s in ZH_SKIP) or "Mono CJK SC" in family and first not in ZH_EVAL_FAMILIES:
+            continue
+        (held if first in ZH_EVAL_FAMILIES else train).append(f"{file}#{index}")
+    return train, held

@@ -23,15 +23,15 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from models.compact import checkpoint as ckpt
-from models.compact.export.line_onnx import export_onnx
+from models.compact.export.onnx import export_onnx
+from models.compact.line.config import encoder_config
 from models.compact.line.encoder import LineEncoder
 from models.compact.line.image import WIDTH_MULTIPLE, normalise_line
 from models.compact.line.script import ScriptHead
 from models.compact.vocab_zh import is_hanzi
 from training.compact.corpus import build_corpus
-from training.compact.render import find_fonts, render_line
+from training.compact.render import find_fonts, find_zh_fonts, render_line
 from training.compact.zh_corpus import ZhLineTexts, build_zh_corpus
-from training.compact.zh_features import find_zh_fonts
 
 
 def _lines(texts: ZhLineTexts, latin: list[str], zh_fonts: list[str], lat_fonts: list[str], rng: random.Random,
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         head_state, _ = ckpt.load_prefixed(src, ckpt.SCRIPT_PREFIX)
         _write_head(root, cfg, head_state, ckpt.read_config(src)["script_head"])
         return 0
-    enc_cfg = ckpt.encoder_config(cfg)
+    enc_cfg = encoder_config(cfg)
     encoder = LineEncoder(enc_cfg, int(cfg["decoder"]["hidden_size"]))
     state, _ = ckpt.load_prefixed(root, ckpt.ENCODER_PREFIX)
     encoder.load_state_dict({k: v.float() for k, v in state.items()})

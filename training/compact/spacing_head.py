@@ -32,19 +32,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from models.compact import checkpoint as ckpt
-from models.compact.decode.copy_head import copy_weights, peak_classes
-from models.compact.decode.spacing import (
-    FULL_TO_HALF,
-    HALF_TO_FULL,
-    SpacingHead,
-    character_spikes,
-    head_inputs,
-    respace,
-    script_classes,
-    width_pairs,
-)
-from models.compact.export.line_onnx import export_onnx
+from models.compact.decode.spacing import FULL_TO_HALF, HALF_TO_FULL, respace, width_pairs
+from models.compact.export.onnx import export_onnx
+from models.compact.line.columns import character_spikes, copy_weights, peak_classes
 from models.compact.line.pptower import PPCompressor, attach_recogniser_head
+from models.compact.line.spacing_head import SpacingHead, head_inputs, script_classes
 from models.compact.vocab import SPECIALS, build_tokenizer, decode, encode
 from models.compact.vocab_zh import ZH_CHARSET
 

@@ -30,7 +30,7 @@ import time
 import torch
 from rapidfuzz.distance import Levenshtein
 
-from models.compact.checkpoint import export_checkpoint
+from models.compact.export.writer import export_checkpoint
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
 from models.compact.vocab import build_tokenizer, decode
 from training.compact.corpus import Corpus, build_corpus, split_lines

@@ -40,10 +40,8 @@ from models.compact.decode.copy_head import (
     PointerCopy,
     advance,
     attention_rows,
-    copy_weights,
     coverage,
     keep_confident_spike,
-    peak_classes,
     pointer_attention,
     pointer_end,
     teacher_pointer,
@@ -51,6 +49,8 @@ from models.compact.decode.copy_head import (
 )
 from models.compact.decode.rereads import drop_unread_repeats
 from models.compact.decode.spacing import spike_classes
+from models.compact.export import writer
+from models.compact.line.columns import copy_weights, peak_classes
 from models.compact.line.pptower import PP_FRAME_PX, PP_TOKEN_PX, PPCompressor, attach_recogniser_head
 from models.compact.model import SUPERVISED_HEADS, CompactOCR, attention_supervision
 from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, SPACE_ID, SPECIALS, build_tokenizer, decode, encode
@@ -443,10 +443,10 @@ def export(model: Bilingual, out_dir: pathlib.Path, revision: str, training: dic
         with torch.no_grad():
             model.pp_tower.char_embed.weight.copy_(table)
     parts: dict[str, nn.Module] = {ckpt.PP_TOWER_PREFIX: model.pp_tower}
-    config: dict = {"pp_tower": ckpt.pp_tower_config(model.pp_tower)}
+    config: dict = {"pp_tower": writer.pp_tower_config(model.pp_tower)}
     if model.copy is not None:
         parts[ckpt.COPY_PREFIX], config["copy"] = model.copy, model.copy.config()
-    ckpt.export_checkpoint(model, out_dir, revision, training, extra_parts=parts, charset=ZH_CHARSET,
+    writer.export_checkpoint(model, out_dir, revision, training, extra_parts=parts, charset=ZH_CHARSET,
                            extra_config=config, onnx=onnx)
 
 
@@ -519,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(line + "\n")
 
     cfg = ckpt.read_config(args.init)
-    latin = ckpt.load_training_model(args.init, cfg)
+    latin = writer.load_training_model(args.init, cfg)
     tok = build_tokenizer(ZH_CHARSET)
     spec = cfg.get("pp_tower", {})
     topk = int(spec.get("posterior_topk", args.posterior_topk))

@@ -17,46 +17,19 @@ from __future__ import annotations
 import argparse
 import pathlib
 import random
-import subprocess
 import time
 
 import numpy as np
 import torch
 
-from models.compact.decode.spacing import column_ink
+from models.compact.line.inkcolumns import column_ink
 from models.compact.line.pptower import PP_LINE_HEIGHT, PP_TOKEN_PX, PPTrunk, normalise_line_pp, pp_tokens
 from training.compact.corpus import build_corpus
 from training.compact.kit import load_kit
-from training.compact.render import find_fonts, render_line
+from training.compact.render import find_fonts, find_zh_fonts, render_line
 from training.compact.zh_corpus import ZhLineTexts, build_zh_corpus
 
-# Families held out of training for the synthetic evaluation: a Hei (sans), a Kai and a mono face.
-ZH_EVAL_FAMILIES = ("WenQuanYi Micro Hei", "AR PL KaitiM GB", "Noto Sans Mono CJK SC")
-ZH_SKIP = ("Sharp", "HK", "TW", "JP", "KR", "TC", "Mono,")  # bitmap / non-simplified faces
-
-
 Sample = tuple[np.ndarray, str, str, int, list[int]]  # PP input, text, kind, vision tokens, alignment
-
-
-def find_zh_fonts() -> tuple[list[str], list[str]]:
-    """(train, eval) simplified-Chinese font faces as ``"file#index"``, from ``fc-list :lang=zh-cn``
-    (fonts-noto-cjk, fonts-wqy-*, fonts-arphic-*). Empty lists when fontconfig finds none.
-    """
-    try:
-        out = subprocess.run(["fc-list", ":lang=zh-cn", "file", "index", "family"], capture_output=True,
-                             text=True, check=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return [], []
-    train: list[str] = []
-    held: list[str] = []
-    for row in sorted(set(out.splitlines())):
-        file, _, rest = row.partition(": ")
-        family, _, index = rest.rpartition(":index=")
-        first = family.split(",")[0]
-        if not file or any(s in family for s in ZH_SKIP) or "Mono CJK SC" in family and first not in ZH_EVAL_FAMILIES:
-            continue
-        (held if first in ZH_EVAL_FAMILIES else train).append(f"{file}#{index}")
-    return train, held
 
 
 def render_samples(texts: ZhLineTexts, zh_fonts: list[str], latin_fonts: list[str], rng: random.Random,

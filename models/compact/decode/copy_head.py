@@ -58,54 +58,6 @@ GATE_STATS = 4
 NO_SKIP_WEIGHT = 0.9
 
 
-def copy_width(topk: int) -> int:
-    """Extra columns of a vision token that carries ``topk`` copy classes (3 per class)."""
-    return 3 * int(topk)
-
-
-def pack(p: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """(posterior float [..., k], ids int [..., k]) -> float32 [..., 3k]: per class ``id // 128``,
-    ``id % 128`` and ``p`` (integers below 256 are exact in float16 and bfloat16).
-    """
-    ids = ids.long()
-    return torch.cat([torch.div(ids, 128, rounding_mode="floor").float(), (ids % 128).float(), p.float()], -1)
-
-
-def unpack(cols: torch.Tensor, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """[..., 3k] (any float dtype) -> (q float32 [..., k], special ids and non-positive weights set to 0;
-    ids int64 [..., k], clamped into ``[0, vocab_size)``). Rounds, so a token that went through a
-    lower-precision wire dtype (or carries arbitrary values) still gives valid ids.
-    """
-    k = cols.shape[-1] // 3
-    hi, lo, p = cols[..., :k].float(), cols[..., k: 2 * k].float(), cols[..., 2 * k:].float()
-    ids = (hi.round() * 128 + lo.round()).long().clamp(0, vocab_size - 1)
-    return copy_weights(p, ids), ids
-
-
-def peak_classes(p: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Posterior [..., T, k] of T consecutive frames -> the same with a class's probability set to 0
-    where a neighbouring frame (t - 1 or t + 1) holds the same class with a higher probability (on a
-    tie, the earlier frame keeps it). A CTC spike is often spread over two or three frames; once the
-    decoder has copied a character from one of them, its neighbours must not offer it again (a
-    character the recogniser reads twice has a blank frame between its spikes, and keeps both).
-    """
-    pf = p.float()
-    keep = torch.ones_like(pf, dtype=torch.bool)
-    t = pf.shape[-2]
-    for d in (-1, 1):  # neighbour frame t + d
-        lo, hi = max(0, -d), t - max(0, d)  # frames that have that neighbour
-        mine_p, mine_ids = pf[..., lo:hi, :, None], ids[..., lo:hi, :, None]
-        their_p, their_ids = pf[..., lo + d: hi + d, None, :], ids[..., lo + d: hi + d, None, :]
-        beaten = (mine_ids == their_ids) & ((their_p > mine_p) | ((their_p == mine_p) & (d < 0)))
-        keep[..., lo:hi, :] &= ~beaten.any(-1)
-    return pf * keep
-
-
-def copy_weights(p: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Posterior [..., k] -> copy weights float32: 0 for special ids (the blank) and outside [0, 1]."""
-    return p.float().clamp(0.0, 1.0) * (ids >= len(SPECIALS)).float()
-
-
 class PointerCopy(nn.Module):
     """The gate of the pointer-generator output (``gate``: Linear hidden -> 1, ``gate_stats``: Linear
     :data:`GATE_STATS` -> 1) and how it mixes (:meth:`mix`). ``topk``: classes a vision token carries;

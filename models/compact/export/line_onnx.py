@@ -7,13 +7,13 @@ service of a Latin checkpoint imports no torch at all. Measured against the torc
 (one thread): the same vision tokens within 5e-6 (scale ~8), and faster: 64 lines of 1,024 px in
 0.35 s against 0.37-0.59 s, 20 lines of 1,600 px 0.11 s against 0.22 s.
 
-* :func:`export_line_encoder` (torch; at checkpoint export, or ``python -m models.compact.export.line_onnx
+* :func:`export_line_encoder` (torch; at checkpoint export, or ``python -m models.compact.export.onnx
   DIR`` for an older checkpoint) builds the line encoder from the ``encoder.*`` tensors AS STORED
   and writes ``encoder.onnx`` (ONNX opset 17, TorchScript exporter): input ``lines`` [N, 1, 32, W]
   float32, output ``tokens`` [N, W/16, hidden] float32, N and W dynamic. Its metadata holds the
   checkpoint's revision (:func:`models.compact.checkpoint.checkpoint_identity`), so a file left
   from other weights is never used.
-* :meth:`OnnxLineEncoder.open` runs it when the checkpoint's file is current.
+* :meth:`models.compact.line.onnx_runtime.OnnxLineEncoder.open` runs it when the checkpoint's file is current.
 
 A bilingual checkpoint (config.json ``"pp_tower"``) with its script head (``script_head.*``
 tensors) gets a second output, ``script_logits`` [N, W/8] float32: the script head's linear layer on
@@ -27,23 +27,18 @@ both current, the encoder service of a bilingual checkpoint imports no torch eit
 from __future__ import annotations
 
 import pathlib
-import sys
 import warnings
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from models.compact import checkpoint as ckpt
+from models.compact.line.config import encoder_config
+from models.compact.line.onnx_runtime import LINE_ONNX as ONNX_FILE
+from models.compact.line.onnx_runtime import REVISION_KEY, SCRIPT_OUTPUT
 
 if TYPE_CHECKING:  # torch is imported by the exports alone: running the files must not load it
     import torch
 
-R = TypeVar("R")
-ONNX_FILE = "encoder.onnx"
-REVISION_KEY = "inkstream_revision"
 OPSET = 17
-SCRIPT_OUTPUT = "script_logits"
 
 
 def export_line_encoder(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
@@ -60,7 +55,7 @@ def export_line_encoder(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
     root = pathlib.Path(checkpoint_dir)
     cfg = ckpt.read_config(root)
     state, _ = ckpt.load_prefixed(root, ckpt.ENCODER_PREFIX)
-    enc = LineEncoder(ckpt.encoder_config(cfg), int(cfg["decoder"]["hidden_size"]))
+    enc = LineEncoder(encoder_config(cfg), int(cfg["decoder"]["hidden_size"]))
     enc.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
     head = None
     if "pp_tower" in cfg and ckpt.tensor_names(root, ckpt.SCRIPT_PREFIX):
@@ -112,106 +107,3 @@ def export_stamped(module: torch.nn.Module, args: tuple, out: pathlib.Path, inpu
     tmp.replace(out)
     return out
 
-
-def cpu_session(path: pathlib.Path, threads: int = 1) -> tuple[Any, dict[str, str]]:
-    """An onnxruntime CPU session of ``path`` with ``threads`` intra-op threads and no memory arena
-    (activations are given back after each run), and the file's metadata (``{}`` when it has none).
-    """
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    opts.enable_cpu_mem_arena = False
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as det_net.onnx_session
-    opts.enable_mem_pattern = False
-    session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-    return session, dict(session.get_modelmeta().custom_metadata_map)
-
-
-def open_current(runner: Callable[[pathlib.Path, int], R], checkpoint_dir: str | pathlib.Path, name: str,
-                 threads: int = 1, revision: str = "") -> R | None:
-    """``runner(checkpoint_dir/name, threads)`` (a class with a ``revision`` attribute: the revision
-    stamped in the file) when the file exists and was exported from these weights (the stamp equals
-    the checkpoint's revision, :func:`models.compact.checkpoint.checkpoint_identity`; ``revision``: the
-    checkpoint's, when the caller has it already); None otherwise (the caller runs the torch module).
-    """
-    path = pathlib.Path(checkpoint_dir) / name
-    if not path.is_file():
-        return None
-    found = runner(path, threads)
-    want = revision or ckpt.checkpoint_identity(checkpoint_dir)[1]
-    return found if getattr(found, "revision", None) == want else None
-
-
-class OnnxLineEncoder:
-    """``encoder.onnx`` on an onnxruntime CPU session with ``threads`` intra-op threads;
-    ``revision``: the revision stamped in the file ("" when it has none); ``has_script``: the file
-    has the ``script_logits`` output (a bilingual checkpoint's, see the module docstring).
-    """
-
-    @classmethod
-    def open(cls, checkpoint_dir: str | pathlib.Path, threads: int = 1,
-             revision: str = "") -> OnnxLineEncoder | None:
-        """The checkpoint's ``encoder.onnx`` when it exists and was exported from these weights (its
-        stamped revision equals the checkpoint's, :func:`models.compact.checkpoint.checkpoint_identity`);
-        None otherwise (the caller runs the torch module instead). ``revision``: the checkpoint's, when
-        the caller has it already (else computed here).
-        """
-        return open_current(cls, checkpoint_dir, ONNX_FILE, threads, revision)
-
-    def __init__(self, path: pathlib.Path, threads: int = 1) -> None:
-        # Activations here are small (64 lines x 64 channels x 16 x W/2 at most, ~70 MiB at W = 1,024):
-        # the arena is off as for the detector so that they are given back after each forward.
-        self.session, meta = cpu_session(path, threads)
-        self.revision = str(meta.get(REVISION_KEY, ""))
-        self.has_script = SCRIPT_OUTPUT in [o.name for o in self.session.get_outputs()]
-
-    def __call__(self, lines: np.ndarray) -> np.ndarray:
-        """``lines`` [N, 1, 32, W] (any float dtype; W a multiple of 16) -> vision tokens [N, W/16, hidden] float32."""
-        x = np.ascontiguousarray(lines, dtype=np.float32)
-        return np.asarray(self.session.run(["tokens"], {"lines": x})[0])
-
-    def tokens_and_script(self, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``lines`` [N, 1, 32, W] (any float dtype; W a multiple of 16) -> (vision tokens [N, W/16,
-        hidden] float32, the script head's frame logits [N, W/8] float32, > 0: CJK script), from one
-        forward. Raises ValueError for a file without the script output (not a bilingual checkpoint's).
-        """
-        if not self.has_script:
-            raise ValueError(f"this {ONNX_FILE} has no {SCRIPT_OUTPUT} output (not a bilingual checkpoint's)")
-        x = np.ascontiguousarray(lines, dtype=np.float32)
-        tokens, logits = self.session.run(["tokens", SCRIPT_OUTPUT], {"lines": x})
-        return np.asarray(tokens), np.asarray(logits)
-
-
-def export_onnx(checkpoint_dir: str | pathlib.Path) -> list[pathlib.Path]:
-    """Write every ONNX file the checkpoint's encoder half runs without torch: ``encoder.onnx``
-    (:func:`export_line_encoder`) and, for a bilingual checkpoint, ``pp_tokens.onnx``
-    (:func:`models.compact.export.pp_onnx.export_pp_tokens`; needs the rapidocr recogniser file). Needs
-    torch. Raises InvalidInput for a directory that is not a compact checkpoint. Returns their paths.
-    """
-    out = [export_line_encoder(checkpoint_dir)]
-    if "pp_tower" in ckpt.read_config(checkpoint_dir):
-        from models.compact.export.pp_onnx import export_pp_tokens
-
-        out.append(export_pp_tokens(checkpoint_dir))
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m models.compact.export.line_onnx DIR [DIR ...]``: (re)write each checkpoint's ONNX files
-    (:func:`export_onnx`), printing their paths.
-    """
-    dirs = sys.argv[1:] if argv is None else argv
-    if not dirs:
-        print("usage: python -m models.compact.export.line_onnx CHECKPOINT_DIR [...]", file=sys.stderr)
-        return 2
-    for d in dirs:
-        for path in export_onnx(d):
-            print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

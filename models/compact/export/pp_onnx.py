@@ -7,7 +7,7 @@ the posterior top-k of each frame, and a copy checkpoint's copy classes), is tor
 the weights, it runs without torch, so that the encoder service of a bilingual checkpoint imports no
 torch at all (with the Latin encoder's ``encoder.onnx``, :mod:`models.compact.export.line_onnx`).
 
-* :func:`export_pp_tokens` (torch; at checkpoint export, or ``python -m models.compact.export.line_onnx
+* :func:`export_pp_tokens` (torch; at checkpoint export, or ``python -m models.compact.export.onnx
   DIR``) builds :class:`~models.compact.line.pptower.PPTokens` from the ``pp_tower.*`` tensors AS STORED
   and writes ``pp_tokens.onnx`` (ONNX opset 17, TorchScript exporter, as ``encoder.onnx``): input
   ``frames`` [B, T, 120] float32 (and, for a checkpoint with a spacing head, ``columns`` [B, T, 16]
@@ -19,7 +19,7 @@ torch at all (with the Latin encoder's ``encoder.onnx``, :mod:`models.compact.ex
   trace); ``pack`` as it is.
   Its metadata holds the checkpoint's revision (:func:`models.compact.checkpoint.checkpoint_identity`),
   so a file left from other weights is never used, and the token layout (``stride``, ``copy_width``).
-* :meth:`OnnxPPTokens.open` runs it when the checkpoint's file is current.
+* :meth:`models.compact.line.onnx_runtime.OnnxPPTokens.open` runs it when the checkpoint's file is current.
 
 The posterior is a softmax over 18,710 classes per frame: [B, T, 18,710] float32 is 75 KB a frame, so
 callers bound the frames of one call (:data:`models.compact.line.towers.MAX_POSTERIOR_FRAMES`); lines are
@@ -40,17 +40,14 @@ from __future__ import annotations
 import pathlib
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from models.compact import checkpoint as ckpt
-from models.compact.export.line_onnx import REVISION_KEY, cpu_session, export_stamped, open_current
+from models.compact.export.line_onnx import export_stamped
 from models.compact.line.inkcolumns import PROFILE_CHANNELS
+from models.compact.line.onnx_runtime import PP_ONNX as ONNX_FILE
 from models.compact.line.pptrunk import PP_FEATURE_DIM
 
 if TYPE_CHECKING:  # torch is imported by the export alone: running the file must not load it
     import torch
-
-ONNX_FILE = "pp_tokens.onnx"
 
 
 def export_pp_tokens(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
@@ -97,39 +94,3 @@ def peak_classes_traceable(p: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     beaten = ((mine_ids == prev_ids) & (prev_p >= mine_p)).any(-1)  # on a tie the earlier frame keeps it
     beaten = beaten | ((mine_ids == next_ids) & (next_p > mine_p)).any(-1)
     return pf * ~beaten
-
-
-class OnnxPPTokens:
-    """``pp_tokens.onnx`` on an onnxruntime CPU session with ``threads`` intra-op threads (no memory
-    arena: the posterior's activations are given back after each call). ``revision``: the revision
-    stamped in the file ("" when it has none); ``stride``: frames per token (1 or 2);
-    ``copy_width``: columns of copy classes after the ``hidden`` features of each token.
-    """
-
-    @classmethod
-    def open(cls, checkpoint_dir: str | pathlib.Path, threads: int = 1, revision: str = "") -> OnnxPPTokens | None:
-        """The checkpoint's ``pp_tokens.onnx`` when it exists and was exported from these weights (its
-        stamped revision equals the checkpoint's); None otherwise (the caller runs the torch module).
-        ``revision``: the checkpoint's, when the caller has it already (else computed here).
-        """
-        return open_current(cls, checkpoint_dir, ONNX_FILE, threads, revision)
-
-    def __init__(self, path: pathlib.Path, threads: int = 1) -> None:
-        self.session, meta = cpu_session(path, threads)
-        self.revision = str(meta.get(REVISION_KEY, ""))
-        self.stride = int(meta.get("stride", 1))
-        self.copy_width = int(meta.get("copy_width", 0))
-        self.takes_columns = any(i.name == "columns" for i in self.session.get_inputs())
-
-    def __call__(self, frames: np.ndarray, columns: np.ndarray | None = None) -> np.ndarray:
-        """Trunk frames [B, T, 120] (any float dtype) and, for a file with the spacing head's
-        ``columns`` input, the lines' ink columns [B, T, 16] (:func:`models.compact.line.inkcolumns.column_ink`;
-        ValueError without them) -> vision tokens [B, ceil(T/stride), hidden + copy_width] float32 (see
-        the module docstring).
-        """
-        feeds = {"frames": np.ascontiguousarray(frames, dtype=np.float32)}
-        if self.takes_columns:
-            if columns is None:
-                raise ValueError(f"{ONNX_FILE} has a spacing head: it needs the lines' ink columns")
-            feeds["columns"] = np.ascontiguousarray(columns, dtype=np.float32)
-        return np.asarray(self.session.run(["tokens"], feeds)[0])

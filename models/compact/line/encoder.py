@@ -8,25 +8,12 @@ height -> stride-2 1-D convolution -> [B, W/16, hidden] vision tokens.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from torch import nn
 
+from models.compact.line.config import EncoderConfig
 from models.compact.line.trunk import ResNetTrunk
-
-
-@dataclass
-class EncoderConfig:
-    """Line encoder hyper-parameters (stored under ``"encoder"`` in config.json)."""
-
-    stem_width: int = 8
-    channels: tuple[int, int] = (32, 64)
-    layers: tuple[int, int] = (1, 2)
-    compressor_channels: int = 192
-    line_height: int = 32
-    tokens_stride_px: int = 16
 
 
 class LineEncoder(nn.Module):
@@ -60,7 +47,7 @@ class LineEncoder(nn.Module):
 
 
 class TorchLineRunner:
-    """A loaded :class:`LineEncoder` behind the same call as :class:`models.compact.export.line_onnx.OnnxLineEncoder`
+    """A loaded :class:`LineEncoder` behind the same call as :class:`models.compact.line.onnx_runtime.OnnxLineEncoder`
     (numpy in, numpy out), for checkpoints without a current ``encoder.onnx``, other devices or dtypes,
     and bilingual checkpoints (``module`` also gives the script router its features).
     """

@@ -17,12 +17,7 @@ from torch import nn
 
 from inkstream.errors import InvalidInput
 from models.compact import checkpoint as ckpt
-from models.compact.decode.copy_head import copy_weights, copy_width, pack, peak_classes
-from models.compact.decode.spacing import (
-    SpacingHead,
-    head_inputs,
-    script_classes,
-)
+from models.compact.line.columns import copy_weights, copy_width, pack, peak_classes
 from models.compact.line.inkcolumns import SPACING_WIDTH
 from models.compact.line.pptrunk import (
     FEATURE_OUTPUT,
@@ -43,6 +38,7 @@ from models.compact.line.pptrunk import (
     pp_width,
     rec_model_path,
 )
+from models.compact.line.spacing_head import SpacingHead, head_inputs, script_classes
 
 __all__ = [
     "FEATURE_OUTPUT", "PP_BUCKET_PX", "PP_FEATURE_DIM", "PP_FRAME_PX", "PP_LINE_HEIGHT", "PP_MAX_WIDTH", "PP_TOKEN_PX",

@@ -40,8 +40,8 @@ from models.compact.line.pptrunk import PP_BUCKET_PX, PP_FRAME_PX, PP_LINE_HEIGH
 if TYPE_CHECKING:
     import torch
 
-    from models.compact.export.line_onnx import OnnxLineEncoder
     from models.compact.line.encoder import LineEncoder
+    from models.compact.line.onnx_runtime import OnnxLineEncoder
 
 #: Paper added above and below a PP line crop, as a fraction of its height: detector boxes are tight
 #: (a 36 px hanzi line gives a 39 px box) while the training crops carry 0-35 % of the line height above
@@ -169,12 +169,12 @@ class PPTower:
     def open_onnx(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, latin: OnnxLineEncoder, threads: int = 1,
                   revision: str = "") -> PPTower | None:
         """The onnxruntime runtime, without torch: the checkpoint's ``pp_tokens.onnx``
-        (:class:`models.compact.export.pp_onnx.OnnxPPTokens`) and the script logits of ``latin`` (its current
+        (:class:`models.compact.line.onnx_runtime.OnnxPPTokens`) and the script logits of ``latin`` (its current
         ``encoder.onnx``). None when ``latin`` has no script output or ``pp_tokens.onnx`` is missing or
         was exported from other weights (``revision``: the checkpoint's, else computed). Raises
         FileNotFoundError / ValueError as :class:`models.compact.line.pptrunk.PPTrunk`.
         """
-        from models.compact.export.pp_onnx import OnnxPPTokens
+        from models.compact.line.onnx_runtime import OnnxPPTokens
 
         runner = OnnxPPTokens.open(checkpoint_dir, threads, revision) if latin.has_script else None
         if runner is None:

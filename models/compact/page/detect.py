@@ -34,17 +34,17 @@ from __future__ import annotations
 
 import pathlib
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 import rapidocr
 from PIL import Image
 from rapidocr.ch_ppocr_det.utils import DBPostProcess, DetPreProcess
 
-from inkstream.segments import JOIN_LINE
 from models.compact.page import large_print
+from models.compact.page.boxes import LineBox, _same_line, crop_line
 from models.compact.page.det_net import DetNetwork, onnx_session
-from models.compact.page.layout import LayoutAnalyser, PageLayout, erase_rules, interval_gaps
+from models.compact.page.layout import LayoutAnalyser, PageLayout, erase_rules
+from models.compact.page.xycut import reading_order
 
 RAPIDOCR_MODELS = pathlib.Path(rapidocr.__file__).parent / "models"
 #: The detector rapidocr ships (float32); calibration and comparisons run it.
@@ -57,29 +57,6 @@ CLS_MODEL = RAPIDOCR_MODELS / "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
 #: A page whose short side is below this many pixels is enlarged for detection (rapidocr's default
 #: ``limit_side_len``; see :meth:`LineDetector._pre_for`).
 MIN_SHORT_SIDE = 736
-
-
-@dataclass
-class LineBox:
-    """A detected text line: ``quad`` float32 [4, 2] (x, y page pixels, clockwise from top-left),
-    ``box`` (x0, y0, x1, y1) its axis-aligned bounds, ``score`` detector confidence 0..1, ``join``
-    how its text goes on from the previous line's (:mod:`inkstream.segments`: ``line``, or
-    ``cell:T:R:C`` / ``space`` for a table cell's lines).
-    """
-
-    quad: np.ndarray
-    box: tuple[float, float, float, float]
-    score: float
-    join: str = JOIN_LINE
-
-
-def _same_line(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
-    """Whether two boxes (x0, y0, x1, y1) are one line found twice: each overlaps the other by more
-    than half of the smaller box's height and width.
-    """
-    dy = min(a[3], b[3]) - max(a[1], b[1])
-    dx = min(a[2], b[2]) - max(a[0], b[0])
-    return dy > 0.5 * min(a[3] - a[1], b[3] - b[1]) and dx > 0.5 * min(a[2] - a[0], b[2] - b[0])
 
 
 class LineDetector:
@@ -338,146 +315,3 @@ def _cls_input(crop: Image.Image) -> np.ndarray:
     return out
 
 
-def reading_order(lines: list[LineBox]) -> list[LineBox]:
-    """Order line boxes for reading: columns left to right, each top to bottom (recursive XY-cut)."""
-    if len(lines) <= 1:
-        return list(lines)
-    heights = sorted(ln.box[3] - ln.box[1] for ln in lines)
-    med_h = heights[len(heights) // 2]
-    return _xy_cut(lines, med_h)
-
-
-def _is_prose(side: list[LineBox], med_h: float) -> bool:
-    """Whether a side of a candidate gutter reads as a text column: at least 3 boxes much wider than
-    tall, and they are 40 % of its boxes or hold 70 % of its boxes' total width (a column beside a
-    figure or chart whose many small labels would outnumber its lines; table cells rarely pass).
-    """
-    width = [ln.box[2] - ln.box[0] for ln in side]
-    wide = [w for w in width if w > 10 * med_h]
-    return len(wide) >= 3 and (len(wide) >= 0.4 * len(side) or sum(wide) >= 0.7 * sum(width))
-
-
-def _column_gutters(lines: list[LineBox], med_h: float) -> list[tuple[float, float]]:
-    """Candidate gutters (x0, x1): runs at least 0.3 line heights wide where at most ~5 % of the boxes
-    cross (the detector's unclipped boxes of adjacent columns often touch or overlap a narrow gutter).
-    """
-    x_lo = int(min(ln.box[0] for ln in lines))
-    x_hi = int(max(ln.box[2] for ln in lines)) + 1
-    cover = np.zeros(x_hi - x_lo + 1, dtype=np.int32)
-    for ln in lines:
-        cover[int(ln.box[0]) - x_lo: int(ln.box[2]) - x_lo + 1] += 1
-    tol = int(0.05 * len(lines))
-    low = cover <= tol
-    runs, start = [], None
-    for i, flag in enumerate(np.append(low, False)):
-        if flag and start is None:
-            start = i
-        elif not flag and start is not None:
-            if start > 0 and i < len(cover) and i - start >= 0.3 * med_h:  # interior runs only
-                runs.append((float(start + x_lo), float(i + x_lo)))
-            start = None
-    return runs
-
-
-def _straddler_cut(lines: list[LineBox], x_mid: float, med_h: float) -> float | None:
-    """A y position separating the boxes that cross the gutter at ``x_mid`` (wider than a line
-    height on both sides) from the column boxes, or None. Chosen so the straddlers' side is smallest.
-    """
-    cross = [ln for ln in lines if ln.box[0] < x_mid - med_h and ln.box[2] > x_mid + med_h]
-    if not cross:
-        return None
-    gaps = [(g0 + g1) / 2 for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines])]
-    best = None
-    for y in gaps:
-        above = [ln for ln in lines if _cy(ln) < y]
-        side = above if all(_cy(c) < y for c in cross) else (
-            [ln for ln in lines if _cy(ln) >= y] if all(_cy(c) >= y for c in cross) else None)
-        if side is not None and (best is None or len(side) < best[0]):
-            best = (len(side), y)
-    if best is None:
-        # Straddlers above and below the columns (a title and a centred page number): cut off the
-        # top ones or the bottom ones, whichever takes fewer lines; the recursion does the rest.
-        top, bottom = min(_cy(c) for c in cross), max(_cy(c) for c in cross)
-        below_top = [y for y in gaps if y > top]
-        above_bottom = [y for y in gaps if y < bottom]
-        for y_cut, keep in ((min(below_top, default=None), "above"), (max(above_bottom, default=None), "below")):
-            if y_cut is None:
-                continue
-            n = sum(1 for ln in lines if (_cy(ln) < y_cut) == (keep == "above"))
-            if best is None or n < best[0]:
-                best = (n, y_cut)
-    return None if best is None else best[1]
-
-
-def _cy(line: LineBox) -> float:
-    return (line.box[1] + line.box[3]) / 2
-
-
-def _rows(lines: list[LineBox], med_h: float) -> list[LineBox]:
-    """Boxes that overlap everywhere, read as rows top to bottom, each left to right: a box joins
-    the row whose mean centre is within half a line height of its own (so cells of one table row,
-    whose centres differ by a few pixels of descenders, stay in one row, in x order).
-    """
-    rows: list[list[LineBox]] = []
-    for ln in sorted(lines, key=_cy):
-        if rows and abs(_cy(ln) - sum(_cy(r) for r in rows[-1]) / len(rows[-1])) < 0.5 * med_h:
-            rows[-1].append(ln)
-        else:
-            rows.append([ln])
-    return [ln for row in rows for ln in sorted(row, key=lambda b: b.box[0])]
-
-
-def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
-    if len(lines) <= 1:
-        return list(lines)
-    best = None  # (gap width in line heights, axis, position)
-    for g0, g1 in _column_gutters(lines, med_h):
-        mid = (g0 + g1) / 2
-        left = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < mid]
-        right = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= mid]
-        if _is_prose(left, med_h) and _is_prose(right, med_h):
-            score = (g1 - g0) / med_h
-            if best is None or score > best[0]:
-                best = (score, "x", mid)
-    if best is None:
-        for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines]):
-            score = (g1 - g0) / med_h
-            if best is None or score > best[0]:
-                best = (score, "y", (g0 + g1) / 2)
-    if best is None:  # overlapping boxes everywhere: rows top to bottom, then left to right
-        return _rows(lines, med_h)
-    _, axis, mid = best
-    if axis == "x":  # a title / running head spanning the columns is read before (or after) them
-        y_cut = _straddler_cut(lines, mid, med_h)
-        if y_cut is not None:
-            axis, mid = "y", y_cut
-    k = 0 if axis == "x" else 1
-    first = [ln for ln in lines if (ln.box[k] + ln.box[k + 2]) / 2 < mid]
-    second = [ln for ln in lines if (ln.box[k] + ln.box[k + 2]) / 2 >= mid]
-    if not first or not second:
-        return _rows(lines, med_h)
-    return _xy_cut(first, med_h) + _xy_cut(second, med_h)
-
-
-def crop_line(image: Image.Image | None, line: LineBox, rgb: np.ndarray | None = None) -> Image.Image:
-    """The line's pixels: axis-aligned crop for (nearly) horizontal boxes, else a perspective warp
-    of the quad (rapidocr's ``get_rotate_crop_image``). The page is ``image``, or ``rgb`` (the page
-    as an [H, W, 3] uint8 array) when the caller has it: then no page-sized copy is made (``image``
-    may be None). Raises ValueError when both are None.
-    """
-    if image is None and rgb is None:
-        raise ValueError("crop_line needs the page as an image or an array")
-    q = line.quad
-    dy = abs(float(q[1, 1] - q[0, 1]))
-    if dy < 0.25 * max(1.0, line.box[3] - line.box[1]):
-        x0, y0, x1, y1 = (int(round(v)) for v in line.box)
-        x1, y1 = max(x1, x0 + 1), max(y1, y0 + 1)
-        if rgb is not None:
-            return Image.fromarray(np.ascontiguousarray(rgb[max(0, y0):y1, max(0, x0):x1]))
-        assert image is not None
-        return image.crop((x0, y0, x1, y1))
-    from rapidocr.utils.process_img import get_rotate_crop_image  # heavy: rapidocr, for tilted lines only
-
-    page = rgb if rgb is not None else np.asarray(image.convert("RGB"))  # type: ignore[union-attr]
-    arr = get_rotate_crop_image(page, q.astype(np.float32))
-    return Image.fromarray(arr)

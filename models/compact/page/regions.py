@@ -11,8 +11,9 @@ import numpy as np
 from models.compact.line.image import gray_percentiles
 from models.compact.page import order as layout_order
 from models.compact.page import table
-from models.compact.page.detect import LineBox, reading_order
+from models.compact.page.boxes import LineBox
 from models.compact.page.layout import TABLE, PageLayout
+from models.compact.page.xycut import reading_order
 
 #: Skew below this (degrees) is left alone: a line then drifts < 1/4 of its height over 1,500 px.
 MIN_SKEW_DEG = 0.4

@@ -1,0 +1,131 @@
+"""Reading order of line boxes without a page layout: columns left to right, each top to bottom
+(recursive XY-cut over the gaps between line boxes, with prose columns kept whole).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.compact.page.boxes import LineBox
+from models.compact.page.layout import interval_gaps
+
+
+def reading_order(lines: list[LineBox]) -> list[LineBox]:
+    """Order line boxes for reading: columns left to right, each top to bottom (recursive XY-cut)."""
+    if len(lines) <= 1:
+        return list(lines)
+    heights = sorted(ln.box[3] - ln.box[1] for ln in lines)
+    med_h = heights[len(heights) // 2]
+    return _xy_cut(lines, med_h)
+
+
+def _is_prose(side: list[LineBox], med_h: float) -> bool:
+    """Whether a side of a candidate gutter reads as a text column: at least 3 boxes much wider than
+    tall, and they are 40 % of its boxes or hold 70 % of its boxes' total width (a column beside a
+    figure or chart whose many small labels would outnumber its lines; table cells rarely pass).
+    """
+    width = [ln.box[2] - ln.box[0] for ln in side]
+    wide = [w for w in width if w > 10 * med_h]
+    return len(wide) >= 3 and (len(wide) >= 0.4 * len(side) or sum(wide) >= 0.7 * sum(width))
+
+
+def _column_gutters(lines: list[LineBox], med_h: float) -> list[tuple[float, float]]:
+    """Candidate gutters (x0, x1): runs at least 0.3 line heights wide where at most ~5 % of the boxes
+    cross (the detector's unclipped boxes of adjacent columns often touch or overlap a narrow gutter).
+    """
+    x_lo = int(min(ln.box[0] for ln in lines))
+    x_hi = int(max(ln.box[2] for ln in lines)) + 1
+    cover = np.zeros(x_hi - x_lo + 1, dtype=np.int32)
+    for ln in lines:
+        cover[int(ln.box[0]) - x_lo: int(ln.box[2]) - x_lo + 1] += 1
+    tol = int(0.05 * len(lines))
+    low = cover <= tol
+    runs, start = [], None
+    for i, flag in enumerate(np.append(low, False)):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            if start > 0 and i < len(cover) and i - start >= 0.3 * med_h:  # interior runs only
+                runs.append((float(start + x_lo), float(i + x_lo)))
+            start = None
+    return runs
+
+
+def _straddler_cut(lines: list[LineBox], x_mid: float, med_h: float) -> float | None:
+    """A y position separating the boxes that cross the gutter at ``x_mid`` (wider than a line
+    height on both sides) from the column boxes, or None. Chosen so the straddlers' side is smallest.
+    """
+    cross = [ln for ln in lines if ln.box[0] < x_mid - med_h and ln.box[2] > x_mid + med_h]
+    if not cross:
+        return None
+    gaps = [(g0 + g1) / 2 for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines])]
+    best = None
+    for y in gaps:
+        above = [ln for ln in lines if _cy(ln) < y]
+        side = above if all(_cy(c) < y for c in cross) else (
+            [ln for ln in lines if _cy(ln) >= y] if all(_cy(c) >= y for c in cross) else None)
+        if side is not None and (best is None or len(side) < best[0]):
+            best = (len(side), y)
+    if best is None:
+        # Straddlers above and below the columns (a title and a centred page number): cut off the
+        # top ones or the bottom ones, whichever takes fewer lines; the recursion does the rest.
+        top, bottom = min(_cy(c) for c in cross), max(_cy(c) for c in cross)
+        below_top = [y for y in gaps if y > top]
+        above_bottom = [y for y in gaps if y < bottom]
+        for y_cut, keep in ((min(below_top, default=None), "above"), (max(above_bottom, default=None), "below")):
+            if y_cut is None:
+                continue
+            n = sum(1 for ln in lines if (_cy(ln) < y_cut) == (keep == "above"))
+            if best is None or n < best[0]:
+                best = (n, y_cut)
+    return None if best is None else best[1]
+
+
+def _cy(line: LineBox) -> float:
+    return (line.box[1] + line.box[3]) / 2
+
+
+def _rows(lines: list[LineBox], med_h: float) -> list[LineBox]:
+    """Boxes that overlap everywhere, read as rows top to bottom, each left to right: a box joins
+    the row whose mean centre is within half a line height of its own (so cells of one table row,
+    whose centres differ by a few pixels of descenders, stay in one row, in x order).
+    """
+    rows: list[list[LineBox]] = []
+    for ln in sorted(lines, key=_cy):
+        if rows and abs(_cy(ln) - sum(_cy(r) for r in rows[-1]) / len(rows[-1])) < 0.5 * med_h:
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
+    return [ln for row in rows for ln in sorted(row, key=lambda b: b.box[0])]
+
+
+def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
+    if len(lines) <= 1:
+        return list(lines)
+    best = None  # (gap width in line heights, axis, position)
+    for g0, g1 in _column_gutters(lines, med_h):
+        mid = (g0 + g1) / 2
+        left = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < mid]
+        right = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= mid]
+        if _is_prose(left, med_h) and _is_prose(right, med_h):
+            score = (g1 - g0) / med_h
+            if best is None or score > best[0]:
+                best = (score, "x", mid)
+    if best is None:
+        for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines]):
+            score = (g1 - g0) / med_h
+            if best is None or score > best[0]:
+                best = (score, "y", (g0 + g1) / 2)
+    if best is None:  # overlapping boxes everywhere: rows top to bottom, then left to right
+        return _rows(lines, med_h)
+    _, axis, mid = best
+    if axis == "x":  # a title / running head spanning the columns is read before (or after) them
+        y_cut = _straddler_cut(lines, mid, med_h)
+        if y_cut is not None:
+            axis, mid = "y", y_cut
+    k = 0 if axis == "x" else 1
+    first = [ln for ln in lines if (ln.box[k] + ln.box[k + 2]) / 2 < mid]
+    second = [ln for ln in lines if (ln.box[k] + ln.box[k + 2]) / 2 >= mid]
+    if not first or not second:
+        return _rows(lines, med_h)
+    return _xy_cut(first, med_h) + _xy_cut(second, med_h)
