@@ -3,6 +3,7 @@ is documented by, and a table cell's confidence from its segments."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -67,6 +68,14 @@ def test_proto_round_trip_keeps_every_field():
     err = PageResult(index=2, status="error", error=PageError("UNAVAILABLE", "no replica"))
     assert page_from_pb(page_to_pb(err)) == err
     assert page_from_pb(gateway_pb2.PageResult(index=1, status="ok")).error is None
+
+
+def test_every_contract_field_is_on_the_wire():
+    for cls, msg in [(PageResult, gateway_pb2.PageResult), (Block, gateway_pb2.Block),
+                     (TableCell, gateway_pb2.TableCell), (PageError, gateway_pb2.PageError)]:
+        wire = set(msg.DESCRIPTOR.fields_by_name)
+        names = {f.name for f in dataclasses.fields(cls)}
+        assert names - {"box"} <= wire and ("box" not in names or {"x0", "y0", "x1", "y1"} <= wire), cls
 
 
 def test_a_cell_without_spans_on_the_wire_spans_one():
