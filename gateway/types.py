@@ -129,7 +129,8 @@ class PipelineOptions:
 
 
 class PagePipeline(Protocol):
-    """The gateway's data path (implemented in :mod:`gateway.routing.pipeline`).
+    """The gateway's data path (implemented in :mod:`gateway.routing.pipeline`; the service calls
+    exactly these methods, nothing is probed).
 
     ``run`` consumes pages lazily from ``pages`` (an async iterator: the ingest side renders one page
     at a time) and yields one PageOutcome per input page, in page order, each exactly once.
@@ -144,6 +145,13 @@ class PagePipeline(Protocol):
     def ready(self) -> tuple[bool, str]:
         """(True, "") when at least one encoder and one decoder replica are SERVING, else
         (False, reason for a person); drives ``/readyz``.
+        """
+        ...
+
+    async def decoder_tasks(self) -> tuple[str, ...]:
+        """The decoders' task names (e.g. ("ocr", "markdown")), so an unknown ``task`` is refused with
+        400 before any page is read; () when no decoder has told (the decoder then rejects it per page).
+        Never raises.
         """
         ...
 

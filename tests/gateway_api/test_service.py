@@ -84,6 +84,6 @@ async def test_options_reach_the_pipeline(tmp_path):
     assert fake.options_seen[0].mode == "small" and fake.options_seen[0].task == "markdown"
     with pytest.raises(InvalidInput, match="invalid task"):
         await _pages(tmp_path, fake, [1], task="<script>")
-    fake.decoder_tasks = lambda: ["ocr", "markdown"]
+    fake.tasks = ("ocr", "markdown")
     with pytest.raises(InvalidInput, match="supports: ocr, markdown"):
         await _pages(tmp_path, fake, [1], task="translate")
