@@ -44,11 +44,24 @@ class ModeInfo:
 
 
 @dataclass(frozen=True)
+class TokenColumnsInfo:
+    """A run of ``count`` extra columns of every vision token (encoder ``Info.extra_columns``):
+    ``name`` of what they hold and the ``unit`` of each value (e.g. "probability").
+    """
+
+    name: str
+    count: int
+    unit: str
+
+
+@dataclass(frozen=True)
 class EncoderInfo:
     """What the gateway needs from the encoders' Info: model id, modes, default mode, image limit
     (bytes), ``capacity`` (pages one replica holds before RESOURCE_EXHAUSTED: ``max_queue_pages`` +
     ``max_batch_size``; 0 when it does not say), ``window`` (pages this gateway keeps open on one
-    replica: see :func:`gateway.clients.encoder.encoder_window`) and weights ``revision``.
+    replica: see :func:`gateway.clients.encoder.encoder_window`) and weights ``revision``;
+    ``hidden_size`` (columns of a vision token, 0 = not said), of which the first ``feature_columns``
+    are model features and the rest ``extra_columns``, in order.
     """
 
     model_id: str
@@ -58,6 +71,9 @@ class EncoderInfo:
     capacity: int = 0
     revision: str = ""
     window: int = 0
+    hidden_size: int = 0
+    feature_columns: int = 0
+    extra_columns: tuple[TokenColumnsInfo, ...] = ()
 
     def mode(self, name: str | None) -> ModeInfo:
         """The named mode (default when empty), matched case-insensitively like ``format`` and ``task``
