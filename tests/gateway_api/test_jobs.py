@@ -10,6 +10,8 @@ import pytest
 from gateway import service as service_mod
 from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
+from gateway.jobs import worker as worker_mod
+from gateway.jobs.queue import Delivery
 from gateway.stores import JobRecord, SqliteJobStore
 from inkstream.errors import Unavailable
 from tests.gateway_api.conftest import MODEL_ID, FakePipeline, expected_text, marked_pdf
@@ -253,3 +255,55 @@ async def test_job_result_says_when_it_came_from_the_cache(env):
     res = await c.get(f"/v1/jobs/{job['job_id']}/result")
     assert res.headers["x-inkstream-cache"] == "hit" and res.json()["cached"] is True
     assert fake.pages_run == 2
+
+
+async def test_a_checkpoint_write_that_keeps_failing_fails_the_job_naming_the_page(env, monkeypatch):
+    c, fake, core = env
+    core.config.stores.job_deadline_s = 1.5
+
+    def down(job_id, index, page):
+        raise Unavailable("the job store (sqlite) is unreachable", retry_after_s=0.1)
+
+    monkeypatch.setattr(core.job_store, "put_page", down)
+    job = (await submit(c, marked_pdf([1, 2]))).json()
+    failed = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert failed["status"] == "failed" and failed["error"]["code"] == "UNAVAILABLE"
+    assert "checkpoint of page 1 could not be stored" in failed["error"]["message"]
+    assert "unreachable" in failed["error"]["message"]
+
+
+async def test_a_checkpoint_write_that_fails_once_is_retried(env, monkeypatch):
+    c, fake, core = env
+    real, calls = core.job_store.put_page, []
+
+    def flaky(job_id, index, page):
+        calls.append(index)
+        if len(calls) == 1:
+            raise Unavailable("the job store is unreachable", retry_after_s=0.1)
+        return real(job_id, index, page)
+
+    monkeypatch.setattr(core.job_store, "put_page", flaky)
+    job = (await submit(c, marked_pdf([1, 2]))).json()
+    done = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert done["status"] == "done" and done["pages_done"] == 2
+    assert calls == [1, 1, 2] and fake.pages_run == 2  # the page was not read again
+
+
+async def test_a_failure_that_cannot_be_recorded_is_logged_and_left_to_the_queue(env, monkeypatch, caplog):
+    _, _, core = env
+    monkeypatch.setattr(worker_mod, "RECORD_TRIES", 2)
+    acked: list[str] = []
+
+    async def finish(job_id, status, **fields):
+        raise Unavailable("the job store is unreachable")
+
+    async def ack(d):
+        acked.append(d.job_id)
+
+    monkeypatch.setattr(core.worker, "finish", finish)
+    monkeypatch.setattr(core.worker.queue, "ack", ack)
+    with caplog.at_level("ERROR", logger="inkstream.gateway.jobs"):
+        await core.worker._fail(Delivery("j1"), "INVALID_ARGUMENT", "page 7 does not exist")
+    assert acked == []
+    assert "job j1 failed (INVALID_ARGUMENT: page 7 does not exist)" in caplog.text
+    assert "could not be recorded (the job store is unreachable)" in caplog.text
