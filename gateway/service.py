@@ -9,21 +9,20 @@ early problems into a status code before any output is sent:
 2. :meth:`Prepared.pages` — page results in page order, each selected page exactly once, as soon
    as each is ready (:func:`gateway.routing.in_order.pages_in_order`).
 
-:class:`RequestScope` owns one request's resources from admission to clean-up; the synchronous
-front ends (:class:`gateway.session.OcrSession`) and the job worker (:mod:`gateway.jobs.worker`) are
-both built on it.
+:class:`gateway.scope.RequestScope` owns one request's resources from admission to clean-up; the
+synchronous front ends (:class:`gateway.session.OcrSession`) and the job worker
+(:mod:`gateway.jobs.run`) are both built on it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import time
 import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from gateway.config import GatewayConfig
 from gateway.ingest import UploadedFile, close_document, open_document, parse_pages
@@ -34,9 +33,7 @@ from gateway.routing.fair import INTERACTIVE
 from gateway.routing.in_order import pages_in_order
 from gateway.stores.cache import ResultCache, cache_key
 from gateway.types import PagePipeline, PipelineOptions, RequestSlot
-from inkstream.errors import InvalidInput, ResourceExhausted, Unavailable, as_inkstream_error
-
-T = TypeVar("T")
+from inkstream.errors import InvalidInput, Unavailable, as_inkstream_error
 
 #: Task names the gateway documents (proto: "ocr" | "markdown"); a decoder may offer more
 #: (deepseek_ocr2: "figure", "describe"). Any name of this shape is passed on; the decoder's Info
@@ -241,62 +238,3 @@ class OcrService:
             await close_document(doc)
             raise
         return Prepared(self, upload, request, doc, indices, info.model_id, mode.name, request_id)
-
-
-class RequestScope:
-    """The resources of one request, held from its admission to its end and released together, in
-    reverse order, by :meth:`close` (also on an error or when the consumer goes away): the
-    admission slot (:meth:`admit`), folders or files (:meth:`hold`), the opened document
-    (:meth:`prepare`, once) and its page stream (:meth:`pages`, once). ``request_id``: the admission
-    key and the id in logs and traces.
-    """
-
-    def __init__(self, service: OcrService, request_id: str):
-        self.service, self.request_id = service, request_id
-        self.prepared: Prepared | None = None
-        self._stack = contextlib.AsyncExitStack()
-        self._pages: AsyncGenerator[PageResult, None] | None = None
-
-    async def __aenter__(self) -> RequestScope:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def admit(self, wait: bool = False) -> None:
-        """Take the request's slot in the gateway's page bound: ResourceExhausted (429) when the
-        gateway is full, or with ``wait`` try again after its Retry-After (1 s when it names none).
-        """
-        while True:
-            try:
-                await self._stack.enter_async_context(self.service.admit(self.request_id))
-                return
-            except ResourceExhausted as exc:
-                if not wait:
-                    raise
-                await asyncio.sleep(exc.retry_after_s or 1.0)
-
-    def hold(self, resource: contextlib.AbstractContextManager[T]) -> T:
-        """Enter ``resource`` (e.g. a temp dir) now and exit it at :meth:`close`."""
-        return self._stack.enter_context(resource)
-
-    async def prepare(self, upload: UploadedFile, request: OcrRequest) -> Prepared:
-        """:meth:`OcrService.prepare` (the document is opened here, closed at :meth:`close`)."""
-        if self.prepared is not None:
-            raise RuntimeError("RequestScope.prepare() called twice: a request opens its document once")
-        self.prepared = await self._stack.enter_async_context(
-            await self.service.prepare(upload, request, self.request_id))
-        return self.prepared
-
-    def pages(self, deadline_s: float | None, priority: int = INTERACTIVE) -> AsyncGenerator[PageResult, None]:
-        """:meth:`Prepared.pages` of the prepared document (the same stream on every call)."""
-        if self.prepared is None:
-            raise RuntimeError("RequestScope.pages() before prepare()")
-        if self._pages is None:
-            self._pages = self.prepared.pages(deadline_s, priority)
-            self._stack.push_async_callback(self._pages.aclose)
-        return self._pages
-
-    async def close(self) -> None:
-        """Release everything (idempotent): pages stopped, document closed, slot returned, folders removed."""
-        await self._stack.aclose()

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.ingest.upload import UploadedFile, UploadSink
 from gateway.output.page import PageResult
-from gateway.service import OcrRequest, Prepared, RequestScope
+from gateway.scope import RequestScope
+from gateway.service import OcrRequest, Prepared
 from inkstream.errors import http_status
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 class OcrSession:
     """A request-scoped owner of one OCR request's resources (see the module docstring), built on
-    :class:`gateway.service.RequestScope` (as the job worker is) with the front ends' parts: the
+    :class:`gateway.scope.RequestScope` (as the job worker is) with the front ends' parts: the
     drain check, a temp dir and the request metrics.
 
     ``request_id``: the admission key and the id in logs and traces; ``api`` / ``route``: metric

@@ -1,6 +1,6 @@
 """One attempt at one job: its document fetched and opened once, the pages not yet checkpointed read
 through the same request-scoped object a synchronous request uses
-(:class:`gateway.service.RequestScope`), each page checkpointed as it comes, then the result blobs
+(:class:`gateway.scope.RequestScope`), each page checkpointed as it comes, then the result blobs
 written (:mod:`gateway.jobs.results`).
 
 Everything a submission used to check before queueing (encoder mode, document type and limits, page
@@ -29,7 +29,8 @@ from gateway.jobs.results import write_result
 from gateway.jobs.sources import Sources, file_upload
 from gateway.output.page import PageResult
 from gateway.routing.fair import BATCH
-from gateway.service import OcrRequest, OcrService, RequestScope
+from gateway.scope import RequestScope
+from gateway.service import OcrRequest, OcrService
 from gateway.stores import JobRecord, JobStore, ResultStore
 from gateway.stores.cache import cacheable
 from inkstream.errors import DeadlineExceeded, InkstreamError, error_for_code
