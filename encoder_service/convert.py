@@ -13,7 +13,7 @@ from inkstream.errors import InkstreamError
 from inkstream.pb import encoder_pb2, tensor_pb2
 from inkstream.segments import join_to_wire
 from inkstream.wire_np import NAME_TO_WIRE, array_to_wire, as_float32_array, item_error
-from models.base import EncodedPage, ModeSpec
+from models.base import EncodedPage, ModeSpec, TokenColumns, feature_columns
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class ServiceInfo:
     max_queue_pages: int
     max_message_bytes: int
     max_image_bytes: int
+    extra_columns: tuple[TokenColumns, ...] = ()  # the half's non-feature token columns, in order
 
 
 def page_request(msg: encoder_pb2.EncodeRequest) -> PageRequest:
@@ -118,4 +119,7 @@ def info_response(info: ServiceInfo) -> encoder_pb2.InfoResponse:
         max_queue_pages=info.max_queue_pages,
         max_message_bytes=info.max_message_bytes,
         max_image_bytes=info.max_image_bytes,
+        feature_columns=feature_columns(info.hidden_size, info.extra_columns),
+        extra_columns=[encoder_pb2.TokenColumns(name=c.name, count=c.count, unit=c.unit, description=c.description)
+                       for c in info.extra_columns],
     )

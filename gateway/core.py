@@ -69,10 +69,12 @@ class GatewayCore:
                                recover=not self.stores.redis_url)
         s3 = self.results if st.result_store == "s3" else None
         self.sources = Sources(s3, st.source_buckets, st.presign_expires_s)  # type: ignore[arg-type]
-        self.worker = (JobWorker(self.jobs, self.data_dir / "spool", self.sources, max_running=st.max_jobs_running,
+        self.worker = (JobWorker(self.service, queue, self.job_store, self.results, self.sources, self.jobs.finish, st,
+                                 self.data_dir / "spool", max_running=st.max_jobs_running,
                                  on_running=self.metrics.inflight.add) if config.role != "api" else None)
         if self.worker is not None:
             worker = self.worker
+            self.jobs.local = worker
             self.jobs_metrics.running = lambda: worker.running
         self.draining = False
         self.inflight = 0  # synchronous OCR requests being served (REST + gRPC)
@@ -150,6 +152,8 @@ class GatewayCore:
             with contextlib.suppress(Exception):
                 self.job_store.fail_unfinished(*SHUTDOWN)
         await self.jobs.queue.close()
+        if self.cache is not None:
+            await _bounded(self.cache.close(), "result-cache writes")
         self.stores.close()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)

@@ -5,34 +5,35 @@ No generated stubs and no HTTP here. A request goes through two phases so that f
 early problems into a status code before any output is sent:
 
 1. :meth:`OcrService.prepare` — options, encoder mode, type detection, limits, page selection
-   (4xx raised here);
+   (4xx raised here); the document is opened here, once per request;
 2. :meth:`Prepared.pages` — page results in page order, each selected page exactly once, as soon
-   as each is ready.
+   as each is ready (:func:`gateway.routing.in_order.pages_in_order`).
+
+:class:`gateway.scope.RequestScope` owns one request's resources from admission to clean-up; the
+synchronous front ends (:class:`gateway.session.OcrSession`) and the job worker
+(:mod:`gateway.jobs.run`) are both built on it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from gateway.config import GatewayConfig
-from gateway.ingest import UploadedFile, close_document, open_document, page_stream, parse_pages
+from gateway.ingest import UploadedFile, close_document, open_document, parse_pages
 from gateway.ingest.document import Document
-from gateway.output.page import PageResult
-from gateway.output.stitch import FORMATS, error_page, page_result
+from gateway.output.stitch import FORMATS
 from gateway.routing.fair import INTERACTIVE
+from gateway.routing.in_order import pages_in_order
 from gateway.stores.cache import ResultCache, cache_key
-from gateway.types import PageOutcome, PagePipeline, PipelineOptions, RequestSlot
-from inkstream.errors import DeadlineExceeded, InkstreamError, InvalidInput, Unavailable, as_inkstream_error
-
-log = logging.getLogger("inkstream.gateway.service")
+from gateway.types import PagePipeline, PipelineOptions, RequestSlot
+from inkstream.errors import InvalidInput, Unavailable, as_inkstream_error
+from inkstream.page_result import PageResult
 
 #: Task names the gateway documents (proto: "ocr" | "markdown"); a decoder may offer more
 #: (deepseek_ocr2: "figure", "describe"). Any name of this shape is passed on; the decoder's Info
@@ -107,22 +108,24 @@ class Prepared:
 
     def __init__(self, service: OcrService, upload: UploadedFile, request: OcrRequest, doc: Document,
                  indices: list[int], model_id: str, mode: str, request_id: str):
-        self.service = service
-        self.upload = upload
-        self.request = request
-        self.doc = doc
-        self.indices = indices
-        self.model_id = model_id
-        self.mode = mode
-        self.request_id = request_id
+        self.service, self.upload, self.request, self.doc = service, upload, request, doc
+        self.indices, self.model_id, self.mode, self.request_id = indices, model_id, mode, request_id
         self.started = time.monotonic()
-        self.cache_hit = False
+        self.cache_hit = False  # whether the pages came from the result cache
         self._closed = False
 
     @property
     def page_count(self) -> int:
         """Pages that will be returned (after selection)."""
         return len(self.indices)
+
+    def select(self, indices: list[int]) -> None:
+        """Read only ``indices`` (0-based, a subset of the selection, in its order): a job continuing
+        from its checkpoints. ValueError for a page outside the selection.
+        """
+        if not set(indices) <= set(self.indices):
+            raise ValueError("Prepared.select: pages outside the request's selection")
+        self.indices = [i for i in self.indices if i in set(indices)]
 
     async def __aenter__(self) -> Prepared:
         return self
@@ -140,107 +143,38 @@ class Prepared:
                     priority: int = INTERACTIVE) -> AsyncGenerator[PageResult, None]:
         """Page results in page order, each selected page exactly once.
 
-        From the cache when possible. A page missing from, or duplicated by, the pipeline is reported
-        as an INTERNAL error / dropped (and logged). ``deadline_s`` (seconds from now): pages not done
+        From the cache when possible (looked up and written off the event loop, see
+        :class:`gateway.stores.cache.ResultCache`). ``deadline_s`` (seconds from now): pages not done
         by then come back as DEADLINE_EXCEEDED errors (until then a page waits for a replica that is
         down to come back); ``priority``: :data:`gateway.routing.fair.INTERACTIVE` (a client waits) or
-        :data:`gateway.routing.fair.BATCH` (an asynchronous job: its pages yield to interactive ones). An
-        error raised by the pipeline before its first page (e.g. ResourceExhausted, Unavailable)
-        propagates; after that, remaining pages carry it.
+        :data:`gateway.routing.fair.BATCH` (an asynchronous job: its pages yield to interactive ones).
+        Errors: see :func:`gateway.routing.in_order.pages_in_order`.
         """
-        svc = self.service
-        key = cache_key(self.upload.sha256, self.model_id, self.mode, self.request.task, self.indices,
-                        self.request.max_new_tokens)
-        use_cache = svc.cache is not None and self.request.temperature == 0.0
-        if svc.cache is not None and use_cache:
-            cached = svc.cache.get(key)
+        svc, req = self.service, self.request
+        key = cache_key(self.upload.sha256, self.model_id, self.mode, req.task, self.indices, req.max_new_tokens)
+        cache = svc.cache if req.temperature == 0.0 else None  # a sampled answer is never cached
+        if cache is not None:
+            cached = await cache.get(key)
             if cached is not None and [p.index - 1 for p in cached] == self.indices:
                 self.cache_hit = True
                 for p in cached:
                     yield p
                 return
+        deadline = None if deadline_s is None else asyncio.get_running_loop().time() + deadline_s
+        options = PipelineOptions(mode=self.mode,  # the encoder's own spelling of the mode
+                                  task=req.task, request_id=self.request_id, max_new_tokens=req.max_new_tokens,
+                                  temperature=req.temperature, priority=priority, deadline=deadline)
         results: list[PageResult] = []
-        run = self._run(deadline_s, priority)
+        run = pages_in_order(svc.pipeline, self.doc, self.indices, options,
+                             lookahead=svc.config.render_lookahead_pages, render_timeout_s=svc.render_timeout_s)
         try:
             async for p in run:
                 results.append(p)
                 yield p
         finally:  # also when our consumer stops early: stop the pipeline and the renderer now
             await run.aclose()
-        if svc.cache is not None and use_cache:
-            svc.cache.put(key, results)
-
-    async def _run(self, deadline_s: float | None, priority: int) -> AsyncGenerator[PageResult, None]:
-        loop = asyncio.get_running_loop()
-        deadline = None if deadline_s is None else loop.time() + deadline_s
-        options = PipelineOptions(mode=self.mode,  # the encoder's own spelling of the mode
-                                   task=self.request.task, request_id=self.request_id,
-                                   max_new_tokens=self.request.max_new_tokens, temperature=self.request.temperature,
-                                   priority=priority, deadline=deadline)
-        pending = list(self.indices)  # still owed, in order
-        wanted = set(self.indices)
-        inputs = page_stream(self.doc, self.indices, self.service.config.render_lookahead_pages,
-                             self.service.render_timeout_s)
-        outcomes = self.service.pipeline.run(inputs, options)
-        failure: InkstreamError | None = None
-        try:
-            while pending:
-                try:
-                    outcome = await _next_before(outcomes, deadline, loop)
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    failure = DeadlineExceeded("the document was not finished within the request deadline")
-                    break
-                except Exception as exc:  # after the first page, errors become page errors
-                    if len(pending) == len(self.indices):
-                        raise
-                    if not isinstance(exc, InkstreamError):
-                        log.exception("pipeline failed", extra={"request_id": self.request_id})
-                    failure = as_inkstream_error(exc)
-                    break
-                if outcome.index not in wanted or outcome.index not in pending:
-                    log.error("pipeline returned page %d unexpectedly (duplicate or not selected); dropped",
-                              outcome.index + 1, extra={"request_id": self.request_id})
-                    continue
-                while pending[0] != outcome.index:  # pages the pipeline skipped
-                    skipped = pending.pop(0)
-                    log.error("pipeline skipped page %d", skipped + 1, extra={"request_id": self.request_id})
-                    yield error_page(skipped, "INTERNAL", "the pipeline returned no result for this page")
-                pending.pop(0)
-                yield page_result(outcome, self.doc.sizes.get(outcome.index))
-        finally:
-            with contextlib.suppress(Exception):
-                await outcomes.aclose()
-            with contextlib.suppress(Exception):
-                await inputs.aclose()
-        for index in pending:
-            if failure is not None:
-                yield error_page(index, failure.code_name, failure.message)
-            else:
-                yield error_page(index, "INTERNAL", "the pipeline returned no result for this page")
-
-
-async def _next_before(outcomes: AsyncIterator[PageOutcome], deadline: float | None,
-                       loop: asyncio.AbstractEventLoop) -> PageOutcome:
-    """The next outcome, or TimeoutError at ``deadline`` (loop time; None = no deadline).
-
-    Uses asyncio.wait instead of wait_for: Python 3.11's wait_for can swallow a cancellation that
-    arrives as the awaited item completes (gh-86296), which would let a cancelled job run on.
-    """
-    if deadline is None:
-        return await anext(outcomes)
-    step = asyncio.ensure_future(anext(outcomes))
-    try:
-        done, _ = await asyncio.wait({step}, timeout=max(0.0, deadline - loop.time()))
-    finally:
-        if not step.done():
-            step.cancel()
-            with contextlib.suppress(BaseException):
-                await step
-    if not done:
-        raise TimeoutError
-    return step.result()
+        if cache is not None:
+            await cache.put(key, results)
 
 
 class OcrService:
@@ -248,64 +182,46 @@ class OcrService:
 
     def __init__(self, config: GatewayConfig, pipeline: PagePipeline, cache: ResultCache | None = None,
                  render_timeout_s: float = 120.0):
-        self.config = config
-        self.pipeline = pipeline
-        self.cache = cache
-        self.render_timeout_s = render_timeout_s
+        self.config, self.pipeline, self.cache, self.render_timeout_s = config, pipeline, cache, render_timeout_s
 
     def admit(self, request_id: str) -> RequestSlot:
         """The pipeline's admission (raises ResourceExhausted -> 429 when the gateway is full)."""
         return self.pipeline.admit(request_id)
 
     async def ready(self) -> tuple[bool, str]:
-        """(ready, reason): ready when at least one encoder and one decoder replica are SERVING.
-
-        Uses the pipeline's ``ready()`` (bool, or (bool, reason)) when it has one; otherwise asks for
-        the encoder Info as a proxy (it needs a reachable encoder).
+        """(ready, reason): ready when at least one encoder and one decoder replica are SERVING
+        (:meth:`gateway.types.PagePipeline.ready`); never raises.
         """
-        probe = getattr(self.pipeline, "ready", None)
         try:
-            if probe is not None:
-                res = probe()
-                if asyncio.iscoroutine(res):
-                    res = await res
-                if isinstance(res, tuple):
-                    return bool(res[0]), str(res[1])
-                return bool(res), "" if res else "no SERVING encoder or decoder replica"
-            await asyncio.wait_for(self.pipeline.encoder_info(), 5.0)
-            return True, ""
+            ok, reason = self.pipeline.ready()
+            return bool(ok), str(reason) if not ok else ""
         except Exception as exc:  # noqa: BLE001 - readiness never raises
             return False, as_inkstream_error(exc).message
 
     async def check_serving(self) -> None:
         """Unavailable (503 + Retry-After) when the pipeline says no encoder or no decoder replica is
         SERVING, so a document is refused at once instead of every page waiting for a replica and
-        coming back as an UNAVAILABLE page error. Only with a pipeline that has ``ready()``.
+        coming back as an UNAVAILABLE page error.
         """
-        if getattr(self.pipeline, "ready", None) is None:
-            return
         ok, reason = await self.ready()
         if not ok:
             raise Unavailable(f"the gateway cannot read documents now ({reason}); retry shortly",
                               retry_after_s=NOT_SERVING_RETRY_AFTER_S)
 
     async def check_task(self, task: str) -> None:
-        """InvalidInput (400) naming the decoder's tasks when ``task`` is not one of them. Uses the
-        pipeline's ``decoder_tasks()`` (list of names, sync or async) when it has one; without it the
-        decoder rejects an unknown task per page (INVALID_ARGUMENT page errors).
+        """InvalidInput (400) naming the decoder's tasks when ``task`` is not one of them (the
+        pipeline's :meth:`gateway.types.PagePipeline.decoder_tasks`; when it knows none, the decoder
+        rejects an unknown task per page: INVALID_ARGUMENT page errors).
         """
-        probe = getattr(self.pipeline, "decoder_tasks", None)
-        if not task or probe is None:
+        if not task:
             return
-        tasks = probe()
-        if asyncio.iscoroutine(tasks):
-            tasks = await tasks
+        tasks = await self.pipeline.decoder_tasks()
         if tasks and task not in tasks:
             raise InvalidInput(f"unknown task {task!r}; this model supports: {', '.join(tasks)}")
 
     async def prepare(self, upload: UploadedFile, request: OcrRequest, request_id: str = "") -> Prepared:
-        """Validate options and the document; raises 4xx InkstreamErrors with a message for a person,
-        Unavailable (503) when no encoder answers its Info.
+        """Validate options and open the document (once); raises 4xx InkstreamErrors with a message
+        for a person, Unavailable (503) when no replica is SERVING or no encoder answers its Info.
         """
         request = request.validated()
         await self.check_serving()

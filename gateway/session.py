@@ -28,16 +28,19 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from gateway.ingest.upload import UploadedFile, UploadSink
-from gateway.output.page import PageResult
+from gateway.scope import RequestScope
 from gateway.service import OcrRequest, Prepared
 from inkstream.errors import http_status
+from inkstream.page_result import PageResult
 
 if TYPE_CHECKING:
     from gateway.core import GatewayCore
 
 
 class OcrSession:
-    """A request-scoped owner of one OCR request's resources (see the module docstring).
+    """A request-scoped owner of one OCR request's resources (see the module docstring), built on
+    :class:`gateway.scope.RequestScope` (as the job worker is) with the front ends' parts: the
+    drain check, a temp dir and the request metrics.
 
     ``request_id``: the admission key and the id in logs and traces; ``api`` / ``route``: metric
     labels. Raises what admission and :meth:`prepare` raise (InkstreamErrors with their status).
@@ -46,18 +49,17 @@ class OcrSession:
     def __init__(self, core: GatewayCore, request_id: str, *, api: str, route: str):
         self.core, self.request_id, self.api, self.route = core, request_id, api, route
         self.started = time.monotonic()
-        self.prepared: Prepared | None = None
+        self.scope = RequestScope(core.service, request_id)
         self.tmp: pathlib.Path = pathlib.Path()
         self.status = "200"
-        self._stack = contextlib.AsyncExitStack()
-        self._pages: AsyncGenerator[PageResult, None] | None = None
+        self._counted: AsyncGenerator[PageResult, None] | None = None
         self._closed = False
 
     async def __aenter__(self) -> OcrSession:
         try:
             self.core.check_accepting()
-            await self._stack.enter_async_context(self.core.service.admit(self.request_id))
-            self.tmp = self._stack.enter_context(self.core.request_dir())
+            await self.scope.admit()
+            self.tmp = self.scope.hold(self.core.request_dir())
         except BaseException as exc:
             await self._close(exc)
             raise
@@ -65,6 +67,11 @@ class OcrSession:
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         await self._close(exc)
+
+    @property
+    def prepared(self) -> Prepared | None:
+        """The prepared request (None before :meth:`prepare`)."""
+        return self.scope.prepared
 
     def spool(self, data: bytes, name: str = "document") -> UploadedFile:
         """Write ``data`` (a whole document, bytes) into the temp dir with the upload size limit;
@@ -76,20 +83,15 @@ class OcrSession:
 
     async def prepare(self, upload: UploadedFile, request: OcrRequest) -> Prepared:
         """Validate ``request`` and open ``upload`` (4xx InkstreamErrors here, before any output)."""
-        self.prepared = await self._stack.enter_async_context(
-            await self.core.service.prepare(upload, request, self.request_id))
-        return self.prepared
+        return await self.scope.prepare(upload, request)
 
     def pages(self) -> AsyncGenerator[PageResult, None]:
         """The page results in page order, each selected page exactly once (once per session)."""
-        if self.prepared is None:
-            raise RuntimeError("OcrSession.pages() before prepare()")
-        if self._pages is None:
-            self._pages = self._counted(self.prepared.pages(self.core.config.request_timeout_s))
-        return self._pages
+        if self._counted is None:
+            self._counted = self._count(self.scope.pages(self.core.config.request_timeout_s))
+        return self._counted
 
-    async def _counted(self, pages: AsyncGenerator[PageResult, None]) -> AsyncGenerator[PageResult, None]:
-        self._stack.push_async_callback(pages.aclose)
+    async def _count(self, pages: AsyncGenerator[PageResult, None]) -> AsyncGenerator[PageResult, None]:
         async for page in pages:
             self.core.metrics.pages.add(1, {"status": page.status, "finish_reason": page.finish_reason})
             for code in page.warnings:
@@ -110,7 +112,9 @@ class OcrSession:
             return
         self._closed = True
         try:
-            await self._stack.aclose()
+            if self._counted is not None:
+                await self._counted.aclose()
+            await self.scope.close()
         finally:
             if isinstance(exc, Exception):
                 self.status = str(http_status(exc))

@@ -37,11 +37,24 @@ class ModeInfo:
 
 
 @dataclass(frozen=True)
+class TokenColumnsInfo:
+    """A run of ``count`` extra columns of every vision token (encoder ``Info.extra_columns``):
+    ``name`` of what they hold and the ``unit`` of each value (e.g. "probability").
+    """
+
+    name: str
+    count: int
+    unit: str
+
+
+@dataclass(frozen=True)
 class EncoderInfo:
     """What the gateway needs from the encoders' Info: model id, modes, default mode, image limit
     (bytes), ``capacity`` (pages one replica holds before RESOURCE_EXHAUSTED: ``max_queue_pages`` +
     ``max_batch_size``; 0 when it does not say), ``window`` (pages this gateway keeps open on one
-    replica: see :func:`gateway.clients.encoder.encoder_window`) and weights ``revision``.
+    replica: see :func:`gateway.clients.encoder.encoder_window`) and weights ``revision``;
+    ``hidden_size`` (columns of a vision token, 0 = not said), of which the first ``feature_columns``
+    are model features and the rest ``extra_columns``, in order.
     """
 
     model_id: str
@@ -51,6 +64,9 @@ class EncoderInfo:
     capacity: int = 0
     revision: str = ""
     window: int = 0
+    hidden_size: int = 0
+    feature_columns: int = 0
+    extra_columns: tuple[TokenColumnsInfo, ...] = ()
 
     def mode(self, name: str | None) -> ModeInfo:
         """The named mode (default when empty), matched case-insensitively like ``format`` and ``task``
@@ -122,7 +138,8 @@ class PipelineOptions:
 
 
 class PagePipeline(Protocol):
-    """The gateway's data path (implemented in :mod:`gateway.routing.pipeline`).
+    """The gateway's data path (implemented in :mod:`gateway.routing.pipeline`; the service calls
+    exactly these methods, nothing is probed).
 
     ``run`` consumes pages lazily from ``pages`` (an async iterator: the ingest side renders one page
     at a time) and yields one PageOutcome per input page, in page order, each exactly once.
@@ -137,6 +154,13 @@ class PagePipeline(Protocol):
     def ready(self) -> tuple[bool, str]:
         """(True, "") when at least one encoder and one decoder replica are SERVING, else
         (False, reason for a person); drives ``/readyz``.
+        """
+        ...
+
+    async def decoder_tasks(self) -> tuple[str, ...]:
+        """The decoders' task names (e.g. ("ocr", "markdown")), so an unknown ``task`` is refused with
+        400 before any page is read; () when no decoder has told (the decoder then rejects it per page).
+        Never raises.
         """
         ...
 

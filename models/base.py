@@ -81,12 +81,33 @@ class EncodedPage:
         return sum(int(s.vision_tokens.shape[0]) for s in self.segments)
 
 
+@dataclass(frozen=True)
+class TokenColumns:
+    """A run of ``count`` columns that every vision token carries after its model features (inputs
+    the decoder reads beside the embeddings, e.g. the compact family's copy classes): ``name`` (a
+    stable identifier), ``unit`` of each value (e.g. "probability", "integer") and ``description``
+    for a person. A half lists its runs in column order in ``extra_columns``.
+    """
+
+    name: str
+    count: int
+    unit: str
+    description: str
+
+
+def feature_columns(hidden_size: int, extra: tuple[TokenColumns, ...]) -> int:
+    """Columns of a ``hidden_size``-wide vision token that are model features (the first ones)."""
+    return hidden_size - sum(c.count for c in extra)
+
+
 class EncoderHalf(abc.ABC):
     """Preprocessing + vision tower + projector of a family.
 
     Attributes set by :meth:`load`: ``model_id`` (str), ``revision`` (str), ``family`` (str),
-    ``hidden_size`` (int, H), ``device`` (torch.device), ``dtype`` (torch.dtype of the weights and
-    of the returned vision tokens; a half without torch reports ``"float32"``), ``default_mode`` (str).
+    ``hidden_size`` (int, H: the whole width of a vision token), ``device`` (torch.device), ``dtype``
+    (torch.dtype of the weights and of the returned vision tokens; a half without torch reports
+    ``"float32"``), ``default_mode`` (str); ``extra_columns``: the runs of non-feature columns at the
+    end of every token (:class:`TokenColumns`; () when all H columns are features).
     """
 
     family: str
@@ -96,6 +117,7 @@ class EncoderHalf(abc.ABC):
     device: Any
     dtype: Any
     default_mode: str
+    extra_columns: tuple[TokenColumns, ...] = ()
 
     @classmethod
     @abc.abstractmethod
@@ -148,7 +170,8 @@ class DecoderHalf(abc.ABC):
     Attributes set by :meth:`load`: ``model_id``, ``revision``, ``family``, ``hidden_size`` (H),
     ``vocab_size`` (V), ``device``, ``dtype``, ``eos_token_ids`` (set[int]), ``max_vision_tokens``
     (per segment), ``max_positions`` (context length, tokens), ``tasks`` (list[str]),
-    ``default_task`` (str).
+    ``default_task`` (str); ``extra_columns``: the non-feature columns it reads at the end of every
+    vision token (:class:`TokenColumns`, as its encoder half declares them).
     """
 
     family: str
@@ -163,6 +186,7 @@ class DecoderHalf(abc.ABC):
     max_positions: int
     tasks: list[str]
     default_task: str
+    extra_columns: tuple[TokenColumns, ...] = ()
 
     @classmethod
     @abc.abstractmethod

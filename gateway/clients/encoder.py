@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import grpc
 
 from gateway.clients.calls import CallFailure, call_metadata, classify_rpc_error, item_failure
-from gateway.types import EncoderInfo, ModeInfo
+from gateway.types import EncoderInfo, ModeInfo, TokenColumnsInfo
 from inkstream.errors import InternalError
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 from inkstream.segments import JOIN_LINE, join_from_wire
@@ -63,8 +63,28 @@ class EncodedTokens:
     revision: str = ""
 
 
+def token_columns_from_pb(resp: encoder_pb2.InfoResponse) -> tuple[int, tuple[TokenColumnsInfo, ...]]:
+    """(feature columns, extra column runs) of an encoder's vision tokens. An encoder that declares
+    none (``feature_columns`` 0: older than the field) has only features. Raises InternalError when
+    the declared runs and features do not add up to its ``hidden_size``: the decoder would read
+    features as class ids or the other way round.
+    """
+    extra = tuple(TokenColumnsInfo(c.name, int(c.count), c.unit) for c in resp.extra_columns)
+    if not resp.feature_columns:
+        return int(resp.hidden_size), ()
+    declared = int(resp.feature_columns) + sum(c.count for c in extra)
+    if declared != resp.hidden_size or any(c.count <= 0 for c in extra):
+        raise InternalError(f"encoder {resp.model_id!r} declares {resp.feature_columns} feature columns and "
+                            f"{', '.join(f'{c.count} {c.name}' for c in extra) or 'no'} extra columns, "
+                            f"{declared} in all, but its vision tokens are {resp.hidden_size} wide")
+    return int(resp.feature_columns), extra
+
+
 def encoder_info_from_pb(resp: encoder_pb2.InfoResponse) -> EncoderInfo:
-    """Encoder ``InfoResponse`` -> :class:`EncoderInfo` (modes with ``page_long_side_px``)."""
+    """Encoder ``InfoResponse`` -> :class:`EncoderInfo` (modes with ``page_long_side_px``); raises
+    InternalError for an inconsistent column declaration (:func:`token_columns_from_pb`).
+    """
+    features, extra = token_columns_from_pb(resp)
     modes = tuple(
         ModeInfo(name=m.name, page_long_side_px=int(m.page_long_side_px), max_vision_tokens=int(m.max_vision_tokens))
         for m in resp.modes
@@ -73,7 +93,8 @@ def encoder_info_from_pb(resp: encoder_pb2.InfoResponse) -> EncoderInfo:
     capacity = int(resp.max_queue_pages) + int(resp.max_batch_size) if resp.max_queue_pages > 0 else 0
     return EncoderInfo(model_id=resp.model_id, modes=modes, default_mode=default,
                        max_image_bytes=int(resp.max_image_bytes), capacity=capacity, revision=resp.revision,
-                       window=encoder_window(int(resp.max_batch_size), capacity))
+                       window=encoder_window(int(resp.max_batch_size), capacity), hidden_size=int(resp.hidden_size),
+                       feature_columns=features, extra_columns=extra)
 
 
 def encoder_window(max_batch_size: int, capacity: int) -> int:
@@ -89,12 +110,17 @@ def encoder_window(max_batch_size: int, capacity: int) -> int:
 
 
 async def fetch_encoder_info(channel: grpc.aio.Channel, timeout_s: float) -> EncoderInfo:
-    """Call ``VisionEncoder/Info``. Raises CallFailure."""
+    """Call ``VisionEncoder/Info``. Raises CallFailure (not transient when the replica's Info is
+    inconsistent: :func:`token_columns_from_pb`; the router then sends it no page).
+    """
     try:
         resp = await encoder_pb2_grpc.VisionEncoderStub(channel).Info(encoder_pb2.InfoRequest(), timeout=timeout_s)
     except grpc.RpcError as err:
         raise classify_rpc_error(err) from None
-    return encoder_info_from_pb(resp)
+    try:
+        return encoder_info_from_pb(resp)
+    except InternalError as exc:
+        raise CallFailure(exc) from None
 
 
 def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:

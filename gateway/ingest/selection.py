@@ -48,3 +48,12 @@ def parse_pages(spec: str, page_count: int, max_pages: int | None = None) -> lis
             "(select fewer with the pages option or split the document)"
         )
     return out
+
+
+def check_selection(spec: str) -> None:
+    """Raise InvalidInput (400) when ``spec`` is malformed whatever the document (a part that is not a
+    page or range, page 0, a reversed range); pages past the end are found only once the document is
+    opened (:func:`parse_pages`).
+    """
+    numbers = [int(n) for n in re.findall(r"\d+", spec or "")]
+    parse_pages(spec, max(numbers, default=1))

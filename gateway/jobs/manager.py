@@ -1,9 +1,13 @@
 """Asynchronous OCR jobs: submission, status, result, cancel, pause and expiry (any gateway).
 
-Lifecycle: ``queued`` -> ``running`` -> ``done`` | ``failed`` | ``cancelled``. Submission validates the
-document (4xx then, not later), stores it in the result store (``<id>/document``; a ``source=s3://``
-object stays where it is), creates the record (an idempotency key returns the job first created
-with it; the same document and options are required, else 422) and queues the job. Jobs are run by
+Lifecycle: ``queued`` -> ``running`` -> ``done`` | ``failed`` | ``cancelled``. Submission needs only the
+stores and the queue, no replica: it checks the options and the document's type by its first bytes
+(4xx then), stores the document in the result store (``<id>/document``; a ``source=s3://`` object
+stays where it is), creates the record (an idempotency key returns the job first created with it;
+the same document and options are required, else 422) and queues the job. What needs the document
+opened or the model's Info (limits, page selection, mode, task) is checked by the worker, which
+opens the document once (:mod:`gateway.jobs.run`): such a job fails with that 4xx error, and its
+``pages_total`` and ``model_id`` are 0 / "" until then. Jobs are run by
 :class:`gateway.jobs.worker.JobWorker` on whichever gateway consumes the queue (see
 :mod:`gateway.jobs.queue`). With the embedded stores (SQLite + directory) that is this process, and
 jobs left unfinished by an earlier process are marked failed at start; with Redis another worker
@@ -17,10 +21,12 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.config import Stores
 from gateway.ingest import UploadedFile
+from gateway.ingest.selection import check_selection
+from gateway.ingest.sniff import detect_type
 from gateway.jobs.queue import JobQueue
 from gateway.jobs.results import JobResult, document_blob, read_result, result_url
 from gateway.jobs.webhooks import WebhookSender, allowed_hosts, check_callback_url
@@ -35,13 +41,21 @@ log = logging.getLogger("inkstream.gateway.jobs")
 SHUTDOWN = ("UNAVAILABLE", "the gateway shut down before this job finished; submit it again")
 
 
+class LocalJobs(Protocol):
+    """The jobs running in this process (:class:`gateway.jobs.worker.JobWorker`)."""
+
+    async def stop(self, job_id: str) -> None:
+        """Cancel job ``job_id`` if it runs here and wait for it to stop."""
+
+
 class JobManager:
     """The job API of one gateway process over shared or embedded stores.
 
     ``jobs`` / ``results`` / ``queue``: the stores (:mod:`gateway.stores`, :mod:`gateway.jobs.queue`);
     ``settings``: the gateway's ``stores`` section; ``webhooks``: the sender used when a job this
     process finishes (or cancels) has a ``callback_url``. ``recover``: mark jobs of an earlier process
-    failed at :meth:`start` (embedded stores only: nobody else would run them).
+    failed at :meth:`start` (embedded stores only: nobody else would run them). ``local``: the jobs
+    running in this process (set by the gateway when it runs a worker), stopped by :meth:`cancel`.
     """
 
     def __init__(self, service: OcrService, jobs: JobStore, results: ResultStore, queue: JobQueue, *,
@@ -51,7 +65,7 @@ class JobManager:
         self.ttl_s = settings.job_ttl_s
         self.webhooks = webhooks
         self.recover = recover
-        self.local_tasks: dict[str, asyncio.Task[None]] = {}  # jobs running in this process (the worker's)
+        self.local: LocalJobs | None = None
         self._notify: set[asyncio.Task[None]] = set()
 
     async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -65,8 +79,9 @@ class JobManager:
 
     async def submit(self, upload: UploadedFile, request: OcrRequest, idempotency_key: str = "", *,
                      source: str = "", callback_url: str = "") -> JobRecord:
-        """Validate ``upload`` (4xx now), store it (unless it is the ``source`` object), create the job
-        and queue it; returns the record. ``callback_url``: webhook destination (InvalidInput 400 when
+        """Check the options and the document's type (4xx now; the rest is the worker's, see the
+        module docstring), store it (unless it is the ``source`` object), create the job and queue it;
+        returns the record. ``callback_url``: webhook destination (InvalidInput 400 when
         its host is not allowed). The same ``idempotency_key`` returns the existing job (Unprocessable
         422 if it was created for a different document or options). Raises ResourceExhausted (429)
         when ``max_jobs_queued`` jobs wait, Unavailable (503) when a store is unreachable.
@@ -76,6 +91,8 @@ class JobManager:
         if callback_url:
             check_callback_url(callback_url, allowed_hosts())
         request = request.validated()
+        detect_type(upload.head)
+        check_selection(request.pages)
         if idempotency_key:
             existing = await self.call(self.jobs.get_by_key, idempotency_key)
             if existing is not None:
@@ -83,15 +100,12 @@ class JobManager:
         waiting, _ = await self.queue.depth()
         if waiting >= self.settings.max_jobs_queued:
             raise ResourceExhausted(f"{waiting} jobs are already waiting; retry later", retry_after_s=10.0)
-        prepared = await self.service.prepare(upload, request, request_id="job-validate")
-        pages_total, model_id = prepared.page_count, prepared.model_id
-        await prepared.close()
         now, job_id = time.time(), uuid.uuid4().hex
         if not source:
             source = document_blob(job_id)
             await self.call(self.results.put_file, source, upload.path)
-        record = JobRecord(job_id=job_id, pages_total=pages_total, options=request.public(),
-                           idempotency_key=idempotency_key, doc_sha256=upload.sha256, model_id=model_id,
+        record = JobRecord(job_id=job_id, options=request.public(),
+                           idempotency_key=idempotency_key, doc_sha256=upload.sha256,
                            created_at=now, updated_at=now, source=source, callback_url=callback_url,
                            doc_password=request.password)
         record, created = await self.call(self.jobs.create, record)
@@ -148,11 +162,8 @@ class JobManager:
         second); a finished job is returned unchanged. Raises NotFound, Unavailable.
         """
         job = await self.get(job_id)
-        if job.status not in FINISHED and await self.finish(job_id, "cancelled"):
-            task = self.local_tasks.get(job_id)
-            if task is not None:
-                task.cancel()
-                await asyncio.wait({task}, timeout=10.0)
+        if job.status not in FINISHED and await self.finish(job_id, "cancelled") and self.local is not None:
+            await self.local.stop(job_id)
         return await self.get(job_id)
 
     async def finish(self, job_id: str, status: str, **fields: Any) -> bool:

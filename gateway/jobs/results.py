@@ -13,10 +13,10 @@ import json
 import pathlib
 from dataclasses import dataclass
 
-from gateway.output.page import PageResult
 from gateway.output.searchable_pdf import write_searchable_pdf
 from gateway.output.stitch import render_document
 from gateway.stores import JobRecord, ResultStore
+from inkstream.page_result import PageResult
 
 EXTENSIONS = {"markdown": "document.md", "text": "document.txt", "json": "result.json", "hocr": "document.hocr",
               "pdf": "searchable.pdf"}

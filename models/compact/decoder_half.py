@@ -54,6 +54,7 @@ from models.compact.decode.spacing import FULL_TO_HALF, respace, spike_classes, 
 from models.compact.line.columns import character_spikes, copy_width, pack, unpack
 from models.compact.line.image import MAX_TOKENS
 from models.compact.line.inkcolumns import SPACING_WIDTH
+from models.compact.line.token_columns import token_columns
 from models.compact.vocab import BOS_ID, CHARSET, EOS_ID, SPECIALS, load_tokenizer
 
 ATTN_IMPLEMENTATION = "sdpa"
@@ -97,6 +98,8 @@ class CompactDecoderHalf(DecoderHalf):
         #: width of vision tokens and inputs: the decoder's, plus the copy columns of a copy checkpoint
         #: and the spacing head's two probabilities (models/compact/decode/spacing.py)
         self.hidden_size = self.model_width + self.copy_columns + spacing
+        #: those extra columns as the encoder half declares them (models/compact/line/token_columns.py)
+        self.extra_columns = token_columns(copy.topk if copy is not None else 0, spacing > 0)
         vocab = tokenizer.get_vocab()
         self._space_id = vocab.get(" ", -1)
         self._pairs = width_pairs(vocab)

@@ -50,6 +50,7 @@ from models.compact.line.image import (
 )
 from models.compact.line.onnx_runtime import OnnxLineEncoder
 from models.compact.line.split import SPLIT_PX, split_line
+from models.compact.line.token_columns import columns_of_width
 from models.compact.page import prepare
 from models.compact.page.boxes import crop_line
 from models.compact.page.detect import LineDetector
@@ -112,6 +113,8 @@ class CompactEncoderHalf(EncoderHalf):
                  device: Any, dtype: Any, detector: LineDetector, pp: Any = None) -> None:
         self._runner, self._loaded, self._detector, self._pp = runner, loaded, detector, pp
         self.model_id, self.revision, self.hidden_size = model_id, revision, hidden
+        #: the copy classes (and spacing probabilities) after the features (models/compact/line/token_columns.py)
+        self.extra_columns = columns_of_width(pp.copy_width if pp is not None else 0)
         self.device, self.dtype, self.default_mode = device, dtype, "lines"
         self.runtime = "onnxruntime" if isinstance(runner, OnnxLineEncoder) else "torch"
 

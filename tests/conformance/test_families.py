@@ -20,7 +20,7 @@ from PIL import Image, ImageDraw
 
 from inkstream.segments import is_known_join
 from inkstream.wire import from_wire, to_wire
-from models.base import DecoderHalf, EncoderHalf, left_pad
+from models.base import DecoderHalf, EncoderHalf, feature_columns, left_pad
 from models.inprocess import greedy_segments, ocr_page
 from models.registry import FAMILIES, decoder_half_class, encoder_half_class, family_of
 
@@ -104,6 +104,31 @@ def test_encoder_contract(halves):
         assert 0 <= x0 < x1 <= page.width + 1 and 0 <= y0 < y1 <= page.height + 1
         assert is_known_join(seg.join)
     assert encoded.n_vision_tokens == sum(s.vision_tokens.shape[0] for s in encoded.segments)
+
+
+def test_extra_token_columns_are_declared_alike_and_hold_what_they_say(halves):
+    """Both halves declare the non-feature columns of a vision token (served in the encoder's Info),
+    and the columns hold values of their declared unit."""
+    name, _, enc, dec = halves
+    assert enc.extra_columns == dec.extra_columns
+    features = feature_columns(enc.hidden_size, enc.extra_columns)
+    assert features > 0 and all(c.name and c.count > 0 and c.unit and c.description for c in enc.extra_columns)
+    if name == "compact":  # the embedded checkpoint: 4 copy classes and the spacing head
+        assert [(c.name, c.count) for c in enc.extra_columns] == [
+            ("copy_class_id_high", 4), ("copy_class_id_low", 4), ("copy_class_probability", 4),
+            ("spacing_probability", 2)]
+    [encoded] = enc.encode_batch([enc.preprocess(_page(), enc.default_mode)])
+    for seg in encoded.segments:
+        tokens = torch.as_tensor(seg.vision_tokens).float().numpy()
+        at = features
+        for run in enc.extra_columns:
+            block = tokens[:, at: at + run.count]
+            if run.unit == "probability":
+                assert ((block >= 0) & (block <= 1)).all(), run.name
+            elif run.unit == "integer":
+                assert (block >= 0).all() and np.array_equal(block, np.round(block)), run.name
+            at += run.count
+        assert at == enc.hidden_size
 
 
 def test_unknown_mode_and_task_are_invalid_input(halves):

@@ -12,6 +12,7 @@ import torch
 from inkstream.errors import retry_after_of
 from inkstream.pb import encoder_pb2, tensor_pb2
 from inkstream.wire import from_wire
+from models.base import TokenColumns
 from tests.encoder.doubles import PatchHalf, WideHalf, page_png, solid_png
 from tests.encoder.grpc_util import encode_all, requests, running_encoder
 
@@ -151,6 +152,17 @@ async def test_info_reports_model_and_limits(patch_half: PatchHalf):
         ("small", 128, 32, 16), ("large", 256, 64, 64)]
     assert (info.max_batch_size, info.max_wait_ms, info.max_queue_pages) == (6, 7, 33)
     assert info.max_message_bytes == 8 * 1024 * 1024 and info.max_image_bytes == 1_000_000
+    assert info.feature_columns == 24 and not info.extra_columns  # the double's tokens are all features
+
+
+async def test_info_declares_the_halfs_extra_token_columns(patch_half: PatchHalf):
+    patch_half.extra_columns = (TokenColumns("copy_class_id_high", 2, "integer", "id // 128"),
+                                TokenColumns("copy_class_probability", 2, "probability", "posterior"))
+    async with running_encoder(patch_half) as (_srv, stub, _):
+        info = await stub.Info(encoder_pb2.InfoRequest())
+    assert info.hidden_size == 24 and info.feature_columns == 20
+    assert [(c.name, c.count, c.unit, c.description) for c in info.extra_columns] == [
+        ("copy_class_id_high", 2, "integer", "id // 128"), ("copy_class_probability", 2, "probability", "posterior")]
 
 
 @pytest.mark.parametrize("wire_dtype,torch_dtype,payload", [("float32", torch.float32, 1120 * 1280 * 4),

@@ -90,8 +90,8 @@ class FakePipeline:
     text block at [100,300,899,899]. ``line_mode``: instead one segment per "line" (two segments in
     the page's top and bottom halves, no markup). ``delay_s``: seconds per page; ``finish``: number ->
     finish reason; ``fail``: numbers whose page fails with UNAVAILABLE; ``capacity``: admitted
-    requests before ResourceExhausted; ``healthy``: what ``ready()`` says; ``raise_on_run``: raised
-    before the first page (e.g. no replica reachable).
+    requests before ResourceExhausted; ``healthy``: what ``ready()`` says; ``tasks``: what
+    ``decoder_tasks()`` says; ``raise_on_run``: raised before the first page (e.g. no replica reachable).
     """
 
     def __init__(self, *, delay_s: float = 0.0, capacity: int = 64, line_mode: bool = False):
@@ -106,12 +106,16 @@ class FakePipeline:
         self.options_seen: list[PipelineOptions] = []
         self.long_sides: list[int] = []
         self.raise_on_run: Exception | None = None
+        self.tasks: tuple[str, ...] = ()  # decoder_tasks(): () = not known
 
     async def encoder_info(self) -> EncoderInfo:
         return EncoderInfo(MODEL_ID, (ModeInfo("base", 640, 256), ModeInfo("small", 320, 64)), "base", 8 << 20)
 
     def ready(self) -> tuple[bool, str]:
         return self.healthy, "" if self.healthy else "no SERVING decoder replica"
+
+    async def decoder_tasks(self) -> tuple[str, ...]:
+        return self.tasks
 
     @contextlib.asynccontextmanager
     async def _admission(self) -> AsyncIterator[FakePipeline]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 import time
 
-from gateway.output.page import PageResult
 from gateway.output.stitch import error_page
 from gateway.stores import DirResultStore
 from gateway.stores import cache as cache_mod
 from gateway.stores.cache import ResultCache, cache_key, cacheable
+from inkstream.errors import Unavailable
+from inkstream.page_result import PageResult
 
 
 def test_key_depends_on_everything_that_changes_the_pages():
@@ -30,18 +33,60 @@ def test_only_deterministic_outcomes_are_cacheable():
     assert not cacheable([])
 
 
-def test_expiry_and_eviction(tmp_path, monkeypatch):
+async def test_expiry_and_eviction(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_mod, "EVICT_EVERY", 1)
     store = DirResultStore(tmp_path)
     c = ResultCache(store, ttl_s=60, max_entries=2)
     pages = [PageResult(1, "ok", text="x", finish_reason="stop")]
     for i, key in enumerate(("a", "b", "c")):
-        assert c.put(key, pages)
+        assert await c.put(key, pages)
         path = tmp_path / "cache" / f"{key}.json"
         os.utime(path, (time.time() - 100 + i, time.time() - 100 + i))  # a oldest
-    c.put("c", pages)
-    assert c.get("a") is None and c.get("b") == pages and c.get("c") == pages
+    await c.put("c", pages)
+    assert await c.get("a") is None and await c.get("b") == pages and await c.get("c") == pages
     short = ResultCache(store, ttl_s=0.01, max_entries=10)
-    short.put("d", pages)
+    await short.put("d", pages)
     time.sleep(0.05)
-    assert short.get("d") is None and not (tmp_path / "cache" / "d.json").exists()
+    assert await short.get("d") is None and not (tmp_path / "cache" / "d.json").exists()
+    await c.close()
+    await short.close()
+
+
+async def test_cache_io_runs_off_the_event_loop(tmp_path):
+    """A slow store (a 300-page entry took 1.2 s to write) must not stall the event loop: while a
+    write and a lookup are stuck in the store, a coroutine beside them still runs."""
+    release = threading.Event()
+
+    class SlowStore(DirResultStore):
+        def put(self, name, data, content_type="application/octet-stream"):
+            release.wait(10)
+            super().put(name, data, content_type)
+
+        def get(self, name):
+            release.wait(10)
+            return super().get(name)
+
+    c = ResultCache(SlowStore(tmp_path), ttl_s=60)
+    pages = [PageResult(1, "ok", text="x", finish_reason="stop")]
+    write = asyncio.ensure_future(c.put("k", pages))
+    lookup = asyncio.ensure_future(c.get("other"))
+    ticks = 0
+    for _ in range(5):  # with the store call on the loop, none of these would run before release
+        await asyncio.sleep(0.01)
+        ticks += 1
+    assert ticks == 5 and not write.done() and not lookup.done()
+    release.set()
+    assert await write and await lookup is None
+    assert await c.get("k") == pages and (c.hits, c.misses) == (1, 1)
+    await c.close()
+
+
+async def test_an_unreachable_cache_is_skipped_not_raised(tmp_path):
+    class DownStore(DirResultStore):
+        def get(self, name):
+            raise Unavailable("the object store is unreachable")
+
+    c = ResultCache(DownStore(tmp_path), ttl_s=60)
+    assert await c.get("k") is None
+    assert await c.get("k") is None  # within the back-off: not even tried
+    await c.close()

@@ -65,14 +65,14 @@ async def test_sync_client_jobs(grpc_env, tmp_path):
         with GatewayClient(target, timeout_s=30) as c:
             job = c.submit_job(str(path), format="markdown", idempotency_key="k1")
             again = c.submit_job(str(path), idempotency_key="k1")
-            assert again.job_id == job.job_id and job.pages_total == 2
+            assert again.job_id == job.job_id and job.pages_total == 0  # known once a worker opened it
             for _ in range(400):
                 st = c.get_job(job.job_id)
                 if st.status == "done":
                     break
                 import time
                 time.sleep(0.05)
-            assert st.status == "done" and st.pages_done == 2
+            assert st.status == "done" and st.pages_done == 2 and st.pages_total == 2
             res = c.job_result(job.job_id)
             assert [p.text for p in res.pages] == [expected_text(11), expected_text(12)]
             assert "<!-- page 2 -->" in res.document

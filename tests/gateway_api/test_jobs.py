@@ -7,11 +7,14 @@ import asyncio
 import httpx
 import pytest
 
+from gateway import service as service_mod
 from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
+from gateway.jobs import worker as worker_mod
+from gateway.jobs.queue import Delivery
 from gateway.stores import JobRecord, SqliteJobStore
 from inkstream.errors import Unavailable
-from tests.gateway_api.conftest import FakePipeline, expected_text, marked_pdf
+from tests.gateway_api.conftest import MODEL_ID, FakePipeline, expected_text, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -46,10 +49,12 @@ async def test_job_lifecycle_and_result_formats(env):
     r = await submit(c, marked_pdf([3, 1, 2]), format="json")
     assert r.status_code == 202
     job = r.json()
-    assert job["status"] in ("queued", "running") and job["pages_total"] == 3
+    assert job["status"] in ("queued", "running")
+    assert job["pages_total"] == 0 and job["model_id"] == ""  # known once the worker opened the document
     assert r.headers["location"] == f"/v1/jobs/{job['job_id']}"
     done = await wait_status(c, job["job_id"], ("done", "failed"))
-    assert done["status"] == "done" and done["pages_done"] == 3
+    assert done["status"] == "done" and done["pages_done"] == 3 and done["pages_total"] == 3
+    assert done["model_id"] == MODEL_ID
     res = (await c.get(f"/v1/jobs/{job['job_id']}/result")).json()
     assert [p["text"] for p in res["pages"]] == [expected_text(n) for n in (3, 1, 2)]
     md = await c.get(f"/v1/jobs/{job['job_id']}/result", params={"format": "markdown"})
@@ -60,9 +65,68 @@ async def test_job_validation_errors_are_immediate(env):
     c, _, _ = env
     r = await submit(c, b"not a document at all")
     assert r.status_code == 415
-    r = await submit(c, marked_pdf([1]), pages="7")
-    assert r.status_code == 400 and "does not exist" in r.json()["error"]["message"]
+    r = await submit(c, marked_pdf([1]), pages="2-1")
+    assert r.status_code == 400 and "reversed" in r.json()["error"]["message"]
+    r = await submit(c, marked_pdf([1]), format="docx")
+    assert r.status_code == 400
     assert (await c.get("/v1/jobs/nope")).status_code == 404
+
+
+async def test_what_needs_the_document_fails_the_job_with_the_4xx_error(env):
+    # Submission does not open the document (the worker does, once): a page past its end is the job's error.
+    c, fake, _ = env
+    job = (await submit(c, marked_pdf([1]), pages="7")).json()
+    failed = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert failed["status"] == "failed" and failed["error"]["code"] == "INVALID_ARGUMENT"
+    assert "page 7 does not exist" in failed["error"]["message"]
+    assert fake.pages_run == 0
+
+
+async def test_a_gateway_without_replicas_accepts_jobs_and_runs_them_once_one_is_up(env):
+    c, fake, core = env
+    fake.healthy = False  # no SERVING encoder or decoder replica
+
+    async def no_encoder():
+        raise Unavailable("no encoder replica answered its Info", retry_after_s=0.2)
+
+    fake.encoder_info = no_encoder
+    r = await submit(c, marked_pdf([4, 5]))
+    assert r.status_code == 202  # needs only the stores and the queue
+    job = r.json()
+    await asyncio.sleep(1.0)
+    assert (await c.get(f"/v1/jobs/{job['job_id']}")).json()["status"] in ("queued", "running")
+    del fake.encoder_info  # the replica is up
+    fake.healthy = True
+    done = await wait_status(c, job["job_id"], ("done", "failed"))
+    assert done["status"] == "done" and done["pages_total"] == 2
+    text = (await c.get(f"/v1/jobs/{job['job_id']}/result", params={"format": "text"})).text
+    assert expected_text(4) in text and expected_text(5) in text
+
+
+async def test_without_replicas_until_the_deadline_the_job_fails_with_a_clear_error(env):
+    c, fake, core = env
+    core.config.stores.job_deadline_s = 1.5
+    fake.healthy = False
+    job = (await submit(c, marked_pdf([1]))).json()
+    failed = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert failed["status"] == "failed" and failed["error"]["code"] == "UNAVAILABLE"
+    assert "no SERVING decoder replica" in failed["error"]["message"]
+
+
+async def test_the_document_is_opened_once_per_job(env, monkeypatch):
+    c, _, _ = env
+    opened: list[str] = []
+    real = service_mod.open_document
+
+    async def counting(upload, **kw):
+        opened.append(upload.sha256)
+        return await real(upload, **kw)
+
+    monkeypatch.setattr(service_mod, "open_document", counting)
+    job = (await submit(c, marked_pdf([1, 2, 3]))).json()
+    assert opened == []  # not at submit
+    assert (await wait_status(c, job["job_id"], ("done", "failed")))["status"] == "done"
+    assert len(opened) == 1
 
 
 async def test_cancel_running_job(env):
@@ -138,8 +202,10 @@ async def test_unexpected_error_is_generic_500(env):
 
     fake.encoder_info = broken_info
     r = await submit(c, marked_pdf([2]))
-    assert r.status_code == 500 and r.json()["error"]["code"] == "INTERNAL"
-    assert "secret" not in r.text
+    assert r.status_code == 202  # the encoder is asked by the worker, not at submit
+    failed = await wait_status(c, r.json()["job_id"], ("failed", "done"))
+    assert failed["status"] == "failed" and failed["error"]["code"] == "INTERNAL"
+    assert "secret" not in str(failed)
 
 
 def test_unfinished_jobs_of_earlier_process_fail_and_expire(tmp_path):
@@ -172,6 +238,10 @@ async def test_running_jobs_count_in_the_autoscaling_gauge(env):
         await asyncio.sleep(0.02)
     assert deltas == [1]  # counted while it runs
     await wait_status(c, job["job_id"], ("done", "failed"))
+    for _ in range(100):  # the record says done a moment before the worker's task ends
+        if len(deltas) > 1:
+            break
+        await asyncio.sleep(0.02)
     assert deltas == [1, -1]
 
 
@@ -185,3 +255,55 @@ async def test_job_result_says_when_it_came_from_the_cache(env):
     res = await c.get(f"/v1/jobs/{job['job_id']}/result")
     assert res.headers["x-inkstream-cache"] == "hit" and res.json()["cached"] is True
     assert fake.pages_run == 2
+
+
+async def test_a_checkpoint_write_that_keeps_failing_fails_the_job_naming_the_page(env, monkeypatch):
+    c, fake, core = env
+    core.config.stores.job_deadline_s = 1.5
+
+    def down(job_id, index, page):
+        raise Unavailable("the job store (sqlite) is unreachable", retry_after_s=0.1)
+
+    monkeypatch.setattr(core.job_store, "put_page", down)
+    job = (await submit(c, marked_pdf([1, 2]))).json()
+    failed = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert failed["status"] == "failed" and failed["error"]["code"] == "UNAVAILABLE"
+    assert "checkpoint of page 1 could not be stored" in failed["error"]["message"]
+    assert "unreachable" in failed["error"]["message"]
+
+
+async def test_a_checkpoint_write_that_fails_once_is_retried(env, monkeypatch):
+    c, fake, core = env
+    real, calls = core.job_store.put_page, []
+
+    def flaky(job_id, index, page):
+        calls.append(index)
+        if len(calls) == 1:
+            raise Unavailable("the job store is unreachable", retry_after_s=0.1)
+        return real(job_id, index, page)
+
+    monkeypatch.setattr(core.job_store, "put_page", flaky)
+    job = (await submit(c, marked_pdf([1, 2]))).json()
+    done = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert done["status"] == "done" and done["pages_done"] == 2
+    assert calls == [1, 1, 2] and fake.pages_run == 2  # the page was not read again
+
+
+async def test_a_failure_that_cannot_be_recorded_is_logged_and_left_to_the_queue(env, monkeypatch, caplog):
+    _, _, core = env
+    monkeypatch.setattr(worker_mod, "RECORD_TRIES", 2)
+    acked: list[str] = []
+
+    async def finish(job_id, status, **fields):
+        raise Unavailable("the job store is unreachable")
+
+    async def ack(d):
+        acked.append(d.job_id)
+
+    monkeypatch.setattr(core.worker, "finish", finish)
+    monkeypatch.setattr(core.worker.queue, "ack", ack)
+    with caplog.at_level("ERROR", logger="inkstream.gateway.jobs"):
+        await core.worker._fail(Delivery("j1"), "INVALID_ARGUMENT", "page 7 does not exist")
+    assert acked == []
+    assert "job j1 failed (INVALID_ARGUMENT: page 7 does not exist)" in caplog.text
+    assert "could not be recorded (the job store is unreachable)" in caplog.text

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.ingest import UploadSink
 from gateway.service import OcrRequest, OcrService
-from inkstream.errors import InvalidInput, Unavailable
+from inkstream.errors import InvalidInput, ResourceExhausted, Unavailable
 from tests.gateway_api.conftest import FakePipeline, expected_text, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)
@@ -84,6 +84,31 @@ async def test_options_reach_the_pipeline(tmp_path):
     assert fake.options_seen[0].mode == "small" and fake.options_seen[0].task == "markdown"
     with pytest.raises(InvalidInput, match="invalid task"):
         await _pages(tmp_path, fake, [1], task="<script>")
-    fake.decoder_tasks = lambda: ["ocr", "markdown"]
+    fake.tasks = ("ocr", "markdown")
     with pytest.raises(InvalidInput, match="supports: ocr, markdown"):
         await _pages(tmp_path, fake, [1], task="translate")
+
+
+async def test_request_scope_waits_for_admission_and_releases_everything(tmp_path):
+    from gateway.config import GatewayConfig
+    from gateway.scope import RequestScope
+
+    fake = FakePipeline(capacity=0)  # the gateway is full
+    svc = OcrService(GatewayConfig(), fake)
+    with pytest.raises(ResourceExhausted):
+        await RequestScope(svc, "r0").admit()
+    sink = UploadSink(tmp_path, 1 << 30)
+    sink.write(marked_pdf([5]))
+    upload = sink.finish()
+    async with RequestScope(svc, "r1") as scope:
+        waiting = asyncio.ensure_future(scope.admit(wait=True))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        fake.capacity = 1  # a slot frees up
+        await waiting
+        assert fake.admitted == 1
+        prepared = await scope.prepare(upload, OcrRequest(format="text"))
+        with pytest.raises(RuntimeError, match="opens its document once"):
+            await scope.prepare(upload, OcrRequest(format="text"))
+        assert [p.text async for p in scope.pages(30.0)] == [expected_text(5)]
+    assert fake.admitted == 0 and prepared._closed

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from gateway.output.page import Block, PageResult
 from gateway.output.stitch import error_page, page_result, parse_grounding, render_document
 from gateway.types import PageError, PageOutcome, SegmentText
+from inkstream.page_result import Block, PageResult
 
 
 def test_grounding_boxes_map_from_grid_to_segment_pixels():

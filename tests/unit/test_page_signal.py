@@ -10,7 +10,6 @@ import pytest
 from client import ocr_cli
 from client.results import PageResult as ClientPage
 from decoder_service.sequence import sequence_confidence
-from gateway.output.page import PageResult
 from gateway.output.signal import (
     LOW_CONFIDENCE,
     NO_TEXT_FOUND,
@@ -21,6 +20,7 @@ from gateway.output.signal import (
 )
 from gateway.output.stitch import page_result, render_document
 from gateway.types import PageOutcome, SegmentText
+from inkstream.page_result import PageResult
 
 
 def test_sequence_confidence_is_the_geometric_mean():

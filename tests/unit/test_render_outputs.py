@@ -17,9 +17,9 @@ from rapidfuzz.distance import Levenshtein
 
 from gateway.output.hocr import render_hocr
 from gateway.output.lines import page_regions, words_of
-from gateway.output.page import Block, PageResult
 from gateway.output.searchable_pdf import write_searchable_pdf
 from gateway.output.stitch import PageError
+from inkstream.page_result import Block, PageResult
 
 pytestmark = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils not installed")
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from gateway.output.lines import page_regions
-from gateway.output.page import PageResult
 from gateway.output.stitch import page_result, render_page
 from gateway.output.tables import markdown_table, page_lines
 from gateway.types import PageOutcome, SegmentText
+from inkstream.page_result import PageResult
 from inkstream.segments import Cell, cell_join, join_from_wire, join_lines, join_to_wire, parse_cell
 from models.compact.page.boxes import LineBox
 from models.compact.page.regions import line_piece
