@@ -19,7 +19,8 @@ extra columns: each token's copy classes; zero for token embeddings), :meth:`for
 log-probabilities of the mixture, and the cache holds two extra layers: each position's classes and
 the attention the writing steps have put on it so far (coverage). A checkpoint with a ``"spacing"``
 entry adds two more columns (the spacing head's probabilities, :mod:`models.compact.decode.spacing`), read
-only when a segment is finished (:meth:`CompactDecoderHalf.finish_tokens`).
+only when a segment is finished (:meth:`CompactDecoderHalf.finish_tokens`, which delegates to the
+one finishing function, :func:`models.compact.decode.finish.finish_segment`).
 
 Everything runs under ``torch.no_grad()`` so KV-cache tensors are ordinary tensors a scheduler may
 slice, pad or update in place.
