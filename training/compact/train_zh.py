@@ -19,6 +19,11 @@ rerunning the same command resumes; every ``--eval-every`` steps greedy CER on t
 (``eval.pt``: held-out fonts and texts) is logged and the checkpoint is exported to ``OUT/export``.
 The script head is trained by :mod:`training.compact.script_head` afterwards (it only needs the
 Latin tower).
+
+This module holds the command line and the training loop; the model and its export are
+:mod:`training.compact.zh_model`, its set-up from ``--init`` and the resumed state
+:mod:`training.compact.zh_setup`, the feature records :mod:`training.compact.zh_records`, the held-out
+evaluation :mod:`training.compact.zh_eval`.
 """
 
 from __future__ import annotations
