@@ -24,28 +24,19 @@ from typing import IO
 
 import grpc
 
-from client.results import Block, DocumentSummary, JobStatus, PageError, PageResult, RecognizeResult
+from client.results import DocumentSummary, JobStatus, PageResult, RecognizeResult
 from inkstream.errors import from_rpc_error
 from inkstream.lifecycle import client_options
+from inkstream.page_result_pb import page_from_pb
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 
 Document = bytes | str | os.PathLike | IO[bytes]
 CHUNK_BYTES = 1024 * 1024
 
 
-def _page(msg: gateway_pb2.PageResult) -> PageResult:
-    return PageResult(
-        index=msg.index, status=msg.status, text=msg.text,
-        blocks=[Block(b.type, b.text, (b.x0, b.y0, b.x1, b.y1), b.confidence, list(b.warnings)) for b in msg.blocks],
-        finish_reason=msg.finish_reason, vision_tokens=msg.vision_tokens, generated_tokens=msg.generated_tokens,
-        error=PageError(msg.error.code, msg.error.message) if msg.HasField("error") and msg.error.code else None,
-        width=msg.width, height=msg.height, confidence=msg.confidence, warnings=list(msg.warnings),
-    )
-
-
 def _item(msg: gateway_pb2.RecognizeResponse) -> PageResult | DocumentSummary:
     if msg.WhichOneof("part") == "page":
-        return _page(msg.page)
+        return page_from_pb(msg.page)
     s = msg.summary
     return DocumentSummary(s.model_id, s.pages, s.pages_ok, s.pages_error, s.document, s.seconds, s.cached)
 

@@ -4,12 +4,13 @@ and with Tesseract on the same pages when the ``tesseract`` binary is installed.
 
 Documents: every ``NAME.{png,jpg,jpeg,tif,tiff,bmp,webp,pdf}`` under DIR (recursively) with a
 ``NAME.gt.txt`` beside it. Multi-page ground truth separates pages with a form feed (``\f``).
-Scoring (as /work/shared/eval/README.md prescribes): both texts are NFC-normalised (Unicode UAX #15,
-so a decomposed accent counts as one character), then every run of whitespace (spaces, newlines,
-form feeds) is folded to one space. CER = Levenshtein distance / reference characters (rapidfuzz);
-WER = word-level edit distance / reference words (jiwer). A ``~`` in the
-ground truth (UNLV-ISRI: a character the transcriber could not encode) is masked in the CER: it is
-not counted in the reference length and no edit at its place counts. "overall" sums edits and reference lengths
+Scoring (as the shared evaluation corpus prescribes, ``../shared/eval/README.md`` beside a checkout):
+both texts are NFC-normalised (Unicode UAX #15, so a decomposed accent counts as one character),
+then every run of whitespace (spaces, newlines, form feeds) is folded to one space.
+CER = Levenshtein distance / reference characters (rapidfuzz); WER = word-level edit distance /
+reference words (jiwer). A ``~`` in the ground truth (UNLV-ISRI: a character the transcriber could not
+encode) is masked in the CER: it is not counted in the reference length and no edit at its place
+counts. "overall" sums edits and reference lengths
 over all documents (micro average).
 
 Page rasterisation: in-process, PDF pages are rendered (pypdfium2) so their long side is the encoder

@@ -11,14 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from inkstream.errors import InvalidInput
-
-
-@dataclass(frozen=True)
-class PageError:
-    """Why a page has no text. ``code``: gRPC status code name; ``message``: for a person."""
-
-    code: str
-    message: str
+from inkstream.page_result import PageError  # why a page has no text: the page-result contract's
 
 
 @dataclass

@@ -15,7 +15,8 @@ from the gateway through every encoder and decoder call:
                ``INKSTREAM_TRACES_FILE`` alone selects ``jsonl``. Used by system tests;
   ``memory``   the SDK's ``InMemorySpanExporter`` (in-process tests; see :func:`memory_exporter`).
 
-Interceptors (module :mod:`inkstream.trace_interceptors`, which imports this one, never the reverse):
+Interceptors (modules :mod:`inkstream.trace_interceptors` for gRPC and :mod:`inkstream.trace_asgi`
+for HTTP, which import this one, never the reverse):
 
 * :class:`ServerInterceptor` (grpc.aio) extracts ``traceparent``/``tracestate`` and ``x-request-id``
   from the call's metadata, opens a SERVER span per RPC named ``package.Service/Method`` (OTel RPC

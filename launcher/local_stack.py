@@ -6,9 +6,8 @@ gateway answers HTTP, and stops them all (SIGTERM, i.e. a drain, then SIGKILL af
 It is what ``inkstream up``, ``inkstream ocr`` (temporary stack), the system tests and the benchmarks
 use. Child output goes to one log file per process (``log_dir``), shown when a start fails.
 
-Model: ``--model DIR``, else the embedded compact model (``models/compact/weights_zh/``, bilingual). When those
-weights are missing (not trained yet), a tiny RANDOM deepseek_ocr2 checkpoint is written to a
-temporary directory so the stack still starts, with a warning that its text is meaningless.
+Model: ``--model DIR``, else the embedded compact model, else a tiny RANDOM checkpoint
+(:func:`launcher.model_dir.resolve_model`).
 """
 
 from __future__ import annotations
@@ -18,15 +17,13 @@ import os
 import pathlib
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 
-import httpx
-
-import models.compact
-from launcher.probes import free_port, grpc_serving, http_up
+from launcher.model_dir import resolve_model
+from launcher.probes import free_port, grpc_serving, http_up, scrape_metrics
+from launcher.processes import spawn_service, terminate
 
 SERVICES = ("encoder", "decoder", "gateway")
 # The gateway drains for up to drain_grace_s (30 s by default, gateway/config.py) so that documents
@@ -38,37 +35,6 @@ BACKEND_STOP_GRACE_S = 10.0
 PORT_RACE_RETRIES = 3  # respawns (per start) of replicas that lost a free_port race
 # What a child logs when its port was taken: grpc (server.add_*_port), uvicorn / http.server (errno 98).
 _BIND_FAILURES = ("failed to bind", "could not bind", "cannot bind", "address already in use")
-
-
-def default_model_dir() -> pathlib.Path:
-    """The embedded compact model's weights directory (may not exist before training)."""
-    return models.compact.default_checkpoint_dir()
-
-
-def resolve_model(model_dir: str | os.PathLike | None, scratch: pathlib.Path) -> pathlib.Path:
-    """``model_dir`` if given (must hold config.json); else the embedded weights; else a tiny random
-    deepseek_ocr2 checkpoint written under ``scratch`` (a warning explains). Raises FileNotFoundError.
-    """
-    if model_dir is not None:
-        p = pathlib.Path(model_dir)
-        if not (p / "config.json").is_file():
-            raise FileNotFoundError(f"--model {p}: not a checkpoint directory (no config.json)")
-        return p
-    p = default_model_dir()
-    if (p / "config.json").is_file():
-        return p
-    print(
-        f"inkstream: the embedded compact model is missing ({p} has no config.json; train it with "
-        "'inkstream train-compact' or pass --model DIR). Falling back to a tiny RANDOM deepseek_ocr2 "
-        "checkpoint: the stack works end to end but its text is meaningless.",
-        file=sys.stderr,
-    )
-    from models.deepseek_ocr2.tiny import write_tiny_checkpoint  # heavy: torch + transformers, fallback only
-
-    tiny = scratch / "tiny-deepseek-ocr2"
-    if not (tiny / "config.json").is_file():
-        write_tiny_checkpoint(tiny, seed=0)
-    return tiny
 
 
 class LocalStack:
@@ -139,15 +105,7 @@ class LocalStack:
 
     def metrics(self, service: str, i: int = 0) -> dict[str, float]:
         """Scrape ``/metrics`` of an encoder / decoder replica: ``{"name{labels}": value}``."""
-        r = httpx.get(f"http://127.0.0.1:{self.metrics_ports[service][i]}/metrics", timeout=5)
-        r.raise_for_status()
-        out: dict[str, float] = {}
-        for line in r.text.splitlines():
-            if line and not line.startswith("#"):
-                key, _, val = line.rpartition(" ")
-                with contextlib.suppress(ValueError):
-                    out[key] = float(val)
-        return out
+        return scrape_metrics(f"http://127.0.0.1:{self.metrics_ports[service][i]}/metrics")
 
     def log_path(self, service: str, i: int = 0) -> pathlib.Path:
         """Log file (stdout + stderr) of replica ``i`` of ``service``."""
@@ -161,15 +119,8 @@ class LocalStack:
     # ------------------------------------------------------------ lifecycle
 
     def _spawn(self, service: str, i: int, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
-        # -P: the working directory is not put on sys.path, so a folder named like one of our packages
-        # there (the clone itself, run from its parent folder) cannot shadow the installed packages.
-        cmd = [sys.executable, "-P", "-m", "inkstream.cli", "serve", service, *args, *self.extra_args.get(service, [])]
-        log = open(self.log_path(service, i), "ab")  # noqa: SIM115 - owned by the child
-        try:
-            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env={**self.env, **(env or {})}, start_new_session=True)
-        finally:
-            log.close()
+        return spawn_service(service, [*args, *self.extra_args.get(service, [])], self.log_path(service, i),
+                             {**self.env, **(env or {})})
 
     def start(self) -> LocalStack:
         """Start every process and wait until all are ready (see the class docstring)."""
@@ -310,18 +261,7 @@ class LocalStack:
         then idle encoders and decoders). Safe to call twice; :meth:`kill_all` cuts it short.
         """
         for group, default in ((("gateway",), GATEWAY_STOP_GRACE_S), (("encoder", "decoder"), BACKEND_STOP_GRACE_S)):
-            ps = [p for s in group for p in self.procs[s] if p.poll() is None]
-            for p in ps:
-                with contextlib.suppress(ProcessLookupError):
-                    p.send_signal(signal.SIGTERM)
-            end = time.monotonic() + (default if grace_s is None else grace_s)
-            for p in ps:
-                try:
-                    p.wait(timeout=max(0.1, end - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        p.kill()
-                    p.wait(timeout=10)
+            terminate([p for s in group for p in self.procs[s]], default if grace_s is None else grace_s)
 
     def kill_all(self) -> None:
         """SIGKILL every child still running (a second Ctrl-C during :meth:`stop`); reaping is left

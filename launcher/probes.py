@@ -1,4 +1,5 @@
-"""Loopback helpers of the local launcher: free TCP ports and readiness probes (gRPC health, HTTP).
+"""Loopback helpers of the local launcher: free TCP ports, readiness probes (gRPC health, HTTP) and
+a Prometheus ``/metrics`` scrape.
 
 Used by :class:`launcher.local_stack.LocalStack` (which imports them, so ``launcher.local_stack``
 names them too), ``inkstream up`` and the tests.
@@ -6,6 +7,7 @@ names them too), ``inkstream up`` and the tests.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
 import grpc
@@ -39,3 +41,18 @@ def http_up(url: str, timeout_s: float = 1.0) -> bool:
     except httpx.HTTPError:
         return False
     return r.status_code != 503
+
+
+def scrape_metrics(url: str, timeout_s: float = 5.0) -> dict[str, float]:
+    """The samples of a Prometheus text ``/metrics`` page at ``url``: ``{"name{labels}": value}``
+    (comments and unparsable values skipped). Raises httpx.HTTPError when it cannot be fetched.
+    """
+    r = httpx.get(url, timeout=timeout_s)
+    r.raise_for_status()
+    out: dict[str, float] = {}
+    for line in r.text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, val = line.rpartition(" ")
+            with contextlib.suppress(ValueError):
+                out[key] = float(val)
+    return out

@@ -1,7 +1,8 @@
 """gRPC front end: ``inkstream.gateway.v1.OcrGateway`` (see protos/inkstream/gateway/v1/gateway.proto).
 
 Handlers only convert messages (the ``*_to_pb`` / ``*_from_pb`` functions below are the one place
-for that) and call :class:`gateway.service.OcrService` / :class:`gateway.jobs.manager.JobManager`; errors go
+for that; a page result's conversion is the contract's, :func:`inkstream.page_result_pb.page_to_pb`)
+and call :class:`gateway.service.OcrService` / :class:`gateway.jobs.manager.JobManager`; errors go
 through :func:`inkstream.errors.grpc_guard`. The server also offers ``grpc.health.v1``.
 """
 
@@ -17,7 +18,6 @@ import grpc
 from gateway.apis.auth import ApiKeyInterceptor, ApiKeys
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, upload_too_slow
-from gateway.output.page import PageResult
 from gateway.output.stitch import render_document
 from gateway.service import OcrRequest, run_id
 from gateway.session import OcrSession
@@ -25,6 +25,8 @@ from gateway.stores import JobRecord
 from inkstream import refused_stream, trace_interceptors
 from inkstream.errors import InkstreamError, InvalidInput, JobCancelled, grpc_guard
 from inkstream.lifecycle import Lifecycle, listener_options
+from inkstream.page_result import PageResult
+from inkstream.page_result_pb import page_to_pb
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 from inkstream.request_id import current_request_id
 
@@ -42,21 +44,6 @@ def options_from_pb(o: gateway_pb2.OcrOptions) -> OcrRequest:
         raise InvalidInput("format=pdf (searchable PDF) is served over REST: POST /v1/ocr or a job's result; "
                            "over gRPC use markdown, text, json or hocr")
     return OcrRequest(format=o.format, pages=o.pages, mode=o.mode, task=o.task, password=o.password)
-
-
-def page_to_pb(p: PageResult) -> gateway_pb2.PageResult:
-    """PageResult -> gateway.v1.PageResult (1-based index, boxes in page pixels)."""
-    msg = gateway_pb2.PageResult(
-        index=p.index, status=p.status, text=p.text, finish_reason=p.finish_reason,
-        vision_tokens=p.vision_tokens, generated_tokens=p.generated_tokens, width=p.width, height=p.height,
-        blocks=[gateway_pb2.Block(type=b.type, text=b.text, x0=b.box[0], y0=b.box[1], x1=b.box[2], y1=b.box[3],
-                                  confidence=b.confidence, warnings=b.warnings)
-                for b in p.blocks],
-        confidence=p.confidence, warnings=p.warnings,
-    )
-    if p.error is not None:
-        msg.error.code, msg.error.message = p.error.code, p.error.message
-    return msg
 
 
 def summary_to_pb(pages: list[PageResult], model_id: str, fmt: str, seconds: float,

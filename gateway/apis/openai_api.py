@@ -40,10 +40,10 @@ from fastapi.responses import JSONResponse, Response
 from gateway.apis.openai_messages import ChatRequest, parse_chat_request
 from gateway.apis.rest_http import StreamWithCleanup
 from gateway.core import GatewayCore
-from gateway.output.page import PageResult
 from gateway.service import OcrRequest, run_id
 from gateway.session import ocr_bytes
 from inkstream.errors import InkstreamError, NotFound, as_inkstream_error, http_status, retry_after_header
+from inkstream.page_result import PageResult
 from inkstream.request_id import current_request_id
 
 #: OpenAI error ``type`` by HTTP status (their API reference, "Error codes").

@@ -35,7 +35,7 @@ from gateway.apis.rest_probes import probes_router
 from gateway.config import GatewayConfig
 from gateway.core import GatewayCore
 from gateway.types import PagePipeline
-from inkstream import trace_interceptors
+from inkstream import trace_asgi
 from inkstream.errors import InkstreamError, InvalidInput, MethodNotAllowed, NotFound, Unauthenticated
 
 __all__ = ["MEDIA", "NDJSON", "create_app"]
@@ -92,7 +92,7 @@ def create_app(config: GatewayConfig, pipeline: PagePipeline, core: GatewayCore 
 
     app.add_middleware(CatchAll)
     app.add_middleware(InflightMiddleware, core=core)
-    app.add_middleware(trace_interceptors.asgi_middleware)  # X-Request-Id, SERVER span attributes
+    app.add_middleware(trace_asgi.asgi_middleware)  # X-Request-Id, SERVER span attributes
     if api_keys is not None:
         app.add_middleware(ApiKeyMiddleware, keys=api_keys)
 

@@ -21,7 +21,6 @@ from starlette.requests import ClientDisconnect
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, too_large, upload_too_slow
 from gateway.ingest.multipart import MultipartUpload, unknown_option
-from gateway.output.page import PageResult
 from gateway.service import OcrRequest
 from inkstream.errors import (
     Cancelled,
@@ -31,6 +30,7 @@ from inkstream.errors import (
     http_status,
     retry_after_header,
 )
+from inkstream.page_result import PageResult
 
 log = logging.getLogger("inkstream.gateway.rest")
 

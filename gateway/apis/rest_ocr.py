@@ -22,12 +22,12 @@ from fastapi.responses import JSONResponse, Response
 from gateway.apis import rest_schema as schema
 from gateway.apis.rest_http import StreamWithCleanup, collect_while_connected, file_chunks, receive_upload
 from gateway.core import GatewayCore
-from gateway.output.page import PageResult
 from gateway.output.searchable_pdf import write_searchable_pdf
-from gateway.output.stitch import document_json, render_document
+from gateway.output.stitch import render_document
 from gateway.service import run_id
 from gateway.session import OcrSession
 from inkstream.errors import InvalidInput
+from inkstream.page_result import PageResult, document_json
 from inkstream.request_id import current_request_id
 
 NDJSON = "application/x-ndjson"

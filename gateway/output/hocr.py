@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from html import escape
 
 from gateway.output.lines import Box, page_regions
-from gateway.output.page import PageResult
+from inkstream.page_result import PageResult
 
 _HEAD = """<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"

@@ -14,9 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gateway.output.page import PageResult
-
-Box = tuple[float, float, float, float]
+from inkstream.page_result import Box, PageResult
 
 _WORD = re.compile(r"\S+")
 

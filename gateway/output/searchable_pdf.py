@@ -42,8 +42,8 @@ from PIL import Image
 
 from gateway.ingest.images import normalise
 from gateway.output.lines import Box, page_regions
-from gateway.output.page import PageResult
 from inkstream.errors import InvalidInput
+from inkstream.page_result import PageResult
 
 #: dpi given to an image without resolution metadata (the scanning default of archives and OCRmyPDF).
 DEFAULT_IMAGE_DPI = 300.0

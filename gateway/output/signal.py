@@ -31,11 +31,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-NO_TEXT_FOUND = "no_text_found"
-LOW_CONFIDENCE = "low_confidence"
-UNSUPPORTED_SCRIPT = "unsupported_script"
-#: every code a page or block can carry, in the order they are listed on a page
-WARNING_CODES = (NO_TEXT_FOUND, UNSUPPORTED_SCRIPT, LOW_CONFIDENCE)
+# the codes are part of the page-result contract (every code, in the order listed on a page)
+from inkstream.page_result import LOW_CONFIDENCE, NO_TEXT_FOUND, UNSUPPORTED_SCRIPT, WARNING_CODES
+
+__all__ = ["LOW_CONFIDENCE", "NO_TEXT_FOUND", "UNSUPPORTED_SCRIPT", "WARNING_CODES", "SegmentScore",
+           "page_confidence", "block_warnings", "page_warnings"]
 
 #: page confidence under which a page is ``low_confidence``: the eval pages the embedded model reads
 #: at <= 5 % CER score 0.98 and above; pages of junk (unseen script, inverted print) 0.2-0.75.

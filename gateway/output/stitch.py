@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from gateway.output.hocr import render_hocr
-from gateway.output.page import Block, Box, PageResult, _box
 from gateway.output.signal import SegmentScore, block_warnings, page_warnings
-from gateway.output.tables import Table, TableCell, markdown_body, page_lines
-from gateway.types import PageError, PageOutcome
+from gateway.output.tables import Table, markdown_body, page_lines
+from gateway.types import PageOutcome
+from inkstream.page_result import Block, Box, PageError, PageResult, as_box, document_json
 from inkstream.segments import JOIN_LINE, is_known_join
 
 FORMATS = ("markdown", "text", "json", "hocr", "pdf")
@@ -52,14 +53,15 @@ _FINISH_NOTES = {
 
 
 
-def _table_blocks(cleans: list[str], segments: list[Any], sx: float, sy: float) -> tuple[list[str], list[Block]]:
+def _table_blocks(cleans: list[str], segments: list[Any], scores: list[SegmentScore], sx: float, sy: float,
+                  ) -> tuple[list[str], list[Block]]:
     """(page text lines, ``table`` blocks in page pixels scaled by ``sx``/``sy``) from the segments'
-    texts and joins (:func:`gateway.output.tables.page_lines`).
+    texts, joins and scores (:func:`gateway.output.tables.page_lines`).
     """
     joins = [s.join if is_known_join(s.join) else JOIN_LINE for s in segments]
-    lines, tables = page_lines(cleans, joins, [_box(s.box) for s in segments])
+    lines, tables = page_lines(cleans, joins, [as_box(s.box) for s in segments], scores)
     blocks = [Block("table", "\n".join(t.rows), _scale_box(t.box, sx, sy),
-                    cells=[TableCell(c.row, c.column, c.text, _scale_box(c.box, sx, sy)) for c in t.cells])
+                    cells=[replace(c, box=_scale_box(c.box, sx, sy)) for c in t.cells])
               for t in tables]
     return lines, blocks
 
@@ -138,17 +140,18 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
     blocks: list[Block] = []
     tables: list[Block] = []
     segments = sorted(outcome.segments, key=lambda s: s.index)
+    scores = [SegmentScore(s.text, s.confidence, s.generated_tokens) for s in segments]
     if segments:
         cleans: list[str] = []
         for seg in segments:
             whole = w and h and (seg.box[2] - seg.box[0]) * (seg.box[3] - seg.box[1]) >= 0.9 * w * h
-            seg_box = _box(seg.box)
+            seg_box = as_box(seg.box)
             clean, seg_blocks = parse_grounding(seg.text, seg_box, "text" if whole else "line")
             cleans.append(clean)
             for b in seg_blocks:
                 b.confidence, b.warnings = seg.confidence, block_warnings(seg.confidence, b.text)
             blocks.extend(seg_blocks)
-        texts, tables = _table_blocks(cleans, segments, sx, sy)
+        texts, tables = _table_blocks(cleans, segments, scores, sx, sy)
     else:
         clean, blocks = parse_grounding(outcome.text, page_box, "text")
         if clean:
@@ -157,8 +160,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
     joiner = "\n" if len(segments) > 1 and all(b.type == "line" for b in blocks) else "\n\n"
     blocks += tables
     text = joiner.join(texts)
-    confidence, warnings = page_warnings(
-        [SegmentScore(s.text, s.confidence, s.generated_tokens) for s in segments], text)
+    confidence, warnings = page_warnings(scores, text)
     return PageResult(
         index=outcome.index + 1, status="ok", text=text, blocks=blocks,
         finish_reason=outcome.finish_reason or "stop", vision_tokens=outcome.vision_tokens,
@@ -249,21 +251,3 @@ def render_document(pages: Iterable[PageResult], fmt: str, model_id: str = "") -
         return render_hocr(ordered, model_id)
     raise ValueError(f"format {fmt!r} is not a text format")
 
-
-def document_json(pages: list[PageResult], model_id: str, seconds: float | None = None,
-                  cached: bool | None = None) -> dict[str, Any]:
-    """The JSON result: ``{"model_id", "pages": [...], "pages_ok", "pages_error"[, "seconds"][, "cached"]}``
-    (``cached``: the pages came from the gateway's result cache).
-    """
-    ordered = sorted(pages, key=lambda p: p.index)
-    out: dict[str, Any] = {
-        "model_id": model_id,
-        "pages": [p.to_dict() for p in ordered],
-        "pages_ok": sum(p.status == "ok" for p in ordered),
-        "pages_error": sum(p.status != "ok" for p in ordered),
-    }
-    if seconds is not None:
-        out["seconds"] = round(seconds, 3)
-    if cached is not None:
-        out["cached"] = cached
-    return out

@@ -6,9 +6,10 @@ cell with ``cell:T:R:C`` and the cell's further pieces with ``space`` / ``direct
 
 * plain text: one line per table row, its cells in column order separated by two spaces (the
   pdftotext ``-layout`` convention of column padding); an empty cell is left out;
-* a JSON block ``{"type": "table", "text": <the rows>, "box", "cells": [{"row", "column", "text",
-  "box"}]}`` placed after the page's line blocks (the cells' own ``line`` blocks stay, so hOCR and
-  the searchable PDF still have every line's box);
+* a JSON block ``{"type": "table", "text": <the rows>, "box", "cells": [{"row", "column", "rowspan",
+  "colspan", "text", "box", "confidence"}]}`` (:class:`inkstream.page_result.TableCell`) placed
+  after the page's line blocks (the cells' own ``line`` blocks stay, so hOCR and the searchable PDF
+  still have every line's box);
 * markdown: a GitHub-flavoured pipe table (first row as header, ``|`` in cells escaped) in place of
   the rows' lines.
 """
@@ -18,22 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from gateway.output.signal import SegmentScore, page_confidence
+from inkstream.page_result import Box, TableCell
 from inkstream.segments import JOIN_DIRECT, JOIN_SPACE, join_lines, parse_cell, piece_separator
 
-Box = tuple[float, float, float, float]
 CELL_GAP = "  "  # between a row's cells in plain text
-
-
-@dataclass
-class TableCell:
-    """One cell: ``row`` and ``column`` (0-based), its ``text`` and ``box`` (x0, y0, x1, y1) in page
-    pixels (the union of its segments' boxes).
-    """
-
-    row: int
-    column: int
-    text: str
-    box: Box
+_Open = tuple[str, list[Box], list[int]]  # an open cell: its text so far, its segments' boxes and indices
 
 
 @dataclass
@@ -55,10 +46,11 @@ def _union(boxes: Sequence[Box]) -> Box:
     return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
-def _finish(cells: dict[tuple[int, int], tuple[str, list[Box]]]) -> Table:
+def _finish(cells: dict[tuple[int, int], _Open], scores: Sequence[SegmentScore] | None) -> Table:
     table = Table()
-    for (r, c), (text, boxes) in sorted(cells.items()):
-        table.cells.append(TableCell(r, c, text, _union(boxes)))
+    for (r, c), (text, boxes, segs) in sorted(cells.items()):
+        conf = page_confidence([scores[i] for i in segs]) if scores is not None else 0.0
+        table.cells.append(TableCell(r, c, text, _union(boxes), conf))
     table.box = _union([c.box for c in table.cells])
     for r in sorted({c.row for c in table.cells}):
         texts = [c.text for c in table.cells if c.row == r and c.text]
@@ -67,18 +59,21 @@ def _finish(cells: dict[tuple[int, int], tuple[str, list[Box]]]) -> Table:
     return table
 
 
-def page_lines(texts: Sequence[str], joins: Sequence[str], boxes: Sequence[Box]) -> tuple[list[str], list[Table]]:
-    """(text lines of the page, its tables) from its segments' ``texts``, ``joins`` and ``boxes`` in
-    reading order. Segments outside tables are joined by :func:`inkstream.segments.join_lines`; a
-    table's rows take its place in the lines. Raises ValueError for lengths that differ or a
-    malformed join.
+def page_lines(texts: Sequence[str], joins: Sequence[str], boxes: Sequence[Box],
+               scores: Sequence[SegmentScore] | None = None) -> tuple[list[str], list[Table]]:
+    """(text lines of the page, its tables) from its segments' ``texts``, ``joins`` and ``boxes`` (page
+    pixels) in reading order. Segments outside tables are joined by :func:`inkstream.segments.join_lines`;
+    a table's rows take its place in the lines. With ``scores`` (one per segment) a cell's confidence
+    is :func:`gateway.output.signal.page_confidence` of its segments (else 0.0). Raises ValueError for
+    lengths that differ or a malformed join.
     """
-    if not len(texts) == len(joins) == len(boxes):
-        raise ValueError(f"{len(texts)} texts, {len(joins)} joins, {len(boxes)} boxes")
+    if not len(texts) == len(joins) == len(boxes) or (scores is not None and len(scores) != len(texts)):
+        raise ValueError(f"{len(texts)} texts, {len(joins)} joins, {len(boxes)} boxes, "
+                         f"{'no' if scores is None else len(scores)} scores")
     lines: list[str] = []
     tables: list[Table] = []
     plain: tuple[list[str], list[str]] = ([], [])
-    cells: dict[tuple[int, int], tuple[str, list[Box]]] = {}
+    cells: dict[tuple[int, int], _Open] = {}
     current: tuple[int, int, int] | None = None  # (table, row, column) of the open cell
 
     def flush_plain() -> None:
@@ -88,12 +83,12 @@ def page_lines(texts: Sequence[str], joins: Sequence[str], boxes: Sequence[Box])
 
     def flush_table() -> None:
         if cells:
-            table = _finish(cells)
+            table = _finish(cells, scores)
             tables.append(table)
             lines.extend(table.rows)
             cells.clear()
 
-    for text, join, box in zip(texts, joins, boxes, strict=True):
+    for i, (text, join, box) in enumerate(zip(texts, joins, boxes, strict=True)):
         cell = parse_cell(join)
         if cell is not None:
             if current is None or current[0] != cell.table:
@@ -102,12 +97,12 @@ def page_lines(texts: Sequence[str], joins: Sequence[str], boxes: Sequence[Box])
             current = (cell.table, cell.row, cell.column)
             old = cells.get((cell.row, cell.column))
             joined = (old[0] + piece_separator(old[0], text.strip()) + text).strip() if old else text.strip()
-            cells[(cell.row, cell.column)] = (joined, (old[1] if old else []) + [box])
+            cells[(cell.row, cell.column)] = (joined, (old[1] if old else []) + [box], (old[2] if old else []) + [i])
         elif current is not None and join in (JOIN_SPACE, JOIN_DIRECT):
             key = current[1:]
-            old_text, old_boxes = cells[key]
+            old_text, old_boxes, old_segs = cells[key]
             sep = piece_separator(old_text, text.strip()) if join == JOIN_SPACE and old_text and text else ""
-            cells[key] = ((old_text + sep + text.strip()).strip(), old_boxes + [box])
+            cells[key] = ((old_text + sep + text.strip()).strip(), old_boxes + [box], old_segs + [i])
         else:
             if current is not None:
                 flush_table()

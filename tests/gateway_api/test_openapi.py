@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 
-from gateway.apis import rest_schema
+from gateway.apis import rest_bodies
 from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
 from tests.gateway_api.conftest import marked_pdf
@@ -130,34 +130,34 @@ async def test_real_answers_have_exactly_the_documented_fields(client):
     pdf = marked_pdf([1, 2])
     r = await client.post("/v1/ocr", files={"file": ("d.pdf", pdf)}, data={"format": "json"})
     assert r.status_code == 200
-    doc = rest_schema.DocumentResult.model_validate(r.json())
-    assert set(r.json()) == set(rest_schema.DocumentResult.model_fields)
-    assert all(set(p) == set(rest_schema.Page.model_fields) for p in r.json()["pages"])
+    doc = rest_bodies.DocumentResult.model_validate(r.json())
+    assert set(r.json()) == set(rest_bodies.DocumentResult.model_fields)
+    assert all(set(p) == set(rest_bodies.Page.model_fields) for p in r.json()["pages"])
     # "cells" is only in a "table" block
-    assert set(r.json()["pages"][0]["blocks"][0]) == set(rest_schema.Block.model_fields) - {"cells"}
+    assert set(r.json()["pages"][0]["blocks"][0]) == set(rest_bodies.Block.model_fields) - {"cells"}
     assert doc.pages_ok == 2
 
     r = await client.post("/v1/ocr", files={"file": ("d.pdf", pdf)}, headers={"Accept": "application/x-ndjson"})
     lines = [json.loads(ln) for ln in r.text.splitlines() if ln.strip()]
-    rest_schema.Page.model_validate(lines[0]["page"])
-    assert set(lines[-1]["summary"]) == set(rest_schema.Summary.model_fields)
-    rest_schema.Summary.model_validate(lines[-1]["summary"])
+    rest_bodies.Page.model_validate(lines[0]["page"])
+    assert set(lines[-1]["summary"]) == set(rest_bodies.Summary.model_fields)
+    rest_bodies.Summary.model_validate(lines[-1]["summary"])
 
     r = await client.post("/v1/ocr", files={"file": ("d.pdf", b"not a document")})
     assert r.status_code == 415
-    rest_schema.ErrorBody.model_validate(r.json())
-    assert set(r.json()["error"]) == set(rest_schema.ErrorDetail.model_fields)
+    rest_bodies.ErrorBody.model_validate(r.json())
+    assert set(r.json()["error"]) == set(rest_bodies.ErrorDetail.model_fields)
 
     r = await client.post("/v1/jobs", files={"file": ("d.pdf", pdf)}, headers={"Idempotency-Key": "k"})
     assert r.status_code == 202
-    assert set(r.json()) == set(rest_schema.Job.model_fields)
-    job = rest_schema.Job.model_validate(r.json())
+    assert set(r.json()) == set(rest_bodies.Job.model_fields)
+    job = rest_bodies.Job.model_validate(r.json())
     for _ in range(200):
         st = (await client.get(f"/v1/jobs/{job.job_id}")).json()
         if st["status"] == "done":
             break
         await asyncio.sleep(0.05)
-    rest_schema.Job.model_validate(st)
+    rest_bodies.Job.model_validate(st)
     r = await client.get(f"/v1/jobs/{job.job_id}/result", params={"format": "json"})
-    rest_schema.DocumentResult.model_validate(r.json())
-    assert set(r.json()) == set(rest_schema.DocumentResult.model_fields)
+    rest_bodies.DocumentResult.model_validate(r.json())
+    assert set(r.json()) == set(rest_bodies.DocumentResult.model_fields)

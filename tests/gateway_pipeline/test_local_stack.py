@@ -7,8 +7,9 @@ import socket
 
 import pytest
 
-from launcher import local_stack, up
-from launcher.local_stack import LocalStack, free_port, resolve_model
+from launcher import local_stack, model_dir, up
+from launcher.local_stack import LocalStack, free_port
+from launcher.model_dir import resolve_model
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,7 +27,7 @@ def test_resolve_model(tmp_path, monkeypatch):
     (tmp_path / "ck" / "config.json").write_text("{}")
     assert resolve_model(tmp_path / "ck", tmp_path) == tmp_path / "ck"
     # No --model: the embedded weights when present.
-    monkeypatch.setattr(local_stack, "default_model_dir", lambda: tmp_path / "ck")
+    monkeypatch.setattr(model_dir, "default_model_dir", lambda: tmp_path / "ck")
     assert resolve_model(None, tmp_path) == tmp_path / "ck"
 
 
@@ -41,7 +42,7 @@ def test_missing_embedded_model_falls_back_with_message(tmp_path, monkeypatch, c
         written.append(d)
         return d
 
-    monkeypatch.setattr(local_stack, "default_model_dir", lambda: tmp_path / "weights")
+    monkeypatch.setattr(model_dir, "default_model_dir", lambda: tmp_path / "weights")
     monkeypatch.setattr(tiny, "write_tiny_checkpoint", fake_write)
     got = resolve_model(None, tmp_path)
     assert written == [got]

@@ -17,7 +17,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from inkstream import request_id, trace_interceptors, tracing
+from inkstream import request_id, trace_asgi, trace_interceptors, tracing
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -260,7 +260,7 @@ async def test_asgi_middleware_span_and_request_id(spans, fastapi_tracing):
     from fastapi import FastAPI
 
     app = FastAPI(telemetry={"tracing": fastapi_tracing, "operation_spans": False, "metrics": False})
-    app.add_middleware(trace_interceptors.asgi_middleware)
+    app.add_middleware(trace_asgi.asgi_middleware)
 
     @app.get("/v1/thing")
     async def thing():

@@ -183,7 +183,7 @@ def test_pieces_of_long_lines_are_marked_whatever_the_page_rotation():
     the same page upside down or sideways, where the pieces' page boxes run the other way."""
     from PIL import ImageDraw, ImageFont
 
-    from launcher.local_stack import default_model_dir
+    from launcher.model_dir import default_model_dir
     from models.compact.encoder_half import CompactEncoderHalf
 
     enc = CompactEncoderHalf.load(default_model_dir())

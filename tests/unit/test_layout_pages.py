@@ -17,7 +17,7 @@ from evaluation.score import fold, score
 
 @pytest.fixture(scope="module")
 def halves():
-    from launcher.local_stack import default_model_dir
+    from launcher.model_dir import default_model_dir
     from models.compact.decoder_half import CompactDecoderHalf
     from models.compact.encoder_half import CompactEncoderHalf
 

@@ -10,7 +10,7 @@ Sources, all read from the local machine (nothing is downloaded):
 * comments and docstrings of the Python standard library (technical English, identifiers, code).
 
 Held-out texts: a line belongs to the evaluation split when ``crc32(line) % 100 < EVAL_PERCENT``;
-training never samples them. The OCR evaluation documents (``../shared/eval`` beside the repository) are never read.
+training never samples them. The OCR evaluation documents in ``../shared/eval`` (beside a checkout) are never read.
 """
 
 from __future__ import annotations
