@@ -159,8 +159,8 @@ class RunningBatch:
         text = s.detok.push([tok])
         if s.finish is not None:
             text += s.detok.flush()
-            if s.finish_state is not None:
+            if s.finish_state is not None:  # any correction counts: one may replace tokens or add some
                 kept = self.half.finish_tokens(s.finish_state, s.generated)
-                if len(kept) < len(s.generated):
+                if kept != s.generated:
                     s.corrected = (kept, self.half.decode_text(kept))
         events.append((s, [tok], text, s.finish))

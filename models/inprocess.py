@@ -22,8 +22,9 @@ from models.images import to_rgb
 
 @dataclass
 class InProcessPage:
-    """Text of one page (``lines`` joined by newlines), the segments' ``boxes`` (page pixels) and
-    timings in seconds.
+    """Text of one page (``lines`` joined by newlines), each segment's own text (``segments``,
+    stripped, in reading order), ``joins`` (how each goes on from the one before,
+    :mod:`inkstream.segments`) and ``boxes`` (page pixels), and timings in seconds.
     """
 
     text: str
@@ -33,6 +34,8 @@ class InProcessPage:
     encode_s: float
     decode_s: float
     extra: dict = field(default_factory=dict)
+    segments: list[str] = field(default_factory=list)
+    joins: list[str] = field(default_factory=list)
 
 
 def greedy_segments(dec: DecoderHalf, segments: list[Any], task: str | None = None,
@@ -84,7 +87,9 @@ def ocr_page(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, mode: str |
     page = enc.encode_batch([prepared])[0]
     t1 = time.perf_counter()
     ids = greedy_segments(dec, [s.vision_tokens for s in page.segments], max_new_tokens=max_new_tokens)
-    lines = join_lines([dec.decode_text(i).strip() for i in ids], [s.join for s in page.segments])
+    texts, joins = [dec.decode_text(i).strip() for i in ids], [s.join for s in page.segments]
+    lines = join_lines(texts, joins)
     t2 = time.perf_counter()
     return InProcessPage(text="\n".join(lines), lines=lines, boxes=[s.box for s in page.segments],
-                      n_vision_tokens=page.n_vision_tokens, encode_s=t1 - t0, decode_s=t2 - t1)
+                         n_vision_tokens=page.n_vision_tokens, encode_s=t1 - t0, decode_s=t2 - t1,
+                         segments=texts, joins=joins)

@@ -19,7 +19,8 @@ extra columns: each token's copy classes; zero for token embeddings), :meth:`for
 log-probabilities of the mixture, and the cache holds two extra layers: each position's classes and
 the attention the writing steps have put on it so far (coverage). A checkpoint with a ``"spacing"``
 entry adds two more columns (the spacing head's probabilities, :mod:`models.compact.decode.spacing`), read
-only when a segment is finished (:meth:`CompactDecoderHalf.finish_tokens`).
+only when a segment is finished (:meth:`CompactDecoderHalf.finish_tokens`, which delegates to the
+one finishing function, :func:`models.compact.decode.finish.finish_segment`).
 
 Everything runs under ``torch.no_grad()`` so KV-cache tensors are ordinary tensors a scheduler may
 slice, pad or update in place.
@@ -28,7 +29,7 @@ slice, pad or update in place.
 from __future__ import annotations
 
 import pathlib
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DynamicCache
@@ -41,17 +42,13 @@ from models.compact.decode.copy_head import (
     PointerCopy,
     advance,
     keep_confident_spike,
-    past_last_spike,
     pointer_attention,
     pointer_end,
-    repeated_tail,
     spike_frames,
-    trim_overrun,
 )
+from models.compact.decode.finish import FinishRules, FinishState, finish_segment, finish_state
 from models.compact.decode.mla import absorb_mla
-from models.compact.decode.rereads import drop_unread_repeats
-from models.compact.decode.spacing import FULL_TO_HALF, respace, spike_classes, width_pairs
-from models.compact.line.columns import character_spikes, copy_width, pack, unpack
+from models.compact.line.columns import copy_width, pack, unpack
 from models.compact.line.image import MAX_TOKENS
 from models.compact.line.inkcolumns import SPACING_WIDTH
 from models.compact.line.token_columns import token_columns
@@ -63,19 +60,6 @@ ATTN_IMPLEMENTATION = "sdpa"
 #: bilingual vocabulary keeps them first (:mod:`models.compact.vocab_zh`).
 LATIN_ROWS = len(SPECIALS) + len(CHARSET)
 TASKS = ["ocr"]
-
-
-class FinishState(NamedTuple):
-    """What :meth:`CompactDecoderHalf.finish_tokens` needs of a PP-tower prompt: its copy classes
-    (``q`` float32 [L, k], ``ids`` int64 [L, k]), the recogniser's class at each of its N character
-    spikes (``spike_ids``) and the spacing head's probabilities there (``spacing`` float32 [N, 2]; None
-    for a checkpoint without the head).
-    """
-
-    q: torch.Tensor
-    ids: torch.Tensor
-    spacing: torch.Tensor | None
-    spike_ids: list[int]
 
 
 class CompactDecoderHalf(DecoderHalf):
@@ -100,12 +84,10 @@ class CompactDecoderHalf(DecoderHalf):
         self.hidden_size = self.model_width + self.copy_columns + spacing
         #: those extra columns as the encoder half declares them (models/compact/line/token_columns.py)
         self.extra_columns = token_columns(copy.topk if copy is not None else 0, spacing > 0)
-        vocab = tokenizer.get_vocab()
-        self._space_id = vocab.get(" ", -1)
-        self._pairs = width_pairs(vocab)
-        self._full_ids = {vocab[c] for c in FULL_TO_HALF if c in vocab}
         self.device, self.dtype = device, dtype
         self.eos_token_ids = {EOS_ID}
+        #: the finishing chain's settings (models/compact/decode/finish.py)
+        self.finish_rules = FinishRules.from_vocab(tokenizer.get_vocab(), self.eos_token_ids, self.spacing_confidence)
         self.max_vision_tokens = MAX_TOKENS
         self.max_positions = int(cfg.max_position_embeddings)
         self.tasks, self.default_task = list(TASKS), "ocr"
@@ -257,44 +239,27 @@ class CompactDecoderHalf(DecoderHalf):
         return out
 
     def finish_state(self, prompt_embeds: torch.Tensor) -> FinishState | None:
-        """The copy classes (q float32 [L, k], ids int64 [L, k], on the host) of a PP-tower prompt of a
-        monotonic-pointer checkpoint, the recogniser's classes at its character spikes and, with a
-        spacing head, the head's probabilities there (float32 [N, 2]); None otherwise (no copy head,
-        or a Latin-tower line).
+        """The :class:`~models.compact.decode.finish.FinishState` of a prompt (``prompt_embeds`` [L, H] as
+        :meth:`embed_prompt` made it): its copy classes and, with a spacing head, the head's
+        probabilities at its character spikes, moved to the host
+        (:func:`models.compact.decode.finish.finish_state`). None without a monotonic-pointer copy head
+        or for a prompt without spikes (a Latin-tower line).
         """
         if self._copy is None or not self._copy.pointer or prompt_embeds.shape[-1] <= self.model_width:
             return None
         extra = prompt_embeds[..., self.model_width:].detach().float().cpu()
         q, ids = unpack(extra[..., : self.copy_columns], self.vocab_size)
-        if not bool(spike_frames(q).any()):
-            return None
-        probs = None
+        spacing = None
         if self.spacing_confidence is not None:
-            spikes = character_spikes(q, ids, self._space_id)
-            probs = extra[..., self.copy_columns: self.copy_columns + SPACING_WIDTH][spikes]
-        return FinishState(q, ids.long(), probs, spike_classes(q, ids, self._space_id))
+            spacing = extra[..., self.copy_columns: self.copy_columns + SPACING_WIDTH]
+        return finish_state(q, ids, self.finish_rules.space_id, spacing)
 
     def finish_tokens(self, state: FinishState | None, token_ids: list[int]) -> list[int]:
-        """``token_ids`` without a repeated tail written past the recogniser's last spike
-        (:func:`models.compact.decode.copy_head.trim_overrun`) and with each repeat the recogniser did not
-        read replaced by its reading (:func:`models.compact.decode.rereads.drop_unread_repeats`), then with the
-        spacing head's confident spaces and punctuation widths (:func:`models.compact.decode.spacing.respace`);
-        a final EOS stays last.
+        """``token_ids`` (EOS last when it ended the segment) after the finishing chain: overrun trim,
+        unread repeats, spacing head (:func:`models.compact.decode.finish.finish_segment`). Returns
+        ``token_ids`` itself when nothing changes; a change may keep the length or grow it.
         """
-        if state is None or not token_ids:
-            return token_ids
-        ended = int(token_ids[-1]) in self.eos_token_ids
-        written = [int(t) for t in (token_ids[:-1] if ended else token_ids)]
-        kept = written
-        if repeated_tail(written):
-            kept = trim_overrun(written, past_last_spike(state.q, state.ids, written))
-        kept = drop_unread_repeats(kept, state.spike_ids, self._space_id)
-        if state.spacing is not None and self.spacing_confidence is not None:
-            kept = respace(kept, state.spacing, state.spike_ids, self._space_id, self._pairs, self._full_ids,
-                           self.spacing_confidence)
-        if kept == written:
-            return token_ids
-        return [*kept, int(token_ids[-1])] if ended else kept
+        return finish_segment(state, token_ids, self.finish_rules)
 
     def decode_text(self, token_ids: list[int]) -> str:
         """Token ids -> text; special tokens (ids 0-4) are dropped."""

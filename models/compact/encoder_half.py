@@ -28,7 +28,6 @@ the page as received (for a page found sideways the box is mapped back through t
 from __future__ import annotations
 
 import logging
-import math
 import pathlib
 from typing import Any
 
@@ -54,6 +53,7 @@ from models.compact.line.token_columns import columns_of_width
 from models.compact.page import prepare
 from models.compact.page.boxes import crop_line
 from models.compact.page.detect import LineDetector
+from models.compact.page.unrotate import unrotate_box
 
 log = logging.getLogger("inkstream.models.compact")
 
@@ -62,34 +62,6 @@ MAX_LINES_PER_FORWARD = 64
 # 200 dpi US letter (11 in x 200 = 2200 px long side): what the line crops were trained to resemble.
 MODES = {"lines": ModeSpec(name="lines", page_long_side_px=2200, max_vision_tokens=MAX_TOKENS)}
 MIN_PAGE_PX = 8
-
-
-def _unrotate_box(box: tuple[float, float, float, float], rotation: float, w: int,
-                  h: int) -> tuple[float, float, float, float]:
-    """Map a box in the upright image back to the received page (PIL ``rotate(deg, expand=True)``
-    turned the received ``w`` x ``h`` page counter-clockwise by ``rotation`` degrees: a quarter turn,
-    plus the deskew angle). The box's corners are turned back about the images' centres; the result
-    is their axis-aligned bounds (exact for quarter turns).
-    """
-    x0, y0, x1, y1 = box
-    quarter = rotation % 90 == 0
-    if quarter and rotation % 360 == 90:  # upright (u, v) <- received (x, y): u = y, v = w - x
-        return (w - y1, x0, w - y0, x1)
-    if quarter and rotation % 360 == 180:
-        return (w - x1, h - y1, w - x0, h - y0)
-    if quarter and rotation % 360 == 270:
-        return (y0, h - x1, y1, h - x0)
-    if quarter:
-        return box
-    t = math.radians(rotation)
-    c, s = math.cos(t), math.sin(t)
-    uw, uh = abs(w * c) + abs(h * s), abs(w * s) + abs(h * c)  # the expanded canvas
-    xs, ys = [], []
-    for u, v in ((x0, y0), (x1, y0), (x1, y1), (x0, y1)):
-        du, dv = u - uw / 2, v - uh / 2  # u = x c + y s, v = -x s + y c (about the centres)
-        xs.append(du * c - dv * s + w / 2)
-        ys.append(du * s + dv * c + h / 2)
-    return (max(0.0, min(xs)), max(0.0, min(ys)), min(float(w), max(xs)), min(float(h), max(ys)))
 
 
 class CompactEncoderHalf(EncoderHalf):
@@ -261,7 +233,7 @@ class CompactEncoderHalf(EncoderHalf):
                 tensors[f"line_{i}"] = self.prepare_lines([crop])[0]
             n_tokens.append(n)
             towers.append("pp" if pp else "latin")
-        boxes = [_unrotate_box(box, rotation, image.width, image.height) for _, box, _, _, _ in pieces]
+        boxes = [unrotate_box(box, rotation, image.width, image.height) for _, box, _, _, _ in pieces]
         return PreparedPage(batch_key="compact-lines", tensors=tensors, width=image.width, height=image.height,
                             meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [p[2] for p in pieces],
                                   "towers": towers, "rotation": rotation})

@@ -220,6 +220,41 @@ async def test_a_whole_sequence_is_delivered_as_the_half_finishes_it(half, engin
     assert whole[0].usage.generated_tokens == len(streamed)
 
 
+class _Replacing(HookedHalf):
+    """A half whose finish rewrites a sequence without shortening it: the first generated token
+    becomes ``swap`` and, with ``grow``, a copy of it is added after it (an EOS stays last)."""
+
+    def __init__(self, half, swap: int, grow: bool = False):
+        super().__init__(half)
+        self.swap, self.grow = swap, grow
+
+    def finish_state(self, prompt_embeds):
+        return int(prompt_embeds.shape[0])
+
+    def finish_tokens(self, state, token_ids):
+        if not token_ids or token_ids[0] in self.eos_token_ids:
+            return token_ids
+        return [self.swap, *([self.swap] if self.grow else []), *token_ids[1:]]
+
+
+@pytest.mark.parametrize("grow", [False, True], ids=["same-length", "longer"])
+async def test_a_correction_that_does_not_shorten_is_delivered(half, engine_factory, grow):
+    """A correction that replaces tokens (same length) or adds some (longer) reaches the caller of a
+    whole sequence exactly like one that drops tokens: the served text is the half's finished text."""
+    params = SamplingParams(max_new_tokens=16, repetition_guard=False)
+    probe = await engine_factory(half, max_running=4, kv_cache_budget_tokens=4096)
+    generated = [t for ev in [ev async for ev in await probe.submit(_vision(half, 3), params, "ocr")]
+                 for t in ev.token_ids]
+    assert generated and generated[0] not in half.eos_token_ids
+    replacing = _Replacing(half, next(t for t in range(5, half.vocab_size) if t != generated[0]), grow)
+    eng = await engine_factory(replacing, max_running=4, kv_cache_budget_tokens=4096)
+    whole = [ev async for ev in await eng.submit(_vision(half, 3), params, "ocr", whole=True)]
+    kept = replacing.finish_tokens(None, generated)
+    assert len(kept) == len(generated) + int(grow) and kept != generated
+    assert whole[0].token_ids == kept and whole[0].text == half.decode_text(kept)
+    assert whole[0].usage.generated_tokens == len(generated)
+
+
 class _Boom(RuntimeError):
     pass
 

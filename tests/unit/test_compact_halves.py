@@ -10,9 +10,10 @@ from PIL import Image, ImageDraw
 from inkstream.errors import InvalidInput
 from models.base import left_pad
 from models.compact.decoder_half import CompactDecoderHalf
-from models.compact.encoder_half import CompactEncoderHalf, _unrotate_box
+from models.compact.encoder_half import CompactEncoderHalf
 from models.compact.export.writer import export_checkpoint
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
+from models.compact.page.unrotate import unrotate_box
 from models.compact.vocab import build_tokenizer
 from models.inprocess import greedy_segments
 from models.registry import decoder_half_class, encoder_half_class, family_of
@@ -110,14 +111,14 @@ def test_encoder_page_segments_and_batch_invariance(tiny_ckpt):
     assert enc.encode_batch([enc.preprocess(Image.new("RGB", (300, 300), "white"), "lines")])[0].segments == []
 
 
-def test_unrotate_box_roundtrip():
+def testunrotate_box_roundtrip():
     w, h = 300, 200
     page = Image.new("L", (w, h), 0)
     page.putpixel((250, 30), 255)  # a marked pixel in the received page
     for rot in (90, 180, 270):
         up = page.rotate(rot, expand=True)
         x, y = next((x, y) for y in range(up.height) for x in range(up.width) if up.getpixel((x, y)) > 0)
-        x0, y0, x1, y1 = _unrotate_box((x, y, x + 1, y + 1), rot, w, h)
+        x0, y0, x1, y1 = unrotate_box((x, y, x + 1, y + 1), rot, w, h)
         assert x0 <= 250 + 1 and x1 >= 250 and y0 <= 30 + 1 and y1 >= 30, rot
 
 

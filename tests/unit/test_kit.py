@@ -51,7 +51,7 @@ def test_pp_text_is_the_recognisers_collapsed_greedy_path():
     import torch
 
     from models.compact.vocab import PAD_ID, build_tokenizer, encode
-    from training.compact.train_zh import pp_text
+    from training.compact.zh_records import pp_text
 
     tok = build_tokenizer(ZH_CHARSET)
     a, b = encode(tok, "中")[0], encode(tok, "文")[0]

@@ -7,10 +7,10 @@ import pytest
 from PIL import Image, ImageDraw
 
 from evaluation.score import score
-from models.compact.encoder_half import _unrotate_box
 from models.compact.page.boxes import LineBox
 from models.compact.page.layout import HEADING, IMAGE, TABLE, TEXT, LayoutAnalyser, PageLayout, Region, erase_rules
 from models.compact.page.regions import line_piece, line_skew_deg, region_order
+from models.compact.page.unrotate import unrotate_box
 
 
 def _line(x0, y0, x1, y1) -> LineBox:
@@ -78,13 +78,13 @@ def test_skew_is_measured_from_the_lines():
 
 
 @pytest.mark.parametrize("angle", [90, 180, 270, 7.5, -4.0, 97.0])
-def test_unrotate_box_maps_a_marked_pixel_back(angle):
+def testunrotate_box_maps_a_marked_pixel_back(angle):
     w, h = 300, 200
     page = Image.new("L", (w, h), 0)
     page.paste(255, (240, 30, 246, 36))  # a marked square in the received page
     up = page.rotate(angle, expand=True)
     ys, xs = np.nonzero(np.asarray(up) > 128)
-    x0, y0, x1, y1 = _unrotate_box((float(xs.min()), float(ys.min()), float(xs.max()) + 1, float(ys.max()) + 1),
+    x0, y0, x1, y1 = unrotate_box((float(xs.min()), float(ys.min()), float(xs.max()) + 1, float(ys.max()) + 1),
                                    angle, w, h)
     assert x0 <= 241 and x1 >= 245 and y0 <= 31 and y1 >= 35, (x0, y0, x1, y1)
     assert x1 - x0 < 16 and y1 - y0 < 16

@@ -16,7 +16,7 @@ from models.compact.vocab import PAD_ID, build_tokenizer, decode
 from models.compact.vocab_zh import ZH_CHARSET
 from training.compact.pp_head_init import feature_basis, identity_compressor, init_rows_from_pp
 from training.compact.render import find_zh_fonts
-from training.compact.train_zh import Bilingual
+from training.compact.zh_model import Bilingual
 
 LATIN = pathlib.Path(__file__).resolve().parents[2] / "models" / "compact" / "weights"
 TEXT = "合同金额人民币12,500元，付款期限30天"
@@ -116,7 +116,7 @@ def test_posterior_tokens_carry_the_recognisers_reading(frames):
 
 
 def test_spike_align_takes_the_teachers_frames_and_places_spaces_between():
-    from training.compact.train_zh import spike_align
+    from training.compact.zh_records import spike_align
 
     space = 7
     # frames: blank, 'a' x2, blank, 'b', blank, blank, 'c' (ids 10, 11, 12); text "ab c"

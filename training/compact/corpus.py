@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import gettext
 import glob
+import json
 import os
+import pathlib
 import random
 import re
 import string
@@ -114,6 +116,21 @@ _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augu
            "Nov.", "Dec.", "Januar", "März", "janvier", "février", "août", "décembre", "enero", "junio"]
 _CURRENCY = ["$", "€", "£", "¥", "USD ", "EUR ", "CHF ", "¢"]
 _PUNCT_WRAP = ["()", "[]", "{}", "\"\"", "''", "“”", "‘’", "«»", "„“", "<>"]
+
+
+def texts_corpus(path: str) -> Corpus:
+    """A :class:`Corpus` from a text file (one line per text), split like :func:`build_corpus`, or
+    from a ``.json`` file ``{"train": [...], "eval": [...]}`` written from :func:`build_corpus` on
+    another machine (the exact split, for training where the local sources differ).
+    """
+    if path.endswith(".json"):
+        d = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+        return Corpus(train=list(d["train"]), eval=list(d["eval"]))
+    lines = [ln.strip() for ln in pathlib.Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    corpus = split_lines(lines)
+    if not corpus.eval:  # tiny files: evaluate on the training texts rather than on nothing
+        corpus.eval = list(corpus.train)
+    return corpus
 
 
 def _number(rng: random.Random) -> str:

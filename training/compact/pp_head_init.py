@@ -78,7 +78,7 @@ def identity_compressor(comp: PPCompressor, q: torch.Tensor, noise: float = 1e-3
 @torch.no_grad()
 def init_rows_from_pp(model, tok, q: torch.Tensor, frame_norm: float, old_vocab: int) -> dict[str, int]:
     """Write the PP classifier's rows (see the module docstring) into ``model`` (a
-    :class:`training.compact.train_zh.Bilingual`). ``frame_norm``: typical |f| of a trunk frame (the
+    :class:`training.compact.zh_model.Bilingual`). ``frame_norm``: typical |f| of a trunk frame (the
     tokens are normalised, so logits are rescaled by it); ``old_vocab``: ids below it keep the Latin
     checkpoint's decoder rows. Returns counts of the rows written.
     """

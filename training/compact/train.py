@@ -33,25 +33,11 @@ from rapidfuzz.distance import Levenshtein
 from models.compact.export.writer import export_checkpoint
 from models.compact.model import CompactOCR, EncoderConfig, decoder_config
 from models.compact.vocab import build_tokenizer, decode
-from training.compact.corpus import Corpus, build_corpus, split_lines
+from training.compact.corpus import build_corpus, texts_corpus
+from training.compact.curve import plot_curve
 from training.compact.data import SyntheticLines, collate, fixed_eval_set
 from training.compact.render import find_fonts
 from training.compact.replay import ReplayBatches
-
-
-def texts_corpus(path: str) -> Corpus:
-    """A :class:`Corpus` from a text file (one line per text), split like :func:`build_corpus`, or
-    from a ``.json`` file ``{"train": [...], "eval": [...]}`` written from :func:`build_corpus` on
-    another machine (the exact split, for training where the local sources differ).
-    """
-    if path.endswith(".json"):
-        d = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
-        return Corpus(train=list(d["train"]), eval=list(d["eval"]))
-    lines = [ln.strip() for ln in pathlib.Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
-    corpus = split_lines(lines)
-    if not corpus.eval:  # tiny files: evaluate on the training texts rather than on nothing
-        corpus.eval = list(corpus.train)
-    return corpus
 
 
 def cer(hyp: str, ref: str) -> float:
@@ -77,33 +63,6 @@ def evaluate_lines(model: CompactOCR, samples: list, batch: int = 32) -> tuple[f
             pairs.append((hyp, ref))
     model.train()
     return edits / max(1, chars), pairs
-
-
-def plot_curve(log_path: pathlib.Path, png: pathlib.Path) -> None:
-    """Redraw the learning curve (train loss, held-out CER vs step) from log.jsonl."""
-    import matplotlib  # heavy: only when a curve is drawn
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [json.loads(ln) for ln in log_path.read_text().splitlines() if ln.strip()]
-    tr = [r for r in rows if r["kind"] == "train"]
-    ev = [r for r in rows if r["kind"] == "eval"]
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-    ax[0].plot([r["step"] for r in tr], [r["ce"] for r in tr], label="cross-entropy")
-    ax[0].plot([r["step"] for r in tr], [r["ctc"] for r in tr], label="CTC (aux)", alpha=0.6)
-    ax[0].set_yscale("log")
-    ax[0].set_xlabel("step")
-    ax[0].set_ylabel("train loss")
-    ax[0].legend()
-    ax[1].plot([r["step"] for r in ev], [100 * r["cer"] for r in ev], marker="o")
-    ax[1].set_yscale("log")
-    ax[1].set_xlabel("step")
-    ax[1].set_ylabel("held-out CER (%)")
-    ax[1].set_title("greedy CER, held-out fonts + texts")
-    fig.tight_layout()
-    fig.savefig(png, dpi=90)
-    plt.close(fig)
 
 
 def progress(step: int, seconds: float, args: argparse.Namespace) -> float:

@@ -8,10 +8,11 @@ alignment (Watanabe et al. 2017, "Hybrid CTC/Attention Architecture for End-to-E
 Recognition", IEEE JSTSP 11(8)): the alignment forbids reading the same frames twice.
 
 The bilingual checkpoint's decoder already copies from the recogniser's spikes through a monotonic
-pointer (:mod:`models.compact.decode.copy_head`), and :func:`models.compact.decode.copy_head.trim_overrun` drops a
-repeat written after the last spike; :func:`drop_unread_repeats` handles the same slip inside the
-line, once the segment is finished: where the written characters do not match the spikes
-(an edit alignment, :func:`models.compact.decode.spacing.solid_opcodes`) and the unmatched written stretch lies inside a
+pointer (:mod:`models.compact.decode.copy_head`), and :func:`models.compact.decode.copy_head.trim_overrun`
+drops a repeat written after the last spike; :func:`drop_unread_repeats` handles the same slip inside
+the line, once the segment is finished (:func:`models.compact.decode.finish.finish_segment`): where the
+written characters do not match the spikes (an edit alignment,
+:func:`models.compact.decode.spacing.solid_opcodes`) and the unmatched written stretch lies inside a
 repeat (a run of ``p`` tokens written twice in a row, ``2 <= p <= MAX_PERIOD``, with at least two
 distinct tokens), the stretch is replaced by what the recogniser read there (nothing, when it read
 nothing). Text that really repeats (``1212``, ``bonbon``) has a spike for every character, so the

@@ -14,7 +14,8 @@ trunk's own input, [3, 48, W]) as two ink profiles per pixel column, packed 8 co
 dilated 1-D convolution over the trunk frames, those profiles and the recogniser's spikes, gives each
 frame two probabilities: a space after the character whose spike this frame is, and that character
 being full-width. The encoder ships them as two more columns of each PP vision token; the decoder's
-finishing step (:func:`respace`) overrides its own choice only where the head is confident.
+finishing step (:func:`respace`, the last step of :func:`models.compact.decode.finish.finish_segment`)
+overrides its own choice only where the head is confident.
 
 Trained by ``training/compact/spacing_head.py`` on rendered training lines (training fonts and texts);
 the labels come from the text aligned to the recogniser's spikes.

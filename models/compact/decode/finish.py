@@ -1,0 +1,111 @@
+"""Finishing a decoded segment of the ``compact`` family: the one chain every path applies.
+
+A segment of a bilingual checkpoint's PP tower (one whose vision tokens carry the recogniser's copy
+classes, :mod:`models.compact.line.columns`) is corrected once the decoder has written all of it, in
+this order:
+
+1. **overrun trim** (:func:`models.compact.decode.copy_head.trim_overrun`): a repeated tail written
+   after the monotonic pointer passed the recogniser's last spike is dropped; the pointer is replayed
+   from the written tokens (:func:`models.compact.decode.copy_head.past_last_spike`), only when the
+   text ends in a repeat (:func:`models.compact.decode.copy_head.repeated_tail`, the replay costs
+   ~9 ms for a 60-character line on one core);
+2. **unread repeats** (:func:`models.compact.decode.rereads.drop_unread_repeats`): a stretch written
+   twice where the recogniser read it once is replaced by its reading;
+3. **spacing head** (:func:`models.compact.decode.spacing.respace`, checkpoints with a ``"spacing"``
+   entry only): the head's confident spaces and punctuation widths.
+
+:func:`finish_segment` owns the chain. The decoder half
+(:meth:`models.compact.decoder_half.CompactDecoderHalf.finish_tokens`) delegates to it, so the decoder
+service (``decoder_service/running_batch.py``) and the in-process path (:mod:`models.inprocess`) apply
+exactly this; the trainer's held-out greedy decoding
+(``training/compact/zh_model.py``) calls it directly, without the spacing head (trained afterwards).
+A correction counts whatever its length: one that replaces tokens without shortening the segment is
+delivered like one that drops them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+
+from models.compact.decode.copy_head import past_last_spike, repeated_tail, spike_frames, trim_overrun
+from models.compact.decode.rereads import drop_unread_repeats
+from models.compact.decode.spacing import FULL_TO_HALF, respace, spike_classes, width_pairs
+from models.compact.line.columns import character_spikes
+
+
+class FinishState(NamedTuple):
+    """What :func:`finish_segment` needs of a PP-tower prompt: its copy classes (``q`` float32 [L, k],
+    ``ids`` int64 [L, k], L prompt positions, :func:`models.compact.line.columns.unpack`), the
+    recogniser's class (token id) at each of its N character spikes (``spike_ids``, spaces excluded)
+    and the spacing head's (space after, full width) probabilities there (``spacing`` float32 [N, 2];
+    None without the head, or where the caller does not apply it).
+    """
+
+    q: torch.Tensor
+    ids: torch.Tensor
+    spacing: torch.Tensor | None
+    spike_ids: list[int]
+
+
+@dataclass(frozen=True)
+class FinishRules:
+    """The vocabulary and checkpoint settings of the chain: ``eos_ids`` (a final one stays last),
+    ``space_id`` (the space token, left out of the alignment to the spikes), ``pairs`` (token id -> the
+    same punctuation mark in the other width, :func:`models.compact.decode.spacing.width_pairs`),
+    ``full_ids`` (the full-width ones of them) and ``spacing_confidence`` (the spacing head's override
+    threshold, config ``spacing.confidence``; None: the spacing step is skipped).
+    """
+
+    eos_ids: frozenset[int]
+    space_id: int
+    pairs: Mapping[int, int] = field(default_factory=dict)
+    full_ids: frozenset[int] = frozenset()
+    spacing_confidence: float | None = None
+
+    @classmethod
+    def from_vocab(cls, vocab: Mapping[str, int], eos_ids: Collection[int],
+                   spacing_confidence: float | None = None) -> FinishRules:
+        """Rules for a tokenizer's ``vocab`` (token string -> id); ``space_id`` is -1 when the vocabulary
+        has no space (then no written token is taken for one).
+        """
+        return cls(frozenset(int(t) for t in eos_ids), vocab.get(" ", -1), width_pairs(dict(vocab)),
+                   frozenset(vocab[c] for c in FULL_TO_HALF if c in vocab), spacing_confidence)
+
+
+def finish_state(q: torch.Tensor, ids: torch.Tensor, space_id: int,
+                 spacing: torch.Tensor | None = None) -> FinishState | None:
+    """The :class:`FinishState` of a prompt from its copy classes ``q`` float [L, k] / ``ids`` int
+    [L, k] (on the host) and, optionally, the spacing head's probabilities at every position
+    (``spacing`` float [L, 2]; read at the character spikes only). None for a prompt without a
+    spike (a Latin-tower line, or a PP line the recogniser read nothing on): nothing to correct.
+    """
+    if not bool(spike_frames(q).any()):
+        return None
+    probs = None if spacing is None else spacing.float()[character_spikes(q, ids, space_id)]
+    return FinishState(q, ids.long(), probs, spike_classes(q, ids, space_id))
+
+
+def finish_segment(state: FinishState | None, token_ids: list[int], rules: FinishRules) -> list[int]:
+    """A finished segment's generated ids (a final EOS of ``rules.eos_ids`` allowed, kept last) after the
+    chain of the module docstring. Returns ``token_ids`` itself when nothing changes (``state`` None,
+    no tokens, or no step applied), else a new list, which may be as long as ``token_ids`` or longer
+    (a replaced repeat, an inserted space): callers deliver any change, not only a shortening.
+    """
+    if state is None or not token_ids:
+        return token_ids
+    ended = int(token_ids[-1]) in rules.eos_ids
+    written = [int(t) for t in (token_ids[:-1] if ended else token_ids)]
+    kept = written
+    if repeated_tail(written):
+        kept = trim_overrun(written, past_last_spike(state.q, state.ids, written))
+    kept = drop_unread_repeats(kept, state.spike_ids, rules.space_id)
+    if state.spacing is not None and rules.spacing_confidence is not None:
+        kept = respace(kept, state.spacing, state.spike_ids, rules.space_id, dict(rules.pairs),
+                       set(rules.full_ids), rules.spacing_confidence)
+    if kept == written:
+        return token_ids
+    return [*kept, int(token_ids[-1])] if ended else kept
