@@ -110,7 +110,7 @@ def _pieces(ink: np.ndarray, y0: int, y1: int, top: int, bottom: int, cell_gap: 
     least ``cell_gap`` pixels wide, each widened by the margin and kept within rows [top, bottom).
     """
     spans: list[list[int]] = []
-    for a, b in _runs(ink[y0:y1].any(axis=0)):
+    for a, b in _runs(np.asarray(ink[y0:y1].any(axis=0))):
         if spans and a - spans[-1][1] < cell_gap:
             spans[-1][1] = b
         else:
