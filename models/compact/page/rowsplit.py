@@ -33,6 +33,9 @@ RULE_SHARE = 0.8
 #: A band under this share of the crop's median band height is a stroke of a neighbour (a hanzi's
 #: top stroke, a dot), merged into the band nearest to it.
 MIN_BAND_SHARE = 0.4
+#: The rows of one detection are rows of one print size: its bands' heights differ by at most this
+#: factor (a hanzi row and a digits row 1.4; a logo's swoosh above its letters, 2.5, is no table).
+SAME_PRINT = 1.8
 #: Within one split row, a run of blank columns this many band heights wide separates two cells.
 CELL_GAP = 1.5
 #: Paper kept around a split row's ink, as a share of its band height (the detector's boxes keep
@@ -121,7 +124,8 @@ def _pieces(ink: np.ndarray, y0: int, y1: int, top: int, bottom: int, cell_gap: 
 
 def split_box(gray: np.ndarray, stroke_px: int, inner: tuple[int, int] | None = None) -> list[Box]:
     """The rows (and cells) of one detection's crop ``gray`` uint8 [H, W]: boxes (x0, y0, x1, y1) in
-    crop pixels, top to bottom, left to right; [] when the crop holds fewer than two text rows.
+    crop pixels, top to bottom, left to right; [] when the crop holds fewer than two text rows, or
+    rows of print sizes further apart than :data:`SAME_PRINT`.
     ``inner`` (y0, y1): the detection's own rows when the crop reaches beyond it (the detector's box
     often cuts its first or last row through the characters): only bands mostly inside it count,
     each with its whole height. Default: the whole crop.
@@ -129,7 +133,8 @@ def split_box(gray: np.ndarray, stroke_px: int, inner: tuple[int, int] | None = 
     ink = ink_mask(gray, stroke_px)
     lo, hi = inner or (0, gray.shape[0])
     bands = [(a, b) for a, b in row_bands(ink) if min(b, hi) - max(a, lo) > (b - a) / 2]
-    if len(bands) < 2:
+    heights = [b - a for a, b in bands]
+    if len(bands) < 2 or max(heights) > SAME_PRINT * min(heights):
         return []
     out = []
     for i, (y0, y1) in enumerate(bands):
