@@ -267,7 +267,7 @@ class LineDetector:
                 # 2 degrees lost `70.22%` and `-111.96%`). With the rules erased the cells come apart.
                 lines = self._detect(np.asarray(image))
             lines = [ln for ln in lines if not inside_rule(ln, page.rules)]
-        return image, region_order(lines, page, image.height), rotation
+        return image, region_order(lines, page, image.height, np.asarray(image.convert("L"))), rotation
 
 
 def _deskewed(image: Image.Image, skew_deg: float) -> Image.Image:
