@@ -36,7 +36,8 @@ class GatewayMetrics:
             "inkstream.gateway.pages", unit="{page}", description="pages returned, by status and finish reason")
         self.page_warnings = m.create_counter(
             "inkstream.gateway.page_warnings", unit="{warning}",
-            description="warnings on returned pages, by code (no_text_found, unsupported_script, low_confidence)")
+            description="warnings on returned pages, by code "
+                        "(no_text_found, unread_region, unsupported_script, low_confidence)")
         self.duration = m.create_histogram(
             "inkstream.gateway.request.duration", unit="s", description="wall time of a whole OCR request",
             explicit_bucket_boundaries_advisory=[0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600])

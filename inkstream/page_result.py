@@ -22,10 +22,12 @@ Box = tuple[float, float, float, float]
 
 NO_TEXT_FOUND = "no_text_found"
 LOW_CONFIDENCE = "low_confidence"
+#: a segment (a region the encoder found ink in) came back empty: text lost, flagged (issue 37)
+UNREAD_REGION = "unread_region"
 UNSUPPORTED_SCRIPT = "unsupported_script"
 #: every warning code a page or block can carry, in the order they are listed on a page (the rules
 #: that set them: ``gateway/output/signal.py``, README "Confidence and warnings")
-WARNING_CODES = (NO_TEXT_FOUND, UNSUPPORTED_SCRIPT, LOW_CONFIDENCE)
+WARNING_CODES = (NO_TEXT_FOUND, UNREAD_REGION, UNSUPPORTED_SCRIPT, LOW_CONFIDENCE)
 
 #: ``PageResult.status`` values
 STATUS_OK, STATUS_ERROR = "ok", "error"

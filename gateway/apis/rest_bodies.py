@@ -63,7 +63,8 @@ class Page(BaseModel):
     error: PageError | None = Field(description="null, or why the page has no text")
     confidence: float = Field(ge=0, le=1, description="geometric mean of every token probability of the page "
                                                       "(0 for an error page or a page without text)")
-    warnings: list[str] = Field(description='stable codes: "no_text_found", "unsupported_script", "low_confidence"')
+    warnings: list[str] = Field(description='stable codes: "no_text_found", "unread_region", '
+                                            '"unsupported_script", "low_confidence"')
 
 
 class DocumentResult(BaseModel):

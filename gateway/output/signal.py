@@ -18,6 +18,10 @@ same for every model family:
   or every segment came back empty.
 * ``low_confidence``: page confidence below :data:`LOW_CONFIDENCE_BELOW` (a block: below
   :data:`BLOCK_LOW_CONFIDENCE_BELOW`).
+* ``unread_region``: the page holds text, but at least one of its segments came back empty. A
+  segment is a region the encoder found ink in (a detected text line, a table cell): an empty one is
+  text lost, so it is flagged rather than dropped in silence (issue 37: whole table columns vanished
+  without a warning).
 * ``unsupported_script``: at least :data:`SCRIPT_MIN_LINES` lines were detected (the page's ink is
   laid out as text) and the page confidence is below :data:`SCRIPT_CONFIDENCE_BELOW`: the model cannot
   write what it sees, which is what a script outside its vocabulary looks like (measured with the
@@ -32,9 +36,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # the codes are part of the page-result contract (every code, in the order listed on a page)
-from inkstream.page_result import LOW_CONFIDENCE, NO_TEXT_FOUND, UNSUPPORTED_SCRIPT, WARNING_CODES
+from inkstream.page_result import LOW_CONFIDENCE, NO_TEXT_FOUND, UNREAD_REGION, UNSUPPORTED_SCRIPT, WARNING_CODES
 
-__all__ = ["LOW_CONFIDENCE", "NO_TEXT_FOUND", "UNSUPPORTED_SCRIPT", "WARNING_CODES", "SegmentScore",
+__all__ = ["LOW_CONFIDENCE", "NO_TEXT_FOUND", "UNREAD_REGION", "UNSUPPORTED_SCRIPT", "WARNING_CODES", "SegmentScore",
            "page_confidence", "block_warnings", "page_warnings"]
 
 #: page confidence under which a page is ``low_confidence``: the eval pages the embedded model reads
@@ -94,7 +98,7 @@ def page_warnings(segments: Sequence[SegmentScore], text: str) -> tuple[float, l
         return 0.0, [NO_TEXT_FOUND]
     conf = page_confidence(segments)
     lines = sum(1 for s in segments if s.generated_tokens > 0)
-    out: list[str] = []
+    out: list[str] = [UNREAD_REGION] if any(not s.text.strip() for s in segments) else []
     if lines >= SCRIPT_MIN_LINES and conf < SCRIPT_CONFIDENCE_BELOW:
         out.append(UNSUPPORTED_SCRIPT)
     if conf < LOW_CONFIDENCE_BELOW:

@@ -13,6 +13,7 @@ from decoder_service.sequence import sequence_confidence
 from gateway.output.signal import (
     LOW_CONFIDENCE,
     NO_TEXT_FOUND,
+    UNREAD_REGION,
     UNSUPPORTED_SCRIPT,
     SegmentScore,
     page_confidence,
@@ -42,6 +43,8 @@ def test_page_confidence_weights_segments_by_tokens():
     ([SegmentScore("meh", 0.8, 20)] * 5, "meh", [LOW_CONFIDENCE]),
     ([SegmentScore("junk", 0.4, 20)] * 5, "junk", [UNSUPPORTED_SCRIPT, LOW_CONFIDENCE]),
     ([SegmentScore("logo", 0.4, 20)] * 2, "logo", [LOW_CONFIDENCE]),  # two lines: too few to judge the script
+    # a region with ink that came back empty (a table column read as one tall "line"): flagged, never silent
+    ([SegmentScore("12,345", 0.99, 7), SegmentScore("", 0.99, 1)] * 3, "12,345", [UNREAD_REGION]),
 ])
 def test_page_warnings(segments, text, expect):
     conf, warnings = page_warnings(segments, text)

@@ -40,7 +40,7 @@ import rapidocr
 from PIL import Image
 from rapidocr.ch_ppocr_det.utils import DBPostProcess, DetPreProcess
 
-from models.compact.page import large_print
+from models.compact.page import large_print, rowsplit
 from models.compact.page.boxes import LineBox, _same_line, crop_line
 from models.compact.page.det_net import DetNetwork, onnx_session
 from models.compact.page.layout import LayoutAnalyser, PageLayout, erase_rules
@@ -89,7 +89,8 @@ class LineDetector:
         h, w = rgb.shape[:2]
         band = max(self.det_long_side, w)
         if h <= 2 * w or h <= self.det_long_side:  # display type found by a coarse pass (large_print)
-            return large_print.with_large_lines(rgb, self._detect_band(rgb), self._detect_coarse)
+            lines = large_print.with_large_lines(rgb, self._detect_band(rgb), self._detect_coarse)
+            return rowsplit.split_rows(rgb, lines)  # a box over several table rows: one line per row
         overlap = max(256, band // 5)
         starts = list(range(0, h - band, band - overlap)) + [h - band]
         starts = sorted(set(starts))
@@ -111,7 +112,7 @@ class LineDetector:
         for _, i, ln in sorted(found, key=lambda f: -f[0]):
             if not any(j != i and _same_line(ln.box, other.box) for j, other in kept):
                 kept.append((i, ln))
-        return [ln for _, ln in kept]
+        return rowsplit.split_rows(rgb, [ln for _, ln in kept])
 
     def _detect_coarse(self, small: np.ndarray) -> list[LineBox]:
         """Lines of the large-print pass's shrunk page (:mod:`models.compact.page.large_print`), detected at
@@ -266,7 +267,7 @@ class LineDetector:
                 # 2 degrees lost `70.22%` and `-111.96%`). With the rules erased the cells come apart.
                 lines = self._detect(np.asarray(image))
             lines = [ln for ln in lines if not inside_rule(ln, page.rules)]
-        return image, region_order(lines, page, image.height), rotation
+        return image, region_order(lines, page, image.height, np.asarray(image.convert("L"))), rotation
 
 
 def _deskewed(image: Image.Image, skew_deg: float) -> Image.Image:

@@ -76,6 +76,24 @@ def _inside(inner: tuple[float, float, float, float], outer: tuple[float, float,
     return w > 0 and h > 0 and w * h >= INSIDE_FRACTION * area
 
 
+def _rows_of_small_print(rgb: np.ndarray, box: tuple[float, float, float, float], inside: list) -> bool:
+    """Whether the coarse line ``box`` (page pixels of ``rgb``) holds two or more text rows by its ink
+    profile (:func:`models.compact.page.rowsplit.split_box`) while fine-pass lines lie in it: a stretch
+    of a table's number column seen from afar (cells of one number each are not wide enough to count
+    as lines of smaller print), not one line of display type (issue 37: such a box replaced the cells
+    and its first row was lost).
+    """
+    from models.compact.page.rowsplit import split_box
+
+    if len(inside) < PARAGRAPH_LINES:
+        return False
+    x0, y0, x1, y1 = (int(round(v)) for v in box)
+    gray = np.asarray(Image.fromarray(np.ascontiguousarray(rgb[max(0, y0):y1, max(0, x0):x1])).convert("L"))
+    heights = sorted(f.box[3] - f.box[1] for f in inside)
+    rows = {(b[1], b[3]) for b in split_box(gray, max(2, int(0.2 * heights[len(heights) // 2])))}
+    return len(rows) >= PARAGRAPH_LINES
+
+
 def with_large_lines(rgb: np.ndarray, fine: list[L], detect: Callable[[np.ndarray], list[L]]) -> list[L]:
     """``fine`` (the detector's lines of ``rgb``) with display-type lines from the coarse pass put in
     place of their pieces (see the module docstring). Order: unchanged fine lines, then the large ones
@@ -91,8 +109,8 @@ def with_large_lines(rgb: np.ndarray, fine: list[L], detect: Callable[[np.ndarra
         inside = [f for f in keep if _inside(f.box, c.box)]
         smaller = [f for f in inside if f.box[3] - f.box[1] < PIECE_FRACTION * ch
                    and f.box[2] - f.box[0] >= WIDE * (f.box[3] - f.box[1])]
-        if len(smaller) >= PARAGRAPH_LINES:
-            continue  # a paragraph (or smaller print beside the title) seen from afar
+        if len(smaller) >= PARAGRAPH_LINES or _rows_of_small_print(rgb, c.box, inside):
+            continue  # a paragraph, smaller print beside the title or a table column, seen from afar
         keep = [f for f in keep if all(f is not g for g in inside)]  # identity: quads are arrays
         added.append(c)
     return keep + added

@@ -6,6 +6,8 @@ cell, :mod:`models.compact.page.table`).
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from models.compact.line.image import gray_percentiles
@@ -13,6 +15,7 @@ from models.compact.page import order as layout_order
 from models.compact.page import table
 from models.compact.page.boxes import LineBox
 from models.compact.page.layout import TABLE, PageLayout
+from models.compact.page.table_gutters import ink_gutters
 from models.compact.page.xycut import reading_order
 
 #: Skew below this (degrees) is left alone: a line then drifts < 1/4 of its height over 1,500 px.
@@ -133,10 +136,13 @@ def line_piece(line: LineBox, x0: float, x1: float) -> LineBox:
     return LineBox(quad.astype(np.float32), (float(x0), y0, float(x1), y1), line.score)
 
 
-def region_order(lines: list[LineBox], page: PageLayout, page_height: float) -> list[LineBox]:
+def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
+                 gray: np.ndarray | None = None) -> list[LineBox]:
     """Lines in reading order by the page's regions (:mod:`models.compact.page.order`); table
     regions (with a header row just above them) cell by cell, their lines carrying cell joins.
-    Falls back to :func:`reading_order` when the analysis found no region.
+    ``gray`` uint8 [H, W]: the page, for the column gutters of tables without column rules
+    (:mod:`models.compact.page.table_gutters`). Falls back to :func:`reading_order` when the
+    analysis found no region.
     """
     if not page.regions or not lines:
         return reading_order(lines)
@@ -155,7 +161,8 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float) -> 
     for g in layout_order.order_groups(groups, page_height):
         if g.kind == TABLE and len(g.lines) >= 4:
             n_tables += 1
-            for ln, join in table.table_lines(g.lines, page.rules, n_tables, med_h, line_piece):
+            find = None if gray is None else partial(ink_gutters, gray, med_h=med_h)
+            for ln, join in table.table_lines(g.lines, page.rules, n_tables, med_h, line_piece, find):
                 assert isinstance(ln, LineBox)
                 ln.join = join
                 out.append(ln)

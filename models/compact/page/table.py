@@ -72,12 +72,31 @@ def _gutter_boundaries(lines: list, med_h: float) -> list[float]:
     return out
 
 
-def table_lines(lines: list, rules: list[Box], table: int, med_h: float,
-                make_piece: Callable) -> list[tuple[object, str]]:
+#: Column gutters: (page x in pixels, indices of the table's lines that have ink there).
+Gutters = list[tuple[float, frozenset[int]]]
+
+
+def _cut_at(lines: list, gutters: Gutters, med_h: float, make_piece: Callable) -> list:
+    """``lines`` with each line cut at the gutters it runs across (more than half a line height on
+    both sides) without ink of its own there (``gutters``: (x, indices of the lines inked there)).
+    """
+    out = []
+    for i, ln in enumerate(lines):
+        inner = [x for x, inked in gutters if ln.box[0] + med_h / 2 < x < ln.box[2] - med_h / 2 and i not in inked]
+        edges = [ln.box[0], *inner, ln.box[2]]
+        out += [ln] if not inner else [make_piece(ln, a, b) for a, b in zip(edges, edges[1:], strict=False)]
+    return out
+
+
+def table_lines(lines: list, rules: list[Box], table: int, med_h: float, make_piece: Callable,
+                gutters: Callable[[list], Gutters] | None = None) -> list[tuple[object, str]]:
     """(line, join) of a table's lines in reading order (rows top to bottom, cells left to right).
     ``lines``: objects with ``box`` (x0, y0, x1, y1 page pixels); ``rules``: the page's rule boxes;
     ``table``: this table's 1-based number on the page; ``med_h``: the page's median line height;
-    ``make_piece(line, x0, x1)`` cuts a line at a rule. Raises ValueError for ``table`` < 1.
+    ``make_piece(line, x0, x1)`` cuts a line at a rule. ``gutters(lines)``: the column gutters found
+    in the page's ink (:func:`models.compact.page.table_gutters.ink_gutters`), used instead of the
+    boxes' gutters when there are no column rules and the ink shows more columns (rows detected
+    whole: their lines are cut there). Raises ValueError for ``table`` < 1.
     """
     if table < 1:
         raise ValueError(f"table numbers start at 1, got {table}")
@@ -98,6 +117,9 @@ def table_lines(lines: list, rules: list[Box], table: int, med_h: float,
         lines = cut
     else:
         bounds = _gutter_boundaries(lines, med_h)
+        found = gutters(lines) if gutters is not None else []
+        if len(found) > len(bounds):
+            lines, bounds = _cut_at(lines, found, med_h, make_piece), [x for x, _ in found]
     rows = _rows(lines, med_h)
     cells: dict[tuple[int, int], list] = {}
     for r, row in enumerate(rows):

@@ -1,0 +1,188 @@
+"""Detections that hold several text rows, split into their rows by the ink profile inside the box.
+
+The PP-OCR DB detector (:mod:`models.compact.page.detect`) sometimes returns a whole stretch of a narrow
+numeric table column as ONE tall box: rows 1.3-1.8 text heights apart on a coloured column band, or
+between vertical rules, come back as a 105 x 1,108 px box spanning 50 rows at score 0.6-0.7 (issue
+37; reproduced on ``bench/table_pages.py`` pages: boxes of 3-6 rows at score 0.52-0.62). Read as one
+"line" such a box yields nothing or one number, and the column's other numbers are lost.
+
+:func:`split_rows` looks inside every detection taller than :data:`TALL` times the page's median
+detection height: the crop's background is estimated per pixel by a grey-level closing (a max then min
+filter wider than a stroke, so coloured bands and shaded rows are background too), ink is what is darker
+than its background by more than :func:`_ink_threshold`, rows and columns that are almost all ink are
+rules (left out), and the rows holding ink form bands. Two or more bands of text height make the
+detection that many lines, each box trimmed to its band's ink with a margin like the detector's, and
+cut again where its row holds a gap wider than :data:`CELL_GAP` band heights (a box spanning two
+columns' cells). A detection with one band (a line of display type, a normal line) is kept as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, TypeVar
+
+import cv2
+import numpy as np
+
+from models.compact.page.boxes import _same_line
+
+#: A detection at least this many times the page's median detection height may hold several rows
+#: (two rows 1.35 text heights apart in one box measured 1.2-1.5 median heights on dense pages).
+TALL = 1.2
+#: A row or column of the crop with ink over this share of its length is a rule, not text.
+RULE_SHARE = 0.8
+#: A band under this share of the crop's median band height is a stroke of a neighbour (a hanzi's
+#: top stroke, a dot), merged into the band nearest to it.
+MIN_BAND_SHARE = 0.4
+#: The rows of one detection are rows of one print size: its bands' heights differ by at most this
+#: factor (a hanzi row and a digits row 1.4; a logo's swoosh above its letters, 2.5, is no table).
+SAME_PRINT = 1.8
+#: Within one split row, a run of blank columns this many band heights wide separates two cells.
+CELL_GAP = 1.5
+#: Paper kept around a split row's ink, as a share of its band height (the detector's boxes keep
+#: about this much: DB's unclip ratio 1.6 on 20-45 px text).
+MARGIN = 0.25
+#: Fewer ink pixels than this in a row of the crop is noise, not text.
+MIN_ROW_INK = 2
+
+
+class _Line(Protocol):
+    quad: np.ndarray
+    box: tuple[float, float, float, float]
+    score: float
+
+
+L = TypeVar("L", bound=_Line)
+
+
+def ink_mask(gray: np.ndarray, stroke_px: int) -> np.ndarray:
+    """Ink of a crop ``gray`` uint8 [H, W] (dark print): bool [H, W], True where the pixel is darker
+    than its local background by more than :func:`_ink_threshold`. The background is the grey-level
+    closing of the crop with a square of ``2 * stroke_px + 1`` pixels (text strokes are thinner, a
+    colour band or a shaded row wider); rows and columns holding ink over :data:`RULE_SHARE` of
+    their length (table rules) are cleared.
+    """
+    k = 2 * max(2, stroke_px) + 1
+    background = cv2.morphologyEx(gray, cv2.MORPH_CLOSE, np.ones((k, k), np.uint8))
+    diff = background.astype(np.int16) - gray.astype(np.int16)
+    ink = diff > _ink_threshold(diff)
+    if ink.size:
+        ink[ink.mean(axis=1) > RULE_SHARE, :] = False
+        ink[:, ink.mean(axis=0) > RULE_SHARE] = False
+    return ink
+
+
+def _ink_threshold(diff: np.ndarray) -> float:
+    """Gray levels below the background that count as ink: 35 % of the crop's strong contrast (its
+    99.5th percentile), at least 32 (scan noise of sigma 10 stays under it).
+    """
+    return max(32.0, 0.35 * float(np.percentile(diff, 99.5))) if diff.size else 255.0
+
+
+def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """(start, end) of the runs of True in a 1-D bool array, end exclusive."""
+    padded = np.concatenate([[False], flags.astype(bool), [False]])
+    edges = np.flatnonzero(padded[1:] != padded[:-1])
+    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def row_bands(ink: np.ndarray) -> list[tuple[int, int]]:
+    """Text rows of an ink mask [H, W]: (y0, y1) runs of rows with at least :data:`MIN_ROW_INK` ink
+    pixels; a run under :data:`MIN_BAND_SHARE` of the median run's height joins its nearest neighbour
+    (its gap to it the smaller), so a row is never cut through its characters' strokes.
+    """
+    bands = _runs((ink.sum(axis=1) >= MIN_ROW_INK) if ink.size else np.zeros(0, bool))
+    while len(bands) > 1:
+        heights = [b - a for a, b in bands]
+        small = [i for i, h in enumerate(heights) if h < MIN_BAND_SHARE * float(np.median(heights))]
+        if not small:
+            break
+        i = small[0]
+        gap_up = bands[i][0] - bands[i - 1][1] if i > 0 else None
+        gap_down = bands[i + 1][0] - bands[i][1] if i + 1 < len(bands) else None
+        j = i - 1 if gap_down is None or (gap_up is not None and gap_up <= gap_down) else i + 1
+        lo, hi = sorted((i, j))
+        bands[lo: hi + 1] = [(bands[lo][0], bands[hi][1])]
+    return bands
+
+
+Box = tuple[int, int, int, int]
+
+
+def _pieces(ink: np.ndarray, y0: int, y1: int, top: int, bottom: int, cell_gap: float) -> list[Box]:
+    """Boxes (x0, y0, x1, y1, crop pixels) of one band's cells: its ink columns, cut at blank runs at
+    least ``cell_gap`` pixels wide, each widened by the margin and kept within rows [top, bottom).
+    """
+    spans: list[list[int]] = []
+    for a, b in _runs(np.asarray(ink[y0:y1].any(axis=0))):
+        if spans and a - spans[-1][1] < cell_gap:
+            spans[-1][1] = b
+        else:
+            spans.append([a, b])
+    m, w = int(round(MARGIN * (y1 - y0))) + 1, ink.shape[1]
+    return [(max(0, a - m), top, min(w, b + m), bottom) for a, b in spans]
+
+
+def split_box(gray: np.ndarray, stroke_px: int, inner: tuple[int, int] | None = None) -> list[Box]:
+    """The rows (and cells) of one detection's crop ``gray`` uint8 [H, W]: boxes (x0, y0, x1, y1) in
+    crop pixels, top to bottom, left to right; [] when the crop holds fewer than two text rows, or
+    rows of print sizes further apart than :data:`SAME_PRINT`.
+    ``inner`` (y0, y1): the detection's own rows when the crop reaches beyond it (the detector's box
+    often cuts its first or last row through the characters): only bands mostly inside it count,
+    each with its whole height. Default: the whole crop.
+    """
+    ink = ink_mask(gray, stroke_px)
+    lo, hi = inner or (0, gray.shape[0])
+    bands = [(a, b) for a, b in row_bands(ink) if min(b, hi) - max(a, lo) > (b - a) / 2]
+    heights = [b - a for a, b in bands]
+    if len(bands) < 2 or max(heights) > SAME_PRINT * min(heights):
+        return []
+    out = []
+    for i, (y0, y1) in enumerate(bands):
+        m = MARGIN * (y1 - y0) + 1
+        top = max(0, int((bands[i - 1][1] + y0) / 2)) if i > 0 else 0
+        bottom = int((y1 + bands[i + 1][0]) / 2 + 1) if i + 1 < len(bands) else gray.shape[0]
+        top, bottom = max(top, int(y0 - m)), min(bottom, int(y1 + m + 1))
+        out += _pieces(ink, y0, y1, top, bottom, CELL_GAP * (y1 - y0))
+    return out
+
+
+def split_rows(rgb: np.ndarray, lines: list[L], make: type | None = None) -> list[L]:
+    """``lines`` (detections on the page ``rgb`` [H, W, 3] uint8, boxes in its pixels) with every tall
+    detection holding several text rows replaced by one axis-aligned line per row (and cell), in
+    place, same score; other lines unchanged, same order. A row that another detection already holds
+    (the detector found it both alone and inside the tall box) is not added twice. The crop analysed
+    reaches half a median line height above and below the box, so a row the box cuts is whole.
+    ``make(quad, box, score)`` builds a line (default: the type of the line split).
+    """
+    if len(lines) < 2:
+        return list(lines)
+    heights = sorted(ln.box[3] - ln.box[1] for ln in lines)
+    med_h = heights[len(heights) // 2]
+    reach = int(round(med_h / 2))
+    gray: np.ndarray | None = None
+    out: list[L] = []
+    added: list[tuple[float, float, float, float]] = []  # boxes of the rows split off so far
+    for ln in lines:
+        x0, y0, x1, y1 = (int(round(v)) for v in ln.box)
+        if y1 - y0 < TALL * med_h or x1 - x0 < 2:
+            out.append(ln)
+            continue
+        if gray is None:
+            gray = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY)
+        top = max(0, y0 - reach)
+        crop = gray[top: min(gray.shape[0], y1 + reach), max(0, x0):x1]
+        pieces = split_box(crop, max(2, int(med_h * 0.2)), (y0 - top, y1 - top))
+        if not pieces:
+            out.append(ln)
+            continue
+        build = make or type(ln)
+        others = [o.box for o in lines if o is not ln and o.box[3] - o.box[1] < TALL * med_h]
+        others += added  # rows of an overlapping tall box split before
+        for a, b, c, d in pieces:
+            box = (float(max(0, x0) + a), float(top + b), float(max(0, x0) + c), float(top + d))
+            if any(_same_line(box, o) for o in others):
+                continue
+            quad = np.array([[box[0], box[1]], [box[2], box[1]], [box[2], box[3]], [box[0], box[3]]], np.float32)
+            out.append(build(quad, box, ln.score))
+            added.append(box)
+    return out
