@@ -41,9 +41,9 @@ def test_the_dense_report_table_keeps_its_numbers(read):
 
 def test_every_output_format_holds_the_same_number_cells(read, tmp_path):
     from gateway.output.hocr import render_hocr
-    from gateway.output.page import PageResult
     from gateway.output.searchable_pdf import write_searchable_pdf
     from gateway.output.stitch import render_page
+    from inkstream.page_result import PageResult
 
     page, res = read
     want = _numbers(res.text)
