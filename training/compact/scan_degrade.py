@@ -10,7 +10,7 @@ tuned on a page we read. The strengths are chosen to cover what such documents s
   vertical streaks where a print-head dot is weak, a fade across the width, blotches where the paper
   aged (a smooth random field of 0.5-1.0 x the ink, patches ~5 mm), grayish paper;
 * :func:`dot_matrix`: each glyph redrawn as dots of a printer's grid (pitch 2-3 px at
-  :data:`RENDER_DPI`, 0.17-0.25 mm: a 24-pin head), the dots a disk of 0.4-0.55 of the pitch;
+  :data:`RENDER_DPI`, 0.17-0.25 mm: a 24-pin head), the dots a disk of 0.35-0.5 of the pitch;
 * :func:`rescan`: the page resampled from :data:`RENDER_DPI` to a scanner's ``dpi`` (100-200) with a
   little blur, gaussian noise and speckle; :func:`jpeg` re-encodes it at a given quality;
 * :func:`fax`: a standard-resolution fax -- 204 x 98 dpi, black and white (threshold 110-170),
@@ -63,8 +63,8 @@ def thermal(img: Image.Image, rng: random.Random) -> Image.Image:
 
 def dot_matrix(img: Image.Image, rng: random.Random) -> Image.Image:
     """Glyphs redrawn as printer dots: the ink sampled on a square grid of pitch 2-3 px (a cell
-    whose mean is below 140 of 255 is inked), each inked cell a disk of radius 0.4-0.55 pitch; ribbon
-    ink 20-90 of 255.
+    holding a pixel below 128 of 255 is inked, so thin strokes keep their dots), each inked cell a
+    disk of radius 0.35-0.5 pitch; ribbon ink 20-90 of 255.
     """
     pitch = rng.randint(2, 3)
     a = _array(img)
@@ -72,9 +72,9 @@ def dot_matrix(img: Image.Image, rng: random.Random) -> Image.Image:
     gh, gw = -(-h // pitch), -(-w // pitch)
     padded = np.full((gh * pitch, gw * pitch), 255.0, dtype=np.float32)
     padded[:h, :w] = a
-    cells = padded.reshape(gh, pitch, gw, pitch).mean(axis=(1, 3)) < 140  # a cell mostly inked prints a dot
+    cells = padded.reshape(gh, pitch, gw, pitch).min(axis=(1, 3)) < 128  # a cell with ink prints a dot
     yy, xx = np.mgrid[:pitch, :pitch] - (pitch - 1) / 2
-    disk = (yy ** 2 + xx ** 2) <= (rng.uniform(0.4, 0.55) * pitch) ** 2
+    disk = (yy ** 2 + xx ** 2) <= (rng.uniform(0.35, 0.5) * pitch) ** 2
     dots = np.kron(cells, disk)[:h, :w]
     ink = rng.uniform(20, 90)
     out = np.where(dots, ink, 255.0).astype(np.float32)
