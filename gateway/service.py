@@ -208,7 +208,7 @@ class Prepared:
                     log.error("pipeline skipped page %d", skipped + 1, extra={"request_id": self.request_id})
                     yield error_page(skipped, "INTERNAL", "the pipeline returned no result for this page")
                 pending.pop(0)
-                yield page_result(outcome, self.doc.sizes.get(outcome.index))
+                yield page_result(outcome, self.doc.sizes.get(outcome.index), self.model_id)
         finally:
             with contextlib.suppress(Exception):
                 await outcomes.aclose()
