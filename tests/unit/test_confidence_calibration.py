@@ -107,3 +107,13 @@ def test_scan_documents_are_seeded_and_their_pieces_lie_on_the_page():
         # every printed piece's characters are in the rows' truth
         joined = "".join(d.truth).replace(" ", "")
         assert all(t.replace(" ", "") in joined for t, _ in d.pieces)
+
+
+def test_a_clean_print_of_a_document_has_its_text_and_layout():
+    from training.compact.scan_docs import make_document
+
+    scanned, clean = make_document(4), make_document(4, degrade=False)
+    assert clean.kind == f"clean_{scanned.kind}" and clean.truth == scanned.truth
+    assert [t for t, _ in clean.pieces] == [t for t, _ in scanned.pieces]
+    gray = np.asarray(clean.image.convert("L"))
+    assert gray.min() < 60 and np.median(gray) == 255  # black ink on white paper, no noise

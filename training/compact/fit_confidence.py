@@ -4,8 +4,10 @@
 
 1. Reads documents ``make_document(seed)`` for the seeds (:mod:`training.compact.scan_docs`: receipts and
    forms, printed and scanned; never the seeds ``bench/receipts.py`` and ``bench/calibration.py`` score,
-   10,000 on) in this process as the stack reads them (:func:`training.compact.read_scored.read_scored`),
-   and matches each line to the printed pieces it covers (:func:`training.compact.read_scored.match_truth`).
+   10,000 on), and the documents of ``--clean-seeds`` printed cleanly (``degrade=False``: pages the
+   model reads well, which the calibration must not flag), in this process as the stack reads them
+   (:func:`training.compact.read_scored.read_scored`), and matches each line to the printed pieces it
+   covers (:func:`training.compact.read_scored.match_truth`).
    The lines are cached as JSON lines (``--cache``), so a refit needs no reading.
 2. Fits :func:`inkstream.confidence.expected_error` per line: a logistic model of the line's CER
    (edits / truth characters, at most 1; a line over no printed text counts 1) on
@@ -33,19 +35,20 @@ TABLE = pathlib.Path(__file__).resolve().parents[2] / "gateway" / "output" / "ca
 RIDGE = 1e-5  # on the weights but the intercept, relative to the total weight (keeps IRLS stable)
 
 
-def read_documents(seeds: Iterable[int], model: str | None) -> Iterator[dict]:
-    """One record per document: ``{"seed", "kind", "lines": [{"text", "confidence", "tokens", "truth",
-    "tower"}], "missed": [texts]}`` (see the module docstring).
+def read_documents(seeds: Iterable[int], model: str | None, clean: bool = False) -> Iterator[dict]:
+    """One record per document: ``{"seed", "clean", "kind", "lines": [{"text", "confidence", "tokens",
+    "truth", "tower"}], "missed": [texts]}`` (see the module docstring); ``clean``: the documents printed
+    cleanly (``make_document(seed, degrade=False)``).
     """
     from training.compact.read_scored import load_halves, match_truth, read_scored
     from training.compact.scan_docs import make_document
 
     enc, dec = load_halves(model)
     for seed in seeds:
-        doc = make_document(seed)
+        doc = make_document(seed, degrade=not clean)
         lines = read_scored(enc, dec, doc.image)
         missed = match_truth(lines, doc.pieces)
-        yield {"seed": seed, "kind": doc.kind, "missed": missed,
+        yield {"seed": seed, "clean": clean, "kind": doc.kind, "missed": missed,
                "lines": [{"text": ln.text, "confidence": ln.confidence, "tokens": ln.tokens, "truth": ln.truth,
                           "tower": ln.tower} for ln in lines]}
 
@@ -107,7 +110,8 @@ def page_ece(pairs: Sequence[tuple[float, float]], bins: int = 10) -> float:
                      for b in range(bins) if np.any(idx == b)))
 
 
-def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: range, ece: float) -> None:
+def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: range, clean_seeds: range,
+                ece: float) -> None:
     """Rewrite :data:`TABLE` with one entry for ``model_id``."""
     body = (f'"""Confidence calibration tables, written by ``python -m training.compact.fit_confidence --write``\n'
             f'(see :mod:`inkstream.confidence` for the model): per model id, the checkpoint revision fitted\n'
@@ -116,7 +120,8 @@ def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: r
             f"TABLES: dict[str, dict] = {{\n    {model_id!r}: {{\n        \"revision\": {revision!r},\n"
             f"        \"features\": {list(FEATURES)!r},\n"
             f"        \"weights\": {[round(float(v), 5) for v in weights]!r},\n"
-            f"        \"fitted_on\": \"training.compact.scan_docs seeds {seeds.start}-{seeds.stop - 1}\",\n"
+            f"        \"fitted_on\": \"training.compact.scan_docs seeds {seeds.start}-{seeds.stop - 1}, and \"\n"
+            f"                     \"{clean_seeds.start}-{clean_seeds.stop - 1} printed cleanly\",\n"
             f"        \"page_ece\": {round(ece, 4)!r},\n    }},\n}}\n")
     TABLE.write_text(body, encoding="utf-8")
 
@@ -124,26 +129,30 @@ def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: r
 def main(argv: list[str] | None = None) -> int:
     """Read (or load the cached) documents, fit, print the calibration, optionally write the table."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, nargs=2, default=(0, 60), metavar=("FIRST", "STOP"))
+    ap.add_argument("--seeds", type=int, nargs=2, default=(0, 48), metavar=("FIRST", "STOP"))
+    ap.add_argument("--clean-seeds", type=int, nargs=2, default=(0, 48), metavar=("FIRST", "STOP"),
+                    help="documents also read printed cleanly (make_document(seed, degrade=False))")
     ap.add_argument("--model", default=None)
     ap.add_argument("--cache", default="runs/confidence_lines.jsonl")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
-    seeds = range(*args.seeds)
+    seeds, clean_seeds = range(*args.seeds), range(*args.clean_seeds)
     cache = pathlib.Path(args.cache)
     docs = [json.loads(s) for s in cache.read_text().splitlines()] if cache.is_file() else []
-    have = {d["seed"] for d in docs}
+    have = {(d["seed"], d.get("clean", False)) for d in docs}
     cache.parent.mkdir(parents=True, exist_ok=True)
-    missing = [s for s in seeds if s not in have]
-    if missing:
+    for clean, wanted in ((False, seeds), (True, clean_seeds)):
+        missing = [s for s in wanted if (s, clean) not in have]
+        if not missing:
+            continue
         with cache.open("a", encoding="utf-8") as fh:
-            for doc in read_documents(missing, args.model):
+            for doc in read_documents(missing, args.model, clean):
                 fh.write(json.dumps(doc, ensure_ascii=False) + "\n")
                 fh.flush()
                 docs.append(doc)
                 print(f"read seed {doc['seed']} ({doc['kind']}): {len(doc['lines'])} lines", file=sys.stderr,
                       flush=True)
-    docs = [d for d in docs if d["seed"] in seeds]
+    docs = [d for d in docs if d["seed"] in (clean_seeds if d.get("clean") else seeds)]
     lines = [ln for d in docs for ln in d["lines"]]
     x = np.array([line_features(ln["confidence"], ln["tokens"], ln["text"]) for ln in lines])
     yw = np.array([line_target(ln) for ln in lines])
@@ -158,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         from models.compact import default_checkpoint_dir
 
         model_id, revision = ckpt.checkpoint_identity(args.model or default_checkpoint_dir())
-        write_table(model_id, revision, [float(v) for v in weights], seeds, ece)
+        write_table(model_id, revision, [float(v) for v in weights], seeds, clean_seeds, ece)
         print(f"wrote {TABLE}")
     return 0
 

@@ -150,7 +150,8 @@ def _receipt(rng: random.Random, zh: bool) -> tuple[Image.Image, list[str], list
                  True))
     img = Image.new("L", (width, pitch * (len(rows) + 4)), 255)
     draw = ImageDraw.Draw(img)
-    y, truth, pieces = pitch, [], []
+    y, truth = pitch, []
+    pieces: list[tuple[str, Box]] = []
     for k, (left, right, centred) in enumerate(rows):
         f = zh_font if zh and any(ord(c) > 0x2E80 for c in left) else font
         x = (width - f.getlength(left)) / 2 if centred else margin
@@ -223,18 +224,27 @@ def _value(rng: random.Random, label: str) -> str:
     return f"{rng.choice(letters)}{rng.choice(letters)}-{rng.randint(100000, 9999999)}"
 
 
-def make_document(seed: int) -> ScanDocument:
+def make_document(seed: int, degrade: bool = True) -> ScanDocument:
     """Document number ``seed``: kind ``KINDS[seed % len(KINDS)]``, everything else drawn from
-    ``random.Random(seed)``. Raises FileNotFoundError when none of a kind's faces is installed.
+    ``random.Random(seed)``. ``degrade=False`` gives the same layout and text printed cleanly (black
+    ink, resampled to 200-300 dpi, no noise; kind ``clean_<kind>``): the pages a calibration must also
+    know, where the model reads well. Raises FileNotFoundError when none of a kind's faces is installed.
     """
     kind = KINDS[seed % len(KINDS)]
     rng = random.Random(seed)
     dpi = rng.choice((150, 175, 200))
     if kind.startswith("receipt"):
         img, truth, pieces = _receipt(rng, zh=kind == "receipt_zh")
-        img = deg.dot_matrix(img, rng) if kind == "receipt_dotmatrix" else deg.thermal(img, rng)
+        if degrade:
+            img = deg.dot_matrix(img, rng) if kind == "receipt_dotmatrix" else deg.thermal(img, rng)
     else:
         img, truth, pieces = _form(rng)
+    if not degrade:
+        dpi = rng.choice((200, 250, 300))
+        f = dpi / deg.RENDER_DPI
+        page = img.resize((round(img.width * f), round(img.height * f)), Image.Resampling.BOX)
+        pieces = [(t, (b[0] * f, b[1] * f, b[2] * f, b[3] * f)) for t, b in pieces if t]
+        return ScanDocument(page.convert("RGB"), truth, f"clean_{kind}", dpi, pieces)
     dpi = {"form_photo": 200, "form_fax": 204}.get(kind, dpi)
     sx = dpi / deg.RENDER_DPI
     sy = 196 / deg.RENDER_DPI if kind == "form_fax" else sx  # a fax's 98-dpi rows, each shown twice
