@@ -1,8 +1,9 @@
 """Is the page confidence a probability you can act on? ECE and the flag rates of ``low_confidence``.
 
 Pages: ``--docs`` generated documents (:func:`training.compact.scan_docs.make_document`, seeds from
-``--seed``, default 20,000: never fitted on, :mod:`training.compact.fit_confidence` fits seeds 0-47)
-and, with ``--eval-pages``, the single pages of ../shared/eval/pages. Each is read in this process as
+``--seed``, default 20,000: never fitted on, :mod:`training.compact.fit_confidence` fits seeds 0-47),
+the first ``--clean-docs`` of them printed cleanly too (``degrade=False``) and, with
+``--eval-pages``, the single pages of ../shared/eval/pages. Each is read in this process as
 the stack reads it (:func:`training.compact.read_scored.read_scored`: each line's text, raw confidence
 and tokens) and given the confidence and warnings the gateway gives it
 (:func:`gateway.output.signal.page_warnings` with the model's id: calibrated when
@@ -47,6 +48,9 @@ def _pages(args: argparse.Namespace):
     for k in range(args.docs):
         d = make_document(args.seed + k)
         yield f"seed{args.seed + k} {d.kind}", d.image, "\n".join(d.truth)
+    for k in range(args.clean_docs):
+        d = make_document(args.seed + k, degrade=False)
+        yield f"seed{args.seed + k} {d.kind}", d.image, "\n".join(d.truth)
     if args.eval_pages:
         from evaluation.engines import find_documents, iter_pages
 
@@ -62,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, default=24)
     ap.add_argument("--seed", type=int, default=20_000)
+    ap.add_argument("--clean-docs", type=int, default=12, help="documents also printed cleanly (degrade=False)")
     ap.add_argument("--eval-pages", action="store_true", help="add the single pages of ../shared/eval/pages")
     ap.add_argument("--model", default=None)
     args = ap.parse_args(argv)

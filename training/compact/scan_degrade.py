@@ -9,8 +9,10 @@ tuned on a page we read. The strengths are chosen to cover what such documents s
 * :func:`thermal`: thermal-paper print -- gray ink (the image's darkest ink lifted to 70-190 of 255),
   vertical streaks where a print-head dot is weak, a fade across the width, blotches where the paper
   aged (a smooth random field of 0.5-1.0 x the ink, patches ~5 mm), grayish paper;
-* :func:`dot_matrix`: each glyph redrawn as dots of a printer's grid (pitch 2-3 px at
-  :data:`RENDER_DPI`, 0.17-0.25 mm: a 24-pin head), the dots a disk of 0.35-0.5 of the pitch;
+* :func:`dot_matrix`: each glyph redrawn as dots of a printer's grid (pitch 2 px at
+  :data:`RENDER_DPI`, 0.17 mm: a 24-pin head; a 9-pin head's 0.35 mm grid needs faces drawn for it,
+  which Debian does not ship: TrueType faces sampled that coarsely turn 6 into 8 for every
+  engine), the dots a disk of 0.35-0.5 of the pitch;
 * :func:`rescan`: the page resampled from :data:`RENDER_DPI` to a scanner's ``dpi`` (100-200) with a
   little blur, gaussian noise and speckle; :func:`jpeg` re-encodes it at a given quality;
 * :func:`fax`: a standard-resolution fax -- 204 x 98 dpi, black and white (threshold 110-170),
@@ -62,11 +64,11 @@ def thermal(img: Image.Image, rng: random.Random) -> Image.Image:
 
 
 def dot_matrix(img: Image.Image, rng: random.Random) -> Image.Image:
-    """Glyphs redrawn as printer dots: the ink sampled on a square grid of pitch 2-3 px (a cell
+    """Glyphs redrawn as printer dots: the ink sampled on a square grid of pitch 2 px (a cell
     holding a pixel below 128 of 255 is inked, so thin strokes keep their dots), each inked cell a
     disk of radius 0.35-0.5 pitch; ribbon ink 20-90 of 255.
     """
-    pitch = rng.randint(2, 3)
+    pitch = 2
     a = _array(img)
     h, w = a.shape
     gh, gw = -(-h // pitch), -(-w // pitch)
