@@ -6,7 +6,7 @@ the page ECE there.
 
 TABLES: dict[str, dict] = {
     'inkstream-compact': {
-        "revision": '497ec4ec240b',
+        "revision": '583c382639a8',
         "features": ['bias', 'nll', 'sqrt_nll', 'log_tokens', 'cjk', 'digits', 'nll_x_cjk'],
         "weights": [-0.337, -2.36936, 8.8693, -1.71139, -4.30647, -0.99875, 2.06946],
         "fitted_on": "training.compact.scan_docs seeds 0-47, and "

@@ -49,6 +49,9 @@ def test_doubt_routes_sends_doubtful_lines_and_scan_pages_to_pp():
     scan = [0.3, 0.3, 0.05] + [0.05] * 8  # two of ten Latin lines doubtful: the page is a scan
     assert doubt_routes(script, scan, 0.2, 0.2) == [True] * 11
     assert doubt_routes([], [], 0.2, 0.2) == []
+    faint = [45.0] * 11  # a faded receipt: every line at 45 gray levels
+    assert doubt_routes(script, clean, 0.2, 0.2, contrasts=faint, faint_below=120) == [True] * 11
+    assert doubt_routes(script, clean, 0.2, 0.2, contrasts=[255.0] * 11, faint_below=120) == script
     with pytest.raises(ValueError):
         doubt_routes([False], [0.1, 0.2], 0.2, 0.2)
 

@@ -1,15 +1,16 @@
 """Ship the Latin tower's CTC head as a bilingual checkpoint's read head (the doubt routing signal).
 
 ``python -m training.compact.read_head CHECKPOINT_DIR --state training/compact/state/state.pt
---doubtful 0.2 --page-share 0.2``
+--doubtful 0.2 --page-share 0.2 --faint-below 120``
 
 The Latin tower was trained with an auxiliary CTC head (``ctc_head.*`` in the training state of
 ``training/compact/train.py``), never exported: only the encoder and decoder were. This copies it into
 the checkpoint as ``read_head.weight`` [256, 192] / ``read_head.bias`` [256] -- after checking that
 every ``encoder.*`` tensor of the checkpoint equals the state's (the head reads those features and no
 others) -- writes the routing bars into config.json (``read_head``: ``doubtful_above``,
-``page_doubt_share``, ``alone_above`` (null: off), see :mod:`models.compact.line.doubt`) and re-exports
-the checkpoint's ONNX files (new weights, new revision). Raises SystemExit with a message when the encoders differ.
+``page_doubt_share``, ``alone_above`` (null: off), ``faint_median_below``, see
+:mod:`models.compact.line.doubt`) and re-exports the checkpoint's ONNX files (new weights, new
+revision). Raises SystemExit with a message when the encoders differ.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state", default="training/compact/state/state.pt")
     ap.add_argument("--doubtful", type=float, required=True, help="line doubt (nats) above which a line is doubtful")
     ap.add_argument("--alone-above", type=float, default=None, help="doubt above which a line goes to PP alone")
+    ap.add_argument("--faint-below", type=float, default=None, help="median line contrast: fainter pages go to PP")
     ap.add_argument("--page-share", type=float, required=True, help="share of doubtful lines that sends a page to PP")
     ap.add_argument("--note", default="", help="where the bars come from (stored in config.json)")
     args = ap.parse_args(argv)
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     save_file(tensors, str(weights), metadata={"format": "pt"})
     cfg = ckpt.read_config(root)
     cfg["read_head"] = {"doubtful_above": args.doubtful, "page_doubt_share": args.page_share,
-                        "alone_above": args.alone_above,
+                        "alone_above": args.alone_above, "faint_median_below": args.faint_below,
                         "from_state_step": int(full.get("step", 0)),
                         "note": args.note}
     (root / "config.json").write_text(json.dumps(cfg, indent=2, default=str))

@@ -27,6 +27,12 @@ read worse (tracemonkey 2.24 -> 2.52 % CER in-process), though the documents gai
 doubtful bar of 0.15 would read the documents at 2.23 %, but one eval page sits at a share of 0.20
 there: no margin.
 
+Faint print is the other sign of a scan the Latin tower reads worse (generated thermal receipts:
+Latin tower 4.04 % CER, PP tower 1.65 %; their lines' doubts are as low as a clean page's): a page
+whose median line contrast is below ``faint_below`` (config ``faint_median_below``, 120 gray levels)
+goes to the PP tower whole. Every page of ../shared/eval/pages has a median of 255; the faded thermal
+and Chinese receipts of ``bench/receipts.py`` 50-128, its other documents 183-255.
+
 The PP-OCRv6 recogniser behind the PP tower was trained on real scans and photos; on generated
 receipts, forms and faxes (``bench/receipts.py``'s documents) it reads the Latin lines at 2.2 %
 CER where the Latin tower reads them at 6.4 % (``training/compact/read_head.py`` prints the table).
@@ -62,16 +68,21 @@ def line_doubt(read_top: np.ndarray, n_frames: int) -> float:
 
 
 def doubt_routes(script_routes: Sequence[bool], doubts: Sequence[float], doubtful: float, page_share: float,
-                 alone_above: float = float("inf")) -> list[bool]:
+                 alone_above: float = float("inf"), contrasts: Sequence[float] = (),
+                 faint_below: float = 0.0) -> list[bool]:
     """The tower of each line (True: PP) from the script routing (:func:`models.compact.line.towers.page_routes`)
     and each line's :func:`line_doubt`: every line when at least ``page_share`` of the page's
-    Latin-routed lines have a doubt above ``doubtful``, else the script's routes plus each line
+    Latin-routed lines have a doubt above ``doubtful``, or when the median of the lines' ink
+    ``contrasts`` (gray levels, :func:`models.compact.page.prepare.ink_contrast`) is below
+    ``faint_below`` (faint print: a faded thermal receipt); else the script's routes plus each line
     whose doubt is above ``alone_above``. Raises ValueError when the lists' lengths differ.
     """
     if len(script_routes) != len(doubts):
         raise ValueError(f"{len(script_routes)} routes for {len(doubts)} doubts")
     latin = [d > doubtful for r, d in zip(script_routes, doubts, strict=True) if not r]
     if latin and sum(latin) >= page_share * len(latin):
+        return [True] * len(doubts)
+    if len(contrasts) and float(np.median(contrasts)) < faint_below:
         return [True] * len(doubts)
     return [bool(r) or d > alone_above for r, d in zip(script_routes, doubts, strict=True)]
 

@@ -104,14 +104,14 @@ def page_routes(cjk_lines: list[bool]) -> list[bool]:
     return list(cjk_lines)
 
 
-def _bars(cfg: dict) -> tuple[float, float, float]:
-    """(doubtful, page share, alone) bars of config.json ``read_head``
+def _bars(cfg: dict) -> tuple[float, float, float, float]:
+    """(doubtful, page share, alone, faint) bars of config.json ``read_head``
     (:func:`models.compact.line.doubt.doubt_routes`; a missing or null bar routes nothing).
     """
     bars = cfg.get("read_head") or {}
     inf = float("inf")
     return (float(bars.get("doubtful_above") or inf), float(bars.get("page_doubt_share") or inf),
-            float(bars.get("alone_above") or inf))
+            float(bars.get("alone_above") or inf), float(bars.get("faint_median_below") or 0.0))
 
 
 class PPTower:
@@ -127,14 +127,14 @@ class PPTower:
     ``read_top`` [N, W/8, 2] float32 or None without a read head) from one forward of the
     Latin tower; ``loaded``: checkpoint names of the tensors behind them; ``stride``: trunk frames per
     token (1 or 2); ``copy_width``: columns of copy classes after the ``hidden`` features
-    (:func:`models.compact.decode.copy_head.pack`; 0 without); ``bars``: (doubtful, page share, alone) bars of
+    (:func:`models.compact.decode.copy_head.pack`; 0 without); ``bars``: (doubtful, page share, alone, faint) bars of
     :func:`models.compact.line.doubt.doubt_routes` from config.json ``read_head``, None without a read head.
     """
 
     def __init__(self, trunk: PPTrunk, tokens: Callable[[np.ndarray, np.ndarray], Any],
                  read_latin: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray | None]],
                  loaded: set[str], stride: int, copy_width: int, runtime: str,
-                 bars: tuple[float, float, float] | None = None) -> None:
+                 bars: tuple[float, float, float, float] | None = None) -> None:
         self.trunk, self.tokens, self.read_latin, self.loaded = trunk, tokens, read_latin, loaded
         self.copy_width, self.runtime, self.bars = copy_width, runtime, bars
         self.token_px = PP_FRAME_PX * stride
