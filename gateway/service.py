@@ -166,7 +166,8 @@ class Prepared:
                                   temperature=req.temperature, priority=priority, deadline=deadline)
         results: list[PageResult] = []
         run = pages_in_order(svc.pipeline, self.doc, self.indices, options,
-                             lookahead=svc.config.render_lookahead_pages, render_timeout_s=svc.render_timeout_s)
+                             lookahead=svc.config.render_lookahead_pages, render_timeout_s=svc.render_timeout_s,
+                             model_id=self.model_id)
         try:
             async for p in run:
                 results.append(p)

@@ -2,28 +2,37 @@
 
 Definitions (README "Confidence and warnings"):
 
-* A segment's confidence is the decoder's ``Usage.confidence``: the geometric mean of the model's
-  probabilities of the tokens it wrote, ``exp(mean ln p)``, end-of-sequence token included. It is
-  computed by the decoder service from the logits of any model family (a text line for ``compact``,
-  the whole page for ``deepseek_ocr2``).
-* A page's confidence is the token-weighted geometric mean over its segments,
-  ``exp(sum_s n_s ln c_s / sum_s n_s)`` with ``n_s`` the segment's generated tokens: the geometric
-  mean of every token probability of the page. A block has its segment's confidence. A page or
-  block without generated tokens has confidence 0.0.
+* A segment's *raw* confidence is the decoder's ``Usage.confidence``: the geometric mean of the
+  model's probabilities of the tokens it wrote, ``exp(mean ln p)``, end-of-sequence token included,
+  computed by the decoder service from the logits of any model family.
+* For a model with a calibration table (:data:`gateway.output.calibration_tables.TABLES`, keyed by
+  the encoders' model id; the embedded ``inkstream-compact``), confidences are *calibrated*: a
+  block's confidence is 1 - its expected character error rate (:mod:`inkstream.confidence`: a
+  logistic model of the raw confidence, the tokens and the text, fitted on generated held-out pages),
+  and a page's is 1 - the expected CER of its text, the mean of its segments' weighted by their
+  characters (:func:`calibrated_page`). ``confidence`` 0.97 then means "about 3 % of these characters
+  are wrong". ``low_confidence`` marks a page whose expected CER is above :data:`PAGE_EXPECTED_CER_ABOVE`
+  (2 %), a block above :data:`BLOCK_EXPECTED_CER_ABOVE`, and a block holding digits whose expected
+  wrong digits (expected CER x digits) reach :data:`BLOCK_EXPECTED_WRONG_DIGITS` (a doubtful number:
+  a table cell's own line block carries it).
+* Without a table (other families): a page's confidence is the token-weighted geometric mean over
+  its segments, ``exp(sum_s n_s ln c_s / sum_s n_s)`` with ``n_s`` the segment's generated tokens,
+  a block has its segment's raw confidence, and the bars below apply. A page or block without
+  generated tokens has confidence 0.0.
 
 Warnings are stable codes (:data:`WARNING_CODES`), decided from those numbers only, so they mean the
 same for every model family:
 
 * ``no_text_found``: the page was read (status ok) and holds no text at all: no line was detected,
   or every segment came back empty.
-* ``low_confidence``: page confidence below :data:`LOW_CONFIDENCE_BELOW` (a block: below
-  :data:`BLOCK_LOW_CONFIDENCE_BELOW`).
+* ``low_confidence``: calibrated, see above; else page confidence below :data:`LOW_CONFIDENCE_BELOW`
+  (a block: below :data:`BLOCK_LOW_CONFIDENCE_BELOW`).
 * ``unread_region``: the page holds text, but at least one of its segments came back empty. A
   segment is a region the encoder found ink in (a detected text line, a table cell): an empty one is
   text lost, so it is flagged rather than dropped in silence (issue 37: whole table columns vanished
   without a warning).
 * ``unsupported_script``: at least :data:`SCRIPT_MIN_LINES` lines were detected (the page's ink is
-  laid out as text) and the page confidence is below :data:`SCRIPT_CONFIDENCE_BELOW`: the model cannot
+  laid out as text) and the page's raw confidence is below :data:`SCRIPT_CONFIDENCE_BELOW`: the model cannot
   write what it sees, which is what a script outside its vocabulary looks like (measured with the
   embedded model: Devanagari 0.45, Arabic 0.35, Chinese 0.37; Latin pages it reads at <= 5 % CER
   0.98-1.0).
@@ -35,11 +44,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gateway.output.calibration_tables import TABLES
+from inkstream.confidence import expected_error, line_features
+
 # the codes are part of the page-result contract (every code, in the order listed on a page)
 from inkstream.page_result import LOW_CONFIDENCE, NO_TEXT_FOUND, UNREAD_REGION, UNSUPPORTED_SCRIPT, WARNING_CODES
 
 __all__ = ["LOW_CONFIDENCE", "NO_TEXT_FOUND", "UNREAD_REGION", "UNSUPPORTED_SCRIPT", "WARNING_CODES", "SegmentScore",
-           "page_confidence", "block_warnings", "page_warnings"]
+           "page_confidence", "block_signal", "page_warnings"]
 
 #: page confidence under which a page is ``low_confidence``: the eval pages the embedded model reads
 #: at <= 5 % CER score 0.98 and above; pages of junk (unseen script, inverted print) 0.2-0.75.
@@ -51,6 +63,13 @@ BLOCK_LOW_CONFIDENCE_BELOW = 0.8
 SCRIPT_MIN_LINES = 3
 #: ... and a page confidence below this (the unseen scripts measured 0.35-0.45).
 SCRIPT_CONFIDENCE_BELOW = 0.6
+#: calibrated: a page is ``low_confidence`` when its expected CER is above this (issue #38: 2 %)
+PAGE_EXPECTED_CER_ABOVE = 0.02
+#: calibrated: a block (line) is ``low_confidence`` above this expected CER (one character in 20)
+BLOCK_EXPECTED_CER_ABOVE = 0.05
+#: calibrated: a block holding digits is ``low_confidence`` when its expected CER times its digits
+#: reaches this (a one-in-ten chance that one of its digits is wrong)
+BLOCK_EXPECTED_WRONG_DIGITS = 0.1
 
 
 @dataclass(frozen=True)
@@ -83,24 +102,67 @@ def page_confidence(segments: Sequence[SegmentScore]) -> float:
     return min(1.0, max(0.0, math.exp(total / n)))
 
 
+def calibration(model_id: str) -> dict | None:
+    """The calibration table of ``model_id`` (:data:`gateway.output.calibration_tables.TABLES`), or None."""
+    return TABLES.get(model_id) if model_id else None
+
+
+def segment_expected_error(segment: SegmentScore, table: dict) -> float:
+    """Expected CER of one segment under ``table`` (:func:`inkstream.confidence.expected_error`)."""
+    feats = line_features(segment.confidence, segment.generated_tokens, segment.text)
+    return expected_error(table["weights"], feats)
+
+
+def calibrated_page(segments: Sequence[SegmentScore], table: dict) -> float:
+    """1 - the page's expected CER: its segments' expected CERs weighted by their non-space characters
+    (a segment with tokens but no text weighs 1); 0.0 without generated tokens.
+    """
+    num = den = 0.0
+    for s in segments:
+        if s.generated_tokens <= 0:
+            continue
+        w = max(1, sum(1 for c in s.text if not c.isspace()))
+        num += w * segment_expected_error(s, table)
+        den += w
+    return 1.0 - num / den if den else 0.0
+
+
+def block_signal(segment: SegmentScore, text: str, model_id: str = "") -> tuple[float, list[str]]:
+    """(confidence, warnings) of one block (a line or a layout region) with ``text`` read as
+    ``segment``; calibrated when ``model_id`` has a table (see the module docstring).
+    """
+    table = calibration(model_id)
+    if table is None:
+        return segment.confidence, block_warnings(segment.confidence, text)
+    err = segment_expected_error(segment, table) if segment.generated_tokens > 0 else 1.0
+    if not text.strip():
+        return 1.0 - err, []
+    digits = sum(1 for c in text if c.isdigit())
+    doubtful = err > BLOCK_EXPECTED_CER_ABOVE or (digits > 0 and err * digits >= BLOCK_EXPECTED_WRONG_DIGITS)
+    return 1.0 - err, [LOW_CONFIDENCE] if doubtful else []
+
+
 def block_warnings(confidence: float, text: str) -> list[str]:
-    """Warnings of one block (a line or a layout region) of ``confidence`` with ``text``."""
+    """Warnings of one block (a line or a layout region) of raw ``confidence`` with ``text``."""
     if not text.strip():
         return []
     return [LOW_CONFIDENCE] if confidence < BLOCK_LOW_CONFIDENCE_BELOW else []
 
 
-def page_warnings(segments: Sequence[SegmentScore], text: str) -> tuple[float, list[str]]:
+def page_warnings(segments: Sequence[SegmentScore], text: str, model_id: str = "") -> tuple[float, list[str]]:
     """(confidence, warnings) of a page read without error, from its ``segments`` in reading order
-    and its stitched ``text``. See the module docstring for the rules.
+    and its stitched ``text``; calibrated when ``model_id`` has a table. See the module docstring.
     """
     if not text.strip():
         return 0.0, [NO_TEXT_FOUND]
-    conf = page_confidence(segments)
+    raw = page_confidence(segments)
+    table = calibration(model_id)
+    conf = calibrated_page(segments, table) if table is not None else raw
     lines = sum(1 for s in segments if s.generated_tokens > 0)
     out: list[str] = [UNREAD_REGION] if any(not s.text.strip() for s in segments) else []
-    if lines >= SCRIPT_MIN_LINES and conf < SCRIPT_CONFIDENCE_BELOW:
+    if lines >= SCRIPT_MIN_LINES and raw < SCRIPT_CONFIDENCE_BELOW:
         out.append(UNSUPPORTED_SCRIPT)
-    if conf < LOW_CONFIDENCE_BELOW:
+    low = 1.0 - conf > PAGE_EXPECTED_CER_ABOVE if table is not None else conf < LOW_CONFIDENCE_BELOW
+    if low:
         out.append(LOW_CONFIDENCE)
     return conf, out

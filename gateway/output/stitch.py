@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from gateway.output.hocr import render_hocr
-from gateway.output.signal import SegmentScore, block_warnings, page_warnings
+from gateway.output.signal import SegmentScore, block_signal, page_warnings
 from gateway.output.tables import Table, markdown_body, page_lines
 from gateway.types import PageOutcome
 from inkstream.page_result import Block, Box, PageError, PageResult, as_box, document_json
@@ -114,7 +114,7 @@ def _scale_box(box: Box, sx: float, sy: float) -> Box:
     return (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
 
 
-def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -> PageResult:
+def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, model_id: str = "") -> PageResult:
     """PageResult of one pipeline outcome.
 
     ``doc_size``: the page's (width, height) in document pixels (original image size; for PDFs the
@@ -122,8 +122,8 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
     Segments are taken in reading order (``SegmentText.index``); the pieces of one text line that
     the encoder cut apart are joined as it marked them (``SegmentText.join``: with a space or
     directly, :func:`inkstream.segments.join_lines`), lines by newlines. Each block gets its
-    segment's confidence, the page its token-weighted confidence and warnings
-    (:mod:`gateway.output.signal`).
+    segment's confidence, the page its confidence and warnings (:mod:`gateway.output.signal`;
+    calibrated when ``model_id``, the encoders' model id, has a calibration table).
     """
     if outcome.status != "ok":
         err = outcome.error or PageError("INTERNAL", "the page failed without a reason")
@@ -149,7 +149,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
             clean, seg_blocks = parse_grounding(seg.text, seg_box, "text" if whole else "line")
             cleans.append(clean)
             for b in seg_blocks:
-                b.confidence, b.warnings = seg.confidence, block_warnings(seg.confidence, b.text)
+                b.confidence, b.warnings = block_signal(scores[len(cleans) - 1], b.text, model_id)
             blocks.extend(seg_blocks)
         texts, tables = _table_blocks(cleans, segments, scores, sx, sy)
     else:
@@ -160,7 +160,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None) -
     joiner = "\n" if len(segments) > 1 and all(b.type == "line" for b in blocks) else "\n\n"
     blocks += tables
     text = joiner.join(texts)
-    confidence, warnings = page_warnings(scores, text)
+    confidence, warnings = page_warnings(scores, text, model_id)
     return PageResult(
         index=outcome.index + 1, status="ok", text=text, blocks=blocks,
         finish_reason=outcome.finish_reason or "stop", vision_tokens=outcome.vision_tokens,

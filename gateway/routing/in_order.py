@@ -23,13 +23,15 @@ log = logging.getLogger("inkstream.gateway.service")
 
 
 async def pages_in_order(pipeline: PagePipeline, doc: Document, indices: list[int], options: PipelineOptions, *,
-                         lookahead: int, render_timeout_s: float) -> AsyncGenerator[PageResult, None]:
+                         lookahead: int, render_timeout_s: float, model_id: str = ""
+                         ) -> AsyncGenerator[PageResult, None]:
     """Page results of ``indices`` (0-based, in this order) of ``doc`` read through ``pipeline``.
 
     ``options.deadline`` (event-loop time, None = none) ends the wait for the remaining pages;
     ``lookahead``: pages rendered ahead of the pipeline; ``render_timeout_s``: seconds one page may
-    take to render. An error raised by the pipeline before its first page (e.g. ResourceExhausted,
-    Unavailable) propagates; after that, the remaining pages carry it.
+    take to render; ``model_id``: the model that reads them (its confidence calibration,
+    :func:`gateway.output.stitch.page_result`). An error raised by the pipeline before its first
+    page (e.g. ResourceExhausted, Unavailable) propagates; after that, the remaining pages carry it.
     """
     loop = asyncio.get_running_loop()
     rid = {"request_id": options.request_id}
@@ -63,7 +65,7 @@ async def pages_in_order(pipeline: PagePipeline, doc: Document, indices: list[in
                 log.error("pipeline skipped page %d", skipped + 1, extra=rid)
                 yield error_page(skipped, "INTERNAL", "the pipeline returned no result for this page")
             pending.pop(0)
-            yield page_result(outcome, doc.sizes.get(outcome.index))
+            yield page_result(outcome, doc.sizes.get(outcome.index), model_id)
     finally:
         with contextlib.suppress(Exception):
             await outcomes.aclose()

@@ -86,5 +86,6 @@ def checkpoint_identity(checkpoint_dir: str | pathlib.Path) -> tuple[str, str]:
 
 PP_TOWER_PREFIX = "pp_tower."
 SCRIPT_PREFIX = "script_head."
+READ_PREFIX = "read_head."  # the Latin tower's CTC head, the doubt routing signal (models/compact/line/doubt.py)
 SPACING_PREFIX = "spacing."  # the PP tower's spacing head (models/compact/decode/spacing.py)
 COPY_PREFIX = "copy."  # the pointer-generator output of a bilingual decoder (models/compact/decode/copy_head.py)

@@ -187,8 +187,10 @@ class CompactEncoderHalf(EncoderHalf):
         tokens [W/16, hidden] float32 of each line, from the routing forward, None without a PP tower).
         A bilingual checkpoint's script head decides per line on the Latin tower's features of the
         whole line (:meth:`models.compact.line.towers.PPTower.script_lines`), and a Chinese page sends every
-        line to the PP tower (:func:`models.compact.line.towers.page_routes`); a Latin checkpoint keeps
-        every line on the Latin tower (no forward here).
+        line to the PP tower (:func:`models.compact.line.towers.page_routes`), as do a page or a line the
+        Latin tower reads with doubt, when the checkpoint has a read head
+        (:func:`models.compact.line.doubt.doubt_routes`); a Latin checkpoint keeps every line on the Latin
+        tower (no forward here).
         """
         if self._pp is None:
             return [False] * len(crops), [None] * len(crops)
@@ -196,8 +198,15 @@ class CompactEncoderHalf(EncoderHalf):
 
         lines = self.prepare_lines(crops)
         n_frames = [normalised_width(c.width, c.height) // (WIDTH_MULTIPLE // 2) for c in crops]
-        cjk, tokens = self._pp.script_lines(lines, n_frames)
-        return page_routes(cjk), list(tokens)
+        cjk, tokens, doubts = self._pp.script_lines(lines, n_frames)
+        routes = page_routes(cjk)
+        if doubts is not None and self._pp.bars is not None:
+            from models.compact.line.doubt import doubt_routes
+
+            doubtful, share, alone, faint = self._pp.bars
+            routes = doubt_routes(routes, doubts, doubtful, share, alone,
+                                  [prepare.ink_contrast(c) for c in crops] if faint > 0 else (), faint)
+        return routes, list(tokens)
 
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
         """Page -> PreparedPage with, per piece ``i``, ``tensors["line_<i>"]`` [1, 32, W] float16 (a Latin

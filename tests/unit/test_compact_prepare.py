@@ -39,6 +39,11 @@ def test_dark_on_light_and_ink_contrast():
         assert prepare.ink_contrast(ImageOps.mirror(_text(bleed, 255))) < prepare.MIN_INK_CONTRAST
     crops = {"print": _text(0, 255), "bleed": _text(235, 255)}
     assert prepare.inked_lines(["print", "bleed"], crops.__getitem__) == ["print"]
+    # a faded thermal receipt: every line at ~45 levels is print; beside black print it would not be
+    faded = {"a": _text(195, 240), "b": _text(190, 238), "bleed": _text(225, 255)}
+    assert prepare.ink_contrast(faded["a"]) < prepare.MIN_INK_CONTRAST
+    assert prepare.inked_lines(["a", "b", "bleed"], faded.__getitem__) == ["a", "b"]
+    assert prepare.inked_lines(["print", "a"], {**crops, **faded}.__getitem__) == ["print"]
 
 
 def test_tighten_trims_display_type_and_keeps_body_text():

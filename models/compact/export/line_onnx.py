@@ -20,7 +20,10 @@ tensors) gets a second output, ``script_logits`` [N, W/8] float32: the script he
 the stride-8 features (:class:`models.compact.line.script.ScriptHead`), one logit per 8 pixel columns that
 they hold CJK script, which :func:`models.compact.line.towers.script_decisions` turns into the routing
 decision; its PP tower's compressor goes to ``pp_tokens.onnx`` (:mod:`models.compact.export.pp_onnx`). With
-both current, the encoder service of a bilingual checkpoint imports no torch either.
+both current, the encoder service of a bilingual checkpoint imports no torch either. With a read head
+(``read_head.*`` tensors, :mod:`models.compact.line.doubt`) it gets a third output, ``read_top``
+[N, W/8, 2] float32: per stride-8 frame, the read head's log-probability of its most likely class and
+of the blank.
 :func:`export_onnx` (and this module's command line) writes every ONNX file a checkpoint needs.
 """
 
@@ -32,8 +35,9 @@ from typing import TYPE_CHECKING
 
 from models.compact import checkpoint as ckpt
 from models.compact.line.config import encoder_config
+from models.compact.line.doubt import load_read_head, read_top
 from models.compact.line.onnx_runtime import LINE_ONNX as ONNX_FILE
-from models.compact.line.onnx_runtime import REVISION_KEY, SCRIPT_OUTPUT
+from models.compact.line.onnx_runtime import READ_OUTPUT, REVISION_KEY, SCRIPT_OUTPUT
 
 if TYPE_CHECKING:  # torch is imported by the exports alone: running the files must not load it
     import torch
@@ -57,26 +61,31 @@ def export_line_encoder(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
     state, _ = ckpt.load_prefixed(root, ckpt.ENCODER_PREFIX)
     enc = LineEncoder(encoder_config(cfg), int(cfg["decoder"]["hidden_size"]))
     enc.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
-    head = None
+    head, read = None, None
     if "pp_tower" in cfg and ckpt.tensor_names(root, ckpt.SCRIPT_PREFIX):
         head = ScriptHead(enc.cfg.compressor_channels)
         head.load_state_dict({k: v.float() for k, v in ckpt.load_prefixed(root, ckpt.SCRIPT_PREFIX)[0].items()},
                              strict=True)
+        read = load_read_head(root)
 
     class _Tokens(torch.nn.Module):
-        def __init__(self, encoder: LineEncoder, script: ScriptHead | None) -> None:
+        def __init__(self, encoder: LineEncoder, script: ScriptHead | None, read: torch.nn.Linear | None) -> None:
             super().__init__()
-            self.encoder, self.script = encoder, script
+            self.encoder, self.script, self.read = encoder, script, read
 
-        def forward(self, lines: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        def forward(self, lines: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
             tokens, feats = self.encoder(lines)
             if self.script is None:
                 return tokens
-            return tokens, self.script.linear(feats).squeeze(-1)  # [N, W/8]: ScriptHead's frame logits
+            logits = self.script.linear(feats).squeeze(-1)  # [N, W/8]: ScriptHead's frame logits
+            if self.read is None:
+                return tokens, logits
+            return tokens, logits, read_top(self.read, feats)
 
-    module = _Tokens(enc, head).eval()  # eval on the wrapper: the exporter restores the wrapper's mode after
-    names = ["tokens"] + ([SCRIPT_OUTPUT] if head is not None else [])
-    axes = {"lines": {0: "n", 3: "w"}, "tokens": {0: "n", 1: "t"}, SCRIPT_OUTPUT: {0: "n", 1: "f"}}
+    module = _Tokens(enc, head, read).eval()  # eval on the wrapper: the exporter restores the wrapper's mode after
+    names = ["tokens"] + ([SCRIPT_OUTPUT] if head is not None else []) + ([READ_OUTPUT] if read is not None else [])
+    axes = {"lines": {0: "n", 3: "w"}, "tokens": {0: "n", 1: "t"}, SCRIPT_OUTPUT: {0: "n", 1: "f"},
+            READ_OUTPUT: {0: "n", 1: "f"}}
     return export_stamped(module, (torch.zeros(2, 1, enc.cfg.line_height, 256),), root / ONNX_FILE, ["lines"],
                           names, {k: v for k, v in axes.items() if k in ["lines", *names]})
 

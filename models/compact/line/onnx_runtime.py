@@ -24,6 +24,8 @@ PP_ONNX = "pp_tokens.onnx"
 REVISION_KEY = "inkstream_revision"
 #: the bilingual line encoder's second output: script logits [N, W/8]
 SCRIPT_OUTPUT = "script_logits"
+#: its third, with a read head: per frame the top class's and the blank's log-probability [N, W/8, 2]
+READ_OUTPUT = "read_top"
 
 
 def cpu_session(path: pathlib.Path, threads: int = 1) -> tuple[Any, dict[str, str]]:
@@ -61,7 +63,8 @@ def open_current(runner: Callable[[pathlib.Path, int], R], checkpoint_dir: str |
 class OnnxLineEncoder:
     """``encoder.onnx`` on an onnxruntime CPU session with ``threads`` intra-op threads;
     ``revision``: the revision stamped in the file ("" when it has none); ``has_script``: the file
-    has the ``script_logits`` output (a bilingual checkpoint's, see the module docstring).
+    has the ``script_logits`` output (a bilingual checkpoint's, see the module docstring);
+    ``has_read``: it has the read head's ``read_top`` output too (:mod:`models.compact.line.doubt`).
     """
 
     @classmethod
@@ -79,7 +82,8 @@ class OnnxLineEncoder:
         # the arena is off as for the detector so that they are given back after each forward.
         self.session, meta = cpu_session(path, threads)
         self.revision = str(meta.get(REVISION_KEY, ""))
-        self.has_script = SCRIPT_OUTPUT in [o.name for o in self.session.get_outputs()]
+        outputs = [o.name for o in self.session.get_outputs()]
+        self.has_script, self.has_read = SCRIPT_OUTPUT in outputs, READ_OUTPUT in outputs
 
     def __call__(self, lines: np.ndarray) -> np.ndarray:
         """``lines`` [N, 1, 32, W] (any float dtype; W a multiple of 16) -> vision tokens [N, W/16, hidden] float32."""
@@ -96,6 +100,16 @@ class OnnxLineEncoder:
         x = np.ascontiguousarray(lines, dtype=np.float32)
         tokens, logits = self.session.run(["tokens", SCRIPT_OUTPUT], {"lines": x})
         return np.asarray(tokens), np.asarray(logits)
+
+    def read_all(self, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """As :meth:`tokens_and_script`, plus the read head's ``read_top`` [N, W/8, 2] float32 (None for
+        a file without it), from one forward.
+        """
+        if not self.has_read:
+            return (*self.tokens_and_script(lines), None)
+        x = np.ascontiguousarray(lines, dtype=np.float32)
+        tokens, logits, top = self.session.run(["tokens", SCRIPT_OUTPUT, READ_OUTPUT], {"lines": x})
+        return np.asarray(tokens), np.asarray(logits), np.asarray(top)
 
 
 class OnnxPPTokens:

@@ -13,7 +13,9 @@ column nearest the ideal cut (:mod:`models.compact.line.split`; between hanzi th
 paper); the gateway joins pieces of a Chinese line without a space (:func:`inkstream.segments.piece_separator`).
 On a Chinese page every line goes to the PP tower, number cells and Latin words too (:func:`page_routes`).
 The routing forward of the Latin tower also gives the tokens of the lines that stay there
-(:meth:`PPTower.script_lines`).
+(:meth:`PPTower.script_lines`) and, for a checkpoint with a read head, each line's doubt: a page the
+Latin tower reads doubtfully (a scan, a fax, a faded receipt) or a doubtful line goes to the PP tower
+too (:mod:`models.compact.line.doubt`, :attr:`PPTower.bars`).
 
 Two runtimes, the same tokens: :meth:`PPTower.load` (torch: the compressor
 :class:`models.compact.line.pptower.PPTokens` and the script head :class:`models.compact.line.script.ScriptHead`
@@ -33,6 +35,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from models.compact import checkpoint as ckpt
+from models.compact.line.doubt import line_doubt
 from models.compact.line.image import LINE_HEIGHT, MAX_TOKENS, gray_percentiles, width_batches
 from models.compact.line.inkcolumns import column_ink
 from models.compact.line.pptrunk import PP_BUCKET_PX, PP_FRAME_PX, PP_LINE_HEIGHT, PPTrunk, normalise_line_pp, pp_tokens
@@ -101,6 +104,16 @@ def page_routes(cjk_lines: list[bool]) -> list[bool]:
     return list(cjk_lines)
 
 
+def _bars(cfg: dict) -> tuple[float, float, float, float]:
+    """(doubtful, page share, alone, faint) bars of config.json ``read_head``
+    (:func:`models.compact.line.doubt.doubt_routes`; a missing or null bar routes nothing).
+    """
+    bars = cfg.get("read_head") or {}
+    inf = float("inf")
+    return (float(bars.get("doubtful_above") or inf), float(bars.get("page_doubt_share") or inf),
+            float(bars.get("alone_above") or inf), float(bars.get("faint_median_below") or 0.0))
+
+
 class PPTower:
     """Script routing + the PP-OCRv6 tower of one bilingual checkpoint (CPU), on one runtime
     (``runtime``: "torch" from :meth:`load`, "onnxruntime" from :meth:`open_onnx`).
@@ -110,17 +123,20 @@ class PPTower:
     [B, ceil(T/stride), hidden + ``copy_width``] (torch: a tensor in the checkpoint's dtype;
     onnxruntime: float32 numpy); ``read_latin``: normalised Latin lines [N, 1, 32, W] float32 (numpy, W
     a multiple of 16) and their real stride-8 frames [N] int64 -> (bool [N], the script head's
-    decision; the Latin tower's vision tokens [N, W/16, hidden] float32, numpy) from one forward of the
-    Latin tower; ``loaded``: checkpoint names of the tensors behind both; ``stride``: trunk frames per
+    decision; the Latin tower's vision tokens [N, W/16, hidden] float32, numpy; the read head's
+    ``read_top`` [N, W/8, 2] float32 or None without a read head) from one forward of the
+    Latin tower; ``loaded``: checkpoint names of the tensors behind them; ``stride``: trunk frames per
     token (1 or 2); ``copy_width``: columns of copy classes after the ``hidden`` features
-    (:func:`models.compact.decode.copy_head.pack`; 0 without).
+    (:func:`models.compact.decode.copy_head.pack`; 0 without); ``bars``: (doubtful, page share, alone, faint) bars of
+    :func:`models.compact.line.doubt.doubt_routes` from config.json ``read_head``, None without a read head.
     """
 
     def __init__(self, trunk: PPTrunk, tokens: Callable[[np.ndarray, np.ndarray], Any],
-                 read_latin: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]], loaded: set[str],
-                 stride: int, copy_width: int, runtime: str) -> None:
+                 read_latin: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+                 loaded: set[str], stride: int, copy_width: int, runtime: str,
+                 bars: tuple[float, float, float, float] | None = None) -> None:
         self.trunk, self.tokens, self.read_latin, self.loaded = trunk, tokens, read_latin, loaded
-        self.copy_width, self.runtime = copy_width, runtime
+        self.copy_width, self.runtime, self.bars = copy_width, runtime, bars
         self.token_px = PP_FRAME_PX * stride
         #: widest PP piece, in pixels at the Latin tower's 32 px line height (what split_line is given)
         self.split_px = min(PP_SPLIT_PX, MAX_TOKENS * self.token_px * LINE_HEIGHT // PP_LINE_HEIGHT)
@@ -150,20 +166,26 @@ class PPTower:
         head.load_state_dict({k: v.float() for k, v in head_state.items()}, strict=True)
         head.eval()
         trunk = PPTrunk(threads=threads, expected_sha256=cfg["pp_tower"].get("trunk_sha256"))
+        from models.compact.line.doubt import load_read_head, read_top
+
+        read = load_read_head(checkpoint_dir)
+        if read is not None:
+            head_names |= ckpt.tensor_names(checkpoint_dir, ckpt.READ_PREFIX)
 
         def tokens(frames: np.ndarray, columns: np.ndarray) -> torch.Tensor:
             with torch.no_grad():
                 return module(torch.from_numpy(frames).to(dtype), torch.from_numpy(columns).to(dtype))
 
-        def read_latin(lines: np.ndarray, n_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def read_latin(lines: np.ndarray, n_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
             with torch.no_grad():
                 param = next(encoder.parameters())
                 latin, feats = encoder(torch.from_numpy(lines).to(param.device, param.dtype))
                 cjk = head(feats.float().cpu(), torch.from_numpy(n_frames)) > 0
-                return cjk.numpy(), latin.float().cpu().numpy()
+                top = read_top(read, feats.float().cpu()).numpy() if read is not None else None
+                return cjk.numpy(), latin.float().cpu().numpy(), top
 
         return cls(trunk, tokens, read_latin, loaded | head_names, module.compressor.stride, module.copy_width,
-                   "torch")
+                   "torch", _bars(cfg) if read is not None else None)
 
     @classmethod
     def open_onnx(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, latin: OnnxLineEncoder, threads: int = 1,
@@ -181,15 +203,21 @@ class PPTower:
             return None
         loaded = set().union(*(ckpt.tensor_names(checkpoint_dir, prefix) for prefix in
                                (ckpt.PP_TOWER_PREFIX, ckpt.SCRIPT_PREFIX, ckpt.SPACING_PREFIX)))
+        if latin.has_read:
+            loaded |= ckpt.tensor_names(checkpoint_dir, ckpt.READ_PREFIX)
+        elif ckpt.tensor_names(checkpoint_dir, ckpt.READ_PREFIX):
+            return None  # an encoder.onnx exported before the read head: the torch runtime routes by doubt
         trunk = PPTrunk(threads=threads, expected_sha256=cfg["pp_tower"].get("trunk_sha256"))
 
-        def read_latin(lines: np.ndarray, n_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            tokens, logits = latin.tokens_and_script(lines)
-            return script_decisions(logits, n_frames), tokens
+        def read_latin(lines: np.ndarray, n_frames: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+            tokens, logits, top = latin.read_all(lines)
+            return script_decisions(logits, n_frames), tokens, top
 
-        return cls(trunk, runner, read_latin, loaded, runner.stride, runner.copy_width, "onnxruntime")
+        return cls(trunk, runner, read_latin, loaded, runner.stride, runner.copy_width, "onnxruntime",
+                   _bars(cfg) if latin.has_read else None)
 
-    def script_lines(self, lines: list[np.ndarray], n_frames: list[int]) -> tuple[list[bool], list[np.ndarray]]:
+    def script_lines(self, lines: list[np.ndarray],
+                     n_frames: list[int]) -> tuple[list[bool], list[np.ndarray], list[float] | None]:
         """Normalised Latin-tower lines ([1, 32, W] arrays, any float dtype, W a multiple of 16: the
         encoder half's bucketed lines, :meth:`models.compact.encoder_half.CompactEncoderHalf.prepare_lines`)
         and each line's real stride-8 frames (its width before the paper padding / 8) -> (the script
@@ -197,16 +225,21 @@ class PPTower:
         [W/16, hidden] float32). One forward of the Latin tower gives both, so a line that stays on the
         Latin tower is not encoded twice; lines of equal width share a forward (the script head ignores
         the padded frames: on the 891 detected lines of ../shared/eval's English and Chinese pages it
-        decided alike at the bucket width and at each line's own width, as it was trained).
+        decided alike at the bucket width and at each line's own width, as it was trained); third, each
+        line's doubt (:func:`models.compact.line.doubt.line_doubt`), None without a read head.
         """
         out: list[bool] = [False] * len(lines)
         tokens: list[np.ndarray | None] = [None] * len(lines)
+        doubts: list[float] = [0.0] * len(lines)
+        has_read = True
         for chunk in width_batches(lines, MAX_LINES_PER_FORWARD):
             x = np.stack([np.asarray(lines[i], dtype=np.float32) for i in chunk])
-            cjk, latin = self.read_latin(x, np.asarray([n_frames[i] for i in chunk], dtype=np.int64))
+            cjk, latin, top = self.read_latin(x, np.asarray([n_frames[i] for i in chunk], dtype=np.int64))
+            has_read = has_read and top is not None
             for j, i in enumerate(chunk):
                 out[i], tokens[i] = bool(cjk[j]), latin[j]
-        return out, [t for t in tokens if t is not None]
+                doubts[i] = line_doubt(top[j], n_frames[i]) if top is not None else 0.0
+        return out, [t for t in tokens if t is not None], doubts if has_read and lines else None
 
     def prepare(self, crop: Image.Image) -> tuple[np.ndarray, int]:
         """A PP line: (float16 [48, W_bucket] in [-1, 1], paper +1, one channel of

@@ -35,6 +35,14 @@ DARK_PAPER_BELOW = 110.0
 #: Gray levels between a line's paper and its darkest ink below which the line is not print: between
 #: bleed-through (<= 31 levels at 88 % white) and light gray print (>= 90 levels at 65 % white).
 MIN_INK_CONTRAST = 56.0
+#: ... unless the page's print is that faint too (a faded thermal receipt: lines at 42-72 levels on
+#: generated receipts whose ink was lifted to 190 of 255; RapidOCR reads them): a line of at least
+#: FADED_MIN_CONTRAST levels (above the 31 of bleed-through at 88 % white, so a page of bleed-through
+#: alone stays empty) is print when it has at least FADED_SHARE of the contrast of the page's
+#: strong lines (the 90th percentile of its lines' contrasts; bleed-through beside black print has a
+#: fifth of it).
+FADED_MIN_CONTRAST = 40.0
+FADED_SHARE = 0.6
 #: Pixels of ink that are print enough (a stroke of a small digit): the ink level of a crop is at most
 #: the gray of its this-many-th darkest pixel (:func:`ink_contrast`).
 MIN_INK_PIXELS = 24
@@ -115,9 +123,14 @@ def ink_contrast(crop: Image.Image) -> float:
 
 def inked_lines(lines: Sequence[T], crop: Callable[[T], Image.Image]) -> list[T]:
     """The ``lines`` whose crop (``crop(line)``) has an :func:`ink_contrast` of at least
-    :data:`MIN_INK_CONTRAST` gray levels, in their order: faint marks are not read as text.
+    :data:`MIN_INK_CONTRAST` gray levels -- or, on a page of faint print, at least
+    :data:`FADED_MIN_CONTRAST` and :data:`FADED_SHARE` of the 90th percentile of the lines' contrasts
+    -- in their order: faint marks beside print, and bleed-through, are not read as text.
     """
-    return [ln for ln in lines if ink_contrast(crop(ln)) >= MIN_INK_CONTRAST]
+    contrasts = [ink_contrast(crop(ln)) for ln in lines]
+    strong = float(np.percentile(contrasts, 90)) if contrasts else 0.0
+    faded = max(FADED_MIN_CONTRAST, FADED_SHARE * strong)
+    return [ln for ln, c in zip(lines, contrasts, strict=True) if c >= MIN_INK_CONTRAST or c >= faded]
 
 
 def tighten(crop: Image.Image, box: tuple[float, float, float, float]

@@ -1,0 +1,112 @@
+"""How unsure the Latin tower is of a line: the routing signal that sends degraded print to the PP tower.
+
+The Latin tower was trained with an auxiliary CTC head on its stride-8 features (hybrid CTC /
+attention, :class:`models.compact.model.CompactOCR`); a bilingual checkpoint ships that head as its
+*read head* (``read_head.*`` tensors: a linear layer 192 -> 256 Latin classes, blank = class 0,
+copied from the training state whose encoder weights the checkpoint carries:
+``training/compact/read_head.py``). Per frame the encoder gives (log-probability of the most likely
+class, log-probability of the blank) -- ``read_top`` [N, W/8, 2] float32, an output of the bilingual
+``encoder.onnx`` (:mod:`models.compact.export.line_onnx`) or of the torch runtime.
+
+* :func:`line_doubt`: the mean negative log-probability of the line's character spikes (frames
+  whose most likely class is not the blank), in nats; 0 for a line with no spike. A clean line the
+  tower reads is ~0.01-0.05; a faded, dotted, faxed or blurred one 0.1-0.4.
+* :func:`doubt_routes`: the tower of each line of a page from the script head's routes and the
+  doubts: a page where at least ``page_share`` of the Latin lines have a doubt above ``doubtful``
+  (it looks like a scan the Latin tower was not trained on) goes to the PP tower whole; on another
+  page a line goes to the PP tower alone when its doubt is above ``alone_above``. The bars are in
+  the checkpoint's config.json (``read_head``), with where they come from.
+
+How the bars were chosen (24 generated documents, seeds 0-23 of :mod:`training.compact.scan_docs`,
+1,181 lines read by both towers; and the 9 single pages of ../shared/eval/pages, 822 lines): with
+``doubtful`` 0.2 and ``page_share`` 0.2 the Latin lines of the documents read at 2.82 % CER (Latin
+tower alone 6.37 %, PP tower alone 2.19 %) while no eval page goes to the PP tower (their largest
+share of lines above 0.2 is 7 %: a margin of about 3x). Lines alone are not routed
+(``alone_above`` infinite): at 0.2, 4 % of the eval pages' lines went to the PP tower and one eval page
+read worse (tracemonkey 2.24 -> 2.52 % CER in-process), though the documents gained (2.36 %); a
+doubtful bar of 0.15 would read the documents at 2.23 %, but one eval page sits at a share of 0.20
+there: no margin.
+
+Faint print is the other sign of a scan the Latin tower reads worse (generated thermal receipts:
+Latin tower 4.04 % CER, PP tower 1.65 %; their lines' doubts are as low as a clean page's): a page
+whose median line contrast is below ``faint_below`` (config ``faint_median_below``, 120 gray levels)
+goes to the PP tower whole. Every page of ../shared/eval/pages has a median of 255; the faded thermal
+and Chinese receipts of ``bench/receipts.py`` 50-128, its other documents 183-255.
+
+The PP-OCRv6 recogniser behind the PP tower was trained on real scans and photos; on generated
+receipts, forms and faxes (``bench/receipts.py``'s documents) it reads the Latin lines at 2.2 %
+CER where the Latin tower reads them at 6.4 % (``training/compact/read_head.py`` prints the table).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from models.compact import checkpoint as ckpt
+
+if TYPE_CHECKING:  # torch only for the torch runtime and the export: this module imports none
+    import torch
+
+#: the CTC blank's class in the Latin vocabulary (:data:`models.compact.vocab.PAD_ID`)
+BLANK_ID = 0
+
+
+def line_doubt(read_top: np.ndarray, n_frames: int) -> float:
+    """The doubt of one line: ``read_top`` [T, 2] float (per frame: log-probability of the most
+    likely class, of the blank; frames past ``n_frames`` are padding and ignored) -> mean of
+    ``-log p`` over the frames whose most likely class is not the blank (nats, >= 0; 0.0 without any).
+    """
+    x = np.asarray(read_top, dtype=np.float32)[: max(0, n_frames)]
+    spikes = x[:, 0] > x[:, 1] + 1e-6  # the top class is not the blank
+    if not spikes.any():
+        return 0.0
+    return float(-x[spikes, 0].mean())
+
+
+def doubt_routes(script_routes: Sequence[bool], doubts: Sequence[float], doubtful: float, page_share: float,
+                 alone_above: float = float("inf"), contrasts: Sequence[float] = (),
+                 faint_below: float = 0.0) -> list[bool]:
+    """The tower of each line (True: PP) from the script routing (:func:`models.compact.line.towers.page_routes`)
+    and each line's :func:`line_doubt`: every line when at least ``page_share`` of the page's
+    Latin-routed lines have a doubt above ``doubtful``, or when the median of the lines' ink
+    ``contrasts`` (gray levels, :func:`models.compact.page.prepare.ink_contrast`) is below
+    ``faint_below`` (faint print: a faded thermal receipt); else the script's routes plus each line
+    whose doubt is above ``alone_above``. Raises ValueError when the lists' lengths differ.
+    """
+    if len(script_routes) != len(doubts):
+        raise ValueError(f"{len(script_routes)} routes for {len(doubts)} doubts")
+    latin = [d > doubtful for r, d in zip(script_routes, doubts, strict=True) if not r]
+    if latin and sum(latin) >= page_share * len(latin):
+        return [True] * len(doubts)
+    if len(contrasts) and float(np.median(contrasts)) < faint_below:
+        return [True] * len(doubts)
+    return [bool(r) or d > alone_above for r, d in zip(script_routes, doubts, strict=True)]
+
+
+def load_read_head(checkpoint_dir: str | pathlib.Path) -> torch.nn.Linear | None:
+    """The checkpoint's read head (``read_head.*``: Linear 192 -> 256, float32, eval), or None
+    without one (see the module docstring).
+    """
+    import torch
+
+    if not ckpt.tensor_names(checkpoint_dir, ckpt.READ_PREFIX):
+        return None
+    state, _ = ckpt.load_prefixed(checkpoint_dir, ckpt.READ_PREFIX)
+    w = state["weight"].float()
+    head = torch.nn.Linear(w.shape[1], w.shape[0])
+    head.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+    return head.eval()
+
+
+def read_top(head: torch.nn.Linear, feats: torch.Tensor) -> torch.Tensor:
+    """Stride-8 features [N, T, C] -> [N, T, 2] float32: per frame the log-probability of the read
+    head's most likely class and of the blank (class :data:`BLANK_ID`).
+    """
+    import torch
+
+    lp = torch.log_softmax(head(feats.float()), dim=-1)
+    return torch.stack([lp.max(dim=-1).values, lp[..., BLANK_ID]], dim=-1)

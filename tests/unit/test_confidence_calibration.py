@@ -1,0 +1,119 @@
+"""Calibrated confidence (inkstream/confidence.py, gateway/output/signal.py, training/compact/fit_confidence.py):
+the features, the fit recovers a known model, a model with a table gets 1 - expected CER per block
+and page and the issue-#38 warnings (page above 2 %, a doubtful digit), a model without one keeps the
+raw geometric mean; the scan-document generator is seeded and its pieces lie on the page."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gateway.output import signal
+from gateway.output.signal import LOW_CONFIDENCE, SegmentScore, block_signal, page_warnings
+from gateway.output.stitch import page_result
+from gateway.types import PageOutcome, SegmentText
+from inkstream.confidence import FEATURES, expected_error, line_features
+from training.compact.fit_confidence import fit_logistic, page_ece
+
+MODEL = "test-model"
+# expected CER = sigmoid(-6 + 8 * nll): a sure line (nll ~0) ~0.25 %, nll 0.5 ~12 %, nll 0.8 ~60 %
+TABLE = {"weights": [-6.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0], "revision": "x"}
+
+
+@pytest.fixture
+def table(monkeypatch):
+    monkeypatch.setitem(signal.TABLES, MODEL, TABLE)
+    return TABLE
+
+
+def test_line_features():
+    f = line_features(math.exp(-0.5), 9, "总计 12.50")
+    assert len(f) == len(FEATURES) and f[0] == 1.0
+    assert f[1] == pytest.approx(0.5) and f[2] == pytest.approx(math.sqrt(0.5))
+    assert f[3] == pytest.approx(math.log(10))
+    assert f[4] == pytest.approx(2 / 7) and f[5] == pytest.approx(4 / 7) and f[6] == pytest.approx(0.5 * 2 / 7)
+    assert line_features(0.0, 0, "")[1] == pytest.approx(-math.log(1e-6))
+    with pytest.raises(ValueError):
+        expected_error([1.0, 2.0], f)
+
+
+def test_fit_recovers_a_known_logistic_model():
+    rng = np.random.default_rng(0)
+    x = np.column_stack([np.ones(4000), rng.uniform(0, 1, 4000)])
+    p = 1 / (1 + np.exp(-(-4 + 5 * x[:, 1])))
+    w = rng.integers(5, 40, 4000).astype(float)
+    y = rng.binomial(w.astype(int), p) / w  # a line's share of wrong characters
+    b = fit_logistic(x, y, w)
+    assert b[0] == pytest.approx(-4, abs=0.3) and b[1] == pytest.approx(5, abs=0.4)
+
+
+def test_page_ece():
+    assert page_ece([(0.95, 0.05), (0.99, 0.01)]) == pytest.approx(0.0, abs=1e-12)
+    assert page_ece([(0.99, 0.2), (0.99, 0.0)]) == pytest.approx(abs(0.99 - 0.9))
+
+
+def test_calibrated_page_and_block_signal(table):
+    sure = SegmentScore("TOTAL", 0.999, 6)
+    unsure = SegmentScore("CASH", math.exp(-0.8), 5)  # expected CER ~60 %
+    conf, warnings = page_warnings([sure] * 9, "TOTAL", MODEL)
+    assert conf == pytest.approx(1 - expected_error(TABLE["weights"], line_features(0.999, 6, "TOTAL")))
+    assert warnings == []  # expected CER ~0.3 %
+    conf, warnings = page_warnings([sure] * 9 + [unsure], "TOTAL\nCASH", MODEL)
+    e_unsure = expected_error(TABLE["weights"], line_features(unsure.confidence, 5, "CASH"))
+    assert conf == pytest.approx(1 - (9 * 5 * (1 - page_warnings([sure], "x", MODEL)[0]) + 4 * e_unsure) / 49)
+    assert warnings == [LOW_CONFIDENCE]  # one short line of ten at ~60 %: the page's expected CER ~5 %
+    # the same page without a table: the raw geometric mean, above the raw bar, no warning
+    raw, raw_warnings = page_warnings([sure] * 9 + [unsure], "TOTAL\nCASH", "other-model")
+    assert raw == pytest.approx(math.exp((9 * 6 * math.log(0.999) - 0.8 * 5) / 59)) and raw_warnings == []
+
+
+def test_a_doubtful_digit_marks_its_block(table):
+    # nll 0.25: expected CER ~1.8 % -- a word passes, a number of nine digits (0.16 wrong digits) does not
+    seg = SegmentScore("", math.exp(-0.25), 8)
+    word = block_signal(SegmentScore("Invoices", seg.confidence, 8), "Invoices", MODEL)
+    number = block_signal(SegmentScore("1,234,567.89", seg.confidence, 8), "1,234,567.89", MODEL)
+    assert word[1] == [] and number[1] == [LOW_CONFIDENCE]
+    assert word[0] == pytest.approx(1 - expected_error(TABLE["weights"], line_features(seg.confidence, 8,
+                                                                                        "Invoices")))
+    assert block_signal(SegmentScore("12", 0.9, 3), "12", "other-model") == (0.9, [])  # raw: above 0.8
+
+
+def test_page_result_is_calibrated_for_a_known_model(table):
+    segs = [SegmentText(index=i, text=t, box=(0.0, 20.0 * i, 100.0, 20.0 * i + 18), generated_tokens=6,
+                        confidence=c) for i, (t, c) in enumerate([("TOTAL", 0.999), ("24.00", math.exp(-0.5))])]
+    outcome = PageOutcome(index=0, status="ok", segments=segs, finish_reason="stop", width=100, height=60)
+    res = page_result(outcome, model_id=MODEL)
+    assert res.warnings == [LOW_CONFIDENCE] and res.confidence < 0.98
+    assert res.blocks[0].warnings == [] and res.blocks[1].warnings == [LOW_CONFIDENCE]
+    assert res.blocks[0].confidence == pytest.approx(1 - expected_error(TABLE["weights"],
+                                                                        line_features(0.999, 6, "TOTAL")))
+    plain = page_result(outcome)  # no model id: raw confidences, as before
+    assert plain.blocks[0].confidence == 0.999
+
+
+def test_scan_documents_are_seeded_and_their_pieces_lie_on_the_page():
+    from training.compact.scan_docs import KINDS, make_document
+
+    a, b = make_document(3), make_document(3)
+    assert a.kind == KINDS[3 % len(KINDS)] and a.truth == b.truth and a.pieces == b.pieces
+    assert np.array_equal(np.asarray(a.image), np.asarray(b.image))
+    for seed in range(len(KINDS)):
+        d = make_document(seed)
+        assert d.kind == KINDS[seed] and d.truth and d.pieces
+        for text, (x0, y0, x1, y1) in d.pieces:
+            assert text and -2 <= x0 < x1 <= d.image.width + 2 and -2 <= y0 < y1 <= d.image.height + 2
+        # every printed piece's characters are in the rows' truth
+        joined = "".join(d.truth).replace(" ", "")
+        assert all(t.replace(" ", "") in joined for t, _ in d.pieces)
+
+
+def test_a_clean_print_of_a_document_has_its_text_and_layout():
+    from training.compact.scan_docs import make_document
+
+    scanned, clean = make_document(4), make_document(4, degrade=False)
+    assert clean.kind == f"clean_{scanned.kind}" and clean.truth == scanned.truth
+    assert [t for t, _ in clean.pieces] == [t for t, _ in scanned.pieces]
+    gray = np.asarray(clean.image.convert("L"))
+    assert gray.min() < 60 and np.median(gray) == 255  # black ink on white paper, no noise

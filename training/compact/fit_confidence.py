@@ -1,0 +1,177 @@
+"""Fit the confidence calibration of a compact checkpoint on generated held-out documents.
+
+``python -m training.compact.fit_confidence --seeds 0 60 [--model DIR] [--cache F.jsonl] [--write]``
+
+1. Reads documents ``make_document(seed)`` for the seeds (:mod:`training.compact.scan_docs`: receipts and
+   forms, printed and scanned; never the seeds ``bench/receipts.py`` and ``bench/calibration.py`` score,
+   10,000 on), and the documents of ``--clean-seeds`` printed cleanly (``degrade=False``: pages the
+   model reads well, which the calibration must not flag), in this process as the stack reads them
+   (:func:`training.compact.read_scored.read_scored`), and matches each line to the printed pieces it
+   covers (:func:`training.compact.read_scored.match_truth`).
+   The lines are cached as JSON lines (``--cache``), so a refit needs no reading.
+2. Fits :func:`inkstream.confidence.expected_error` per line: a logistic model of the line's CER
+   (edits / truth characters, at most 1; a line over no printed text counts 1) on
+   :func:`inkstream.confidence.line_features`, each line weighted by its truth characters, by
+   iteratively reweighted least squares with a small ridge (:func:`fit_logistic`).
+3. Prints the page-level calibration on the fitted documents (:func:`page_ece`) and, with ``--write``,
+   writes the table into ``gateway/output/calibration_tables.py`` (the checkpoint's model id and revision,
+   the weights, the seeds fitted on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+from rapidfuzz.distance import Levenshtein
+
+from inkstream.confidence import FEATURES, expected_error, line_features
+
+TABLE = pathlib.Path(__file__).resolve().parents[2] / "gateway" / "output" / "calibration_tables.py"
+RIDGE = 1e-5  # on the weights but the intercept, relative to the total weight (keeps IRLS stable)
+
+
+def read_documents(seeds: Iterable[int], model: str | None, clean: bool = False) -> Iterator[dict]:
+    """One record per document: ``{"seed", "clean", "kind", "lines": [{"text", "confidence", "tokens",
+    "truth", "tower"}], "missed": [texts]}`` (see the module docstring); ``clean``: the documents printed
+    cleanly (``make_document(seed, degrade=False)``).
+    """
+    from training.compact.read_scored import load_halves, match_truth, read_scored
+    from training.compact.scan_docs import make_document
+
+    enc, dec = load_halves(model)
+    for seed in seeds:
+        doc = make_document(seed, degrade=not clean)
+        lines = read_scored(enc, dec, doc.image)
+        missed = match_truth(lines, doc.pieces)
+        yield {"seed": seed, "clean": clean, "kind": doc.kind, "missed": missed,
+               "lines": [{"text": ln.text, "confidence": ln.confidence, "tokens": ln.tokens, "truth": ln.truth,
+                          "tower": ln.tower} for ln in lines]}
+
+
+def line_target(line: dict) -> tuple[float, float]:
+    """(CER of the line, capped at 1; its weight: truth characters, or its own for a line over no text)."""
+    truth, text = line["truth"], line["text"]
+    if not truth:
+        return 1.0, float(max(1, len(text)))
+    return min(1.0, Levenshtein.distance(text, truth) / len(truth)), float(len(truth))
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, iters: int = 200) -> np.ndarray:
+    """Weights ``b`` [F] of ``sigmoid(x @ b)`` fitted to fractional targets ``y`` [N] in [0, 1] with
+    sample weights ``w`` [N] (binomial log-likelihood, Newton / IRLS, ridge :data:`RIDGE` x sum(w) on
+    all but the first column). ``x`` [N, F] float64.
+    """
+    b = np.zeros(x.shape[1])
+    b[0] = np.log(max(1e-4, np.average(y, weights=w)) / max(1e-4, 1 - np.average(y, weights=w)))
+    reg = RIDGE * w.sum() * np.eye(x.shape[1])
+    reg[0, 0] = 1e-9 * w.sum()  # the intercept nearly free; keeps the Hessian invertible when p saturates
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ b, -40, 40)))
+        grad = x.T @ (w * (p - y)) + reg @ b
+        hess = (x * (w * p * (1 - p))[:, None]).T @ x + reg
+        step = np.linalg.solve(hess, grad)
+        step *= min(1.0, 2.0 / max(1e-12, float(np.abs(step).max())))  # damped: no weight moves by more than 2
+        b -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return b
+
+
+def page_figures(doc: dict, weights: Sequence[float]) -> tuple[float, float]:
+    """(the page's calibrated confidence: 1 - the expected CER of its lines weighted by their written
+    characters; its CER: line edits plus missed truth characters over all truth characters).
+    """
+    exp_num = exp_den = 0.0
+    edits = chars = 0
+    for ln in doc["lines"]:
+        n = max(1, len([c for c in ln["text"] if not c.isspace()]))
+        exp_num += n * expected_error(weights, line_features(ln["confidence"], ln["tokens"], ln["text"]))
+        exp_den += n
+        edits += Levenshtein.distance(ln["text"], ln["truth"])
+        chars += len(ln["truth"])
+    missed = sum(len(t) for t in doc["missed"])
+    conf = 1.0 - exp_num / exp_den if exp_den else 0.0
+    return conf, (edits + missed) / max(1, chars + missed)
+
+
+def page_ece(pairs: Sequence[tuple[float, float]], bins: int = 10) -> float:
+    """Expected calibration error between confidences and 1 - CER over (confidence, CER) pairs: the
+    pages binned by confidence into ``bins`` equal-width bins on [0, 1], the page-weighted mean of
+    |mean confidence - mean (1 - CER)| per bin.
+    """
+    conf = np.array([p[0] for p in pairs])
+    acc = 1.0 - np.array([p[1] for p in pairs])
+    idx = np.minimum(bins - 1, (conf * bins).astype(int))
+    return float(sum(np.sum(idx == b) / len(conf) * abs(conf[idx == b].mean() - acc[idx == b].mean())
+                     for b in range(bins) if np.any(idx == b)))
+
+
+def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: range, clean_seeds: range,
+                ece: float) -> None:
+    """Rewrite :data:`TABLE` with one entry for ``model_id``."""
+    body = (f'"""Confidence calibration tables, written by ``python -m training.compact.fit_confidence --write``\n'
+            f'(see :mod:`inkstream.confidence` for the model): per model id, the checkpoint revision fitted\n'
+            f'on, the weights of :data:`inkstream.confidence.FEATURES`, the generated documents fitted on and\n'
+            f'the page ECE there.\n"""\n\n'
+            f"TABLES: dict[str, dict] = {{\n    {model_id!r}: {{\n        \"revision\": {revision!r},\n"
+            f"        \"features\": {list(FEATURES)!r},\n"
+            f"        \"weights\": {[round(float(v), 5) for v in weights]!r},\n"
+            f"        \"fitted_on\": \"training.compact.scan_docs seeds {seeds.start}-{seeds.stop - 1}, and \"\n"
+            f"                     \"{clean_seeds.start}-{clean_seeds.stop - 1} printed cleanly\",\n"
+            f"        \"page_ece\": {round(ece, 4)!r},\n    }},\n}}\n")
+    TABLE.write_text(body, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Read (or load the cached) documents, fit, print the calibration, optionally write the table."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, nargs=2, default=(0, 48), metavar=("FIRST", "STOP"))
+    ap.add_argument("--clean-seeds", type=int, nargs=2, default=(0, 48), metavar=("FIRST", "STOP"),
+                    help="documents also read printed cleanly (make_document(seed, degrade=False))")
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--cache", default="runs/confidence_lines.jsonl")
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args(argv)
+    seeds, clean_seeds = range(*args.seeds), range(*args.clean_seeds)
+    cache = pathlib.Path(args.cache)
+    docs = [json.loads(s) for s in cache.read_text().splitlines()] if cache.is_file() else []
+    have = {(d["seed"], d.get("clean", False)) for d in docs}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    for clean, wanted in ((False, seeds), (True, clean_seeds)):
+        missing = [s for s in wanted if (s, clean) not in have]
+        if not missing:
+            continue
+        with cache.open("a", encoding="utf-8") as fh:
+            for doc in read_documents(missing, args.model, clean):
+                fh.write(json.dumps(doc, ensure_ascii=False) + "\n")
+                fh.flush()
+                docs.append(doc)
+                print(f"read seed {doc['seed']} ({doc['kind']}): {len(doc['lines'])} lines", file=sys.stderr,
+                      flush=True)
+    docs = [d for d in docs if d["seed"] in (clean_seeds if d.get("clean") else seeds)]
+    lines = [ln for d in docs for ln in d["lines"]]
+    x = np.array([line_features(ln["confidence"], ln["tokens"], ln["text"]) for ln in lines])
+    yw = np.array([line_target(ln) for ln in lines])
+    weights = [float(v) for v in fit_logistic(x, yw[:, 0], yw[:, 1])]
+    pairs = [page_figures(d, weights) for d in docs]
+    ece = page_ece(pairs)
+    named = dict(zip(FEATURES, np.round(weights, 3).tolist(), strict=True))
+    print(f"{len(docs)} documents, {len(lines)} lines; weights {named}")
+    print(f"page ECE on the fitted documents: {ece:.4f}")
+    if args.write:
+        from models.compact import checkpoint as ckpt
+        from models.compact import default_checkpoint_dir
+
+        model_id, revision = ckpt.checkpoint_identity(args.model or default_checkpoint_dir())
+        write_table(model_id, revision, [float(v) for v in weights], seeds, clean_seeds, ece)
+        print(f"wrote {TABLE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
