@@ -2,7 +2,8 @@
 
 Scheduling (iteration-level, as in Orca, Yu et al., OSDI 2022, and vLLM):
 
-* ``submit`` puts a sequence in a bounded FIFO waiting queue; beyond ``max_waiting`` queued sequences
+* ``submit`` puts a sequence in a bounded waiting queue, ordered by :mod:`inkstream.fair` (priority
+  class, then round-robin over requests, FIFO within one); beyond ``max_waiting`` queued sequences
   (plus the running rows still free, which the next step admits) it raises
   ResourceExhausted with a retry hint (seconds until the earliest running sequence is expected to
   finish, from the measured time per decode step).
@@ -13,8 +14,9 @@ Scheduling (iteration-level, as in Orca, Yu et al., OSDI 2022, and vLLM):
   every running sequence. Finished rows leave right after the step.
 * KV budget: each sequence reserves ``prompt + max_new_tokens`` tokens. A sequence is admitted when
   the sum of reservations fits ``kv_cache_budget_tokens`` *and* so does the left-padded batch's worst
-  case, ``rows x longest reservation`` (the padded cache is ``rows x longest length``). Admission is
-  FIFO, so a long sequence at the head is not starved by shorter ones behind it. The cache buffers
+  case, ``rows x longest reservation`` (the padded cache is ``rows x longest length``). Admission
+  takes sequences in fair order and stops at the first that does not fit, so a long sequence whose
+  turn it is is not starved by shorter ones behind it. The cache buffers
   keep up to 25 % + 64 spare positions per row (:class:`~decoder_service.kv.GrowableLayer`); size
   the budget with that headroom in mind.
 * Model steps run back to back on one dedicated model thread, which hands each step's tokens to the
@@ -32,7 +34,6 @@ decoding and seeded sampling the engine returns exactly its tokens.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import itertools
 import logging
@@ -50,6 +51,7 @@ from decoder_service.sampling import SamplingParams, make_generator
 from decoder_service.sequence import Seq, SequenceEvent, SequenceStream, Usage
 from decoder_service.stopping import FinishReason, StopCriteria
 from inkstream.errors import InternalError, InvalidInput, ResourceExhausted, Unavailable
+from inkstream.fair import NO_KEY, FairQueue, WorkKey
 from inkstream.fatal import ForwardHealth
 from models.base import DecoderHalf
 
@@ -76,7 +78,7 @@ class DecodeEngine:
         self.kv_cache_budget_tokens = kv_cache_budget_tokens
         self.name = name
         self._ids = itertools.count(1)
-        self._waiting: collections.deque[Seq] = collections.deque()
+        self._waiting: FairQueue[Seq] = FairQueue()
         self._batch = RunningBatch(half, max_running, kv_cache_budget_tokens)  # written by the model thread only
         # Trip wire over forward passes (inkstream.fatal); set by the server, None in bare tests.
         self.forward_health: ForwardHealth | None = None
@@ -197,17 +199,18 @@ class DecodeEngine:
             return self.half.embed_prompt(vt, task or self.half.default_task, prompt or None)
 
     async def submit(self, vision_tokens: torch.Tensor, params: SamplingParams, task: str | None = None,
-                     prompt: str | None = None, whole: bool = False) -> SequenceStream:
+                     prompt: str | None = None, whole: bool = False, key: WorkKey = NO_KEY) -> SequenceStream:
         """Embed the prompt and queue the sequence. ``whole``: its stream yields one event, when it
-        finishes, with all its tokens and text (see :attr:`Seq.whole`). Raises InvalidInput (bad
+        finishes, with all its tokens and text (see :attr:`Seq.whole`); ``key``: its request and
+        priority class, its turn in the waiting queue (:mod:`inkstream.fair`). Raises InvalidInput (bad
         task / too long), ResourceExhausted (queue full, with retry hint), Unavailable (stopping).
         """
         self.check_capacity()
         embeds = await self.embed(vision_tokens, task, prompt)
-        return self.submit_embeds(embeds, params, n_vision=int(vision_tokens.shape[0]), whole=whole)
+        return self.submit_embeds(embeds, params, n_vision=int(vision_tokens.shape[0]), whole=whole, key=key)
 
     def submit_embeds(self, embeds: torch.Tensor, params: SamplingParams, n_vision: int = 0,
-                      whole: bool = False) -> SequenceStream:
+                      whole: bool = False, key: WorkKey = NO_KEY) -> SequenceStream:
         """Queue a sequence from prompt embeddings [L, H] (model dtype, on the model device).
 
         Raises the same errors as :meth:`submit`.
@@ -219,10 +222,10 @@ class DecodeEngine:
             id=next(self._ids), embeds=embeds, prompt_len=L, n_vision=n_vision, params=params, max_new=max_new,
             stop=StopCriteria(params, self.half.eos_token_ids, max_new),
             detok=IncrementalDetokenizer(self.half.decode_text), generator=make_generator(params),
-            arrival=time.perf_counter(), whole=whole,
+            arrival=time.perf_counter(), whole=whole, key=key,
         )
         with self._work:
-            self._waiting.append(seq)
+            self._waiting.push(key, seq)
             self._work.notify()
         return SequenceStream(self, seq)
 
@@ -234,8 +237,7 @@ class DecodeEngine:
             return
         with self._work:
             seq.cancelled = True
-            if seq in self._waiting:
-                self._waiting.remove(seq)
+            self._waiting.remove(seq)
             self._work.notify()
         self._deliver(seq, [], "", FinishReason.CANCELLED)
         metrics.finished(self, FinishReason.CANCELLED)

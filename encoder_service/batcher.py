@@ -5,17 +5,21 @@ Flow of one page (:meth:`MicroBatcher.submit`):
 1. **Admission**: at most ``max_queue_pages`` pages may be admitted and not yet inside a forward
    pass (decoding, preprocessing or queued). Beyond that the page is refused at once with
    ResourceExhausted carrying a retry hint (never unbounded queueing).
-2. **Decode + preprocess** off the event loop in a thread pool (:func:`images.decode_page`, then
-   ``half.preprocess``). Bad bytes / unknown mode -> InvalidInput for this page only.
+2. **Decode + preprocess** off the event loop on ``preprocess_threads`` threads
+   (:func:`images.decode_page`, then ``half.preprocess``), the threads given out in
+   :mod:`inkstream.fair` order (:class:`encoder_service.prepare.FairPreparer`), so a small
+   request's page is prepared next, not after every admitted page of a long document. Bad bytes /
+   unknown mode -> InvalidInput for this page only.
 3. **Queue** by ``PreparedPage.batch_key`` (pages whose tensors can be stacked), in a
-   :class:`~encoder_service.batch_queue.BatchQueue`.
+   :class:`~encoder_service.batch_queue.BatchQueue`, each group in the same fair order.
 4. **Batch**: a group is run when it holds ``max_batch_size`` pages, or when its oldest page has
-   waited ``max_wait_ms``; among ready groups the one with the oldest page goes first (FIFO across
-   groups, so one busy shape cannot starve another). This is the dynamic batching of Triton
-   Inference Server (``max_queue_delay``) / TF-Serving's batch scheduler.
+   waited ``max_wait_ms``; only groups holding the best priority class queued may run, and among
+   them the one with the oldest page goes first (so one busy shape cannot starve another). This is
+   the dynamic batching of Triton Inference Server (``max_queue_delay``) / TF-Serving's batch
+   scheduler, with the fair queue of :mod:`inkstream.fair` inside each group.
 5. **Forward**: one ``half.encode_batch`` at a time in a dedicated worker thread; while it runs new
    pages keep queueing, so batches grow with load. If a batch of several pages raises, each page is
-   re-run alone so that one bad page cannot fail its neighbours.
+   re-run alone so that one bad page cannot fail its neighbours (:mod:`encoder_service.forward`).
 
 A page whose caller is cancelled (stream cancelled) is removed from the queue; :meth:`cancel_stream`
 removes all queued pages of one stream. This module never imports generated gRPC stubs.
@@ -33,19 +37,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from encoder_service.batch_queue import BatchQueue, QueuedPage
-from encoder_service.images import decode_page
+from encoder_service.forward import encode_isolated, forward_outcome
 from encoder_service.metrics import EncoderMetrics
+from encoder_service.prepare import FairPreparer
 from inkstream.errors import (
     Cancelled,
     InkstreamError,
-    InternalError,
     ResourceExhausted,
     Unavailable,
     as_inkstream_error,
 )
-from inkstream.fatal import ForwardHealth, is_unrecoverable
+from inkstream.fair import NO_KEY, WorkKey
+from inkstream.fatal import ForwardHealth
 from inkstream.malloc import IdleTrim
-from models.base import EncodedPage, EncoderHalf, PreparedPage
+from models.base import EncodedPage, EncoderHalf
 
 log = logging.getLogger("inkstream.encoder.batcher")
 
@@ -100,7 +105,7 @@ class MicroBatcher:
         self._closed = False
         self._forward_ema_s: float | None = None
         self._running: list[QueuedPage] = []  # the batch inside the forward pass
-        self._prep_pool = ThreadPoolExecutor(limits.preprocess_threads, thread_name_prefix="encoder-prep")
+        self._preparer = FairPreparer(limits.preprocess_threads, limits.max_image_bytes, limits.max_image_pixels)
         self._fwd_pool = ThreadPoolExecutor(1, thread_name_prefix="encoder-forward")
         # The heaps keep freed memory for the next page while pages keep coming (no page faults to
         # fill it again) and are trimmed once the replica has been idle (inkstream.malloc).
@@ -129,7 +134,7 @@ class MicroBatcher:
         for it in running:  # the forward thread may still finish; nobody waits for it
             if not it.future.done():
                 it.future.set_exception(Unavailable("the encoder stopped during this page's forward pass; retry"))
-        self._prep_pool.shutdown(wait=False, cancel_futures=True)
+        self._preparer.shutdown()
         self._fwd_pool.shutdown(wait=False, cancel_futures=True)
 
     @property
@@ -171,8 +176,10 @@ class MicroBatcher:
             )
 
     # ----------------------------------------------------------------- submit
-    async def submit(self, image: bytes, mode: str = "", *, stream_id: Any = None) -> TimedPage:
-        """Encode one page image (PNG/JPEG bytes) in mode ``mode`` (``""`` = the half's default).
+    async def submit(self, image: bytes, mode: str = "", *, stream_id: Any = None,
+                     key: WorkKey = NO_KEY) -> TimedPage:
+        """Encode one page image (PNG/JPEG bytes) in mode ``mode`` (``""`` = the half's default);
+        ``key``: its request and priority class, which order it in the preprocessing and batch queues.
 
         Returns the EncodedPage (vision tokens [n_tokens, H] per segment, model dtype, CPU) and the
         admission-to-result time in seconds. Raises ResourceExhausted (queue full, with
@@ -194,10 +201,11 @@ class MicroBatcher:
         self.metrics.inflight.add(1, self.metrics.attrs)
         item: QueuedPage | None = None
         try:
-            prepared = await loop.run_in_executor(self._prep_pool, self._prepare, image, mode)
+            assert self._half is not None  # running (checked at admission)
+            prepared = await self._preparer.prepare(self._half, image, mode, key)
             if self._closed:
                 raise Unavailable("the encoder is shutting down; retry on another replica")
-            item = QueuedPage(prepared, loop.create_future(), loop.time(), stream_id)
+            item = QueuedPage(prepared, loop.create_future(), loop.time(), stream_id, key)
             self._queue.push(item)
             self._wake.set()
             page = await item.future
@@ -223,14 +231,6 @@ class MicroBatcher:
             self.metrics.inflight.add(-1, self.metrics.attrs)
             if self._inflight == 0:
                 self.idle_trim.idle()
-
-    def _prepare(self, image: bytes, mode: str) -> PreparedPage:
-        """Worker thread: bytes -> RGB page -> PreparedPage (CPU tensors)."""
-        half = self._half
-        assert half is not None
-        rgb = decode_page(image, max_image_bytes=self.limits.max_image_bytes,
-                          max_image_pixels=self.limits.max_image_pixels)
-        return half.preprocess(rgb, mode or half.default_mode)
 
     def _release(self, item: QueuedPage) -> None:
         """Give back ``item``'s admission slot exactly once."""
@@ -291,27 +291,10 @@ class MicroBatcher:
             self._release(it)
 
     async def _forward(self, batch: list[QueuedPage]) -> None:
-        loop = asyncio.get_running_loop()
         half = self._half
         assert half is not None
         t0 = time.perf_counter()
-        try:
-            outs = await loop.run_in_executor(self._fwd_pool, half.encode_batch, [it.prepared for it in batch])
-            if len(outs) != len(batch):
-                raise InternalError(f"encode_batch returned {len(outs)} pages for a batch of {len(batch)}")
-            results: list[Any] = list(outs)
-        except Exception as exc:  # noqa: BLE001 - isolate the failing page below
-            if len(batch) == 1:
-                results = [exc]
-            else:
-                log.warning("batch of %d pages failed (%s); re-running pages one by one", len(batch), exc)
-                results = []
-                for it in batch:
-                    try:
-                        one_page = await loop.run_in_executor(self._fwd_pool, half.encode_batch, [it.prepared])
-                        results.append(one_page[0])
-                    except Exception as one:  # noqa: BLE001 - this page's failure, set on its future below
-                        results.append(one)
+        results = await encode_isolated(self._fwd_pool, half, [it.prepared for it in batch])
         elapsed = time.perf_counter() - t0
         self._forward_ema_s = elapsed if self._forward_ema_s is None else 0.8 * self._forward_ema_s + 0.2 * elapsed
         self.stats.batches += 1
@@ -319,8 +302,12 @@ class MicroBatcher:
         self.stats.forward_seconds += elapsed
         self.metrics.batch_size.record(len(batch), self.metrics.attrs)
         self.metrics.forward.record(elapsed, self.metrics.attrs)
-        self._record_health(results)
-        for it, res in zip(batch, results, strict=True):  # one result per page (checked above)
+        ok, error = forward_outcome(results)
+        if self.forward_health is not None and ok is True:
+            self.forward_health.success()
+        elif self.forward_health is not None and ok is False:
+            self.forward_health.failure(error)
+        for it, res in zip(batch, results, strict=True):  # one result per page (encode_isolated)
             if it.future.done():
                 continue
             if isinstance(res, BaseException):
@@ -330,17 +317,3 @@ class MicroBatcher:
             else:
                 self.stats.pages_encoded += 1
                 it.future.set_result(res)
-
-    def _record_health(self, results: list[Any]) -> None:
-        """Feed one forward's outcome to :attr:`forward_health`: a failure when no page of the batch
-        was encoded (errors of the input itself, InkstreamErrors, do not count) or when a failure
-        is unrecoverable; a success otherwise.
-        """
-        if self.forward_health is None:
-            return
-        model_errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, InkstreamError)]
-        fatal = next((e for e in model_errors if is_unrecoverable(e)), None)
-        if fatal is not None or (model_errors and len(model_errors) == len(results)):
-            self.forward_health.failure(fatal or model_errors[-1])
-        elif len(model_errors) < len(results):
-            self.forward_health.success()

@@ -19,6 +19,7 @@ from gateway.clients.calls import CallFailure, call_metadata, classify_rpc_error
 from gateway.clients.encoder import VisionSegment
 from gateway.types import SegmentText
 from inkstream.errors import InternalError, Unavailable
+from inkstream.fair import INTERACTIVE
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc, tensor_pb2
 
 _FINISH = {
@@ -86,7 +87,7 @@ def decode_request(
 
 class Slots(Protocol):
     """A replica's shared segment window as the caller's semaphore (``asyncio.Semaphore`` or
-    :class:`gateway.routing.fair.KeyedSlots`): ``await acquire()`` one slot, ``release()`` it.
+    :class:`inkstream.fair_window.KeyedSlots`): ``await acquire()`` one slot, ``release()`` it.
     """
 
     async def acquire(self) -> Any:
@@ -116,6 +117,7 @@ async def decode_segments(
     max_new_tokens: int,
     timeout_s: float,
     request_id: str = "",
+    priority: int = INTERACTIVE,
     attempt: DecodeAttempt | None = None,
     max_segments_in_flight: int = 64,
     replica_slots: Slots | None = None,
@@ -131,7 +133,8 @@ async def decode_segments(
     Requests are written by a task of their own, which is cancelled and awaited on every exit, and
     the response stream is read to its end, so neither a failed call nor a finished one leaves
     a task or a half-open call behind. Fills and returns ``attempt`` (finished segments survive a
-    later call failure, so a retry only re-sends the unfinished ones). Raises CallFailure when the
+    later call failure, so a retry only re-sends the unfinished ones). ``request_id`` and ``priority``
+    (an :mod:`inkstream.fair` class) order the segments in the decoder's admission. Raises CallFailure when the
     call itself fails; a segment whose finish reason is CANCELLED (the replica drained) is reported
     in ``failed`` as transient.
     """
@@ -148,7 +151,8 @@ async def decode_segments(
             held -= 1
             replica_slots.release()
 
-    call = decoder_pb2_grpc.TextDecoderStub(channel).Decode(timeout=timeout_s, metadata=call_metadata(request_id))
+    call = decoder_pb2_grpc.TextDecoderStub(channel).Decode(timeout=timeout_s,
+                                                            metadata=call_metadata(request_id, priority))
 
     async def writer() -> None:
         nonlocal held

@@ -15,6 +15,7 @@ import grpc
 from gateway.clients.calls import CallFailure, call_metadata, classify_rpc_error, item_failure
 from gateway.types import EncoderInfo, ModeInfo, TokenColumnsInfo
 from inkstream.errors import InternalError
+from inkstream.fair import INTERACTIVE
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 from inkstream.segments import JOIN_LINE, join_from_wire
 
@@ -101,7 +102,7 @@ def encoder_window(max_batch_size: int, capacity: int) -> int:
     """Pages the gateway keeps open on one encoder replica: two batches (one in the forward pass,
     one queued behind it, so the encoder never idles between batches), never more than it holds
     (``capacity``); 0 (no window) when the encoder gives no capacity. Pages beyond it wait in the
-    gateway, where :class:`gateway.routing.fair.FairWindow` gives them out in turn per request: in the
+    gateway, where :class:`inkstream.fair_window.FairWindow` gives them out in turn per request: in the
     encoder's own FIFO queue a small request would wait behind every queued page of a long one.
     """
     if capacity <= 0:
@@ -144,12 +145,15 @@ def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
 
 
 async def encode_page(
-    channel: grpc.aio.Channel, page_index: int, image: bytes, mode: str, *, timeout_s: float, request_id: str = ""
+    channel: grpc.aio.Channel, page_index: int, image: bytes, mode: str, *, timeout_s: float, request_id: str = "",
+    priority: int = INTERACTIVE,
 ) -> EncodedTokens:
-    """Encode one page image (PNG/JPEG bytes) on one replica. Raises CallFailure."""
+    """Encode one page image (PNG/JPEG bytes) on one replica; ``request_id`` and ``priority`` (an
+    :mod:`inkstream.fair` class) order it in the encoder's queues. Raises CallFailure.
+    """
     req = encoder_pb2.EncodeRequest(page_index=page_index, image=image, mode=mode)
     call = encoder_pb2_grpc.VisionEncoderStub(channel).Encode(
-        iter([req]), timeout=timeout_s, metadata=call_metadata(request_id)
+        iter([req]), timeout=timeout_s, metadata=call_metadata(request_id, priority)
     )
     result: EncodedTokens | None = None
     finished = False

@@ -13,7 +13,7 @@ replica is made inside :meth:`Router.lease`, which in one step
 3. reads its Info if this incarnation's is not known yet (single-flight: one Info call in flight
    per replica, every lease waiting on it shares the answer), and re-checks the predicate with the
    weights revision it learned: a replica running other weights is skipped, without a call;
-4. for the encoder, takes one slot of its page window in fair order (:mod:`gateway.routing.fair`); for the
+4. for the encoder, takes one slot of its page window in fair order (:mod:`inkstream.fair_window`); for the
    decoder, hands the caller the segment window to take one slot per open segment;
 
 and releases all of it on exit. With no replica to pick, the lease waits for one to become
@@ -36,9 +36,10 @@ from gateway.clients.calls import CallFailure
 from gateway.clients.decoder import fetch_decoder_info
 from gateway.clients.encoder import fetch_encoder_info
 from gateway.routing.config import PipelineConfig
-from gateway.routing.fair import FairWindow, KeyedSlots, WorkKey
 from gateway.routing.replicas import Replica, ReplicaSet
 from inkstream.errors import Unavailable
+from inkstream.fair import WorkKey
+from inkstream.fair_window import FairWindow, KeyedSlots
 
 log = logging.getLogger("inkstream.gateway.router")
 
