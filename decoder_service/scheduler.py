@@ -37,6 +37,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import logging
+import math
 import threading
 import time
 from typing import Any
@@ -89,6 +90,7 @@ class DecodeEngine:
         self._embedder: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
         self._step_ewma_s = 0.0  # smoothed seconds per engine iteration (for retry hints)
+        self._finishing_ewma = 0.0  # smoothed sequences finishing per engine iteration (work window)
         self.steps = 0  # engine iterations run (each: optional prefills + one decode step)
 
     # ----------------------------------------------------------------------------- lifecycle
@@ -178,6 +180,14 @@ class DecodeEngine:
                 f"(max_running={self.max_running}, max_waiting={self.max_waiting}); retry later or on another replica",
                 retry_after_s=self.retry_after_s(),
             )
+
+    def work_window_segments(self) -> int:
+        """Segments this replica wants open at once (``InfoResponse.work_window_segments``): the
+        running batch plus the sequences that finish during one decode step (measured, smoothed
+        over steps, at least 1), so a freed row is filled at the next step and nothing else waits
+        here; at most ``max_running + max_waiting``.
+        """
+        return self.max_running + min(self.max_waiting, max(1, math.ceil(self._finishing_ewma)))
 
     def retry_after_s(self) -> float:
         """Seconds until the earliest running sequence is expected to finish (0.5..30 s)."""
@@ -271,6 +281,8 @@ class DecodeEngine:
                 self.forward_health.success()
         a = 0.2  # EWMA weight of the newest step time
         self._step_ewma_s = result.step_s if not self._step_ewma_s else (1 - a) * self._step_ewma_s + a * result.step_s
+        finishing = sum(1 for ev in result.events if ev[3] is not None)
+        self._finishing_ewma = (1 - a) * self._finishing_ewma + a * finishing
         return result
 
     def _publish(self, result: StepResult) -> None:

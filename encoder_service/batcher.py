@@ -50,6 +50,7 @@ from inkstream.errors import (
 from inkstream.fair import NO_KEY, WorkKey
 from inkstream.fatal import ForwardHealth
 from inkstream.malloc import IdleTrim
+from inkstream.pace import ServiceRate, window_units
 from models.base import EncodedPage, EncoderHalf
 
 log = logging.getLogger("inkstream.encoder.batcher")
@@ -110,6 +111,8 @@ class MicroBatcher:
         # The heaps keep freed memory for the next page while pages keep coming (no page faults to
         # fill it again) and are trimmed once the replica has been idle (inkstream.malloc).
         self.idle_trim = IdleTrim()
+        #: busy seconds per encoded page (inkstream.pace): busy while a page is admitted and unanswered
+        self.pace = ServiceRate()
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self, half: EncoderHalf) -> None:
@@ -151,6 +154,19 @@ class MicroBatcher:
     def inflight(self) -> int:
         """Admitted pages not yet answered."""
         return self._inflight
+
+    def work_window_pages(self) -> int:
+        """Pages this replica wants in flight, sized in time (``InfoResponse.work_window_pages``):
+        the pages it completes at its measured seconds per page (:attr:`pace`) in the time one page
+        takes through it when nothing queues (smoothed preprocessing time + smoothed forward time),
+        at least ``preprocess_threads + 1`` (every thread and the forward busy; also before any
+        measurement), at most ``max_queue_pages + max_batch_size``.
+        """
+        floor = self.limits.preprocess_threads + 1
+        ceiling = max(floor, self.limits.max_queue_pages + self.limits.max_batch_size)
+        prep, fwd = self._preparer.page_seconds, self._forward_ema_s
+        through = prep + fwd if prep is not None and fwd is not None else 0.0
+        return window_units(through, self.pace.seconds_per_unit, floor, ceiling)
 
     # ----------------------------------------------------------------- admission
     def retry_after_s(self) -> float:
@@ -196,6 +212,8 @@ class MicroBatcher:
         start = loop.time()
         self._pending += 1
         self._inflight += 1
+        self.pace.started()
+        encoded = False
         self.idle_trim.busy()
         self.metrics.queue_depth.add(1, self.metrics.attrs)
         self.metrics.inflight.add(1, self.metrics.attrs)
@@ -209,6 +227,7 @@ class MicroBatcher:
             self._queue.push(item)
             self._wake.set()
             page = await item.future
+            encoded = True
             seconds = loop.time() - start
             self.metrics.latency.record(seconds, self.metrics.attrs)
             self.metrics.pages.add(1, self.metrics.attrs)
@@ -228,6 +247,10 @@ class MicroBatcher:
                 self._queue.remove(item)
                 self._release(item)
             self._inflight -= 1
+            if encoded:
+                self.pace.finished()
+            else:
+                self.pace.abandoned()
             self.metrics.inflight.add(-1, self.metrics.attrs)
             if self._inflight == 0:
                 self.idle_trim.idle()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from encoder_service.images import decode_page
@@ -28,8 +29,11 @@ class FairPreparer:
     def __init__(self, threads: int, max_image_bytes: int, max_image_pixels: int):
         self.max_image_bytes = max_image_bytes
         self.max_image_pixels = max_image_pixels
+        self.threads = threads
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="encoder-prep")
         self._slots = FairWindow(threads)
+        #: smoothed seconds one page takes on its thread (EWMA, weight 0.2); None before the first
+        self.page_seconds: float | None = None
 
     async def prepare(self, half: EncoderHalf, image: bytes, mode: str, key: WorkKey) -> PreparedPage:
         """PNG/JPEG ``image`` -> ``half.preprocess`` in ``mode`` (``""`` = the half's default), on a
@@ -53,8 +57,13 @@ class FairPreparer:
 
     def _prepare(self, half: EncoderHalf, image: bytes, mode: str) -> PreparedPage:
         """Worker thread: bytes -> RGB page -> PreparedPage (CPU tensors)."""
+        t0 = time.perf_counter()
         rgb = decode_page(image, max_image_bytes=self.max_image_bytes, max_image_pixels=self.max_image_pixels)
-        return half.preprocess(rgb, mode or half.default_mode)
+        page = half.preprocess(rgb, mode or half.default_mode)
+        took = time.perf_counter() - t0
+        last = self.page_seconds  # one float written at once: a racing thread loses one sample at most
+        self.page_seconds = took if last is None else 0.8 * last + 0.2 * took
+        return page
 
     def shutdown(self) -> None:
         """Drop pages not yet started; threads finish the page they hold."""

@@ -63,12 +63,12 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
     @grpc_guard
     async def Info(self, request: encoder_pb2.InfoRequest,
                    context: grpc.aio.ServicerContext) -> encoder_pb2.InfoResponse:
-        """Model id / revision / family / hidden size / wire dtype / modes and the service limits;
-        UNAVAILABLE until the model is loaded.
+        """Model id / revision / family / hidden size / wire dtype / modes, the service limits and
+        the work window sized in time; UNAVAILABLE until the model is loaded.
         """
         if self.info is None:
             raise Unavailable("the encoder is still loading its model; retry shortly")
-        return info_response(self.info)
+        return info_response(self.info, self.batcher.work_window_pages(), self.batcher.pace.seconds_per_unit)
 
     @grpc_guard
     async def Encode(

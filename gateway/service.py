@@ -163,7 +163,8 @@ class Prepared:
         deadline = None if deadline_s is None else asyncio.get_running_loop().time() + deadline_s
         options = PipelineOptions(mode=self.mode,  # the encoder's own spelling of the mode
                                   task=req.task, request_id=self.request_id, max_new_tokens=req.max_new_tokens,
-                                  temperature=req.temperature, priority=priority, deadline=deadline)
+                                  temperature=req.temperature, priority=priority, deadline=deadline,
+                                  page_count=len(self.indices))
         results: list[PageResult] = []
         run = pages_in_order(svc.pipeline, self.doc, self.indices, options,
                              lookahead=svc.config.render_lookahead_pages, render_timeout_s=svc.render_timeout_s)

@@ -125,7 +125,8 @@ class PipelineOptions:
     ``temperature`` of the decoder's sampling (0 = greedy), ``priority`` (:data:`inkstream.fair.INTERACTIVE`
     0 for a waiting client, :data:`inkstream.fair.BATCH` 1 for an asynchronous job) and ``deadline``
     (event-loop time by which the document is due; None = none): a page waits for a replica to come
-    back up to it.
+    back up to it; ``page_count``: pages the document will send (0 = unknown), which lets a
+    synchronous request be refused at once when it cannot be read by its deadline.
     """
 
     mode: str = ""
@@ -135,6 +136,7 @@ class PipelineOptions:
     temperature: float = 0.0
     priority: int = 0
     deadline: float | None = None
+    page_count: int = 0
 
 
 class PagePipeline(Protocol):

@@ -51,18 +51,23 @@ async def fetch_decoder_info(channel: grpc.aio.Channel, timeout_s: float) -> Dec
     except grpc.RpcError as err:
         raise classify_rpc_error(err) from None
     running, waiting = max(0, int(resp.max_running)), max(0, int(resp.max_waiting))
-    return DecoderInfo(tuple(resp.tasks), running + waiting, resp.revision, decoder_window(running, waiting))
+    return DecoderInfo(tuple(resp.tasks), running + waiting, resp.revision,
+                       decoder_window(running, waiting, int(resp.work_window_segments)))
 
 
-def decoder_window(max_running: int, max_waiting: int) -> int:
-    """Segments the gateway keeps open on one decoder replica: its running batch plus a quarter of
-    it queued (so a finished row is replaced at the next step), never more than it accepts
-    (``max_running + max_waiting``); 0 (no window) when it does not say. The rest wait in the
+def decoder_window(max_running: int, max_waiting: int, work_window_segments: int = 0) -> int:
+    """Segments the gateway keeps open on one decoder replica: the window the replica sized in time
+    (``InfoResponse.work_window_segments``), or, from a replica that does not report one, its
+    running batch plus a quarter of it queued (so a finished row is replaced at the next step);
+    never more than it accepts (``max_running + max_waiting``); 0 (no window) when it does not say.
+    The rest wait in the
     gateway's fair window rather than in the decoder's FIFO waiting queue, where a small request's
     segments would queue behind a long document's.
     """
     if max_running <= 0:
         return 0
+    if work_window_segments > 0:
+        return min(max_running + max_waiting, work_window_segments)
     return min(max_running + max_waiting, max_running + max(1, max_running // 4))
 
 

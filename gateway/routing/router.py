@@ -247,11 +247,17 @@ class Router:
 
     async def _ensure_info(self, stage: str, route: _Route) -> None:
         """Read the replica's Info when this incarnation's is unknown (single-flight; a failed read
-        is tried again after ``info_ttl_s``, so pages do not each wait ``info_timeout_s`` for it).
+        is tried again after ``info_ttl_s``, so pages do not each wait ``info_timeout_s`` for it);
+        a known one is read again in the background every ``window_refresh_s`` (its work window).
         """
         r = route.replica
-        if route.info_incarnation == r.incarnation and (
-                route.info_ok or time.monotonic() - route.info_tried_at < self.config.info_ttl_s):
+        age = time.monotonic() - route.info_tried_at
+        if route.info_incarnation == r.incarnation and route.info_ok:
+            if age >= self.config.window_refresh_s and (route.info_task is None or route.info_task.done()):
+                # Its work window follows its measured rate: read it again in the background.
+                route.info_task = asyncio.get_running_loop().create_task(self._read_info(stage, route))
+            return
+        if route.info_incarnation == r.incarnation and age < self.config.info_ttl_s:
             return
         if route.info_task is None or route.info_task.done():
             route.info_task = asyncio.get_running_loop().create_task(self._read_info(stage, route))
