@@ -159,10 +159,11 @@ class MicroBatcher:
         """Pages this replica wants in flight, sized in time (``InfoResponse.work_window_pages``):
         the pages it completes at its measured seconds per page (:attr:`pace`) in the time one page
         takes through it when nothing queues (smoothed preprocessing time + smoothed forward time),
-        at least ``preprocess_threads + 1`` (every thread and the forward busy; also before any
-        measurement), at most ``max_queue_pages + max_batch_size``.
+        at least ``preprocess_threads`` (every preprocessing thread busy; also before any
+        measurement: a page beyond them would wait here, where a newer request's page cannot pass
+        it), at most ``max_queue_pages + max_batch_size``.
         """
-        floor = self.limits.preprocess_threads + 1
+        floor = self.limits.preprocess_threads
         ceiling = max(floor, self.limits.max_queue_pages + self.limits.max_batch_size)
         prep, fwd = self._preparer.page_seconds, self._forward_ema_s
         through = prep + fwd if prep is not None and fwd is not None else 0.0

@@ -78,12 +78,13 @@ class ServiceRate:
 
 
 def window_units(busy_s: float, seconds_per_unit: float | None, floor: int, ceiling: int) -> int:
-    """Units that keep a server busy for ``busy_s`` seconds at ``seconds_per_unit`` (ceil), within
-    [``floor``, ``ceiling``] (``floor`` when the rate is unknown). Raises ValueError when
+    """Units that keep a server busy for ``busy_s`` seconds at ``seconds_per_unit``, to the nearest
+    whole unit (a unit more for a few percent of busy time would only wait inside the server),
+    within [``floor``, ``ceiling``] (``floor`` when the rate is unknown). Raises ValueError when
     ``floor`` < 1 or ``ceiling`` < ``floor``.
     """
     if floor < 1 or ceiling < floor:
         raise ValueError(f"need 1 <= floor <= ceiling, got {floor}, {ceiling}")
     if not seconds_per_unit or seconds_per_unit <= 0:
         return floor
-    return max(floor, min(ceiling, math.ceil(busy_s / seconds_per_unit)))
+    return max(floor, min(ceiling, math.floor(busy_s / seconds_per_unit + 0.5)))

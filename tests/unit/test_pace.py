@@ -52,6 +52,7 @@ def test_the_rate_follows_a_change_of_load_and_abandoned_work_is_charged_to_the_
 
 def test_window_units_is_the_busy_time_in_units_within_bounds():
     assert window_units(1.0, 0.25, floor=3, ceiling=72) == 4
+    assert window_units(1.02, 0.5, floor=1, ceiling=72) == 2  # 2.04 units: the nearest whole one
     assert window_units(1.0, 0.001, floor=3, ceiling=72) == 72
     assert window_units(1.0, 2.0, floor=3, ceiling=72) == 3
     assert window_units(1.0, None, floor=3, ceiling=72) == 3  # unknown rate: the floor
