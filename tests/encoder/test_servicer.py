@@ -236,3 +236,28 @@ async def test_cancelled_stream_removes_its_queued_pages(patch_half: PatchHalf):
             patch_half.gate.set()
         assert sum(n for _, n in patch_half.batches) == 1  # only the held page was encoded
         assert srv.batcher.inflight == 0
+
+
+async def test_an_interactive_stream_passes_an_asynchronous_jobs_queued_pages(patch_half: PatchHalf):
+    """The call's metadata (x-request-id, x-inkstream-priority) orders its pages in the encoder's
+    queues: a waiting client's page runs in the forward after the one in progress, not after the
+    job's queued pages. (Its page is in the "large" mode, so the forward passes tell them apart.)
+    """
+    async with running_encoder(patch_half, max_batch_size=1, max_wait_ms=0, preprocess_threads=1) as (_srv, stub, _):
+        patch_half.gate = threading.Event()
+        patch_half.batches.clear()
+        job = asyncio.ensure_future(_stream(stub, requests((i, page_png(50 + i), "small") for i in range(6)),
+                                            "job-1", "batch"))
+        await asyncio.sleep(0.3)  # job page 0 holds the (gated) forward, pages 1..5 are queued
+        sync = asyncio.ensure_future(_stream(stub, requests([(0, page_png(90), "large")]), "sync-1", "interactive"))
+        await asyncio.sleep(0.3)
+        patch_half.gate.set()
+        await asyncio.gather(job, sync)
+    sides = [key[1] for key, _ in patch_half.batches]
+    assert sides == [32, 64, 32, 32, 32, 32, 32], sides  # small, large: FIFO ran the job's 5 queued pages first
+
+
+async def _stream(stub, reqs, request_id: str, priority: str) -> None:
+    async for resp in stub.Encode(iter(reqs), metadata=[("x-request-id", request_id),
+                                                        ("x-inkstream-priority", priority)]):
+        assert not resp.HasField("error"), resp.error
