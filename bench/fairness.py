@@ -21,8 +21,8 @@ answered, ``--gap-s`` apart):
    (seconds, send to full answer);
 2. beside: the PDF again (a file of its own) and, once its first pages are in flight, the probes.
 
-Printed: the latencies (median and max) and, last, ``small_latency_ratio: X`` (ten together:
-median beside / median alone, goal <= 2.0), ``probe_latency_ratio: X`` (one at a time: median
+Printed after each case: the latencies (median and max), then ``small_latency_ratio: X`` (ten
+together: median beside / median alone, goal <= 2.0), or ``probe_latency_ratio: X`` (one at a time: median
 beside / median alone, goal <= 2.0, moonshot 1.5) and ``long_document_slowdown: X`` (the long
 PDF's time beside the probes / alone, goal <= 1.10). Every pair is measured in the same run, on the
 same stack, so machine noise affects both sides alike.
@@ -140,24 +140,20 @@ def main(argv: list[str] | None = None) -> int:
         long_b = make_pdf(pages, args.probe_pages, tmp / "long-b.pdf", dpi=150.5).read_bytes()
         with LocalStack(pathlib.Path(args.model), gateway=True, startup_timeout_s=600) as stack:
             url = stack.gateway_url
-            if args.case in ("both", "together"):
+            if args.case in ("both", "together"):  # each case's figures as soon as it is done
                 alone, beside = asyncio.run(_run(url, warm, small, small_beside, long_pdf, args.lead_s))
+                print(_describe(f"{args.small} small requests alone", alone))
+                print(_describe(f"{args.small} small requests beside a {args.pages}-page document", beside))
+                print(f"small_latency_ratio: {statistics.median(beside) / statistics.median(alone):.2f}", flush=True)
             if args.case in ("both", "probes"):
                 p_alone, p_beside, l_alone, l_beside = asyncio.run(_run_probes(
                     url, warm, probe_pdfs(1), probe_pdfs(2), long_a, long_b, args.lead_s, args.gap_s))
-    if args.case in ("both", "together"):
-        print(_describe(f"{args.small} small requests alone", alone))
-        print(_describe(f"{args.small} small requests beside a {args.pages}-page document", beside))
-    if args.case in ("both", "probes"):
-        print(_describe(f"{args.probes} one-page requests one at a time, alone", p_alone))
-        print(_describe(f"{args.probes} one-page requests one at a time, beside a {args.probe_pages}-page document",
-                        p_beside))
-        print(f"{args.probe_pages}-page document: alone {l_alone:.1f} s, beside the probes {l_beside:.1f} s")
-    if args.case in ("both", "together"):
-        print(f"small_latency_ratio: {statistics.median(beside) / statistics.median(alone):.2f}")
-    if args.case in ("both", "probes"):
-        print(f"probe_latency_ratio: {statistics.median(p_beside) / statistics.median(p_alone):.2f}")
-        print(f"long_document_slowdown: {l_beside / l_alone:.2f}")
+                print(_describe(f"{args.probes} one-page requests one at a time, alone", p_alone))
+                print(_describe(f"{args.probes} one-page requests one at a time, beside a "
+                                f"{args.probe_pages}-page document", p_beside))
+                print(f"{args.probe_pages}-page document: alone {l_alone:.1f} s, beside the probes {l_beside:.1f} s")
+                print(f"probe_latency_ratio: {statistics.median(p_beside) / statistics.median(p_alone):.2f}")
+                print(f"long_document_slowdown: {l_beside / l_alone:.2f}", flush=True)
     return 0
 
 
