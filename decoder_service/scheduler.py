@@ -37,7 +37,6 @@ import asyncio
 import concurrent.futures
 import itertools
 import logging
-import math
 import threading
 import time
 from typing import Any
@@ -50,6 +49,7 @@ from decoder_service.reference import effective_max_new_tokens
 from decoder_service.running_batch import RunningBatch, StepResult
 from decoder_service.sampling import SamplingParams, make_generator
 from decoder_service.sequence import Seq, SequenceEvent, SequenceStream, Usage
+from decoder_service.step_pace import StepPace
 from decoder_service.stopping import FinishReason, StopCriteria
 from inkstream.errors import InternalError, InvalidInput, ResourceExhausted, Unavailable
 from inkstream.fair import NO_KEY, FairQueue, WorkKey
@@ -89,8 +89,7 @@ class DecodeEngine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._embedder: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
-        self._step_ewma_s = 0.0  # smoothed seconds per engine iteration (for retry hints)
-        self._finishing_ewma = 0.0  # smoothed sequences finishing per engine iteration (work window)
+        self.pace = StepPace()  # measured seconds per iteration, sequences finishing per iteration
         self.steps = 0  # engine iterations run (each: optional prefills + one decode step)
 
     # ----------------------------------------------------------------------------- lifecycle
@@ -182,18 +181,15 @@ class DecodeEngine:
             )
 
     def work_window_segments(self) -> int:
-        """Segments this replica wants open at once (``InfoResponse.work_window_segments``): the
-        running batch plus the sequences that finish during one decode step (measured, smoothed
-        over steps, at least 1), so a freed row is filled at the next step and nothing else waits
-        here; at most ``max_running + max_waiting``.
+        """Segments this replica wants open at once (``InfoResponse.work_window_segments``,
+        :meth:`StepPace.work_window`): a freed row is filled at the next step, nothing else waits.
         """
-        return self.max_running + min(self.max_waiting, max(1, math.ceil(self._finishing_ewma)))
+        return self.pace.work_window(self.max_running, self.max_waiting)
 
     def retry_after_s(self) -> float:
         """Seconds until the earliest running sequence is expected to finish (0.5..30 s)."""
         remaining = [s.max_new - len(s.generated) for s in self._batch.rows if not s.cancelled]
-        est = (min(remaining) if remaining else 1) * max(self._step_ewma_s, 0.01)
-        return float(min(30.0, max(0.5, est)))
+        return self.pace.retry_after_s(min(remaining) if remaining else 1)
 
     async def embed(self, vision_tokens: torch.Tensor, task: str | None = None,
                     prompt: str | None = None) -> torch.Tensor:
@@ -279,10 +275,7 @@ class DecodeEngine:
                 self.forward_health.failure()
             elif result.events:
                 self.forward_health.success()
-        a = 0.2  # EWMA weight of the newest step time
-        self._step_ewma_s = result.step_s if not self._step_ewma_s else (1 - a) * self._step_ewma_s + a * result.step_s
-        finishing = sum(1 for ev in result.events if ev[3] is not None)
-        self._finishing_ewma = (1 - a) * self._finishing_ewma + a * finishing
+        self.pace.observe(result.step_s, sum(1 for ev in result.events if ev[3] is not None))
         return result
 
     def _publish(self, result: StepResult) -> None:
