@@ -20,14 +20,16 @@ class ServiceRate:
 
     ``half_life_units``: units after which an old measurement weighs half (> 0); ``min_units``:
     units completed before :attr:`seconds_per_unit` answers (until then it is ``prior_s``, which
-    may be None: unknown); ``clock``: monotonic seconds (tests pass a fake one).
+    may be None: unknown); ``min_inflight``: units in flight for the time to count (>= 1; module
+    docstring); ``clock``: monotonic seconds (tests pass a fake one).
     """
 
     def __init__(self, *, half_life_units: float = 32.0, min_units: float = 4.0, prior_s: float | None = None,
-                 clock: Callable[[], float] = time.monotonic):
-        if half_life_units <= 0:
-            raise ValueError(f"half_life_units must be > 0, got {half_life_units}")
+                 min_inflight: int = 1, clock: Callable[[], float] = time.monotonic):
+        if half_life_units <= 0 or min_inflight < 1:
+            raise ValueError(f"need half_life_units > 0 and min_inflight >= 1, got {half_life_units}, {min_inflight}")
         self.half_life_units = half_life_units
+        self.min_inflight = min_inflight
         self.min_units = min_units
         self.prior_s = prior_s
         self._clock = clock
@@ -40,7 +42,7 @@ class ServiceRate:
 
     def _accrue(self) -> None:
         now = self._clock()
-        if self.inflight > 0:
+        if self.inflight >= self.min_inflight:
             self._pending_s += max(0.0, now - self._mark)
         self._mark = now
 
@@ -50,11 +52,14 @@ class ServiceRate:
         self.inflight += n
 
     def finished(self, n: int = 1, units: float | None = None) -> None:
-        """``n`` units in service are done; ``units`` (default ``n``) is the work they count for."""
+        """``n`` units in service are done; ``units`` (default ``n``) is the work they count for (not
+        counted when they finish with fewer than ``min_inflight`` units in flight).
+        """
         self._accrue()
+        saturated = self.inflight >= self.min_inflight
         self.inflight = max(0, self.inflight - n)
         done = float(n if units is None else units)
-        if done <= 0:
+        if done <= 0 or not saturated:
             return
         keep = 0.5 ** (done / self.half_life_units)
         self._busy_s = self._busy_s * keep + self._pending_s

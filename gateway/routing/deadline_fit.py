@@ -4,8 +4,9 @@ A synchronous request has one deadline for the whole document (``request_timeout
 page after page, a document that is too long for it loses its last pages as DEADLINE_EXCEEDED after
 all the others were read, the client's wait and the stack's work wasted. :class:`DocumentLoad`
 answers before any page is sent: at the gateway's measured seconds per page (busy seconds per page
-finished, :class:`inkstream.pace.ServiceRate`), a document of ``N`` pages beside the synchronous
-documents already being read needs about
+finished while at least one request's window of pages was in flight, i.e. the stack's throughput;
+:class:`inkstream.pace.ServiceRate`), a document of ``N`` pages beside the synchronous documents
+already being read needs about
 
     ``(N + sum over the others of min(their pages left, N)) x seconds per page``
 

@@ -68,8 +68,11 @@ class Pipeline:
         self.stats = PipelineStats()
         self.router = Router(encoders, decoders, config)
         self.stages = PageStages(self.router, config, self.budget, self.stats)
-        #: busy seconds per page finished, whole stack (inkstream.pace); what deadlines are checked with
-        self.pace = ServiceRate(prior_s=config.seconds_per_page_prior)
+        #: busy seconds per page finished, whole stack, counted while at least one request's window of
+        #: pages is in flight (its throughput, not one page's latency; inkstream.pace): what deadlines
+        #: are checked with (gateway.routing.deadline_fit)
+        self.pace = ServiceRate(prior_s=config.seconds_per_page_prior,
+                                min_inflight=max(1, config.max_pages_per_request))
         self.load = DocumentLoad(self.pace)
         self._info: EncoderInfo | None = None
         self._info_at = 0.0

@@ -50,6 +50,22 @@ def test_the_rate_follows_a_change_of_load_and_abandoned_work_is_charged_to_the_
     assert rate.seconds_per_unit > 0.2
 
 
+def test_with_min_inflight_only_saturated_time_counts():
+    clock = _Clock()
+    rate = ServiceRate(clock=clock, min_units=2, min_inflight=4)
+    for _ in range(6):  # one page at a time: its latency (2 s), not the stack's throughput
+        rate.started()
+        clock.t += 2.0
+        rate.finished()
+    assert rate.seconds_per_unit is None
+    rate.started(4)  # four at a time, one finishing every 0.5 s while the window is full
+    for _ in range(8):
+        clock.t += 0.5
+        rate.finished()
+        rate.started()
+    assert rate.seconds_per_unit == pytest.approx(0.5)
+
+
 def test_window_units_is_the_busy_time_in_units_within_bounds():
     assert window_units(1.0, 0.25, floor=3, ceiling=72) == 4
     assert window_units(1.02, 0.5, floor=1, ceiling=72) == 2  # 2.04 units: the nearest whole one
