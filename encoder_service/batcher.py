@@ -13,10 +13,8 @@ Flow of one page (:meth:`MicroBatcher.submit`):
 3. **Queue** by ``PreparedPage.batch_key`` (pages whose tensors can be stacked), in a
    :class:`~encoder_service.batch_queue.BatchQueue`, each group in the same fair order.
 4. **Batch**: a group is run when it holds ``max_batch_size`` pages, or when its oldest page has
-   waited ``max_wait_ms``; only groups holding the best priority class queued may run, and among
-   them the one with the oldest page goes first (so one busy shape cannot starve another). This is
-   the dynamic batching of Triton Inference Server (``max_queue_delay``) / TF-Serving's batch
-   scheduler, with the fair queue of :mod:`inkstream.fair` inside each group.
+   waited ``max_wait_ms`` (which group first: :mod:`encoder_service.batch_queue`). This is the
+   dynamic batching of Triton Inference Server (``max_queue_delay``) / TF-Serving's batch scheduler.
 5. **Forward**: one ``half.encode_batch`` at a time in a dedicated worker thread; while it runs new
    pages keep queueing, so batches grow with load. If a batch of several pages raises, each page is
    re-run alone so that one bad page cannot fail its neighbours (:mod:`encoder_service.forward`).
@@ -28,64 +26,26 @@ removes all queued pages of one stream. This module never imports generated gRPC
 from __future__ import annotations
 
 import asyncio
-import collections
+import contextlib
 import logging
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from encoder_service.batch_queue import BatchQueue, QueuedPage
+from encoder_service.batch_types import BatcherStats, BatchLimits, TimedPage
 from encoder_service.forward import encode_isolated, forward_outcome
 from encoder_service.metrics import EncoderMetrics
 from encoder_service.prepare import FairPreparer
-from inkstream.errors import (
-    Cancelled,
-    InkstreamError,
-    ResourceExhausted,
-    Unavailable,
-    as_inkstream_error,
-)
+from inkstream.errors import Cancelled, InkstreamError, ResourceExhausted, Unavailable, as_inkstream_error
 from inkstream.fair import NO_KEY, WorkKey
 from inkstream.fatal import ForwardHealth
 from inkstream.malloc import IdleTrim
 from inkstream.pace import ServiceRate, window_units
-from models.base import EncodedPage, EncoderHalf
+from models.base import EncoderHalf
 
 log = logging.getLogger("inkstream.encoder.batcher")
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    """Batching and admission limits (see :class:`encoder_service.config.EncoderConfig`)."""
-
-    max_batch_size: int = 8  # pages per forward pass
-    max_wait_ms: float = 10.0  # longest a page waits for batch-mates, milliseconds
-    max_queue_pages: int = 64  # admitted pages not yet in a forward pass
-    max_image_bytes: int = 20 * 1024 * 1024  # bytes per page image
-    max_image_pixels: int = 40_000_000  # width x height per page image
-    preprocess_threads: int = 2
-
-
-@dataclass
-class TimedPage:
-    """What :meth:`MicroBatcher.submit` returns: the EncodedPage (its vision-token segments) and its
-    admission-to-result time (seconds).
-    """
-
-    page: EncodedPage
-    seconds: float
-
-
-@dataclass
-class BatcherStats:
-    """Counters for tests and benchmarks: recent batch sizes (pages) and totals."""
-
-    batch_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=4096))
-    batches: int = 0
-    pages_encoded: int = 0
-    forward_seconds: float = 0.0
 
 
 class MicroBatcher:
@@ -126,10 +86,8 @@ class MicroBatcher:
         running, self._running = list(self._running), []
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down
                 await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
-                pass
         for it in self._queue.clear():
             self._release(it)
             if not it.future.done():
@@ -158,10 +116,9 @@ class MicroBatcher:
     def work_window_pages(self) -> int:
         """Pages this replica wants in flight, sized in time (``InfoResponse.work_window_pages``):
         the pages it completes at its measured seconds per page (:attr:`pace`) in the time one page
-        takes through it when nothing queues (smoothed preprocessing time + smoothed forward time),
-        at least ``preprocess_threads`` (every preprocessing thread busy; also before any
-        measurement: a page beyond them would wait here, where a newer request's page cannot pass
-        it), at most ``max_queue_pages + max_batch_size``.
+        takes through it when nothing queues (smoothed preprocessing + forward time), at least
+        ``preprocess_threads`` (all busy; a page beyond them would wait here, where a newer
+        request's page cannot pass it), at most ``max_queue_pages + max_batch_size``.
         """
         floor = self.limits.preprocess_threads
         ceiling = max(floor, self.limits.max_queue_pages + self.limits.max_batch_size)

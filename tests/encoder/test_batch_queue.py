@@ -6,7 +6,8 @@ import asyncio
 import threading
 
 from encoder_service.batch_queue import BatchQueue, QueuedPage
-from encoder_service.batcher import BatchLimits, MicroBatcher
+from encoder_service.batch_types import BatchLimits
+from encoder_service.batcher import MicroBatcher
 from inkstream.fair import BATCH, INTERACTIVE, WorkKey
 from models.base import PreparedPage
 from tests.encoder.doubles import PatchHalf, page_png
