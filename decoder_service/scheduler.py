@@ -39,11 +39,11 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any
 
 import torch
 
 from decoder_service import metrics
+from decoder_service.delivery import deliver, publish
 from decoder_service.detok import IncrementalDetokenizer
 from decoder_service.reference import effective_max_new_tokens
 from decoder_service.running_batch import RunningBatch, StepResult
@@ -51,7 +51,7 @@ from decoder_service.sampling import SamplingParams, make_generator
 from decoder_service.sequence import Seq, SequenceEvent, SequenceStream, Usage
 from decoder_service.step_pace import StepPace
 from decoder_service.stopping import FinishReason, StopCriteria
-from inkstream.errors import InternalError, InvalidInput, ResourceExhausted, Unavailable
+from inkstream.errors import InvalidInput, ResourceExhausted, Unavailable
 from inkstream.fair import NO_KEY, FairQueue, WorkKey
 from inkstream.fatal import ForwardHealth
 from models.base import DecoderHalf
@@ -245,7 +245,7 @@ class DecodeEngine:
             seq.cancelled = True
             self._waiting.remove(seq)
             self._work.notify()
-        self._deliver(seq, [], "", FinishReason.CANCELLED)
+        deliver(seq, [], "", FinishReason.CANCELLED)
         metrics.finished(self, FinishReason.CANCELLED)
 
     # ----------------------------------------------------------------------------- scheduling loop
@@ -264,7 +264,7 @@ class DecodeEngine:
             result = self._finish_step(self._batch.step(admits))
             self._admitting = []
             try:
-                self._loop.call_soon_threadsafe(self._publish, result)
+                self._loop.call_soon_threadsafe(publish, self, result)
             except RuntimeError:  # the event loop is closed: nobody is listening any more
                 break
 
@@ -277,47 +277,3 @@ class DecodeEngine:
                 self.forward_health.success()
         self.pace.observe(result.step_s, sum(1 for ev in result.events if ev[3] is not None))
         return result
-
-    def _publish(self, result: StepResult) -> None:
-        """Deliver a step's events (loop thread), merging each sequence's events of this step."""
-        merged: dict[Seq, list[Any]] = {}
-        for s, toks, text, fin in result.events:
-            m = merged.setdefault(s, [[], "", None])
-            m[0].extend(toks)
-            m[1] += text
-            m[2] = fin or m[2]
-        n_tokens = 0
-        for s, (toks, text, fin) in merged.items():
-            if s.closed:
-                continue
-            if not s.ttft_recorded:
-                s.ttft_recorded = True
-                metrics.ttft(self, s.first_t - s.arrival)
-            n_tokens += len(toks)
-            if s.whole:  # held until the finish
-                s.held_tokens += toks
-                s.held_text.append(text)
-                if fin is None:
-                    continue
-                toks, text = s.corrected or (s.held_tokens, "".join(s.held_text))
-            self._deliver(s, toks, text, fin)
-            if fin is not None:
-                metrics.finished(self, fin, s.usage())
-        if n_tokens:
-            metrics.generated(self, n_tokens)  # once a step: an OpenTelemetry add is ~10 us
-        for s in result.failed:
-            if not s.closed:
-                s.closed = True
-                s.queue.put_nowait(
-                    InternalError("the decoder failed while running this sequence; retry on another replica"))
-                metrics.finished(self, "error")
-
-    def _deliver(self, s: Seq, toks: list[int], text: str, fin: FinishReason | None) -> None:
-        if s.closed:
-            return
-        if fin is None:
-            s.queue.put_nowait(SequenceEvent(toks, text))
-            return
-        s.closed = True
-        s.queue.put_nowait(SequenceEvent(toks, text, fin, s.usage()))
-        s.queue.put_nowait(None)
