@@ -17,7 +17,7 @@ class BatchLimits:
     max_queue_pages: int = 64  # admitted pages not yet in a forward pass
     max_image_bytes: int = 20 * 1024 * 1024  # bytes per page image
     max_image_pixels: int = 40_000_000  # width x height per page image
-    preprocess_threads: int = 2
+    preprocess_threads: int | None = None  # None: the half's own (EncoderHalf.preprocess_threads)
 
 
 @dataclass

@@ -66,7 +66,7 @@ class MicroBatcher:
         self._closed = False
         self._forward_ema_s: float | None = None
         self._running: list[QueuedPage] = []  # the batch inside the forward pass
-        self._preparer = FairPreparer(limits.preprocess_threads, limits.max_image_bytes, limits.max_image_pixels)
+        self._preparer = FairPreparer(limits.max_image_bytes, limits.max_image_pixels)  # threads: at start
         self._fwd_pool = ThreadPoolExecutor(1, thread_name_prefix="encoder-forward")
         # The heaps keep freed memory for the next page while pages keep coming (no page faults to
         # fill it again) and are trimmed once the replica has been idle (inkstream.malloc).
@@ -78,6 +78,7 @@ class MicroBatcher:
     async def start(self, half: EncoderHalf) -> None:
         """Attach the loaded half and start the scheduler task (call on the serving event loop)."""
         self._half = half
+        self._preparer.use(self.limits.preprocess_threads or half.preprocess_threads)
         self._task = asyncio.get_running_loop().create_task(self._schedule(), name="encoder-batcher")
 
     async def stop(self) -> None:
@@ -120,7 +121,7 @@ class MicroBatcher:
         ``preprocess_threads`` (all busy; a page beyond them would wait here, where a newer
         request's page cannot pass it), at most ``max_queue_pages + max_batch_size``.
         """
-        floor = self.limits.preprocess_threads
+        floor = max(1, self._preparer.threads)
         ceiling = max(floor, self.limits.max_queue_pages + self.limits.max_batch_size)
         prep, fwd = self._preparer.page_seconds, self._forward_ema_s
         through = prep + fwd if prep is not None and fwd is not None else 0.0
@@ -128,10 +129,9 @@ class MicroBatcher:
 
     # ----------------------------------------------------------------- admission
     def retry_after_s(self) -> float:
-        """Estimated seconds until the backlog clears: batches ahead x mean forward time + window.
-
-        Uses an exponential moving average (alpha 0.2) of measured forward passes; 1 s before any.
-        Clamped to [0.05, 60] seconds.
+        """Estimated seconds until the backlog clears: batches ahead x mean forward time + window;
+        an exponential moving average (alpha 0.2) of measured forward passes, 1 s before any; within
+        [0.05, 60] seconds.
         """
         per_batch = self._forward_ema_s if self._forward_ema_s is not None else 1.0
         batches = math.ceil(max(self._pending, 1) / self.limits.max_batch_size)

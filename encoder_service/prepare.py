@@ -21,19 +21,27 @@ from models.base import EncoderHalf, PreparedPage
 
 
 class FairPreparer:
-    """Bytes -> :class:`PreparedPage` on ``threads`` threads in fair order (module docstring).
+    """Bytes -> :class:`PreparedPage` on a few threads in fair order (module docstring); :meth:`use`
+    sets how many (once the half, which knows what suits it, is loaded) before the first page.
 
     ``max_image_bytes`` / ``max_image_pixels``: limits of :func:`encoder_service.images.decode_page`.
     """
 
-    def __init__(self, threads: int, max_image_bytes: int, max_image_pixels: int):
+    def __init__(self, max_image_bytes: int, max_image_pixels: int):
         self.max_image_bytes = max_image_bytes
         self.max_image_pixels = max_image_pixels
-        self.threads = threads
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="encoder-prep")
-        self._slots = FairWindow(threads)
+        self.threads = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._slots = FairWindow(1)
         #: smoothed seconds one page takes on its thread (EWMA, weight 0.2); None before the first
         self.page_seconds: float | None = None
+
+    def use(self, threads: int) -> None:
+        """Prepare pages on ``threads`` threads (>= 1); a second call changes nothing."""
+        if self._pool is None:
+            self.threads = max(1, threads)
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="encoder-prep")
+            self._slots.resize(self.threads)
 
     async def prepare(self, half: EncoderHalf, image: bytes, mode: str, key: WorkKey) -> PreparedPage:
         """PNG/JPEG ``image`` -> ``half.preprocess`` in ``mode`` (``""`` = the half's default), on a
@@ -41,6 +49,8 @@ class FairPreparer:
         PayloadTooLarge, UnsupportedMediaType); cancellable while waiting for its turn.
         """
         loop = asyncio.get_running_loop()
+        if self._pool is None:
+            raise RuntimeError("FairPreparer.prepare() before use()")
         await self._slots.acquire(key)
         try:
             work = self._pool.submit(self._prepare, half, image, mode)
@@ -67,4 +77,5 @@ class FairPreparer:
 
     def shutdown(self) -> None:
         """Drop pages not yet started; threads finish the page they hold."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
