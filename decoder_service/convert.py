@@ -82,7 +82,9 @@ def error_to_pb(segment_id: int, exc: InkstreamError) -> decoder_pb2.DecodeRespo
 
 
 def info_to_pb(engine: DecodeEngine, cfg: DecoderConfig) -> decoder_pb2.InfoResponse:
-    """InfoResponse from the loaded half and the settings (``max_new_tokens`` reports the cap)."""
+    """InfoResponse from the loaded half, the settings (``max_new_tokens`` reports the cap) and the
+    engine's work window sized in time (:meth:`DecodeEngine.work_window_segments`).
+    """
     h = engine.half
     return decoder_pb2.InfoResponse(
         model_id=h.model_id, revision=h.revision, family=h.family, hidden_size=h.hidden_size,
@@ -90,4 +92,5 @@ def info_to_pb(engine: DecodeEngine, cfg: DecoderConfig) -> decoder_pb2.InfoResp
         max_new_tokens=cfg.max_new_tokens_cap, kv_cache_budget_tokens=engine.kv_cache_budget_tokens,
         max_running=engine.max_running, max_waiting=engine.max_waiting, tasks=list(h.tasks),
         default_task=h.default_task, max_message_bytes=cfg.max_message_bytes,
+        work_window_segments=engine.work_window_segments(),
     )

@@ -11,7 +11,6 @@ in place, so other threads always read a consistent snapshot of it.
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from decoder_service.prefill import prefill, prefill_groups
 from decoder_service.sampling import select_token, token_logprobs
 from decoder_service.sequence import Seq
 from decoder_service.stopping import FinishReason
+from inkstream.fair import FairQueue
 from models.base import DecoderHalf
 
 log = logging.getLogger("inkstream.decoder.engine")
@@ -56,19 +56,21 @@ class RunningBatch:
         self.rows = []
         self.kv = BatchedKVCache()
 
-    def plan(self, waiting: collections.deque[Seq]) -> list[Seq]:
-        """Pop the sequences of ``waiting`` that fit now (FIFO; called under the engine's lock)."""
+    def plan(self, waiting: FairQueue[Seq]) -> list[Seq]:
+        """Pop the sequences of ``waiting`` that fit now, in its fair order (:mod:`inkstream.fair`),
+        stopping at the first that does not fit (rows: ``max_running``; KV budget, see
+        :mod:`decoder_service.scheduler`), so it is not starved; called under the engine's lock.
+        """
         admits: list[Seq] = []
         live = [s for s in self.rows if not s.cancelled]
         reserved = sum(s.reserve for s in live)
         longest = max((s.reserve for s in live), default=0)
-        while waiting and len(live) + len(admits) < self.max_running:
-            s = waiting[0]
+        while (s := waiting.peek()) is not None and len(live) + len(admits) < self.max_running:
             n_rows = len(live) + len(admits) + 1
             if (reserved + s.reserve > self.kv_cache_budget_tokens
                     or n_rows * max(longest, s.reserve) > self.kv_cache_budget_tokens):
                 break
-            waiting.popleft()
+            waiting.pop()
             admits.append(s)
             reserved += s.reserve
             longest = max(longest, s.reserve)

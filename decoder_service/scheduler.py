@@ -2,7 +2,8 @@
 
 Scheduling (iteration-level, as in Orca, Yu et al., OSDI 2022, and vLLM):
 
-* ``submit`` puts a sequence in a bounded FIFO waiting queue; beyond ``max_waiting`` queued sequences
+* ``submit`` puts a sequence in a bounded waiting queue, ordered by :mod:`inkstream.fair` (priority
+  class, then round-robin over requests, FIFO within one); beyond ``max_waiting`` queued sequences
   (plus the running rows still free, which the next step admits) it raises
   ResourceExhausted with a retry hint (seconds until the earliest running sequence is expected to
   finish, from the measured time per decode step).
@@ -13,8 +14,9 @@ Scheduling (iteration-level, as in Orca, Yu et al., OSDI 2022, and vLLM):
   every running sequence. Finished rows leave right after the step.
 * KV budget: each sequence reserves ``prompt + max_new_tokens`` tokens. A sequence is admitted when
   the sum of reservations fits ``kv_cache_budget_tokens`` *and* so does the left-padded batch's worst
-  case, ``rows x longest reservation`` (the padded cache is ``rows x longest length``). Admission is
-  FIFO, so a long sequence at the head is not starved by shorter ones behind it. The cache buffers
+  case, ``rows x longest reservation`` (the padded cache is ``rows x longest length``). Admission
+  takes sequences in fair order and stops at the first that does not fit, so a long sequence whose
+  turn it is is not starved by shorter ones behind it. The cache buffers
   keep up to 25 % + 64 spare positions per row (:class:`~decoder_service.kv.GrowableLayer`); size
   the budget with that headroom in mind.
 * Model steps run back to back on one dedicated model thread, which hands each step's tokens to the
@@ -32,24 +34,25 @@ decoding and seeded sampling the engine returns exactly its tokens.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import itertools
 import logging
 import threading
 import time
-from typing import Any
 
 import torch
 
 from decoder_service import metrics
+from decoder_service.delivery import deliver, publish
 from decoder_service.detok import IncrementalDetokenizer
 from decoder_service.reference import effective_max_new_tokens
 from decoder_service.running_batch import RunningBatch, StepResult
 from decoder_service.sampling import SamplingParams, make_generator
 from decoder_service.sequence import Seq, SequenceEvent, SequenceStream, Usage
+from decoder_service.step_pace import StepPace
 from decoder_service.stopping import FinishReason, StopCriteria
-from inkstream.errors import InternalError, InvalidInput, ResourceExhausted, Unavailable
+from inkstream.errors import InvalidInput, ResourceExhausted, Unavailable
+from inkstream.fair import NO_KEY, FairQueue, WorkKey
 from inkstream.fatal import ForwardHealth
 from models.base import DecoderHalf
 
@@ -76,7 +79,7 @@ class DecodeEngine:
         self.kv_cache_budget_tokens = kv_cache_budget_tokens
         self.name = name
         self._ids = itertools.count(1)
-        self._waiting: collections.deque[Seq] = collections.deque()
+        self._waiting: FairQueue[Seq] = FairQueue()
         self._batch = RunningBatch(half, max_running, kv_cache_budget_tokens)  # written by the model thread only
         # Trip wire over forward passes (inkstream.fatal); set by the server, None in bare tests.
         self.forward_health: ForwardHealth | None = None
@@ -86,7 +89,7 @@ class DecodeEngine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._embedder: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
-        self._step_ewma_s = 0.0  # smoothed seconds per engine iteration (for retry hints)
+        self.pace = StepPace()  # measured seconds per iteration, sequences finishing per iteration
         self.steps = 0  # engine iterations run (each: optional prefills + one decode step)
 
     # ----------------------------------------------------------------------------- lifecycle
@@ -177,11 +180,16 @@ class DecodeEngine:
                 retry_after_s=self.retry_after_s(),
             )
 
+    def work_window_segments(self) -> int:
+        """Segments this replica wants open at once (``InfoResponse.work_window_segments``,
+        :meth:`StepPace.work_window`): a freed row is filled at the next step, nothing else waits.
+        """
+        return self.pace.work_window(self.max_running, self.max_waiting)
+
     def retry_after_s(self) -> float:
         """Seconds until the earliest running sequence is expected to finish (0.5..30 s)."""
         remaining = [s.max_new - len(s.generated) for s in self._batch.rows if not s.cancelled]
-        est = (min(remaining) if remaining else 1) * max(self._step_ewma_s, 0.01)
-        return float(min(30.0, max(0.5, est)))
+        return self.pace.retry_after_s(min(remaining) if remaining else 1)
 
     async def embed(self, vision_tokens: torch.Tensor, task: str | None = None,
                     prompt: str | None = None) -> torch.Tensor:
@@ -197,17 +205,18 @@ class DecodeEngine:
             return self.half.embed_prompt(vt, task or self.half.default_task, prompt or None)
 
     async def submit(self, vision_tokens: torch.Tensor, params: SamplingParams, task: str | None = None,
-                     prompt: str | None = None, whole: bool = False) -> SequenceStream:
+                     prompt: str | None = None, whole: bool = False, key: WorkKey = NO_KEY) -> SequenceStream:
         """Embed the prompt and queue the sequence. ``whole``: its stream yields one event, when it
-        finishes, with all its tokens and text (see :attr:`Seq.whole`). Raises InvalidInput (bad
+        finishes, with all its tokens and text (see :attr:`Seq.whole`); ``key``: its request and
+        priority class, its turn in the waiting queue (:mod:`inkstream.fair`). Raises InvalidInput (bad
         task / too long), ResourceExhausted (queue full, with retry hint), Unavailable (stopping).
         """
         self.check_capacity()
         embeds = await self.embed(vision_tokens, task, prompt)
-        return self.submit_embeds(embeds, params, n_vision=int(vision_tokens.shape[0]), whole=whole)
+        return self.submit_embeds(embeds, params, n_vision=int(vision_tokens.shape[0]), whole=whole, key=key)
 
     def submit_embeds(self, embeds: torch.Tensor, params: SamplingParams, n_vision: int = 0,
-                      whole: bool = False) -> SequenceStream:
+                      whole: bool = False, key: WorkKey = NO_KEY) -> SequenceStream:
         """Queue a sequence from prompt embeddings [L, H] (model dtype, on the model device).
 
         Raises the same errors as :meth:`submit`.
@@ -219,10 +228,10 @@ class DecodeEngine:
             id=next(self._ids), embeds=embeds, prompt_len=L, n_vision=n_vision, params=params, max_new=max_new,
             stop=StopCriteria(params, self.half.eos_token_ids, max_new),
             detok=IncrementalDetokenizer(self.half.decode_text), generator=make_generator(params),
-            arrival=time.perf_counter(), whole=whole,
+            arrival=time.perf_counter(), whole=whole, key=key,
         )
         with self._work:
-            self._waiting.append(seq)
+            self._waiting.push(key, seq)
             self._work.notify()
         return SequenceStream(self, seq)
 
@@ -234,10 +243,9 @@ class DecodeEngine:
             return
         with self._work:
             seq.cancelled = True
-            if seq in self._waiting:
-                self._waiting.remove(seq)
+            self._waiting.remove(seq)
             self._work.notify()
-        self._deliver(seq, [], "", FinishReason.CANCELLED)
+        deliver(seq, [], "", FinishReason.CANCELLED)
         metrics.finished(self, FinishReason.CANCELLED)
 
     # ----------------------------------------------------------------------------- scheduling loop
@@ -256,7 +264,7 @@ class DecodeEngine:
             result = self._finish_step(self._batch.step(admits))
             self._admitting = []
             try:
-                self._loop.call_soon_threadsafe(self._publish, result)
+                self._loop.call_soon_threadsafe(publish, self, result)
             except RuntimeError:  # the event loop is closed: nobody is listening any more
                 break
 
@@ -267,50 +275,5 @@ class DecodeEngine:
                 self.forward_health.failure()
             elif result.events:
                 self.forward_health.success()
-        a = 0.2  # EWMA weight of the newest step time
-        self._step_ewma_s = result.step_s if not self._step_ewma_s else (1 - a) * self._step_ewma_s + a * result.step_s
+        self.pace.observe(result.step_s, sum(1 for ev in result.events if ev[3] is not None))
         return result
-
-    def _publish(self, result: StepResult) -> None:
-        """Deliver a step's events (loop thread), merging each sequence's events of this step."""
-        merged: dict[Seq, list[Any]] = {}
-        for s, toks, text, fin in result.events:
-            m = merged.setdefault(s, [[], "", None])
-            m[0].extend(toks)
-            m[1] += text
-            m[2] = fin or m[2]
-        n_tokens = 0
-        for s, (toks, text, fin) in merged.items():
-            if s.closed:
-                continue
-            if not s.ttft_recorded:
-                s.ttft_recorded = True
-                metrics.ttft(self, s.first_t - s.arrival)
-            n_tokens += len(toks)
-            if s.whole:  # held until the finish
-                s.held_tokens += toks
-                s.held_text.append(text)
-                if fin is None:
-                    continue
-                toks, text = s.corrected or (s.held_tokens, "".join(s.held_text))
-            self._deliver(s, toks, text, fin)
-            if fin is not None:
-                metrics.finished(self, fin, s.usage())
-        if n_tokens:
-            metrics.generated(self, n_tokens)  # once a step: an OpenTelemetry add is ~10 us
-        for s in result.failed:
-            if not s.closed:
-                s.closed = True
-                s.queue.put_nowait(
-                    InternalError("the decoder failed while running this sequence; retry on another replica"))
-                metrics.finished(self, "error")
-
-    def _deliver(self, s: Seq, toks: list[int], text: str, fin: FinishReason | None) -> None:
-        if s.closed:
-            return
-        if fin is None:
-            s.queue.put_nowait(SequenceEvent(toks, text))
-            return
-        s.closed = True
-        s.queue.put_nowait(SequenceEvent(toks, text, fin, s.usage()))
-        s.queue.put_nowait(None)

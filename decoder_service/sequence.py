@@ -17,6 +17,7 @@ import torch
 from decoder_service.detok import IncrementalDetokenizer
 from decoder_service.sampling import SamplingParams
 from decoder_service.stopping import FinishReason, StopCriteria
+from inkstream.fair import NO_KEY, WorkKey
 
 if TYPE_CHECKING:
     from decoder_service.scheduler import DecodeEngine
@@ -79,6 +80,8 @@ class Seq:
     #: deliver one event when the sequence finishes (all its tokens and text) instead of one per
     #: decode step: a consumer that uses finished sequences only is not woken ~1 x per token (loop)
     whole: bool = False
+    #: its request and priority class: its turn in the waiting queue (:mod:`inkstream.fair`)
+    key: WorkKey = NO_KEY
     held_tokens: list[int] = field(default_factory=list)  # whole: delivered at the finish (loop)
     held_text: list[str] = field(default_factory=list)
     #: the half's :meth:`~models.base.DecoderHalf.finish_state` of the prompt, taken at prefill (model thread)

@@ -10,6 +10,9 @@ Error policy of ``Decode`` (one bidirectional call carries one or more segments)
   and not-ready / draining aborts it with UNAVAILABLE: both are transient, so the caller retries the
   call's segments on another replica (the gateway still holds their vision tokens);
 * the client cancelling or closing the call cancels every open sequence of the call at once.
+
+The call's ``x-request-id`` and ``x-inkstream-priority`` metadata (:func:`inkstream.fair.key_from_metadata`)
+give its segments their turn in the engine's waiting queue.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from decoder_service import convert
 from decoder_service.config import DecoderConfig
 from decoder_service.scheduler import DecodeEngine, SequenceStream
 from inkstream.errors import InkstreamError, InternalError, InvalidInput, Unavailable, grpc_guard
+from inkstream.fair import key_from_metadata
 from inkstream.lifecycle import Lifecycle
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
 
@@ -63,6 +67,7 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
         with RESOURCE_EXHAUSTED + retry hint; ending the call cancels its sequences.
         """
         engine = self._engine()
+        key = key_from_metadata(context.invocation_metadata())  # request id + priority class (gateway)
         out: asyncio.Queue[Any] = asyncio.Queue()
         streams: list[SequenceStream] = []
         tasks: list[asyncio.Task] = []
@@ -92,7 +97,7 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
                                                            engine.half.max_vision_tokens)
                         params = convert.sampling_from_pb(req.sampling, self.cfg)
                         stream = await engine.submit(vt, params, req.task or None, req.prompt or None,
-                                                     whole=req.whole_segment)
+                                                     whole=req.whole_segment, key=key)
                     except (InvalidInput, Unavailable) as exc:
                         # Bad segment, or the replica began draining mid-call: refuse this segment
                         # only; segments already running finish (drain_grace_s) and the gateway

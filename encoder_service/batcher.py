@@ -5,17 +5,19 @@ Flow of one page (:meth:`MicroBatcher.submit`):
 1. **Admission**: at most ``max_queue_pages`` pages may be admitted and not yet inside a forward
    pass (decoding, preprocessing or queued). Beyond that the page is refused at once with
    ResourceExhausted carrying a retry hint (never unbounded queueing).
-2. **Decode + preprocess** off the event loop in a thread pool (:func:`images.decode_page`, then
-   ``half.preprocess``). Bad bytes / unknown mode -> InvalidInput for this page only.
+2. **Decode + preprocess** off the event loop on ``preprocess_threads`` threads
+   (:func:`images.decode_page`, then ``half.preprocess``), the threads given out in
+   :mod:`inkstream.fair` order (:class:`encoder_service.prepare.FairPreparer`), so a small
+   request's page is prepared next, not after every admitted page of a long document. Bad bytes /
+   unknown mode -> InvalidInput for this page only.
 3. **Queue** by ``PreparedPage.batch_key`` (pages whose tensors can be stacked), in a
-   :class:`~encoder_service.batch_queue.BatchQueue`.
+   :class:`~encoder_service.batch_queue.BatchQueue`, each group in the same fair order.
 4. **Batch**: a group is run when it holds ``max_batch_size`` pages, or when its oldest page has
-   waited ``max_wait_ms``; among ready groups the one with the oldest page goes first (FIFO across
-   groups, so one busy shape cannot starve another). This is the dynamic batching of Triton
-   Inference Server (``max_queue_delay``) / TF-Serving's batch scheduler.
+   waited ``max_wait_ms`` (which group first: :mod:`encoder_service.batch_queue`). This is the
+   dynamic batching of Triton Inference Server (``max_queue_delay``) / TF-Serving's batch scheduler.
 5. **Forward**: one ``half.encode_batch`` at a time in a dedicated worker thread; while it runs new
    pages keep queueing, so batches grow with load. If a batch of several pages raises, each page is
-   re-run alone so that one bad page cannot fail its neighbours.
+   re-run alone so that one bad page cannot fail its neighbours (:mod:`encoder_service.forward`).
 
 A page whose caller is cancelled (stream cancelled) is removed from the queue; :meth:`cancel_stream`
 removes all queued pages of one stream. This module never imports generated gRPC stubs.
@@ -24,62 +26,26 @@ removes all queued pages of one stream. This module never imports generated gRPC
 from __future__ import annotations
 
 import asyncio
-import collections
+import contextlib
 import logging
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from encoder_service.batch_queue import BatchQueue, QueuedPage
-from encoder_service.images import decode_page
+from encoder_service.batch_types import BatcherStats, BatchLimits, TimedPage
+from encoder_service.forward import encode_isolated, forward_outcome
 from encoder_service.metrics import EncoderMetrics
-from inkstream.errors import (
-    Cancelled,
-    InkstreamError,
-    InternalError,
-    ResourceExhausted,
-    Unavailable,
-    as_inkstream_error,
-)
-from inkstream.fatal import ForwardHealth, is_unrecoverable
+from encoder_service.prepare import FairPreparer
+from inkstream.errors import Cancelled, InkstreamError, ResourceExhausted, Unavailable, as_inkstream_error
+from inkstream.fair import NO_KEY, WorkKey
+from inkstream.fatal import ForwardHealth
 from inkstream.malloc import IdleTrim
-from models.base import EncodedPage, EncoderHalf, PreparedPage
+from inkstream.pace import ServiceRate, window_units
+from models.base import EncoderHalf
 
 log = logging.getLogger("inkstream.encoder.batcher")
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    """Batching and admission limits (see :class:`encoder_service.config.EncoderConfig`)."""
-
-    max_batch_size: int = 8  # pages per forward pass
-    max_wait_ms: float = 10.0  # longest a page waits for batch-mates, milliseconds
-    max_queue_pages: int = 64  # admitted pages not yet in a forward pass
-    max_image_bytes: int = 20 * 1024 * 1024  # bytes per page image
-    max_image_pixels: int = 40_000_000  # width x height per page image
-    preprocess_threads: int = 2
-
-
-@dataclass
-class TimedPage:
-    """What :meth:`MicroBatcher.submit` returns: the EncodedPage (its vision-token segments) and its
-    admission-to-result time (seconds).
-    """
-
-    page: EncodedPage
-    seconds: float
-
-
-@dataclass
-class BatcherStats:
-    """Counters for tests and benchmarks: recent batch sizes (pages) and totals."""
-
-    batch_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=4096))
-    batches: int = 0
-    pages_encoded: int = 0
-    forward_seconds: float = 0.0
 
 
 class MicroBatcher:
@@ -100,16 +66,19 @@ class MicroBatcher:
         self._closed = False
         self._forward_ema_s: float | None = None
         self._running: list[QueuedPage] = []  # the batch inside the forward pass
-        self._prep_pool = ThreadPoolExecutor(limits.preprocess_threads, thread_name_prefix="encoder-prep")
+        self._preparer = FairPreparer(limits.max_image_bytes, limits.max_image_pixels)  # threads: at start
         self._fwd_pool = ThreadPoolExecutor(1, thread_name_prefix="encoder-forward")
         # The heaps keep freed memory for the next page while pages keep coming (no page faults to
         # fill it again) and are trimmed once the replica has been idle (inkstream.malloc).
         self.idle_trim = IdleTrim()
+        #: busy seconds per encoded page (inkstream.pace): busy while a page is admitted and unanswered
+        self.pace = ServiceRate()
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self, half: EncoderHalf) -> None:
         """Attach the loaded half and start the scheduler task (call on the serving event loop)."""
         self._half = half
+        self._preparer.use(self.limits.preprocess_threads or half.preprocess_threads)
         self._task = asyncio.get_running_loop().create_task(self._schedule(), name="encoder-batcher")
 
     async def stop(self) -> None:
@@ -118,10 +87,8 @@ class MicroBatcher:
         running, self._running = list(self._running), []
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down
                 await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
-                pass
         for it in self._queue.clear():
             self._release(it)
             if not it.future.done():
@@ -129,7 +96,7 @@ class MicroBatcher:
         for it in running:  # the forward thread may still finish; nobody waits for it
             if not it.future.done():
                 it.future.set_exception(Unavailable("the encoder stopped during this page's forward pass; retry"))
-        self._prep_pool.shutdown(wait=False, cancel_futures=True)
+        self._preparer.shutdown()
         self._fwd_pool.shutdown(wait=False, cancel_futures=True)
 
     @property
@@ -147,12 +114,24 @@ class MicroBatcher:
         """Admitted pages not yet answered."""
         return self._inflight
 
+    def work_window_pages(self) -> int:
+        """Pages this replica wants in flight, sized in time (``InfoResponse.work_window_pages``):
+        the pages it completes at its measured seconds per page (:attr:`pace`) in the time one page
+        takes through it when nothing queues (smoothed preprocessing + forward time), at least
+        ``preprocess_threads`` (all busy; a page beyond them would wait here, where a newer
+        request's page cannot pass it), at most ``max_queue_pages + max_batch_size``.
+        """
+        floor = max(1, self._preparer.threads)
+        ceiling = max(floor, self.limits.max_queue_pages + self.limits.max_batch_size)
+        prep, fwd = self._preparer.page_seconds, self._forward_ema_s
+        through = prep + fwd if prep is not None and fwd is not None else 0.0
+        return window_units(through, self.pace.seconds_per_unit, floor, ceiling)
+
     # ----------------------------------------------------------------- admission
     def retry_after_s(self) -> float:
-        """Estimated seconds until the backlog clears: batches ahead x mean forward time + window.
-
-        Uses an exponential moving average (alpha 0.2) of measured forward passes; 1 s before any.
-        Clamped to [0.05, 60] seconds.
+        """Estimated seconds until the backlog clears: batches ahead x mean forward time + window;
+        an exponential moving average (alpha 0.2) of measured forward passes, 1 s before any; within
+        [0.05, 60] seconds.
         """
         per_batch = self._forward_ema_s if self._forward_ema_s is not None else 1.0
         batches = math.ceil(max(self._pending, 1) / self.limits.max_batch_size)
@@ -171,8 +150,10 @@ class MicroBatcher:
             )
 
     # ----------------------------------------------------------------- submit
-    async def submit(self, image: bytes, mode: str = "", *, stream_id: Any = None) -> TimedPage:
-        """Encode one page image (PNG/JPEG bytes) in mode ``mode`` (``""`` = the half's default).
+    async def submit(self, image: bytes, mode: str = "", *, stream_id: Any = None,
+                     key: WorkKey = NO_KEY) -> TimedPage:
+        """Encode one page image (PNG/JPEG bytes) in mode ``mode`` (``""`` = the half's default);
+        ``key``: its request and priority class, which order it in the preprocessing and batch queues.
 
         Returns the EncodedPage (vision tokens [n_tokens, H] per segment, model dtype, CPU) and the
         admission-to-result time in seconds. Raises ResourceExhausted (queue full, with
@@ -189,18 +170,22 @@ class MicroBatcher:
         start = loop.time()
         self._pending += 1
         self._inflight += 1
+        self.pace.started()
+        encoded = False
         self.idle_trim.busy()
         self.metrics.queue_depth.add(1, self.metrics.attrs)
         self.metrics.inflight.add(1, self.metrics.attrs)
         item: QueuedPage | None = None
         try:
-            prepared = await loop.run_in_executor(self._prep_pool, self._prepare, image, mode)
+            assert self._half is not None  # running (checked at admission)
+            prepared = await self._preparer.prepare(self._half, image, mode, key)
             if self._closed:
                 raise Unavailable("the encoder is shutting down; retry on another replica")
-            item = QueuedPage(prepared, loop.create_future(), loop.time(), stream_id)
+            item = QueuedPage(prepared, loop.create_future(), loop.time(), stream_id, key)
             self._queue.push(item)
             self._wake.set()
             page = await item.future
+            encoded = True
             seconds = loop.time() - start
             self.metrics.latency.record(seconds, self.metrics.attrs)
             self.metrics.pages.add(1, self.metrics.attrs)
@@ -220,17 +205,13 @@ class MicroBatcher:
                 self._queue.remove(item)
                 self._release(item)
             self._inflight -= 1
+            if encoded:
+                self.pace.finished()
+            else:
+                self.pace.abandoned()
             self.metrics.inflight.add(-1, self.metrics.attrs)
             if self._inflight == 0:
                 self.idle_trim.idle()
-
-    def _prepare(self, image: bytes, mode: str) -> PreparedPage:
-        """Worker thread: bytes -> RGB page -> PreparedPage (CPU tensors)."""
-        half = self._half
-        assert half is not None
-        rgb = decode_page(image, max_image_bytes=self.limits.max_image_bytes,
-                          max_image_pixels=self.limits.max_image_pixels)
-        return half.preprocess(rgb, mode or half.default_mode)
 
     def _release(self, item: QueuedPage) -> None:
         """Give back ``item``'s admission slot exactly once."""
@@ -291,27 +272,10 @@ class MicroBatcher:
             self._release(it)
 
     async def _forward(self, batch: list[QueuedPage]) -> None:
-        loop = asyncio.get_running_loop()
         half = self._half
         assert half is not None
         t0 = time.perf_counter()
-        try:
-            outs = await loop.run_in_executor(self._fwd_pool, half.encode_batch, [it.prepared for it in batch])
-            if len(outs) != len(batch):
-                raise InternalError(f"encode_batch returned {len(outs)} pages for a batch of {len(batch)}")
-            results: list[Any] = list(outs)
-        except Exception as exc:  # noqa: BLE001 - isolate the failing page below
-            if len(batch) == 1:
-                results = [exc]
-            else:
-                log.warning("batch of %d pages failed (%s); re-running pages one by one", len(batch), exc)
-                results = []
-                for it in batch:
-                    try:
-                        one_page = await loop.run_in_executor(self._fwd_pool, half.encode_batch, [it.prepared])
-                        results.append(one_page[0])
-                    except Exception as one:  # noqa: BLE001 - this page's failure, set on its future below
-                        results.append(one)
+        results = await encode_isolated(self._fwd_pool, half, [it.prepared for it in batch])
         elapsed = time.perf_counter() - t0
         self._forward_ema_s = elapsed if self._forward_ema_s is None else 0.8 * self._forward_ema_s + 0.2 * elapsed
         self.stats.batches += 1
@@ -319,8 +283,12 @@ class MicroBatcher:
         self.stats.forward_seconds += elapsed
         self.metrics.batch_size.record(len(batch), self.metrics.attrs)
         self.metrics.forward.record(elapsed, self.metrics.attrs)
-        self._record_health(results)
-        for it, res in zip(batch, results, strict=True):  # one result per page (checked above)
+        ok, error = forward_outcome(results)
+        if self.forward_health is not None and ok is True:
+            self.forward_health.success()
+        elif self.forward_health is not None and ok is False:
+            self.forward_health.failure(error)
+        for it, res in zip(batch, results, strict=True):  # one result per page (encode_isolated)
             if it.future.done():
                 continue
             if isinstance(res, BaseException):
@@ -330,17 +298,3 @@ class MicroBatcher:
             else:
                 self.stats.pages_encoded += 1
                 it.future.set_result(res)
-
-    def _record_health(self, results: list[Any]) -> None:
-        """Feed one forward's outcome to :attr:`forward_health`: a failure when no page of the batch
-        was encoded (errors of the input itself, InkstreamErrors, do not count) or when a failure
-        is unrecoverable; a success otherwise.
-        """
-        if self.forward_health is None:
-            return
-        model_errors = [r for r in results if isinstance(r, BaseException) and not isinstance(r, InkstreamError)]
-        fatal = next((e for e in model_errors if is_unrecoverable(e)), None)
-        if fatal is not None or (model_errors and len(model_errors) == len(results)):
-            self.forward_health.failure(fatal or model_errors[-1])
-        elif len(model_errors) < len(results):
-            self.forward_health.success()

@@ -56,7 +56,9 @@ class EncoderConfig(BaseModel):
     max_image_pixels: int = Field(40_000_000, ge=1, description="largest page image, width x height pixels")
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=4 * 1024 * 1024,
                                    description="gRPC message limit, bytes")
-    preprocess_threads: int = Field(2, ge=1, le=64, description="threads decoding + preprocessing pages")
+    preprocess_threads: int | None = Field(
+        None, ge=1, le=64, description="threads decoding + preprocessing pages; None = the half's own number "
+        "(EncoderHalf.preprocess_threads: compact 1, its preprocessing holds the GIL; deepseek_ocr2 2)")
     intra_op_threads: int | None = Field(
         None, ge=1, le=64, description="CPU threads of one forward pass (the compact half's detector and towers "
         "on onnxruntime; torch's for deepseek_ocr2); None = the half's default (compact: 1). Size it to the "

@@ -94,8 +94,11 @@ def error_response(page_index: int, exc: InkstreamError, *, model_id: str,
     )
 
 
-def info_response(info: ServiceInfo) -> encoder_pb2.InfoResponse:
-    """ServiceInfo -> InfoResponse."""
+def info_response(info: ServiceInfo, work_window_pages: int = 0,
+                  seconds_per_page: float | None = None) -> encoder_pb2.InfoResponse:
+    """ServiceInfo + the measured figures (``work_window_pages``: pages; ``seconds_per_page``:
+    busy seconds per page, None = not measured yet; :meth:`MicroBatcher.work_window_pages`) -> InfoResponse.
+    """
     return encoder_pb2.InfoResponse(
         model_id=info.model_id,
         revision=info.revision,
@@ -122,4 +125,6 @@ def info_response(info: ServiceInfo) -> encoder_pb2.InfoResponse:
         feature_columns=feature_columns(info.hidden_size, info.extra_columns),
         extra_columns=[encoder_pb2.TokenColumns(name=c.name, count=c.count, unit=c.unit, description=c.description)
                        for c in info.extra_columns],
+        work_window_pages=work_window_pages,
+        seconds_per_page=seconds_per_page or 0.0,
     )

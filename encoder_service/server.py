@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import grpc
 from PIL import Image, ImageDraw
 
-from encoder_service.batcher import BatchLimits, MicroBatcher
+from encoder_service.batch_types import BatchLimits
+from encoder_service.batcher import MicroBatcher
 from encoder_service.config import EncoderConfig
 from encoder_service.convert import ServiceInfo
 from encoder_service.metrics import EncoderMetrics

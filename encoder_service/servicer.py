@@ -20,6 +20,8 @@ that the servicer stops reading the stream's requests until the client reads res
 back-pressure, no unbounded buffering of finished vision tokens).
 
 When the client cancels the stream (or its deadline passes), the stream's queued pages are removed.
+The call's ``x-request-id`` and ``x-inkstream-priority`` metadata (:func:`inkstream.fair.key_from_metadata`)
+give its pages their turn in the encoder's fair queues.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from encoder_service.batcher import MicroBatcher
 from encoder_service.convert import ServiceInfo, encode_response, error_response, info_response, page_request
 from inkstream import refused_stream, tracing
 from inkstream.errors import InkstreamError, InternalError, InvalidInput, Unavailable, as_inkstream_error, grpc_guard
+from inkstream.fair import WorkKey, key_from_metadata
 from inkstream.lifecycle import Lifecycle
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 
@@ -60,12 +63,12 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
     @grpc_guard
     async def Info(self, request: encoder_pb2.InfoRequest,
                    context: grpc.aio.ServicerContext) -> encoder_pb2.InfoResponse:
-        """Model id / revision / family / hidden size / wire dtype / modes and the service limits;
-        UNAVAILABLE until the model is loaded.
+        """Model id / revision / family / hidden size / wire dtype / modes, the service limits and
+        the work window sized in time; UNAVAILABLE until the model is loaded.
         """
         if self.info is None:
             raise Unavailable("the encoder is still loading its model; retry shortly")
-        return info_response(self.info)
+        return info_response(self.info, self.batcher.work_window_pages(), self.batcher.pace.seconds_per_unit)
 
     @grpc_guard
     async def Encode(
@@ -86,6 +89,7 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
         tasks: set[asyncio.Task] = set()
         outstanding = 0  # pages submitted whose response is not yet in `out`
         stream_id = object()
+        key = key_from_metadata(context.invocation_metadata())  # request id + priority class (gateway)
         # Per-stream flow control (module docstring): at most `max_queue_pages` pages of this stream
         # admitted and not yet written back, so a lone stream never trips the admission bound (which
         # also counts pages still being decoded) and unread responses cannot pile up.
@@ -98,7 +102,7 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
 
         async def one(index: int, image: bytes, mode: str) -> None:
             async with self.lifecycle.track(1):
-                resp = await self._page(index, image, mode, info, stream_id)
+                resp = await self._page(index, image, mode, info, stream_id, key)
             deliver(resp)
 
         async def read() -> None:
@@ -137,7 +141,7 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
             self.batcher.cancel_stream(stream_id)
 
     async def _page(self, index: int, image: bytes, mode: str, info: ServiceInfo,
-                    stream_id: object) -> encoder_pb2.EncodeResponse:
+                    stream_id: object, key: WorkKey) -> encoder_pb2.EncodeResponse:
         """Encode one page into its EncodeResponse; any failure becomes a per-page ``error``."""
         loop = asyncio.get_running_loop()
         t0 = loop.time()
@@ -147,7 +151,7 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
                     raise InvalidInput(f"page_index must be >= 0, got {index}")
                 if self.lifecycle.draining:
                     raise Unavailable("this replica started draining; retry this page on another replica")
-                res = await self.batcher.submit(image, mode, stream_id=stream_id)
+                res = await self.batcher.submit(image, mode, stream_id=stream_id, key=key)
                 resp = await asyncio.to_thread(
                     encode_response, index, res.page, wire_dtype=info.wire_dtype, model_id=info.model_id,
                     seconds=res.seconds, revision=info.revision

@@ -12,9 +12,9 @@ from collections.abc import AsyncGenerator
 from typing import TypeVar
 
 from gateway.ingest import UploadedFile
-from gateway.routing.fair import INTERACTIVE
 from gateway.service import OcrRequest, OcrService, Prepared
 from inkstream.errors import ResourceExhausted
+from inkstream.fair import INTERACTIVE
 from inkstream.page_result import PageResult
 
 T = TypeVar("T")

@@ -28,11 +28,11 @@ from gateway.config import GatewayConfig
 from gateway.ingest import UploadedFile, close_document, open_document, parse_pages
 from gateway.ingest.document import Document
 from gateway.output.stitch import FORMATS
-from gateway.routing.fair import INTERACTIVE
 from gateway.routing.in_order import pages_in_order
 from gateway.stores.cache import ResultCache, cache_key
 from gateway.types import PagePipeline, PipelineOptions, RequestSlot
 from inkstream.errors import InvalidInput, Unavailable, as_inkstream_error
+from inkstream.fair import INTERACTIVE
 from inkstream.page_result import PageResult
 
 #: Task names the gateway documents (proto: "ocr" | "markdown"); a decoder may offer more
@@ -146,8 +146,8 @@ class Prepared:
         From the cache when possible (looked up and written off the event loop, see
         :class:`gateway.stores.cache.ResultCache`). ``deadline_s`` (seconds from now): pages not done
         by then come back as DEADLINE_EXCEEDED errors (until then a page waits for a replica that is
-        down to come back); ``priority``: :data:`gateway.routing.fair.INTERACTIVE` (a client waits) or
-        :data:`gateway.routing.fair.BATCH` (an asynchronous job: its pages yield to interactive ones).
+        down to come back); ``priority``: :data:`inkstream.fair.INTERACTIVE` (a client waits) or
+        :data:`inkstream.fair.BATCH` (an asynchronous job: its pages yield to interactive ones).
         Errors: see :func:`gateway.routing.in_order.pages_in_order`.
         """
         svc, req = self.service, self.request
@@ -163,7 +163,8 @@ class Prepared:
         deadline = None if deadline_s is None else asyncio.get_running_loop().time() + deadline_s
         options = PipelineOptions(mode=self.mode,  # the encoder's own spelling of the mode
                                   task=req.task, request_id=self.request_id, max_new_tokens=req.max_new_tokens,
-                                  temperature=req.temperature, priority=priority, deadline=deadline)
+                                  temperature=req.temperature, priority=priority, deadline=deadline,
+                                  page_count=len(self.indices))
         results: list[PageResult] = []
         run = pages_in_order(svc.pipeline, self.doc, self.indices, options,
                              lookahead=svc.config.render_lookahead_pages, render_timeout_s=svc.render_timeout_s,

@@ -122,10 +122,11 @@ class PageOutcome:
 class PipelineOptions:
     """Per-request options: encoder ``mode`` and decoder ``task`` names ("" = service default),
     ``max_new_tokens`` per segment (0 = decoder default), ``request_id`` for logs and traces,
-    ``temperature`` of the decoder's sampling (0 = greedy), ``priority`` (:data:`gateway.routing.fair.INTERACTIVE`
-    0 for a waiting client, :data:`gateway.routing.fair.BATCH` 1 for an asynchronous job) and ``deadline``
+    ``temperature`` of the decoder's sampling (0 = greedy), ``priority`` (:data:`inkstream.fair.INTERACTIVE`
+    0 for a waiting client, :data:`inkstream.fair.BATCH` 1 for an asynchronous job) and ``deadline``
     (event-loop time by which the document is due; None = none): a page waits for a replica to come
-    back up to it.
+    back up to it; ``page_count``: pages the document will send (0 = unknown), which lets a
+    synchronous request be refused at once when it cannot be read by its deadline.
     """
 
     mode: str = ""
@@ -135,6 +136,7 @@ class PipelineOptions:
     temperature: float = 0.0
     priority: int = 0
     deadline: float | None = None
+    page_count: int = 0
 
 
 class PagePipeline(Protocol):

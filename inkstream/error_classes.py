@@ -51,6 +51,15 @@ class PayloadTooLarge(InvalidInput):
     reason = "PAYLOAD_TOO_LARGE"
 
 
+class TooLongForDeadline(PayloadTooLarge):
+    """A synchronous request whose document cannot be read within its deadline at the measured rate
+    (HTTP 413, INVALID_ARGUMENT, reason TOO_LONG_FOR_DEADLINE): refused before any page is read;
+    the message names the jobs API, which has no such deadline (:mod:`gateway.routing.deadline_fit`).
+    """
+
+    reason = "TOO_LONG_FOR_DEADLINE"
+
+
 class UnsupportedMediaType(InvalidInput):
     """File type not recognised by its magic bytes (HTTP 415, INVALID_ARGUMENT)."""
 

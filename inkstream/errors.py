@@ -36,6 +36,7 @@ from inkstream.error_classes import (
     PayloadTooLarge,
     RequestTimeout,
     ResourceExhausted,
+    TooLongForDeadline,
     Unauthenticated,
     Unavailable,
     Unprocessable,
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("inkstream.errors")
 
 __all__ = [  # the classes (inkstream.error_classes), then the map
-    "InkstreamError", "InvalidInput", "PayloadTooLarge", "UnsupportedMediaType", "Unprocessable", "MethodNotAllowed",
+    "InkstreamError", "InvalidInput", "PayloadTooLarge", "TooLongForDeadline", "UnsupportedMediaType",
+    "Unprocessable", "MethodNotAllowed",
     "NotFound", "Unauthenticated", "ResourceExhausted", "Unavailable", "WeightsMismatch", "DeadlineExceeded",
     "RequestTimeout", "Cancelled", "FailedPrecondition", "JobCancelled", "InternalError",
     "TRANSIENT_CODES", "ERROR_DOMAIN", "error_for_code", "to_status", "retry_after_of", "from_rpc_error",
@@ -76,8 +78,8 @@ _BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
 
 TRANSIENT_CODES = frozenset(c for c, k in _BY_CODE.items() if k.transient)
 _BY_REASON: dict[str, type[InkstreamError]] = {
-    k.reason: k for k in (PayloadTooLarge, UnsupportedMediaType, Unprocessable, RequestTimeout, WeightsMismatch,
-                          JobCancelled)}
+    k.reason: k for k in (PayloadTooLarge, TooLongForDeadline, UnsupportedMediaType, Unprocessable, RequestTimeout,
+                          WeightsMismatch, JobCancelled)}
 ERROR_DOMAIN = "inkstream"  # google.rpc.ErrorInfo.domain of inkstream's reasons
 
 

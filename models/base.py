@@ -118,6 +118,10 @@ class EncoderHalf(abc.ABC):
     dtype: Any
     default_mode: str
     extra_columns: tuple[TokenColumns, ...] = ()
+    #: Threads that usefully preprocess pages at once (the encoder's default ``preprocess_threads``):
+    #: a family whose preprocessing holds the GIL says 1, since a second thread only makes each
+    #: page take twice as long.
+    preprocess_threads: int = 2
 
     @classmethod
     @abc.abstractmethod

@@ -78,7 +78,8 @@ _STATUS: dict[int, str] = {
     405: "this route does not take that HTTP method (METHOD_NOT_ALLOWED)",
     408: "the upload did not finish within limits.upload_timeout_s (UPLOAD_TIMEOUT)",
     409: "the job was cancelled: it has no result (FAILED_PRECONDITION, reason JOB_CANCELLED)",
-    413: "over a size / page / pixel limit (PAYLOAD_TOO_LARGE)",
+    413: "over a size / page / pixel limit (PAYLOAD_TOO_LARGE); or a document that cannot be read within "
+         "the synchronous deadline at the measured rate: submit it as a job (TOO_LONG_FOR_DEADLINE)",
     415: "not a supported file type (UNSUPPORTED_MEDIA_TYPE)",
     422: "nothing to read: no pages, image too small (NOTHING_TO_READ); or an Idempotency-Key reused for "
          "another document or other options",

@@ -20,6 +20,7 @@ from inkstream.errors import (
     error_for_code,
     from_rpc_error,
 )
+from inkstream.fair import INTERACTIVE, WorkKey, key_metadata
 
 # Codes after which the gateway retries a page on ANOTHER replica. Not inkstream.errors.TRANSIENT_CODES
 # (the error map's transient errors: UNAVAILABLE, RESOURCE_EXHAUSTED): here CANCELLED is rerouted too,
@@ -95,8 +96,9 @@ def item_failure(code: str, message: str, retry_after_s: float = 0.0, reason: st
                        misrouted=isinstance(err, WeightsMismatch))
 
 
-def call_metadata(request_id: str) -> list[tuple[str, str]]:
-    """Outgoing metadata: ``x-request-id``. W3C trace context is added by the channel's client
-    interceptors (:func:`inkstream.tracing.client_interceptors`, installed in :mod:`gateway.routing.replicas`).
+def call_metadata(request_id: str, priority: int = INTERACTIVE) -> list[tuple[str, str]]:
+    """Outgoing metadata: ``x-request-id`` and ``x-inkstream-priority`` (:func:`inkstream.fair.key_metadata`),
+    by which the replicas queue the call's work fairly. W3C trace context is added by the channel's
+    client interceptors (:func:`inkstream.tracing.client_interceptors`, installed in :mod:`gateway.routing.replicas`).
     """
-    return [("x-request-id", request_id)] if request_id else []
+    return key_metadata(WorkKey(request_id, priority))

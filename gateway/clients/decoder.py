@@ -19,6 +19,7 @@ from gateway.clients.calls import CallFailure, call_metadata, classify_rpc_error
 from gateway.clients.encoder import VisionSegment
 from gateway.types import SegmentText
 from inkstream.errors import InternalError, Unavailable
+from inkstream.fair import INTERACTIVE
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc, tensor_pb2
 
 _FINISH = {
@@ -50,18 +51,23 @@ async def fetch_decoder_info(channel: grpc.aio.Channel, timeout_s: float) -> Dec
     except grpc.RpcError as err:
         raise classify_rpc_error(err) from None
     running, waiting = max(0, int(resp.max_running)), max(0, int(resp.max_waiting))
-    return DecoderInfo(tuple(resp.tasks), running + waiting, resp.revision, decoder_window(running, waiting))
+    return DecoderInfo(tuple(resp.tasks), running + waiting, resp.revision,
+                       decoder_window(running, waiting, int(resp.work_window_segments)))
 
 
-def decoder_window(max_running: int, max_waiting: int) -> int:
-    """Segments the gateway keeps open on one decoder replica: its running batch plus a quarter of
-    it queued (so a finished row is replaced at the next step), never more than it accepts
-    (``max_running + max_waiting``); 0 (no window) when it does not say. The rest wait in the
+def decoder_window(max_running: int, max_waiting: int, work_window_segments: int = 0) -> int:
+    """Segments the gateway keeps open on one decoder replica: the window the replica sized in time
+    (``InfoResponse.work_window_segments``), or, from a replica that does not report one, its
+    running batch plus a quarter of it queued (so a finished row is replaced at the next step);
+    never more than it accepts (``max_running + max_waiting``); 0 (no window) when it does not say.
+    The rest wait in the
     gateway's fair window rather than in the decoder's FIFO waiting queue, where a small request's
     segments would queue behind a long document's.
     """
     if max_running <= 0:
         return 0
+    if work_window_segments > 0:
+        return min(max_running + max_waiting, work_window_segments)
     return min(max_running + max_waiting, max_running + max(1, max_running // 4))
 
 
@@ -86,7 +92,7 @@ def decode_request(
 
 class Slots(Protocol):
     """A replica's shared segment window as the caller's semaphore (``asyncio.Semaphore`` or
-    :class:`gateway.routing.fair.KeyedSlots`): ``await acquire()`` one slot, ``release()`` it.
+    :class:`inkstream.fair_window.KeyedSlots`): ``await acquire()`` one slot, ``release()`` it.
     """
 
     async def acquire(self) -> Any:
@@ -116,6 +122,7 @@ async def decode_segments(
     max_new_tokens: int,
     timeout_s: float,
     request_id: str = "",
+    priority: int = INTERACTIVE,
     attempt: DecodeAttempt | None = None,
     max_segments_in_flight: int = 64,
     replica_slots: Slots | None = None,
@@ -131,7 +138,8 @@ async def decode_segments(
     Requests are written by a task of their own, which is cancelled and awaited on every exit, and
     the response stream is read to its end, so neither a failed call nor a finished one leaves
     a task or a half-open call behind. Fills and returns ``attempt`` (finished segments survive a
-    later call failure, so a retry only re-sends the unfinished ones). Raises CallFailure when the
+    later call failure, so a retry only re-sends the unfinished ones). ``request_id`` and ``priority``
+    (an :mod:`inkstream.fair` class) order the segments in the decoder's admission. Raises CallFailure when the
     call itself fails; a segment whose finish reason is CANCELLED (the replica drained) is reported
     in ``failed`` as transient.
     """
@@ -148,7 +156,8 @@ async def decode_segments(
             held -= 1
             replica_slots.release()
 
-    call = decoder_pb2_grpc.TextDecoderStub(channel).Decode(timeout=timeout_s, metadata=call_metadata(request_id))
+    call = decoder_pb2_grpc.TextDecoderStub(channel).Decode(timeout=timeout_s,
+                                                            metadata=call_metadata(request_id, priority))
 
     async def writer() -> None:
         nonlocal held

@@ -15,6 +15,7 @@ import grpc
 from gateway.clients.calls import CallFailure, call_metadata, classify_rpc_error, item_failure
 from gateway.types import EncoderInfo, ModeInfo, TokenColumnsInfo
 from inkstream.errors import InternalError
+from inkstream.fair import INTERACTIVE
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 from inkstream.segments import JOIN_LINE, join_from_wire
 
@@ -93,17 +94,20 @@ def encoder_info_from_pb(resp: encoder_pb2.InfoResponse) -> EncoderInfo:
     capacity = int(resp.max_queue_pages) + int(resp.max_batch_size) if resp.max_queue_pages > 0 else 0
     return EncoderInfo(model_id=resp.model_id, modes=modes, default_mode=default,
                        max_image_bytes=int(resp.max_image_bytes), capacity=capacity, revision=resp.revision,
-                       window=encoder_window(int(resp.max_batch_size), capacity), hidden_size=int(resp.hidden_size),
-                       feature_columns=features, extra_columns=extra)
+                       window=encoder_window(int(resp.max_batch_size), capacity, int(resp.work_window_pages)),
+                       hidden_size=int(resp.hidden_size), feature_columns=features, extra_columns=extra)
 
 
-def encoder_window(max_batch_size: int, capacity: int) -> int:
-    """Pages the gateway keeps open on one encoder replica: two batches (one in the forward pass,
-    one queued behind it, so the encoder never idles between batches), never more than it holds
-    (``capacity``); 0 (no window) when the encoder gives no capacity. Pages beyond it wait in the
-    gateway, where :class:`gateway.routing.fair.FairWindow` gives them out in turn per request: in the
-    encoder's own FIFO queue a small request would wait behind every queued page of a long one.
+def encoder_window(max_batch_size: int, capacity: int, work_window_pages: int = 0) -> int:
+    """Pages the gateway keeps open on one encoder replica: the window the replica sized in time
+    (``InfoResponse.work_window_pages``), or, from a replica that does not report one, two batches
+    (one in the forward pass, one queued behind it, so the encoder never idles between batches);
+    never more than it holds (``capacity``); 0 (no window) when the encoder gives no capacity and
+    no window. Pages beyond it wait in the gateway, where :class:`inkstream.fair_window.FairWindow`
+    gives them out in turn per request and cancellation and deadlines still act on them.
     """
+    if work_window_pages > 0:
+        return min(capacity, work_window_pages) if capacity > 0 else work_window_pages
     if capacity <= 0:
         return 0
     return max(1, min(capacity, 2 * max(1, max_batch_size)))
@@ -144,12 +148,15 @@ def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
 
 
 async def encode_page(
-    channel: grpc.aio.Channel, page_index: int, image: bytes, mode: str, *, timeout_s: float, request_id: str = ""
+    channel: grpc.aio.Channel, page_index: int, image: bytes, mode: str, *, timeout_s: float, request_id: str = "",
+    priority: int = INTERACTIVE,
 ) -> EncodedTokens:
-    """Encode one page image (PNG/JPEG bytes) on one replica. Raises CallFailure."""
+    """Encode one page image (PNG/JPEG bytes) on one replica; ``request_id`` and ``priority`` (an
+    :mod:`inkstream.fair` class) order it in the encoder's queues. Raises CallFailure.
+    """
     req = encoder_pb2.EncodeRequest(page_index=page_index, image=image, mode=mode)
     call = encoder_pb2_grpc.VisionEncoderStub(channel).Encode(
-        iter([req]), timeout=timeout_s, metadata=call_metadata(request_id)
+        iter([req]), timeout=timeout_s, metadata=call_metadata(request_id, priority)
     )
     result: EncodedTokens | None = None
     finished = False

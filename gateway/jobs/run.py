@@ -27,12 +27,12 @@ from typing import Any, TypeVar
 
 from gateway.jobs.results import write_result
 from gateway.jobs.sources import Sources, file_upload
-from gateway.routing.fair import BATCH
 from gateway.scope import RequestScope
 from gateway.service import OcrRequest, OcrService
 from gateway.stores import JobRecord, JobStore, ResultStore
 from gateway.stores.cache import cacheable
 from inkstream.errors import DeadlineExceeded, InkstreamError, error_for_code
+from inkstream.fair import BATCH
 from inkstream.page_result import PageResult
 
 log = logging.getLogger("inkstream.gateway.jobs")

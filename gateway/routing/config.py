@@ -83,6 +83,13 @@ class PipelineConfig(BaseModel):
     info_timeout_s: Float = Field(10.0, description="deadline of an Info call, seconds")
     info_ttl_s: Float = Field(
         60.0, description="seconds the encoders' Info is cached (a rollout to new weights shows within it)")
+    seconds_per_page_prior: float | None = Field(
+        None, gt=0, description="seconds a page is assumed to take (whole stack) until the gateway has measured "
+        "it; synchronous documents that cannot be read within their deadline are refused (413) from then on. "
+        "None = refuse nothing until measured")
+    window_refresh_s: Float = Field(
+        5.0, gt=0, description="seconds between background re-reads of a replica's Info: its work window is "
+        "sized in time from its measured rate, so it changes with load")
     resolve_interval_s: Float = Field(
         10.0, gt=0, description="seconds between DNS re-resolutions of replica names (headless Services)")
     health_retry_s: Float = Field(0.5, gt=0, description="seconds between reconnects of a broken health watch")

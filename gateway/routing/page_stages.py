@@ -20,12 +20,12 @@ from gateway.clients.calls import CallFailure
 from gateway.clients.decoder import DecodeAttempt, decode_segments
 from gateway.clients.encoder import EncodedTokens, encode_page
 from gateway.routing.config import PipelineConfig
-from gateway.routing.fair import WorkKey
 from gateway.routing.metrics import PipelineStats
 from gateway.routing.retry import PageFailed, RetryBudget, with_retries
 from gateway.routing.router import Lease, Router, RouteView
 from gateway.types import PageError, PageInput, PageOutcome, PipelineOptions, SegmentText
 from inkstream.errors import InternalError, as_inkstream_error
+from inkstream.fair import WorkKey
 from inkstream.revision import known_different
 
 log = logging.getLogger("inkstream.gateway.pipeline")
@@ -79,7 +79,8 @@ class PageStages:
     async def _encode(self, page: PageInput, options: PipelineOptions) -> EncodedTokens:
         async def call(lease: Lease) -> EncodedTokens:
             return await encode_page(lease.channel, page.index, page.image or b"", options.mode,
-                                     timeout_s=self.config.encode_timeout_s, request_id=options.request_id)
+                                     timeout_s=self.config.encode_timeout_s, request_id=options.request_id,
+                                     priority=options.priority)
 
         return await with_retries(self.router, "encoder", call, policy=self.config.retry, budget=self.budget,
                                   counters=self.stats.encode, what=f"page {page.index + 1} encode",
@@ -110,6 +111,7 @@ class PageStages:
             attempt.failed.clear()
             await decode_segments(lease.channel, remaining, task=options.task, max_new_tokens=options.max_new_tokens,
                                   timeout_s=self.config.decode_timeout_s, request_id=options.request_id,
+                                  priority=options.priority,
                                   attempt=attempt, max_segments_in_flight=self.config.decode_window_segments,
                                   replica_slots=lease.segment_slots, vision_revision=encoded.revision,
                                   temperature=options.temperature)

@@ -30,6 +30,7 @@ from gateway.clients.decoder import fetch_decoder_info
 from gateway.clients.encoder import fetch_encoder_info
 from gateway.routing.admission import Admission, Ticket
 from gateway.routing.config import PipelineConfig
+from gateway.routing.deadline_fit import DocumentLoad
 from gateway.routing.metrics import PipelineStats, register_pipeline_metrics
 from gateway.routing.page_stages import PageStages
 from gateway.routing.replicas import ReplicaSet
@@ -38,7 +39,9 @@ from gateway.routing.router import Lease, Router
 from gateway.types import EncoderInfo, PageInput, PageOutcome, PipelineOptions
 from inkstream import malloc
 from inkstream.errors import InternalError
+from inkstream.fair import INTERACTIVE
 from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES
+from inkstream.pace import ServiceRate
 from inkstream.tls import TlsConfig
 
 log = logging.getLogger("inkstream.gateway.pipeline")
@@ -65,6 +68,12 @@ class Pipeline:
         self.stats = PipelineStats()
         self.router = Router(encoders, decoders, config)
         self.stages = PageStages(self.router, config, self.budget, self.stats)
+        #: busy seconds per page finished, whole stack, counted while at least one request's window of
+        #: pages is in flight (its throughput, not one page's latency; inkstream.pace): what deadlines
+        #: are checked with (gateway.routing.deadline_fit)
+        self.pace = ServiceRate(prior_s=config.seconds_per_page_prior,
+                                min_inflight=max(1, config.max_pages_per_request))
+        self.load = DocumentLoad(self.pace)
         self._info: EncoderInfo | None = None
         self._info_at = 0.0
         self._tasks: tuple[str, ...] = ()
@@ -177,8 +186,15 @@ class Pipeline:
 
         Uses the ticket that :meth:`admit` reserved for ``options.request_id``; without one, admits
         the request itself (raising ResourceExhausted at the first ``__anext__`` when full).
-        Exceptions raised by ``pages`` itself propagate after in-flight pages are cancelled.
+        Exceptions raised by ``pages`` itself propagate after in-flight pages are cancelled. A
+        synchronous request (``priority`` INTERACTIVE with a ``deadline`` and a ``page_count``) that
+        cannot be read in time at the measured rate raises TooLongForDeadline at the first
+        ``__anext__``, before any page is sent (:mod:`gateway.routing.deadline_fit`).
         """
+        sync = options.priority == INTERACTIVE and options.deadline is not None and options.page_count > 0
+        if sync and options.deadline is not None:  # refused before any page is sent (gateway.routing.deadline_fit)
+            self.load.check(options.request_id, options.page_count,
+                            options.deadline - asyncio.get_running_loop().time())
         ticket = self.admission.ticket(options.request_id)
         own: Ticket | None = None
         if ticket is None:
@@ -188,6 +204,8 @@ class Pipeline:
         window: collections.deque[tuple[asyncio.Task, float]] = collections.deque()
         source = pages.__aiter__()
         exhausted = False
+        if sync:
+            self.load.begin(options.request_id, options.page_count)
         try:
             while True:
                 while not exhausted and ticket.try_start_page(limit):
@@ -201,6 +219,7 @@ class Pipeline:
                         ticket.unclaim_page()
                         raise
                     window.append((asyncio.ensure_future(self.stages.run_page(page, options)), time.monotonic()))
+                    self.pace.started()
                     del page  # the task owns the image now; it drops it once encoded
                 if not window:
                     if exhausted:
@@ -220,12 +239,17 @@ class Pipeline:
                 window.popleft()
                 outcome = head.result()
                 ticket.finish_page(time.monotonic() - started)
+                self.pace.finished()
+                self.load.page_done(options.request_id)
                 if outcome.status == "ok":
                     self.stats.pages_ok += 1
                 else:
                     self.stats.pages_error += 1
                 yield outcome
         finally:
+            if sync:
+                self.load.end(options.request_id)
+            self.pace.abandoned(len(window))
             for task, _ in window:
                 task.cancel()
             if window:

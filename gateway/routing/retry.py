@@ -33,9 +33,9 @@ from typing import TypeVar
 
 from gateway.clients.calls import CallFailure
 from gateway.routing.config import RetryPolicy
-from gateway.routing.fair import WorkKey
 from gateway.routing.router import NO_KEY, Lease, ReplicaKey, Router, RouteView
 from inkstream.errors import InkstreamError, InternalError, Unavailable
+from inkstream.fair import WorkKey
 
 log = logging.getLogger("inkstream.gateway.retry")
 T = TypeVar("T")

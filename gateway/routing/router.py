@@ -13,7 +13,7 @@ replica is made inside :meth:`Router.lease`, which in one step
 3. reads its Info if this incarnation's is not known yet (single-flight: one Info call in flight
    per replica, every lease waiting on it shares the answer), and re-checks the predicate with the
    weights revision it learned: a replica running other weights is skipped, without a call;
-4. for the encoder, takes one slot of its page window in fair order (:mod:`gateway.routing.fair`); for the
+4. for the encoder, takes one slot of its page window in fair order (:mod:`inkstream.fair_window`); for the
    decoder, hands the caller the segment window to take one slot per open segment;
 
 and releases all of it on exit. With no replica to pick, the lease waits for one to become
@@ -36,9 +36,10 @@ from gateway.clients.calls import CallFailure
 from gateway.clients.decoder import fetch_decoder_info
 from gateway.clients.encoder import fetch_encoder_info
 from gateway.routing.config import PipelineConfig
-from gateway.routing.fair import FairWindow, KeyedSlots, WorkKey
 from gateway.routing.replicas import Replica, ReplicaSet
 from inkstream.errors import Unavailable
+from inkstream.fair import WorkKey
+from inkstream.fair_window import FairWindow, KeyedSlots
 
 log = logging.getLogger("inkstream.gateway.router")
 
@@ -246,11 +247,17 @@ class Router:
 
     async def _ensure_info(self, stage: str, route: _Route) -> None:
         """Read the replica's Info when this incarnation's is unknown (single-flight; a failed read
-        is tried again after ``info_ttl_s``, so pages do not each wait ``info_timeout_s`` for it).
+        is tried again after ``info_ttl_s``, so pages do not each wait ``info_timeout_s`` for it);
+        a known one is read again in the background every ``window_refresh_s`` (its work window).
         """
         r = route.replica
-        if route.info_incarnation == r.incarnation and (
-                route.info_ok or time.monotonic() - route.info_tried_at < self.config.info_ttl_s):
+        age = time.monotonic() - route.info_tried_at
+        if route.info_incarnation == r.incarnation and route.info_ok:
+            if age >= self.config.window_refresh_s and (route.info_task is None or route.info_task.done()):
+                # Its work window follows its measured rate: read it again in the background.
+                route.info_task = asyncio.get_running_loop().create_task(self._read_info(stage, route))
+            return
+        if route.info_incarnation == r.incarnation and age < self.config.info_ttl_s:
             return
         if route.info_task is None or route.info_task.done():
             route.info_task = asyncio.get_running_loop().create_task(self._read_info(stage, route))

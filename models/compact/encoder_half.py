@@ -80,6 +80,9 @@ class CompactEncoderHalf(EncoderHalf):
     """
 
     family = "compact"
+    # Detection, routing and line cutting hold the GIL: two threads preparing pages took the CPU
+    # seconds of one and no less wall time (4 letter pages), each page twice as long.
+    preprocess_threads = 1
 
     def __init__(self, runner: Any, loaded: set[str], model_id: str, revision: str, hidden: int,
                  device: Any, dtype: Any, detector: LineDetector, pp: Any = None) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
 import math
 import threading
 import time
@@ -16,6 +15,7 @@ from decoder_service.sampling import SamplingParams
 from decoder_service.scheduler import DecodeEngine
 from decoder_service.stopping import FinishReason
 from inkstream.errors import InternalError, InvalidInput, ResourceExhausted
+from inkstream.fair import BATCH, FairQueue, WorkKey
 from tests.decoder.conftest import HookedHalf, forced_tokens, vision_tokens
 
 pytestmark = pytest.mark.integration
@@ -288,7 +288,7 @@ async def test_failed_prefill_fails_only_its_sequence_and_engine_keeps_serving(h
     assert ids == generate_one(half, half.embed_prompt(_vision(half, 1), "ocr"), p).token_ids
 
 
-class _LockCheckedQueue(collections.deque):
+class _LockCheckedQueue(FairQueue):
     """The engine's waiting queue, failing any read or write made without the engine's lock (the
     model thread pops from it while the event loop appends, counts and snapshots it)."""
 
@@ -311,15 +311,23 @@ class _LockCheckedQueue(collections.deque):
 
     def __bool__(self):
         self._check("bool")
-        return super().__len__() > 0
+        return super().__bool__()
 
-    def append(self, x):
-        self._check("append")
-        super().append(x)
+    def push(self, key, item):
+        self._check("push")
+        super().push(key, item)
 
-    def popleft(self):
-        self._check("popleft")
-        return super().popleft()
+    def peek(self):
+        self._check("peek")
+        return super().peek()
+
+    def pop(self):
+        self._check("pop")
+        return super().pop()
+
+    def remove(self, item):
+        self._check("remove")
+        return super().remove(item)
 
 
 async def test_waiting_queue_is_only_touched_under_the_engine_lock(half, endless_half, engine_factory):
@@ -338,3 +346,34 @@ async def test_waiting_queue_is_only_touched_under_the_engine_lock(half, endless
     waiting[0].cancel()
     await eng.stop()
     assert queue.unlocked == []
+
+
+async def test_waiting_sequences_are_admitted_in_fair_order(half, endless_half, engine_factory):
+    """Behind a running row, a long document's queued segments and a small request's one: the small
+    request's segment is admitted at the second free row (round-robin), an asynchronous job's after
+    every interactive one (priority), whatever the order of arrival.
+    """
+    eng = await engine_factory(endless_half, max_running=1, max_waiting=8, kv_cache_budget_tokens=4096)
+    p = SamplingParams(max_new_tokens=300, repetition_guard=False)
+    first = await eng.submit(_vision(half, 0), p, "ocr", key=WorkKey("long"))
+    await first.__anext__()  # running: the rest wait
+    job = await eng.submit(_vision(half, 1), p, "ocr", key=WorkKey("job", BATCH))
+    long = [await eng.submit(_vision(half, 1), p, "ocr", key=WorkKey("long")) for _ in range(3)]
+    small = await eng.submit(_vision(half, 1), p, "ocr", key=WorkKey("small"))
+    order = []
+    running = first
+    for _ in range(5):  # free the one row, see who takes it
+        running.cancel()
+        deadline = time.monotonic() + 10
+        while True:
+            rows = [s for s in eng._batch.rows if not s.cancelled]
+            if rows or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.005)
+        assert rows, "no sequence was admitted to the free row"
+        streams = {st.seq_id: (name, st) for name, st in [("job", job), ("small", small),
+                                                           *((f"long{i}", s) for i, s in enumerate(long))]}
+        name, running = streams[rows[0].id]
+        order.append(name)
+    running.cancel()
+    assert order == ["long0", "small", "long1", "long2", "job"], order

@@ -78,6 +78,7 @@ async def test_decode_matches_reference_and_reports_usage(served, half):
     b, stub = await served()
     info = await stub.Info(decoder_pb2.InfoRequest())
     assert info.hidden_size == H and info.max_vision_tokens == half.max_vision_tokens and "ocr" in info.tasks
+    assert info.max_running < info.work_window_segments <= info.max_running + info.max_waiting
     ref = generate_one(half, half.embed_prompt(_vt(), "ocr"), SamplingParams(max_new_tokens=20))
     out = await _run(stub, [_req(7, _vt(), max_new=20)])
     rs = out[7]

@@ -10,7 +10,8 @@ import torch
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from encoder_service.batcher import BatchLimits, MicroBatcher
+from encoder_service.batch_types import BatchLimits
+from encoder_service.batcher import MicroBatcher
 from encoder_service.metrics import EncoderMetrics
 from inkstream.errors import Cancelled, InternalError, InvalidInput, ResourceExhausted, Unavailable
 from tests.encoder.doubles import PatchHalf, page_png, solid_png

@@ -153,6 +153,7 @@ async def test_info_reports_model_and_limits(patch_half: PatchHalf):
     assert (info.max_batch_size, info.max_wait_ms, info.max_queue_pages) == (6, 7, 33)
     assert info.max_message_bytes == 8 * 1024 * 1024 and info.max_image_bytes == 1_000_000
     assert info.feature_columns == 24 and not info.extra_columns  # the double's tokens are all features
+    assert info.work_window_pages == 2 and info.seconds_per_page == 0.0  # the 2 threads until measured
 
 
 async def test_info_declares_the_halfs_extra_token_columns(patch_half: PatchHalf):
@@ -163,6 +164,19 @@ async def test_info_declares_the_halfs_extra_token_columns(patch_half: PatchHalf
     assert info.hidden_size == 24 and info.feature_columns == 20
     assert [(c.name, c.count, c.unit, c.description) for c in info.extra_columns] == [
         ("copy_class_id_high", 2, "integer", "id // 128"), ("copy_class_probability", 2, "probability", "posterior")]
+
+
+async def test_info_sizes_the_work_window_in_time_from_measured_pages(patch_half: PatchHalf):
+    # A forward of 0.1 s whatever the batch (a GPU): pages come out far faster than one goes through,
+    # so the replica asks for more than its 2 preprocessing threads,
+    # never more than it holds (max_queue_pages + max_batch_size).
+    async with running_encoder(patch_half, max_batch_size=8, max_wait_ms=5.0, max_queue_pages=24) as (_srv, stub, _):
+        patch_half.delay_s = 0.1
+        await asyncio.gather(*(encode_all(stub, requests([(i, page_png(40 + s * 8 + i), "")]))
+                               for s in range(3) for i in range(8)))
+        info = await stub.Info(encoder_pb2.InfoRequest())
+    assert 0 < info.seconds_per_page < 0.1  # busy seconds per page: several pages per 0.1 s forward
+    assert 2 < info.work_window_pages <= 24 + 8
 
 
 @pytest.mark.parametrize("wire_dtype,torch_dtype,payload", [("float32", torch.float32, 1120 * 1280 * 4),
@@ -222,3 +236,28 @@ async def test_cancelled_stream_removes_its_queued_pages(patch_half: PatchHalf):
             patch_half.gate.set()
         assert sum(n for _, n in patch_half.batches) == 1  # only the held page was encoded
         assert srv.batcher.inflight == 0
+
+
+async def test_an_interactive_stream_passes_an_asynchronous_jobs_queued_pages(patch_half: PatchHalf):
+    """The call's metadata (x-request-id, x-inkstream-priority) orders its pages in the encoder's
+    queues: a waiting client's page runs in the forward after the one in progress, not after the
+    job's queued pages. (Its page is in the "large" mode, so the forward passes tell them apart.)
+    """
+    async with running_encoder(patch_half, max_batch_size=1, max_wait_ms=0, preprocess_threads=1) as (_srv, stub, _):
+        patch_half.gate = threading.Event()
+        patch_half.batches.clear()
+        job = asyncio.ensure_future(_stream(stub, requests((i, page_png(50 + i), "small") for i in range(6)),
+                                            "job-1", "batch"))
+        await asyncio.sleep(0.3)  # job page 0 holds the (gated) forward, pages 1..5 are queued
+        sync = asyncio.ensure_future(_stream(stub, requests([(0, page_png(90), "large")]), "sync-1", "interactive"))
+        await asyncio.sleep(0.3)
+        patch_half.gate.set()
+        await asyncio.gather(job, sync)
+    sides = [key[1] for key, _ in patch_half.batches]
+    assert sides == [32, 64, 32, 32, 32, 32, 32], sides  # small, large: FIFO ran the job's 5 queued pages first
+
+
+async def _stream(stub, reqs, request_id: str, priority: str) -> None:
+    async for resp in stub.Encode(iter(reqs), metadata=[("x-request-id", request_id),
+                                                        ("x-inkstream-priority", priority)]):
+        assert not resp.HasField("error"), resp.error

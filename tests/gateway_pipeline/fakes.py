@@ -59,14 +59,18 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
         self.tokens_shape = (TOKENS, HIDDEN)  # [n_tokens, hidden] of every segment
         self.revision = ""  # weights revision put on every EncodeResponse
         self.max_queue_pages = self.max_batch_size = 0  # capacity reported by Info (0: none)
+        self.work_window_pages = 0  # window sized in time reported by Info (0: none)
+        self.info_calls = 0
 
     async def Info(self, request, context):
+        self.info_calls += 1
         return encoder_pb2.InfoResponse(
             model_id="fake/encoder", family="fake", hidden_size=HIDDEN, wire_dtype=tensor_pb2.DTYPE_FLOAT32,
             modes=[encoder_pb2.ModeInfo(name="base", page_long_side_px=1024, max_vision_tokens=9),
                    encoder_pb2.ModeInfo(name="small", page_long_side_px=640, max_vision_tokens=9)],
             default_mode="base", max_image_bytes=1 << 20, revision=self.revision,
-            max_queue_pages=self.max_queue_pages, max_batch_size=self.max_batch_size)
+            max_queue_pages=self.max_queue_pages, max_batch_size=self.max_batch_size,
+            work_window_pages=self.work_window_pages)
 
     async def Encode(self, request_iterator, context):
         self.metadata.append(dict(context.invocation_metadata()))
@@ -113,6 +117,7 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
         self.max_running = self.max_waiting = 0  # capacity reported by Info (0: none)
         self.revision = ""  # weights revision reported by Info and checked like the real decoder does
         self.vision_revisions: list[str] = []  # DecodeRequest.vision_revision of every segment
+        self.metadata: list[dict] = []  # invocation metadata of each Decode call
 
     async def Info(self, request, context):
         self.info_calls += 1
@@ -123,6 +128,7 @@ class FakeDecoder(decoder_pb2_grpc.TextDecoderServicer):
                                         revision=self.revision)
 
     async def Decode(self, request_iterator, context):
+        self.metadata.append(dict(context.invocation_metadata()))
         reqs = [r async for r in request_iterator]
         self.vision_revisions += [r.vision_revision for r in reqs]
         vals = [struct.unpack_from("<2f", r.vision_tokens.data) for r in reqs]

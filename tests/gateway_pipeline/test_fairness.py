@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from gateway.routing.fair import BATCH, INTERACTIVE, FairWindow, WorkKey
 from gateway.types import PipelineOptions
+from inkstream.fair import BATCH, INTERACTIVE, WorkKey
+from inkstream.fair_window import FairWindow
 
 from .test_pipeline import PageSource, cluster, make_pages  # noqa: F401 - cluster is a fixture
 

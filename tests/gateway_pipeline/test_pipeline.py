@@ -11,6 +11,7 @@ from gateway.routing.config import PipelineConfig, RetryPolicy
 from gateway.routing.pipeline import Pipeline
 from gateway.types import PageError, PageInput, PipelineOptions
 from inkstream import errors
+from inkstream.fair import BATCH
 
 from .fakes import FakeDecoder, FakeEncoder, digest, expected_page_text, n_segments, start_server
 
@@ -284,6 +285,17 @@ async def test_trace_and_request_id_metadata(cluster):
     seen = c.encoders[0].metadata
     assert seen[0]["x-request-id"] == "rid-42"
     assert seen[0]["traceparent"].split("-")[1] == trace_id  # same trace as the caller's span
+    assert seen[0]["x-inkstream-priority"] == "interactive"
+
+
+async def test_the_priority_class_reaches_both_replicas(cluster):
+    """An asynchronous job's pages say so, so the replicas' fair queues put them after waiting clients."""
+    c = await cluster.start()
+    outs = [o async for o in c.pipeline.run(PageSource(make_pages(2)).__aiter__(),
+                                            PipelineOptions(request_id="job-7", priority=BATCH))]
+    assert [o.status for o in outs] == ["ok", "ok"]
+    for md in c.encoders[0].metadata + c.decoders[0].metadata:
+        assert md["x-request-id"] == "job-7" and md["x-inkstream-priority"] == "batch"
 
 
 
@@ -472,6 +484,24 @@ async def test_pages_wait_at_the_gateway_rather_than_overflow_an_encoders_queue(
     replica = next(iter(c.pipeline.encoders.replicas.values()))
     assert c.pipeline.router.capacity(replica) == 2  # two batches of one page
     assert c.pipeline.stats.encode.retries == 0
+
+
+async def test_the_encoder_window_is_the_one_the_replica_sized_in_time_and_follows_it(cluster):
+    # The replica holds 64 + 8 pages but says 3 keep it busy: the gateway keeps no more open there
+    # (the rest wait in its fair window), and reads the figure again as the replica re-measures it.
+    c = await cluster.start(max_pages_per_request=16, enc_delay=0.02, window_refresh_s=0.05)
+    enc = c.encoders[0]
+    enc.max_queue_pages, enc.max_batch_size, enc.work_window_pages = 64, 8, 3
+    images = make_pages(16, seed=31)
+    assert_all_pages(await collect(c.pipeline, PageSource(images)), images)
+    assert enc.max_active <= 3
+    replica = next(iter(c.pipeline.encoders.replicas.values()))
+    assert c.pipeline.router.capacity(replica) == 3
+    enc.work_window_pages, enc.max_active = 5, 0
+    await asyncio.sleep(0.1)
+    images = make_pages(16, seed=32)
+    assert_all_pages(await collect(c.pipeline, PageSource(images)), images)
+    assert c.pipeline.router.capacity(replica) == 5 and 3 < enc.max_active <= 5
 
 
 async def test_pages_go_to_encoders_whose_weights_a_ready_decoder_serves(cluster):

@@ -13,12 +13,12 @@ import time
 import pytest
 
 from gateway.routing.config import PipelineConfig, RetryPolicy
-from gateway.routing.fair import WorkKey
 from gateway.routing.pipeline import Pipeline
 from gateway.routing.replicas import ReplicaSet
 from gateway.routing.router import Router
 from gateway.types import PipelineOptions
 from inkstream import errors
+from inkstream.fair import WorkKey
 
 from .fakes import FakeDecoder, FakeEncoder, digest, expected_page_text, start_server
 from .test_pipeline import PageSource, collect, make_pages
