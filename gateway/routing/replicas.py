@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import socket
 from collections.abc import Callable, Iterable
@@ -28,6 +27,7 @@ from collections.abc import Callable, Iterable
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from gateway.routing.targets import _is_ip, join_target, split_target
 from inkstream import trace_interceptors
 from inkstream.errors import Unavailable
 from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES, client_options
@@ -36,28 +36,6 @@ from inkstream.tls import TlsConfig, open_channel
 log = logging.getLogger("inkstream.gateway.replicas")
 
 _SERVING = health_pb2.HealthCheckResponse.SERVING
-
-
-def split_target(target: str) -> tuple[str, int]:
-    """``"host:port"`` / ``"[v6]:port"`` -> (host, port). Raises ValueError for a malformed target."""
-    t = target.strip().removeprefix("dns:///").removeprefix("dns:")
-    host, sep, port = t.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ValueError(f"replica address {target!r} is not host:port")
-    return host.strip("[]"), int(port)
-
-
-def join_target(host: str, port: int) -> str:
-    """(host, port) -> gRPC target string, bracketing IPv6 literals."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return False
 
 
 class Replica:

@@ -37,7 +37,6 @@ from PIL import Image
 from inkstream.errors import InvalidInput
 from models.base import EncodedPage, EncoderHalf, ModeSpec, PreparedPage, SegmentTokens
 from models.compact import checkpoint as ckpt
-from models.compact.line.config import encoder_config
 from models.compact.line.image import (
     LINE_HEIGHT,
     MAX_TOKENS,
@@ -48,6 +47,7 @@ from models.compact.line.image import (
     width_batches,
 )
 from models.compact.line.onnx_runtime import OnnxLineEncoder
+from models.compact.line.runners import load_torch_towers, open_onnx_towers
 from models.compact.line.split import SPLIT_PX, split_line
 from models.compact.line.token_columns import columns_of_width
 from models.compact.page import prepare
@@ -129,40 +129,19 @@ class CompactEncoderHalf(EncoderHalf):
         """The half on onnxruntime alone (CPU, float32), or None when an ONNX file it needs is missing
         or stale (see the class docstring).
         """
-        runner = OnnxLineEncoder.open(checkpoint_dir, detector_threads, revision)
-        if runner is None:
+        towers = open_onnx_towers(checkpoint_dir, cfg, detector_threads, revision, hidden)
+        if towers is None:
             return None
-        loaded, pp = ckpt.tensor_names(checkpoint_dir, ckpt.ENCODER_PREFIX), None
-        if "pp_tower" in cfg:
-            from models.compact.line.towers import PPTower
-
-            pp = PPTower.open_onnx(checkpoint_dir, cfg, runner, detector_threads, revision)
-            if pp is None:
-                return None
-            loaded |= pp.loaded
-        width = hidden + (pp.copy_width if pp else 0)  # a copy checkpoint's tokens carry copy classes
-        return cls(runner, loaded, model_id, revision, width, "cpu", "float32", detector, pp)
+        return cls(towers.runner, towers.loaded, model_id, revision, towers.width, "cpu", "float32", detector,
+                   towers.pp)
 
     @classmethod
     def _load_torch(cls, checkpoint_dir: str | pathlib.Path, cfg: dict, device: str, dtype: Any,
                     detector_threads: int, detector: LineDetector, model_id: str, revision: str,
                     hidden: int) -> CompactEncoderHalf:
-        import torch
-
-        from inkstream.wire import dtype_from_name
-        from models.compact.line.encoder import LineEncoder, TorchLineRunner
-        from models.compact.line.towers import PPTower
-
-        tdtype = dtype_from_name(dtype) if isinstance(dtype, str) else dtype
-        enc_cfg = encoder_config(cfg)
-        state, loaded = ckpt.load_prefixed(checkpoint_dir, ckpt.ENCODER_PREFIX)
-        enc = LineEncoder(enc_cfg, hidden)
-        enc.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
-        enc = enc.to(device=device, dtype=tdtype).eval()
-        pp = PPTower.load(checkpoint_dir, cfg, hidden, enc, detector_threads, tdtype) if "pp_tower" in cfg else None
-        width = hidden + (pp.copy_width if pp else 0)  # a copy checkpoint's tokens carry copy classes
-        return cls(TorchLineRunner(enc, torch.device(device), tdtype), loaded | (pp.loaded if pp else set()),
-                   model_id, revision, width, torch.device(device), tdtype, detector, pp)
+        towers = load_torch_towers(checkpoint_dir, cfg, device, dtype, detector_threads, hidden)
+        return cls(towers.runner, towers.loaded, model_id, revision, towers.width, towers.device, towers.dtype,
+                   detector, towers.pp)
 
     def modes(self) -> list[ModeSpec]:
         """One mode, ``lines``: pages rasterised at 2,200 px long side, <= 160 vision tokens per line."""

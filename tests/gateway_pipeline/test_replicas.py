@@ -9,7 +9,8 @@ import grpc
 import pytest
 
 from gateway.clients.calls import CallFailure, classify_rpc_error
-from gateway.routing.replicas import ReplicaSet, split_target
+from gateway.routing.replicas import ReplicaSet
+from gateway.routing.targets import split_target
 
 from .fakes import FakeDecoder, start_server
 
