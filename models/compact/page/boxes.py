@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import numpy as np
 from PIL import Image
@@ -55,3 +56,17 @@ def crop_line(image: Image.Image | None, line: LineBox, rgb: np.ndarray | None =
     page = rgb if rgb is not None else np.asarray(image.convert("RGB"))  # type: ignore[union-attr]
     arr = get_rotate_crop_image(page, q.astype(np.float32))
     return Image.fromarray(arr)
+
+
+class LineLike(Protocol):
+    """What the page steps that keep their caller's line type read of a line: its ``quad`` float32
+    [4, 2], ``box`` (x0, y0, x1, y1) and detector ``score`` (page pixels; :class:`LineBox` is one).
+    """
+
+    quad: np.ndarray
+    box: tuple[float, float, float, float]
+    score: float
+
+
+#: a line type the caller chose (:class:`LineBox`, or a detector's own record)
+L = TypeVar("L", bound=LineLike)

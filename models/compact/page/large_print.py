@@ -17,10 +17,11 @@ coarse pass costs about a tenth of the fine one (a 480 px image instead of 1,600
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar
 
 import numpy as np
 from PIL import Image
+
+from models.compact.page.boxes import L
 
 #: Long side (pixels) of the coarse pass's image.
 COARSE_LONG_SIDE = 480
@@ -36,14 +37,6 @@ PARAGRAPH_LINES = 2
 #: A fine-pass box lies inside a coarse line when this share of its area does.
 INSIDE_FRACTION = 0.5
 
-
-class _Line(Protocol):
-    quad: np.ndarray
-    box: tuple[float, float, float, float]
-    score: float
-
-
-L = TypeVar("L", bound=_Line)
 
 
 def coarse_lines(rgb: np.ndarray, detect: Callable[[np.ndarray], list[L]]) -> list[L]:

@@ -18,12 +18,10 @@ columns' cells). A detection with one band (a line of display type, a normal lin
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
-
 import cv2
 import numpy as np
 
-from models.compact.page.boxes import _same_line
+from models.compact.page.boxes import L, _same_line
 
 #: A detection at least this many times the page's median detection height may hold several rows
 #: (two rows 1.35 text heights apart in one box measured 1.2-1.5 median heights on dense pages).
@@ -44,14 +42,6 @@ MARGIN = 0.25
 #: Fewer ink pixels than this in a row of the crop is noise, not text.
 MIN_ROW_INK = 2
 
-
-class _Line(Protocol):
-    quad: np.ndarray
-    box: tuple[float, float, float, float]
-    score: float
-
-
-L = TypeVar("L", bound=_Line)
 
 
 def ink_mask(gray: np.ndarray, stroke_px: int) -> np.ndarray:
