@@ -82,8 +82,11 @@ def test_second_forward_reuses_the_first_ones_memory():
         return json.loads(run.stdout.strip().splitlines()[-1])
 
     fresh, kept = faults("malloc"), faults("arena")
-    # a 1,024 x 800 input: ~100 MB of activations, ~25,000 pages of 4 KiB faulted in at every forward
-    assert fresh[2] > 10_000 and kept[2] < fresh[2] / 4, (fresh, kept)
+    # a 1,024 x 800 input: ~100 MB of activations, ~25,000 pages of 4 KiB faulted in at a forward; how
+    # many the allocator happens to keep mapped between forwards varies (one CI run: 22,904 then 9,602),
+    # so the forwards after the first are counted together
+    again_fresh, again_kept = fresh[1] + fresh[2], kept[1] + kept[2]
+    assert again_fresh > 20_000 and again_kept < again_fresh / 4, (fresh, kept)
 
 
 _SHRINK = """
