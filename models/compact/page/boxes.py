@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -70,3 +71,16 @@ class LineLike(Protocol):
 
 #: a line type the caller chose (:class:`LineBox`, or a detector's own record)
 L = TypeVar("L", bound=LineLike)
+
+
+def line_cover(lines: Sequence[LineLike]) -> tuple[int, np.ndarray]:
+    """How many of ``lines`` (at least one) cover each pixel column of their span: (the first column
+    ``lo``, int32 [hi - lo + 1] counts), columns in page pixels; the gutters between columns of text
+    are its low runs.
+    """
+    lo = int(min(ln.box[0] for ln in lines))
+    hi = int(max(ln.box[2] for ln in lines)) + 1
+    cover = np.zeros(hi - lo + 1, dtype=np.int32)
+    for ln in lines:
+        cover[int(ln.box[0]) - lo: int(ln.box[2]) - lo + 1] += 1
+    return lo, cover

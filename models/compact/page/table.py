@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from inkstream.segments import JOIN_SPACE, Cell, cell_join
+from models.compact.page.boxes import line_cover
 from models.compact.page.layout import Box
 
 #: Lines whose centres are within this many line heights of a row's mean centre share the row.
@@ -55,11 +56,7 @@ def _rule_boundaries(lines: list, rules: list[Box], box: Box) -> list[tuple[floa
 
 def _gutter_boundaries(lines: list, med_h: float) -> list[float]:
     """Midpoints of the x runs crossed by <= GUTTER_CROSSING of the lines, >= GUTTER_MIN_WIDTH wide."""
-    lo = int(min(ln.box[0] for ln in lines))
-    hi = int(max(ln.box[2] for ln in lines)) + 1
-    cover = np.zeros(hi - lo + 1, dtype=np.int32)
-    for ln in lines:
-        cover[int(ln.box[0]) - lo: int(ln.box[2]) - lo + 1] += 1
+    lo, cover = line_cover(lines)
     low = np.append(cover <= GUTTER_CROSSING * len(lines), False)
     out, start = [], None
     for i, flag in enumerate(low):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.compact.page.boxes import LineBox
+from models.compact.page.boxes import LineBox, line_cover
 from models.compact.page.layout import interval_gaps
 
 
@@ -33,11 +33,7 @@ def _column_gutters(lines: list[LineBox], med_h: float) -> list[tuple[float, flo
     """Candidate gutters (x0, x1): runs at least 0.3 line heights wide where at most ~5 % of the boxes
     cross (the detector's unclipped boxes of adjacent columns often touch or overlap a narrow gutter).
     """
-    x_lo = int(min(ln.box[0] for ln in lines))
-    x_hi = int(max(ln.box[2] for ln in lines)) + 1
-    cover = np.zeros(x_hi - x_lo + 1, dtype=np.int32)
-    for ln in lines:
-        cover[int(ln.box[0]) - x_lo: int(ln.box[2]) - x_lo + 1] += 1
+    x_lo, cover = line_cover(lines)
     tol = int(0.05 * len(lines))
     low = cover <= tol
     runs, start = [], None
