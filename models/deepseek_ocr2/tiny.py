@@ -26,6 +26,15 @@ What is shrunk, and why it stays faithful:
 * The output head is multiplied by :data:`LM_HEAD_SCALE` (50) at creation so greedy choices are
   decisive: a different batch shape (summation order) cannot flip an argmax (DESIGN.md, "Parity on
   random weights").
+
+``--real-dims`` (:func:`real_dims_overrides`) instead writes DeepSeek-OCR-2's REAL sizes with random
+bf16 weights (~3.4 B parameters, ~6.8 GB): SAM ViT-B (768 wide, 12 layers, global attention at 2/5/8/11,
+window 14, 16 px patches, 1024 px global view, 768 px tiles), the Qwen2-0.5B-sized vision encoder
+(896 wide, 24 layers, 14 heads / 2 KV heads, MLP 4864), the projector 896 -> 1280 and the DeepSeek-V2
+MoE text model (1280 wide, 12 layers, 10 heads, first layer dense with MLP 6848, then 64 routed experts
+top-6 + 2 shared of 896, vocabulary 129,280, 8,192 positions), as in ``deepseek-community/DeepSeek-OCR-2``'s
+config.json. The tokenizer stays the small trained BPE (its ids are a prefix of the model's vocabulary).
+It is for measuring speed and memory at the real size (``bench/gpu_realdims.py``), not for parity tests.
 """
 
 from __future__ import annotations
@@ -43,6 +52,8 @@ LM_HEAD_SCALE = 50.0
 GLOBAL_SIZE_PX = 128  # real model: 1024 (base_size)
 TILE_SIZE_PX = 96  # real model: 768 (image_size)
 PATCH_SIZE_PX = 2  # real model: 16
+REAL_GLOBAL_SIZE_PX, REAL_TILE_SIZE_PX, REAL_PATCH_SIZE_PX = 1024, 768, 16
+REAL_VOCAB_SIZE = 129280
 
 BOS, EOS, PAD = "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>"
 IMAGE_TOKEN = "<image>"
@@ -132,17 +143,83 @@ def tiny_config_dict(vocab_size: int, special_ids: dict[str, int], **overrides: 
     return cfg
 
 
-def write_tiny_checkpoint(directory: str | pathlib.Path, seed: int = 0, **overrides: Any) -> pathlib.Path:
+def real_dims_overrides() -> dict[str, Any]:
+    """Config overrides (for :func:`tiny_config_dict`) giving DeepSeek-OCR-2's real dimensions
+    (see the module docstring); the text vocabulary is :data:`REAL_VOCAB_SIZE`.
+    """
+    sam = dict(hidden_size=768, output_channels=256, downsample_channels=[512, 896], num_hidden_layers=12,
+               num_attention_heads=12, image_size=REAL_GLOBAL_SIZE_PX, patch_size=REAL_PATCH_SIZE_PX,
+               window_size=14, global_attn_indexes=[2, 5, 8, 11], mlp_dim=3072, initializer_range=0.02)
+    enc = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+               num_key_value_heads=2, max_position_embeddings=32768)
+    text = dict(vocab_size=REAL_VOCAB_SIZE, hidden_size=1280, intermediate_size=6848, num_hidden_layers=12,
+                num_attention_heads=10, num_key_value_heads=10, max_position_embeddings=8192,
+                n_routed_experts=64, num_experts_per_tok=6, n_shared_experts=2, moe_intermediate_size=896,
+                mlp_layer_types=["dense"] + ["sparse"] * 11, initializer_range=0.02)
+    return {"sam_config": sam, "encoder_config": enc, "text_config": text}
+
+
+def config_for(vocab_size: int, special_ids: dict[str, int], real_dims: bool = False, **overrides: Any):
+    """The ``DeepseekOcr2Config`` :func:`write_tiny_checkpoint` writes (tiny, or real sizes with
+    ``real_dims``; ``overrides`` as in :func:`tiny_config_dict`, applied last).
+    """
+    from transformers import DeepseekOcr2Config  # heavy: transformers
+
+    if real_dims:
+        base = real_dims_overrides()
+        for key in ("sam_config", "encoder_config", "text_config"):
+            base[key].update(overrides.pop(key, {}))
+        overrides = {**base, **overrides}
+    return DeepseekOcr2Config(**tiny_config_dict(vocab_size, special_ids, **overrides))
+
+
+def parameter_counts(config) -> dict[str, int]:
+    """Parameters of ``DeepseekOcr2ForConditionalGeneration(config)`` built on the meta device (no memory):
+    ``total``, ``vision`` (encoder half), ``text`` (decoder half incl. embeddings and head) and
+    ``active_per_token`` (what one decode step reads for one sequence: attention, dense MLPs, shared
+    experts + ``num_experts_per_tok`` routed experts + router per MoE layer, norms, the head; the
+    embedding lookup reads one row and is not counted) and ``routed_experts`` (all routed-expert
+    parameters, of which a batch of sequences reads the experts its tokens are routed to).
+    """
+    from transformers import DeepseekOcr2ForConditionalGeneration  # heavy: transformers
+
+    with torch.device("meta"):
+        model = DeepseekOcr2ForConditionalGeneration(config)
+    from models.deepseek_ocr2.checkpoint import is_vision_name
+
+    total = vision = active = routed = 0
+    tc = config.text_config
+    for name, p in model.named_parameters():
+        n = p.numel()
+        total += n
+        if is_vision_name(name):
+            vision += n
+        elif "embed_tokens" in name:
+            continue
+        elif ".mlp.experts." in name:
+            routed += n
+            active += n * int(tc.num_experts_per_tok) // int(tc.n_routed_experts)
+        else:
+            active += n
+    return {"total": total, "vision": vision, "text": total - vision, "active_per_token": active,
+            "routed_experts": routed}
+
+
+def write_tiny_checkpoint(directory: str | pathlib.Path, seed: int = 0, real_dims: bool = False,
+                          device: str = "cpu", no_eos: bool = False, **overrides: Any) -> pathlib.Path:
     """Write a tiny random DeepSeek-OCR-2 checkpoint to ``directory`` and return its path.
 
     ``seed`` makes the weights reproducible; ``overrides`` patch the config (see
     :func:`tiny_config_dict`; ``vocab_size`` sets the tokenizer vocabulary, default 384).
-    Size ~1 MB; takes ~1-2 s on one CPU core. Raises ``FileExistsError`` if ``directory`` already
-    holds a ``config.json`` (use :func:`main` with ``--force`` to overwrite).
+    Size ~1 MB; takes ~1-2 s on one CPU core. ``real_dims``: DeepSeek-OCR-2's real sizes instead
+    (:func:`real_dims_overrides`), weights created in bfloat16 on ``device`` (``cuda`` takes seconds,
+    ``cpu`` minutes and ~7 GB of memory) and saved as ~6.8 GB of bf16 safetensors. ``no_eos``: zero
+    the output head's rows of EOS / BOS / pad / ``<image>`` so greedy decoding runs to its token
+    bound (benchmarks then do the same work on every path). Raises ``FileExistsError`` if
+    ``directory`` already holds a ``config.json`` (use :func:`main` with ``--force`` to overwrite).
     """
     from transformers import (  # heavy: transformers
         AutoTokenizer,
-        DeepseekOcr2Config,
         DeepseekOcr2ForConditionalGeneration,
         DeepseekOcr2ImageProcessor,
         DeepseekOcr2Processor,
@@ -155,34 +232,44 @@ def write_tiny_checkpoint(directory: str | pathlib.Path, seed: int = 0, **overri
     vocab_size = int(overrides.pop("vocab_size", 384))
     special_ids = _build_tokenizer(out, vocab_size)
 
-    config = DeepseekOcr2Config(**tiny_config_dict(vocab_size, special_ids, **overrides))
+    config = config_for(vocab_size, special_ids, real_dims=real_dims, **overrides)
     torch.manual_seed(seed)
-    model = DeepseekOcr2ForConditionalGeneration(config).eval()
+    if real_dims:
+        with torch.device(device):
+            model = DeepseekOcr2ForConditionalGeneration._from_config(config, dtype=torch.bfloat16).eval()
+    else:
+        model = DeepseekOcr2ForConditionalGeneration(config).eval()
     with torch.no_grad():
         # Random init leaves some parameters at exactly zero (SAM pos_embed, rel-pos tables).
         for name, p in model.named_parameters():
             if p.ndim > 0 and torch.count_nonzero(p) == 0 and "bias" not in name:
                 p.normal_(0.0, 0.02)
         model.lm_head.weight.mul_(LM_HEAD_SCALE)
+        if no_eos:
+            model.lm_head.weight[[special_ids[t] for t in (BOS, EOS, PAD, IMAGE_TOKEN)]] = 0.0
     model.save_pretrained(out)
+    del model
 
-    image_processor = DeepseekOcr2ImageProcessor(
-        size={"height": GLOBAL_SIZE_PX, "width": GLOBAL_SIZE_PX}, tile_size=TILE_SIZE_PX
-    )
+    global_px, tile_px, patch_px = ((REAL_GLOBAL_SIZE_PX, REAL_TILE_SIZE_PX, REAL_PATCH_SIZE_PX) if real_dims
+                                    else (GLOBAL_SIZE_PX, TILE_SIZE_PX, PATCH_SIZE_PX))
+    image_processor = DeepseekOcr2ImageProcessor(size={"height": global_px, "width": global_px}, tile_size=tile_px)
     tokenizer = AutoTokenizer.from_pretrained(out)
     processor = DeepseekOcr2Processor(
-        image_processor=image_processor, tokenizer=tokenizer, patch_size=PATCH_SIZE_PX, downsample_ratio=4
+        image_processor=image_processor, tokenizer=tokenizer, patch_size=patch_px, downsample_ratio=4
     )
     processor.save_pretrained(out)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``inkstream make-tiny-checkpoint DIR [--seed N] [--force]``; returns the exit code."""
+    """``inkstream make-tiny-checkpoint DIR [--seed N] [--force] [--real-dims [--device D]]``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="inkstream make-tiny-checkpoint", description=__doc__.splitlines()[0])
     parser.add_argument("dir", help="output checkpoint directory")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the weights (default 0)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing checkpoint in DIR")
+    parser.add_argument("--real-dims", action="store_true",
+                        help="DeepSeek-OCR-2's real sizes, random bf16 weights (~3.4 B parameters, ~6.8 GB)")
+    parser.add_argument("--device", default="cpu", help="where --real-dims creates the weights (cuda is fastest)")
     args = parser.parse_args(argv)
     from transformers.utils import logging as hf_logging  # heavy: transformers, after parsing the arguments
 
@@ -193,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {out} already holds a checkpoint; pass --force to overwrite", file=sys.stderr)
             return 2
         shutil.rmtree(out)
-    path = write_tiny_checkpoint(out, seed=args.seed)
+    path = write_tiny_checkpoint(out, seed=args.seed, real_dims=args.real_dims, device=args.device)
     size = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
     print(json.dumps({"checkpoint": str(path), "bytes": size}))
     return 0
