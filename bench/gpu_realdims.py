@@ -6,8 +6,8 @@ Usage: ``python bench/gpu_realdims.py [--pages-per-day N] [--max-new-tokens T] [
 ``python bench/gpu_realdims.py --tiny`` (the same phases on CPU with a tiny random checkpoint, < 60 s;
 run by ``tests/system/test_gpu_realdims_bench.py``).
 
-Phases, each within its share of ``--budget-s`` (default 450 s; a phase that does not fit is printed as
-skipped, never left hanging):
+Phases, each within its share of ``--budget-s`` (default 400 s; with start-up and the watchdog's 50 s
+margin the run ends within 8 minutes; a phase that does not fit is printed as skipped, never left hanging):
 
 1. Write the checkpoint to a temporary directory on local disk (``make-tiny-checkpoint --real-dims``:
    3.39 B parameters, ~6.8 GB of bf16 created on the GPU; the output head's EOS rows are zeroed so
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", default="1,8,32", help="pages in flight, comma-separated (default 1,8,32)")
     ap.add_argument("--generate-pages", type=int, default=0, help="pages through generate (default 4, --tiny 2)")
     ap.add_argument("--pages-per-day", type=float, default=1_000_000, help="daily volume to size for (pages)")
-    ap.add_argument("--budget-s", type=float, default=0, help="wall-clock budget (default 450, --tiny 120)")
+    ap.add_argument("--budget-s", type=float, default=0, help="wall-clock budget (default 400, --tiny 120)")
     ap.add_argument("--keep", default="", help="write the checkpoint here instead of a temporary directory")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1" if args.tiny else "8")
@@ -332,9 +332,9 @@ def main(argv: list[str] | None = None) -> int:
               "CPU check with a tiny checkpoint.", file=sys.stderr)
         return 2
     start = time.monotonic()
-    budget = Budget(args.budget_s or (120.0 if args.tiny else 450.0))
+    budget = Budget(args.budget_s or (120.0 if args.tiny else 400.0))
     # Unattended runs must end: past the budget plus a margin, dump every thread's stack and exit.
-    faulthandler.dump_traceback_later(budget.left() + 60.0, exit=True)
+    faulthandler.dump_traceback_later(budget.left() + 50.0, exit=True)
     max_new = args.max_new_tokens or (8 if args.tiny else 128)
     levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
     pages_at = {c: max(c, 4) if c < 8 else c * (2 if c <= 8 else 1) for c in levels}
