@@ -92,3 +92,9 @@ def test_cli_passes_real_dims(tmp_path, monkeypatch):
     monkeypatch.setattr(tiny, "write_tiny_checkpoint", fake_write)
     assert tiny.main([str(tmp_path / "x"), "--real-dims", "--device", "cuda"]) == 0
     assert seen == {"real_dims": True, "device": "cuda"}
+
+
+def test_missing_modules_names_what_cannot_be_imported():
+    assert bench.missing_modules() == []  # this environment has every service package
+    assert bench.missing_modules(("grpc", "no_such_pkg_xyz", "google.no_such_sub")) == ["no_such_pkg_xyz",
+                                                                                        "google.no_such_sub"]
