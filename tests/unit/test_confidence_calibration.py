@@ -65,7 +65,7 @@ def test_a_number_the_detector_split_is_scored_against_its_printed_piece():
                      _line("82", "", (133, 0, 151, 10)), _line("CASH", "CASH", (0, 20, 40, 30)),
                      _line("~~", "", (300, 0, 320, 10))],
            "missed": []}
-    assert line_groups(doc) == [0, 1, 1, 3, 4]
+    assert line_groups(doc) == ([0, 1, 1, 3, 4], ["TOTAL", "29.82", "", "CASH", ""])
     targets = line_targets(doc)
     assert targets[1][0] == 0.0 and targets[2][0] == 0.0  # the group reads "29.82": right
     assert targets[1][1] + targets[2][1] == pytest.approx(5)  # the group weighs its printed characters
@@ -75,7 +75,13 @@ def test_a_number_the_detector_split_is_scored_against_its_printed_piece():
     # the page's CER is order-free and counts the stray line: 2 + 1 edits over 14 printed characters
     assert page_figures(doc, [0.0] * len(FEATURES))[1] == pytest.approx(3 / 14)
     no_boxes = {"lines": [{k: v for k, v in ln.items() if k != "box"} for ln in doc["lines"]], "missed": []}
-    assert line_groups(no_boxes) == [0, 1, 2, 3, 4]  # a cache without boxes: every line alone
+    assert line_groups(no_boxes)[0] == [0, 1, 2, 3, 4]  # a cache without boxes: every line alone
+    # a piece no line covers half of, read as two lines: they are scored together against it
+    cut = {"pieces": [["LOW FAT JAM", [0, 0, 110, 10]]], "missed": ["LOW FAT JAM"],
+           "lines": [_line("LOW", "", (0, 0, 30, 10)), _line("EAT", "", (40, 0, 70, 10)),
+                     _line("JAM", "", (80, 0, 110, 10))]}
+    assert line_groups(cut) == ([0, 0, 0], ["LOW FAT JAM", "", ""])
+    assert [t for t, _ in line_targets(cut)] == [pytest.approx(1 / 9)] * 3  # "LOWEATJAM": one wrong of nine
 
 
 def test_calibrated_page_and_block_signal(table):

@@ -77,17 +77,19 @@ def _inside(a: Sequence[float], b: Sequence[float]) -> float:
     return max(0.0, w) * max(0.0, h) / max(1e-6, (a[2] - a[0]) * (a[3] - a[1]))
 
 
-def line_groups(doc: dict) -> list[int]:
-    """The group of each line of ``doc``: the index of the line that owns its printed text. A line
+def line_groups(doc: dict) -> tuple[list[int], list[str]]:
+    """(the group of each line of ``doc``: the index of the line that owns its printed text; the
+    printed text each line is scored against, its ``truth`` or the piece it was cut out of). A line
     the detector cut off a printed piece (a number split at its decimal point: "29." and "82") owns
     no piece itself; when at least half of it lies inside a piece that another line owns, it joins
-    that line's group, so the two are scored together against the piece. Any other line is its own
-    group. Documents cached without boxes: every line its own group.
+    that line's group, so the two are scored together against the piece; lines cut out of a piece
+    no line covers half of ("LOW" "FAT" "JAM") form a group scored against it. Any other line is its
+    own group. Documents cached without boxes: every line its own group.
     """
     lines, pieces = doc["lines"], doc.get("pieces") or []
-    groups = list(range(len(lines)))
+    groups, truths = list(range(len(lines))), [ln["truth"] for ln in lines]
     if not pieces or any("box" not in ln for ln in lines):
-        return groups
+        return groups, truths
     owner: dict[int, int] = {}
     for k, (_, box) in enumerate(pieces):
         cover = [_inside(box, ln["box"]) for ln in lines]
@@ -97,11 +99,14 @@ def line_groups(doc: dict) -> list[int]:
     for i, ln in enumerate(lines):
         if ln["truth"]:
             continue
-        inside = [(_inside(ln["box"], box), k) for k, (_, box) in enumerate(pieces) if k in owner]
+        inside = [(_inside(ln["box"], box), k) for k, (_, box) in enumerate(pieces)]
         share, k = max(inside, default=(0.0, -1))
-        if share >= 0.5 and owner[k] != i:
-            groups[i] = owner[k]
-    return groups
+        if share < 0.5:
+            continue
+        if k not in owner:  # a piece no line covers half of: its first cut-out line owns it
+            owner[k], truths[i] = i, pieces[k][0]
+        groups[i] = owner[k]
+    return groups, truths
 
 
 def line_targets(doc: dict) -> list[tuple[float, float]]:
@@ -112,11 +117,11 @@ def line_targets(doc: dict) -> list[tuple[float, float]]:
     over no printed text counts CER 1, weighted by its own characters.
     """
     lines = doc["lines"]
-    groups = line_groups(doc)
+    groups, truths = line_groups(doc)
     out: list[tuple[float, float]] = [(1.0, 1.0)] * len(lines)
     for g in sorted(set(groups)):
         members = [i for i in range(len(lines)) if groups[i] == g]
-        truth = _chars(lines[g]["truth"])
+        truth = _chars(truths[g])
         if not truth:
             for i in members:
                 out[i] = (1.0, float(max(1, len(_chars(lines[i]["text"])))))
