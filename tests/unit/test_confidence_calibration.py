@@ -15,7 +15,7 @@ from gateway.output.signal import LOW_CONFIDENCE, SegmentScore, block_signal, pa
 from gateway.output.stitch import page_result
 from gateway.types import PageOutcome, SegmentText
 from inkstream.confidence import FEATURES, expected_error, line_features
-from training.compact.fit_confidence import fit_logistic, page_ece
+from training.compact.fit_confidence import fit_logistic, line_groups, line_targets, page_ece, page_figures
 
 MODEL = "test-model"
 # expected CER = sigmoid(-6 + 8 * nll): a sure line (nll ~0) ~0.25 %, nll 0.5 ~12 %, nll 0.8 ~60 %
@@ -52,6 +52,36 @@ def test_fit_recovers_a_known_logistic_model():
 def test_page_ece():
     assert page_ece([(0.95, 0.05), (0.99, 0.01)]) == pytest.approx(0.0, abs=1e-12)
     assert page_ece([(0.99, 0.2), (0.99, 0.0)]) == pytest.approx(abs(0.99 - 0.9))
+
+
+def _line(text, truth, box):
+    return {"text": text, "truth": truth, "confidence": 0.99, "tokens": len(text) + 1, "box": list(box)}
+
+
+def test_a_number_the_detector_split_is_scored_against_its_printed_piece():
+    # "29.82" printed once, read as two lines "29." and "82": together right, each alone wrong
+    doc = {"pieces": [["29.82", [100, 0, 150, 10]], ["TOTAL", [0, 0, 50, 10]], ["CASH", [0, 20, 40, 30]]],
+           "lines": [_line("TOTAL", "TOTAL", (0, 0, 52, 10)), _line("29.", "29.82", (99, 0, 132, 10)),
+                     _line("82", "", (133, 0, 151, 10)), _line("CASH", "CASH", (0, 20, 40, 30)),
+                     _line("~~", "", (300, 0, 320, 10))],
+           "missed": []}
+    assert line_groups(doc) == ([0, 1, 1, 3, 4], ["TOTAL", "29.82", "", "CASH", ""])
+    targets = line_targets(doc)
+    assert targets[1][0] == 0.0 and targets[2][0] == 0.0  # the group reads "29.82": right
+    assert targets[1][1] + targets[2][1] == pytest.approx(5)  # the group weighs its printed characters
+    assert targets[4] == (1.0, 2.0)  # a line over no printed text: all wrong, weighted by its own
+    doc["lines"][2]["text"] = "62"
+    assert line_targets(doc)[2][0] == pytest.approx(1 / 5)  # one wrong digit of five
+    # the page's CER is order-free and counts the stray line: 2 + 1 edits over 14 printed characters
+    assert page_figures(doc, [0.0] * len(FEATURES))[1] == pytest.approx(3 / 14)
+    no_boxes = {"lines": [{k: v for k, v in ln.items() if k != "box"} for ln in doc["lines"]], "missed": []}
+    assert line_groups(no_boxes)[0] == [0, 1, 2, 3, 4]  # a cache without boxes: every line alone
+    # a piece no line covers half of, read as two lines: they are scored together against it
+    cut = {"pieces": [["LOW FAT JAM", [0, 0, 110, 10]]], "missed": ["LOW FAT JAM"],
+           "lines": [_line("LOW", "", (0, 0, 30, 10)), _line("EAT", "", (40, 0, 70, 10)),
+                     _line("JAM", "", (80, 0, 110, 10))]}
+    assert line_groups(cut) == ([0, 0, 0], ["LOW FAT JAM", "", ""])
+    assert [t for t, _ in line_targets(cut)] == [pytest.approx(1 / 9)] * 3  # "LOWEATJAM": one wrong of nine
 
 
 def test_calibrated_page_and_block_signal(table):

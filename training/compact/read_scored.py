@@ -37,6 +37,7 @@ class ScoredLine:
     box: Box
     tower: str
     truth: str = ""
+    logprobs: tuple[float, ...] = ()
 
 
 def read_scored(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, max_new_tokens: int = 256,
@@ -49,8 +50,7 @@ def read_scored(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, max_new_
     page = enc.encode_batch([prepared])[0]
     segs = [torch.as_tensor(s.vision_tokens) for s in page.segments]
     ids: list[list[int]] = [[] for _ in segs]
-    logp = [0.0] * len(segs)
-    count = [0] * len(segs)
+    lps: list[list[float]] = [[] for _ in segs]
     order = sorted(range(len(segs)), key=lambda i: segs[i].shape[0])
     task = dec.default_task
     for s in range(0, len(order), batch_size):
@@ -66,8 +66,7 @@ def read_scored(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, max_new_
             for j, i in enumerate(idx):
                 if done[j]:
                     continue
-                logp[i] += float(lsm[j, nxt[j]])
-                count[i] += 1
+                lps[i].append(float(lsm[j, nxt[j]]))
                 if int(nxt[j]) in dec.eos_token_ids:
                     done[j] = True
                 else:
@@ -79,8 +78,9 @@ def read_scored(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, max_new_
             logits = dec.forward(dec.embed_tokens(nxt[:, None]), mask, pos, cache)
         for j, i in enumerate(idx):
             ids[i] = dec.finish_tokens(dec.finish_state(prompts[j]), ids[i])
-    return [ScoredLine(dec.decode_text(ids[i]).strip(), math.exp(logp[i] / count[i]) if count[i] else 0.0,
-                       count[i], tuple(float(v) for v in page.segments[i].box), towers[i])  # type: ignore[arg-type]
+    return [ScoredLine(dec.decode_text(ids[i]).strip(), math.exp(sum(lps[i]) / len(lps[i])) if lps[i] else 0.0,
+                       len(lps[i]), tuple(float(v) for v in page.segments[i].box), towers[i],  # type: ignore[arg-type]
+                       logprobs=tuple(lps[i]))
             for i in range(len(segs))]
 
 
