@@ -2,7 +2,8 @@
 its 415 message, ``inkstream ocr --help`` and the OpenAPI text all derive from :data:`DOC_TYPES`.
 
 Each entry: ``kind`` (the sniffer's name), ``label`` (what people call it), ``media_type`` (IANA),
-the usual file extensions and a ``note`` (variants read). Types are recognised by magic bytes, never by name or declared type.
+the usual file extensions and a ``note`` (variants read).
+Types are recognised by magic bytes, never by name or declared type.
 """
 
 from __future__ import annotations
