@@ -41,8 +41,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.apis.openai_messages import ChatRequest, InvalidParameter, parse_chat_request
+from gateway.apis.openai_messages import ChatBody, ChatRequest, InvalidParameter, parse_chat_request
 from gateway.apis.rest_http import StreamWithCleanup
+from gateway.apis.rest_schema import chat_route
 from gateway.core import GatewayCore
 from gateway.service import OcrRequest, run_id
 from gateway.session import ocr_bytes
@@ -160,7 +161,7 @@ def openai_router(core: GatewayCore) -> APIRouter:
         return JSONResponse({"object": "list", "data": [
             {"id": model, "object": "model", "created": 0, "owned_by": "inkstream"}]})
 
-    @router.post("/v1/chat/completions", summary="Read the images of a chat request (OpenAI-compatible)")
+    @router.post("/v1/chat/completions", **chat_route(ChatBody.model_json_schema()))
     async def chat_completions(request: Request) -> Response:
         try:
             core.check_accepting()
