@@ -43,7 +43,8 @@ SOURCE = {"source": {"type": "string", "default": "", "examples": ["s3://bucket/
                      "description": "instead of file: s3://BUCKET/KEY of an object in a bucket the gateway is "
                                     "configured with (see POST /v1/uploads); any other URL is refused (400)"}}
 CALLBACK = {"callback_url": {"type": "string", "default": "", "examples": ["https://hooks.example.com/ocr"],
-                             "description": "webhook POSTed when the job finishes (signed X-Inkstream-Signature); "
+                             "description": "webhook POSTed when the job finishes (Standard Webhooks 1.0 signature "
+                                            "headers webhook-id / -timestamp / -signature); "
                                             "its host must be in INKSTREAM_WEBHOOK_ALLOWED_HOSTS (400 otherwise)"}}
 
 
