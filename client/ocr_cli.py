@@ -30,6 +30,14 @@ from typing import Any
 import httpx
 
 from client.results import FORMATS, PageResult, document_json
+from inkstream.doc_types import accepted_list
+
+#: what each output format is (``--format``; the same names as the gateway's ``format``).
+FORMAT_HELP = {"markdown": "Markdown (.md), pages marked by <!-- page N --> comments",
+               "text": "plain text (.txt), pages separated by form feeds",
+               "json": "the page results with lines, boxes and confidence (.json)",
+               "hocr": "hOCR HTML with line boxes (.hocr)",
+               "pdf": "searchable PDF: the page images with an invisible text layer (.pdf; needs -o)"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,11 +46,13 @@ def _parser() -> argparse.ArgumentParser:
         description="OCR a document through a running gateway (--gateway URL), or through a temporary local "
         "stack started for the duration. Exit codes: 0 all pages read, 3 some pages failed, 1 request failed, "
         "2 bad arguments.")
-    p.add_argument("file", help="PDF, PNG, JPEG, TIFF, WebP, BMP or GIF")
+    p.add_argument("file", help="the document; its type is recognised by its first bytes, not its name. "
+                   f"Accepted: {accepted_list(with_extensions=True)}")
     p.add_argument("--gateway", metavar="URL", help="gateway REST URL, e.g. http://127.0.0.1:8080 "
                    "(default: start a temporary local stack)")
     p.add_argument("--format", choices=FORMATS, default=None,
-                   help="output format (default: from -o's extension, .pdf .hocr .json .txt .md, else markdown)")
+                   help="output format (default: from -o's extension, else markdown): "
+                   + "; ".join(f"{f}: {FORMAT_HELP[f]}" for f in FORMATS))
     p.add_argument("-o", "--output", metavar="OUT",
                    help="write the document here (default stdout; format=pdf needs it)")
     p.add_argument("--pages", default="", help='1-based page selection, e.g. "1-5,9" (default all)')

@@ -7,28 +7,75 @@ or decoder that exits (:func:`watch`), and on SIGINT / SIGTERM drains and stops 
 Ports: ``--port`` (REST, default 8080) and ``--grpc-port`` (default 50050). When a default port is
 taken by another process, a free one is picked and printed instead; a port given explicitly that
 is taken stops the command with exit code 2 naming the flag.
+
+State: jobs (the gateway's SQLite store ``gateway/jobs.sqlite``), their results (``gateway/results``)
+and the processes' logs (``logs/``, appended across runs) live in ``--state-dir``, by default
+``inkstream/up`` under the user's data folder (:func:`default_state_dir`: ``$XDG_DATA_HOME`` or
+``~/.local/share`` on Linux, via platformdirs), so a job submitted before a restart answers after it
+(jobs unfinished at the stop are recovered by the gateway at the next start). ``--fresh`` deletes the
+folder first, on purpose. One ``inkstream up`` per state folder at a time (a lock file; a second
+one exits with code 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import os
 import pathlib
 import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from types import FrameType
+from typing import IO
+
+import platformdirs
 
 from launcher.local_stack import GATEWAY_STOP_GRACE_S, LocalStack, free_port
 
 DEFAULT_PORTS = {"--port": 8080, "--grpc-port": 50050}
+#: the gateway's job store and result directory (``stores.data_dir``), as an environment override
+DATA_DIR_ENV = "INKSTREAM_GATEWAY__STORES__DATA_DIR"
+
+
+def default_state_dir() -> pathlib.Path:
+    """``<user data folder>/inkstream/up``: ``$XDG_DATA_HOME/inkstream/up`` (default
+    ``~/.local/share/inkstream/up``) on Linux, the platform's equivalent elsewhere (platformdirs).
+    """
+    return platformdirs.user_data_path("inkstream", appauthor=False) / "up"
+
+
+def open_state_dir(path: pathlib.Path, fresh: bool) -> IO[str]:
+    """Create (after deleting it when ``fresh``) the state folder and take its lock; returns the open
+    lock file (held until closed). Raises BlockingIOError when another ``inkstream up`` holds it,
+    OSError when the folder cannot be made.
+    """
+    lock_path = path / "up.lock"
+    if fresh and path.exists():
+        lock = _lock(lock_path) if lock_path.exists() else None  # never clear a folder in use
+        shutil.rmtree(path)
+        if lock is not None:
+            lock.close()
+    path.mkdir(parents=True, exist_ok=True)
+    return _lock(lock_path)
+
+
+def _lock(lock_path: pathlib.Path) -> IO[str]:
+    fh = open(lock_path, "a+")  # noqa: SIM115 - held for the command's lifetime
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise
+    return fh
 
 
 def main(argv: list[str]) -> int:
-    """``inkstream up [--model DIR] [--port P] [--grpc-port P] [--encoders N] [--decoders N]``.
+    """``inkstream up [--model DIR] [--port P] [--grpc-port P] [--encoders N] [--decoders N]
+    [--state-dir DIR] [--fresh] [--log-dir DIR]``.
 
     Returns the exit code.
     """
@@ -40,7 +87,12 @@ def main(argv: list[str]) -> int:
                     help="gateway gRPC port (default 50050, or a free one when 50050 is taken; 0 = any free port)")
     ap.add_argument("--encoders", type=int, default=1, help="encoder replicas (default 1)")
     ap.add_argument("--decoders", type=int, default=1, help="decoder replicas (default 1)")
-    ap.add_argument("--log-dir", help="directory for the processes' logs (default: a temporary one)")
+    ap.add_argument("--state-dir", type=pathlib.Path, default=None,
+                    help="folder for jobs, results and logs, kept across restarts "
+                         f"(default: {default_state_dir()})")
+    ap.add_argument("--fresh", action="store_true",
+                    help="delete the state folder first: every job, result and log of earlier runs")
+    ap.add_argument("--log-dir", help="directory for the processes' logs (default: STATE_DIR/logs)")
     ap.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for readiness")
     args = ap.parse_args(argv)
     if args.encoders < 1 or args.decoders < 1:
@@ -58,6 +110,22 @@ def main(argv: list[str]) -> int:
                   f"(choose one with {flag})", file=sys.stderr)
         ports[flag] = port
 
+    state_dir = (args.state_dir or default_state_dir()).expanduser().resolve()
+    try:
+        lock = open_state_dir(state_dir, args.fresh)
+    except BlockingIOError:
+        print(f"inkstream up: the state folder {state_dir} is in use by another inkstream up; stop it or "
+              "choose another with --state-dir", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"inkstream up: cannot use the state folder {state_dir}: {exc}", file=sys.stderr)
+        return 2
+    with lock:
+        return _run(args, ports, state_dir)
+
+
+def _run(args: argparse.Namespace, ports: dict[str, int], state_dir: pathlib.Path) -> int:
+    """Start, supervise and stop the stack with its state in ``state_dir`` (locked by the caller)."""
     stopping = False
     failed = ""
 
@@ -67,15 +135,16 @@ def main(argv: list[str]) -> int:
             stack.kill_all()
         stopping = True
 
-    # The logs go to a directory of their own, kept when the stack fails (the scratch directory is
-    # a TemporaryDirectory, deleted at exit whatever happened) and removed after a clean stop.
-    log_dir = pathlib.Path(args.log_dir or tempfile.mkdtemp(prefix="inkstream-up-logs-"))
+    # Logs and the gateway's stores live in the state folder and are kept (appended to) across runs.
+    log_dir = pathlib.Path(args.log_dir) if args.log_dir else state_dir / "logs"
+    env = {DATA_DIR_ENV: os.environ.get(DATA_DIR_ENV) or str(state_dir / "gateway")}
     stack = LocalStack(args.model, encoders=args.encoders, decoders=args.decoders, gateway_port=ports["--port"],
-                       gateway_grpc_port=ports["--grpc-port"], log_dir=log_dir, startup_timeout_s=args.startup_timeout)
+                       gateway_grpc_port=ports["--grpc-port"], log_dir=log_dir, env=env,
+                       startup_timeout_s=args.startup_timeout)
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         print(f"inkstream up: starting {args.encoders} encoder(s), {args.decoders} decoder(s) and the gateway "
-              f"(logs in {stack.log_dir}) ...", file=sys.stderr, flush=True)
+              f"(state in {state_dir}; logs in {stack.log_dir}) ...", file=sys.stderr, flush=True)
         try:
             stack.start()
         except (RuntimeError, FileNotFoundError) as exc:
@@ -95,9 +164,7 @@ def main(argv: list[str]) -> int:
               "Ctrl-C again stops at once) ...", file=sys.stderr, flush=True)
         return 0
     finally:
-        stack.stop()
-        if args.log_dir is None and not failed:
-            shutil.rmtree(log_dir, ignore_errors=True)
+        stack.close()
         for s, h in old.items():
             signal.signal(s, h)
 

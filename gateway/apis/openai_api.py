@@ -18,6 +18,10 @@ can point their client at the gateway. What is supported, per the API reference
   then ``data: [DONE]``; ``stream_options.include_usage`` adds the usage chunk.
 * ``usage``: ``prompt_tokens`` = vision tokens of the pages, ``completion_tokens`` = generated tokens.
 * ``model``: optional; a different id than the served one is a 404 ``model_not_found``.
+* Refused with a 400 naming the parameter in ``error.param`` (never silently ignored): ``n`` > 1,
+  ``tools`` / ``tool_choice`` (other than ``"none"``) / ``functions`` / ``function_call``,
+  ``response_format`` other than ``{"type": "text"}``, ``logprobs: true``, ``top_logprobs`` > 0
+  (:func:`gateway.apis.openai_messages.refuse_unhonoured`). Other unknown fields are ignored.
 
 Errors use OpenAI's shape ``{"error": {"message", "type", "param", "code"}}`` with the status of
 the gateway's one error map (:mod:`inkstream.errors`), ``code`` its reason in lower case. The same
@@ -37,8 +41,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.apis.openai_messages import ChatRequest, parse_chat_request
+from gateway.apis.openai_messages import ChatBody, ChatRequest, InvalidParameter, parse_chat_request
 from gateway.apis.rest_http import StreamWithCleanup
+from gateway.apis.rest_schema import chat_route
 from gateway.core import GatewayCore
 from gateway.service import OcrRequest, run_id
 from gateway.session import ocr_bytes
@@ -53,11 +58,16 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403:
 
 
 def openai_error(exc: BaseException, code: str | None = None) -> JSONResponse:
-    """``exc`` as OpenAI's error object, with the mapped status and ``Retry-After`` when hinted."""
+    """``exc`` as OpenAI's error object, with the mapped status and ``Retry-After`` when hinted;
+    ``param`` / ``code`` from an :class:`InvalidParameter`.
+    """
     err = as_inkstream_error(exc)
     status = http_status(err)
+    param = err.param if isinstance(err, InvalidParameter) else None
+    if isinstance(err, InvalidParameter) and code is None:
+        code = err.code
     body = {"error": {"message": err.message, "type": _ERROR_TYPES.get(status, "server_error"),
-                      "param": None, "code": code or err.reason_name.lower()}}
+                      "param": param, "code": code or err.reason_name.lower()}}
     return JSONResponse(body, status_code=status, headers=retry_after_header(err))
 
 
@@ -151,7 +161,7 @@ def openai_router(core: GatewayCore) -> APIRouter:
         return JSONResponse({"object": "list", "data": [
             {"id": model, "object": "model", "created": 0, "owned_by": "inkstream"}]})
 
-    @router.post("/v1/chat/completions", summary="Read the images of a chat request (OpenAI-compatible)")
+    @router.post("/v1/chat/completions", **chat_route(ChatBody.model_json_schema()))
     async def chat_completions(request: Request) -> Response:
         try:
             core.check_accepting()

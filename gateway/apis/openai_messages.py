@@ -1,6 +1,10 @@
 """The request body of ``POST /v1/chat/completions`` (OpenAI's schema, the parts inkstream reads).
 
-Validated with pydantic; anything wrong is an InvalidInput (400) naming the field. Images come as
+Validated with pydantic; anything wrong is an InvalidParameter (400) naming the field in ``param``.
+Parameters the gateway cannot honour are refused the same way rather than ignored (as vLLM does):
+``n`` > 1 (one reading per request), ``tools`` / ``tool_choice`` other than ``"none"`` / the legacy
+``functions`` / ``function_call`` (no tool calling), ``response_format`` other than ``{"type":
+"text"}`` (no JSON modes), ``logprobs: true`` / ``top_logprobs`` > 0 (no token log-probabilities). Images come as
 ``data:`` URIs (RFC 2397) holding base64 document bytes; other URL schemes are refused so the gateway
 never fetches a URL it was handed (server-side request forgery). The body is read with the gateway's
 upload limit (base64 makes a document about 4/3 as large, plus the JSON around it).
@@ -24,6 +28,16 @@ PROMPT_TASKS = (("<|grounding|>convert the document to markdown", "markdown"), (
 _DATA_URI = re.compile(r"^data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(;[\w.+-]+=[^;,]*)*)(?P<b64>;base64)?,",
                        re.IGNORECASE)
 _JSON_OVERHEAD_BYTES = 1 << 20  # the messages' text and JSON syntax around the base64 images
+
+
+class InvalidParameter(InvalidInput):
+    """A 400 about one request parameter: ``param`` its name (OpenAI's ``error.param``), ``code``
+    OpenAI's ``error.code`` (``unsupported_parameter``, ``unsupported_value``, ``invalid_value``).
+    """
+
+    def __init__(self, message: str, param: str, code: str = "invalid_value"):
+        super().__init__(message)
+        self.param, self.code = param, code
 
 
 class ImageUrl(BaseModel):
@@ -67,6 +81,45 @@ class ChatBody(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     stream: bool = False
     stream_options: StreamOptions | None = None
+    n: int | None = None
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    functions: list[Any] | None = None
+    function_call: Any = None
+    response_format: dict[str, Any] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+
+
+def refuse_unhonoured(body: ChatBody) -> None:
+    """Raise InvalidParameter (400) for the first parameter of ``body`` the gateway cannot honour
+    (see the module docstring); returns for a request it answers as asked.
+    """
+    if body.n is not None and body.n != 1:
+        raise InvalidParameter(f"n={body.n} is not supported: the gateway returns one reading per request "
+                               "(n must be 1 or absent)", "n", "unsupported_value")
+    if body.tools:
+        raise InvalidParameter("tools are not supported: this OCR model does not call tools", "tools",
+                               "unsupported_parameter")
+    if body.tool_choice is not None and body.tool_choice != "none":
+        raise InvalidParameter("tool_choice is not supported (only \"none\"): this OCR model does not call tools",
+                               "tool_choice", "unsupported_parameter")
+    if body.functions:
+        raise InvalidParameter("functions are not supported: this OCR model does not call functions", "functions",
+                               "unsupported_parameter")
+    if body.function_call is not None and body.function_call != "none":
+        raise InvalidParameter("function_call is not supported (only \"none\")", "function_call",
+                               "unsupported_parameter")
+    if body.response_format is not None and body.response_format.get("type", "text") != "text":
+        raise InvalidParameter(f"response_format type {body.response_format.get('type')!r} is not supported: the "
+                               'answer is the page text (only {"type": "text"})', "response_format",
+                               "unsupported_value")
+    if body.logprobs:
+        raise InvalidParameter("logprobs are not supported: the gateway does not return token log-probabilities",
+                               "logprobs", "unsupported_parameter")
+    if body.top_logprobs:
+        raise InvalidParameter("top_logprobs is not supported: the gateway does not return token log-probabilities",
+                               "top_logprobs", "unsupported_parameter")
 
 
 @dataclass
@@ -127,15 +180,18 @@ async def _read_body(request: Request, max_upload_bytes: int) -> bytes:
 
 
 async def parse_chat_request(request: Request, max_upload_bytes: int) -> ChatRequest:
-    """Read and validate the body (see the module docstring). Raises InvalidInput (400),
-    PayloadTooLarge (413).
+    """Read and validate the body (see the module docstring). Raises InvalidInput / InvalidParameter
+    (400), PayloadTooLarge (413).
     """
     raw = await _read_body(request, max_upload_bytes)
     try:
         body = ChatBody.model_validate_json(raw or b"{}")
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
-        raise InvalidInput(f"invalid chat completion request: {problems}") from None
+        first = exc.errors()[0]["loc"] if exc.errors() else ()
+        raise InvalidParameter(f"invalid chat completion request: {problems}",
+                               ".".join(str(x) for x in first)) from None
+    refuse_unhonoured(body)
     images: list[bytes] = []
     prompt = ""
     for i, msg in enumerate(body.messages):

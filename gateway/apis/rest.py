@@ -18,6 +18,7 @@ request-scoped temp file with a running byte count (413 as soon as it passes the
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
@@ -39,6 +40,18 @@ from inkstream import trace_asgi
 from inkstream.errors import InkstreamError, InvalidInput, MethodNotAllowed, NotFound, Unauthenticated
 
 __all__ = ["MEDIA", "NDJSON", "create_app"]
+_HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+
+def allowed_methods(app: FastAPI, path: str, fallback: str = "") -> str:
+    """``Allow`` for a 405 on ``path``: the methods ``/openapi.json`` documents for the path template it
+    matches (Starlette lists only the first matching route's, so ``/v1/jobs/{id}`` lost DELETE), upper
+    case, sorted, comma-separated; ``fallback`` for an undocumented path.
+    """
+    for template, ops in app.openapi().get("paths", {}).items():
+        if re.fullmatch(re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)), path):
+            return ", ".join(sorted(m.upper() for m in ops if m in _HTTP_METHODS))
+    return fallback
 
 
 def create_app(config: GatewayConfig, pipeline: PagePipeline, core: GatewayCore | None = None,
@@ -72,8 +85,10 @@ def create_app(config: GatewayConfig, pipeline: PagePipeline, core: GatewayCore 
         """Unknown routes and wrong methods answer in the same error shape as everything else."""
         what = f"{request.method} {request.url.path}"
         if exc.status_code == 405:
-            resp = error_response(
-                MethodNotAllowed(f"{what}: this route does not take {request.method} (see /openapi.json)"))
+            allow = allowed_methods(app, request.url.path, (exc.headers or {}).get("Allow", ""))
+            resp = error_response(MethodNotAllowed(
+                f"{what}: this route does not take {request.method}; it takes {allow} (see /openapi.json)"))
+            resp.headers["Allow"] = allow
         elif exc.status_code == 404:
             resp = error_response(NotFound(f"{what}: no such route (the API is described at /docs and /openapi.json)"))
         elif exc.status_code == 401:
@@ -82,7 +97,8 @@ def create_app(config: GatewayConfig, pipeline: PagePipeline, core: GatewayCore 
             resp = error_response(InvalidInput(f"{what}: {exc.detail}"))
             resp.status_code = exc.status_code
         for k, v in (exc.headers or {}).items():
-            resp.headers[k] = v
+            if k.lower() != "allow":
+                resp.headers[k] = v
         return resp
 
     @app.exception_handler(RequestValidationError)

@@ -158,6 +158,10 @@ async def _received(request: Request, core: GatewayCore, directory: Any, upload:
                     fields: dict[str, str], known: tuple[str, ...]) -> Received:
     """Options from ``fields`` then the query; a ``source`` object is fetched into ``directory``."""
     limits = core.config.limits
+    for k in known:
+        if k in fields and k in request.query_params and fields[k] != request.query_params[k]:
+            raise InvalidInput(f"option {k!r} given as a form field ({fields[k]!r}) and as a query parameter "
+                               f"({request.query_params[k]!r}) with different values; give it once")
     values: dict[str, Any] = {k: fields.get(k, request.query_params.get(k, "")) for k in known}
     source = values.pop("source", "").strip()
     callback = values.pop("callback_url", "").strip()

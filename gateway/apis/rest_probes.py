@@ -8,6 +8,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from gateway.core import GatewayCore
 
+_READY = {"type": "object", "required": ["ready", "reason"],
+          "properties": {"ready": {"type": "boolean"}, "reason": {"type": "string"}}}
+
 
 def probes_router(core: GatewayCore) -> APIRouter:
     """Liveness, readiness (replicas + stores) and the Prometheus exposition over ``core``."""
@@ -18,7 +21,10 @@ def probes_router(core: GatewayCore) -> APIRouter:
         """Liveness: 200 while the process answers (also while draining)."""
         return {"status": "ok"}
 
-    @router.get("/readyz", summary="Readiness: replicas SERVING and the stores reachable")
+    @router.get("/readyz", summary="Readiness: replicas SERVING and the stores reachable", responses={
+        200: {"description": "ready", "content": {"application/json": {"schema": _READY}}},
+        503: {"description": "not ready (no replica serving, a store unreachable, or draining); reason says which",
+              "content": {"application/json": {"schema": _READY}}}})
     async def readyz() -> JSONResponse:
         """Readiness: 200 when an encoder and a decoder replica are SERVING and the job and result
         stores answer; else 503 with the reason (also 503 while draining).
@@ -30,7 +36,9 @@ def probes_router(core: GatewayCore) -> APIRouter:
             ok, reason = await core.service.ready()
         return JSONResponse({"ready": ok, "reason": reason}, status_code=200 if ok else 503)
 
-    @router.get("/metrics", summary="Prometheus metrics")
+    @router.get("/metrics", summary="Prometheus metrics", response_class=Response, responses={
+        200: {"description": f"Prometheus text exposition ({CONTENT_TYPE_LATEST})",
+              "content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}}}})
     async def metrics() -> Response:
         """Prometheus text exposition of the process's OpenTelemetry metrics."""
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -10,25 +10,17 @@ starting with the SOC and SIZ markers ``FF 4F FF 51``, Annex A.4).
 
 from __future__ import annotations
 
+from inkstream.doc_types import DOC_TYPES, accepted_list
 from inkstream.errors import InvalidInput, UnsupportedMediaType
 
 #: bytes a caller should pass to :func:`detect_type` (PDF header search window).
 SNIFF_BYTES = 1024
 
-KINDS = ("pdf", "png", "jpeg", "tiff", "gif", "webp", "bmp", "jp2")
+KINDS = tuple(t.kind for t in DOC_TYPES)
 _JP2_SIGNATURE = b"\x00\x00\x00\x0cjP  \r\n\x87\n"
 _J2K_CODESTREAM = b"\xff\x4f\xff\x51"
 
-MEDIA_TYPES = {
-    "pdf": "application/pdf",
-    "png": "image/png",
-    "jpeg": "image/jpeg",
-    "tiff": "image/tiff",
-    "gif": "image/gif",
-    "webp": "image/webp",
-    "bmp": "image/bmp",
-    "jp2": "image/jp2",
-}
+MEDIA_TYPES = {t.kind: t.media_type for t in DOC_TYPES}
 
 
 def detect_type(head: bytes) -> str:
@@ -56,6 +48,5 @@ def detect_type(head: bytes) -> str:
     if b"%PDF-" in head[:SNIFF_BYTES]:
         return "pdf"
     raise UnsupportedMediaType(
-        "unsupported file type (not recognised from its first bytes); accepted: "
-        "PDF, PNG, JPEG, JPEG 2000, TIFF, WebP, BMP, GIF"
+        f"unsupported file type (not recognised from its first bytes); accepted: {accepted_list()}"
     )

@@ -131,3 +131,42 @@ def test_markdown_prompt_and_default_task():
     assert task_of("<image>\n<|grounding|>Convert the document to markdown. ") == "markdown"
     assert task_of("<image>\nFree OCR.") == "ocr"
     assert task_of("What is in this picture?") == ""
+
+
+@pytest.mark.parametrize(("kwargs", "param"), [
+    ({"n": 2}, "n"),
+    ({"tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]}, "tools"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}},
+     "response_format"),
+    ({"logprobs": True}, "logprobs"),
+    ({"logprobs": True, "top_logprobs": 3}, "logprobs"),
+    ({"top_logprobs": 3}, "top_logprobs"),
+])
+def test_unhonoured_parameters_are_a_400_naming_them(server, kwargs, param):
+    """What the gateway cannot honour is refused as vLLM does (400, OpenAI's error shape, ``param``
+    set), never silently ignored; through the official client, streaming or not.
+    """
+    url, fake = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as info:
+            client.chat.completions.create(model=MODEL_ID, messages=_message(png_bytes(marked_page(1))),
+                                           stream=stream, **kwargs)
+        err = info.value.body
+        assert info.value.status_code == 400 and err["param"] == param and param in err["message"]
+        assert err["type"] == "invalid_request_error" and err["code"].startswith("unsupported_")
+    assert fake.pages_run == 0
+
+
+def test_honoured_values_of_those_parameters_are_answered(server):
+    url, _ = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
+    out = client.chat.completions.create(model=MODEL_ID, messages=_message(png_bytes(marked_page(1))), n=1,
+                                         tool_choice="none", response_format={"type": "text"}, logprobs=False)
+    assert len(out.choices) == 1 and out.choices[0].message.content
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL_ID, messages=_message(png_bytes(marked_page(1))),
+                                       max_tokens=0)
+    assert info.value.body["param"] == "max_tokens"

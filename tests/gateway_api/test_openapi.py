@@ -97,8 +97,8 @@ def test_ndjson_lines_are_described(spec):
 
 
 ROUTE_ERRORS = {
-    ("/v1/ocr", "post"): {400, 401, 405, 408, 413, 415, 422, 429, 500, 503, 504},
-    ("/v1/jobs", "post"): {400, 401, 405, 408, 413, 415, 422, 429, 500, 503},
+    ("/v1/ocr", "post"): {400, 401, 405, 408, 409, 413, 415, 422, 429, 500, 503, 504},
+    ("/v1/jobs", "post"): {400, 401, 405, 408, 409, 413, 415, 422, 429, 500, 503},
     ("/v1/jobs/{job_id}", "get"): {401, 404, 500},
     ("/v1/jobs/{job_id}/result", "get"): {400, 401, 404, 409, 500},
     ("/v1/jobs/{job_id}", "delete"): {401, 404, 500},
@@ -161,3 +161,47 @@ async def test_real_answers_have_exactly_the_documented_fields(client):
     r = await client.get(f"/v1/jobs/{job.job_id}/result", params={"format": "json"})
     rest_bodies.DocumentResult.model_validate(r.json())
     assert set(r.json()) == set(rest_bodies.DocumentResult.model_fields)
+
+
+def test_metrics_is_documented_as_prometheus_text(spec):
+    content = spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
+    assert list(content) == ["text/plain"]
+
+
+def test_documented_statuses_of_chat_and_job_submission(spec):
+    chat = spec["paths"]["/v1/chat/completions"]["post"]
+    assert chat["requestBody"]["required"] and "messages" in chat["requestBody"]["content"]["application/json"][
+        "schema"]["properties"]
+    assert {"400", "401", "404", "413", "429", "503"} <= set(chat["responses"])
+    assert "n > 1" in chat["responses"]["400"]["description"]
+    for path in ("/v1/jobs", "/v1/ocr"):
+        assert "409" in spec["paths"][path]["post"]["responses"], path
+    links = spec["paths"]["/v1/jobs"]["post"]["responses"]["202"]["links"]
+    assert {v["operationId"] for v in links.values()} == {"get_job", "job_result", "cancel_job"}
+    ops = {op["operationId"] for item in spec["paths"].values() for op in item.values()}
+    assert {"get_job", "job_result", "cancel_job", "submit_job"} <= ops
+
+
+async def test_405_allow_lists_every_documented_method(client, spec):
+    r = await client.put("/v1/jobs/0123")
+    assert r.status_code == 405 and r.headers["allow"] == "DELETE, GET"
+    assert set(r.headers["allow"].lower().split(", ")) == set(spec["paths"]["/v1/jobs/{job_id}"])
+    r = await client.get("/v1/ocr")
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
+@pytest.mark.parametrize(("path", "status"), [("/v1/ocr", 200), ("/v1/jobs", 202)])
+async def test_raw_octet_stream_body_is_the_document(client, spec, path, status):
+    """``curl --data-binary @doc.pdf -H 'Content-Type: application/octet-stream'``: documented and
+    accepted, the type from the magic bytes, options from the query."""
+    assert "application/octet-stream" in spec["paths"][path]["post"]["requestBody"]["content"]
+    r = await client.post(f"{path}?format=text", content=marked_pdf([2]),
+                          headers={"content-type": "application/octet-stream"})
+    assert r.status_code == status, r.text
+
+
+async def test_an_option_given_twice_must_agree(client):
+    r = await client.post("/v1/ocr?format=json", files={"file": ("d.pdf", marked_pdf([1]))}, data={"format": "text"})
+    assert r.status_code == 400 and "'format'" in r.json()["error"]["message"]
+    r = await client.post("/v1/ocr?format=text", files={"file": ("d.pdf", marked_pdf([1]))}, data={"format": "text"})
+    assert r.status_code == 200

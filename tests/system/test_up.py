@@ -30,7 +30,8 @@ def test_up_serves_and_stops_cleanly(tiny_ds_checkpoint, shared_dir, tmp_path):
     out = tmp_path / "up.out"
     with open(out, "w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "up", "--model", str(tiny_ds_checkpoint),
-                                 "--port", str(port), "--grpc-port", str(gport), "--log-dir", str(tmp_path / "logs")],
+                                 "--port", str(port), "--grpc-port", str(gport), "--log-dir", str(tmp_path / "logs"),
+                                 "--state-dir", str(tmp_path / "state")],
                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
@@ -62,8 +63,8 @@ def test_failed_up_keeps_its_logs(tmp_path):
     """A stack that cannot start says where its logs are, and they are still there after exit."""
     import shutil
 
-    proc = subprocess.run([sys.executable, "-m", "inkstream.cli", "up", "--model", str(tmp_path / "no-such-model")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "inkstream.cli", "up", "--model", str(tmp_path / "no-such-model"),
+                           "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     logs = re.search(r"logs in (\S+?)\)", proc.stderr)
     assert logs, proc.stderr
@@ -103,7 +104,7 @@ def _up_on_other_ports(tiny_ds_checkpoint: pathlib.Path, tmp_path: pathlib.Path)
     out = tmp_path / "up.out"
     with open(out, "w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "up", "--model", str(tiny_ds_checkpoint),
-                                 "--log-dir", str(tmp_path / "logs")],
+                                 "--log-dir", str(tmp_path / "logs"), "--state-dir", str(tmp_path / "state")],
                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
@@ -126,6 +127,60 @@ def _up_on_other_ports(tiny_ds_checkpoint: pathlib.Path, tmp_path: pathlib.Path)
             r = httpx.get(murl, timeout=10)
             assert r.status_code == 200 and "inkstream_" in r.text, (name, murl, r.status_code)
         proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0, out.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _up(model: pathlib.Path, state: pathlib.Path, port: int, out: pathlib.Path) -> subprocess.Popen:
+    """``inkstream up`` with its state in ``state`` on REST ``port``, running once it said so."""
+    with open(out, "a") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "up", "--model", str(model), "--port",
+                                 str(port), "--grpc-port", "0", "--state-dir", str(state)],
+                                stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while out.read_text().count("inkstream is up") < 1 + out.read_text().count("inkstream up: stopping"):
+        assert proc.poll() is None, out.read_text()
+        assert time.monotonic() < deadline, out.read_text()
+        time.sleep(0.2)
+    return proc
+
+
+def test_jobs_results_and_logs_survive_a_restart(tiny_ds_checkpoint, shared_dir, tmp_path):
+    """up, submit a job, Ctrl-C (SIGINT), up again on the same state folder: the job's status and
+    result are still there, and the logs of both runs are kept.
+    """
+    state, out, port = tmp_path / "state", tmp_path / "up.out", free_port()
+    out.write_text("")
+    url = f"http://127.0.0.1:{port}"
+    proc = _up(tiny_ds_checkpoint, state, port, out)
+    try:
+        r = httpx.post(f"{url}/v1/jobs", files={"file": ("p.png", line_pages(shared_dir)[0], "image/png")},
+                       data={"format": "json"}, timeout=60)
+        assert r.status_code == 202, r.text
+        job_id = r.json()["job_id"]
+        deadline = time.monotonic() + 120
+        while (job := httpx.get(f"{url}/v1/jobs/{job_id}", timeout=10).json())["status"] not in ("done", "failed"):
+            assert time.monotonic() < deadline, job
+            time.sleep(0.2)
+        assert job["status"] == "done", job
+        before = httpx.get(f"{url}/v1/jobs/{job_id}/result", timeout=10).json()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=90) == 0, out.read_text()
+        assert _refused(f"127.0.0.1:{port}")
+        log = state / "logs" / "gateway-0.log"
+        first_run_log = log.read_bytes()
+        assert first_run_log
+        proc = _up(tiny_ds_checkpoint, state, port, out)
+        again = httpx.get(f"{url}/v1/jobs/{job_id}", timeout=10)
+        assert again.status_code == 200 and again.json()["status"] == "done", again.text
+        after = httpx.get(f"{url}/v1/jobs/{job_id}/result", timeout=10)
+        assert after.status_code == 200 and after.json()["pages"] == before["pages"]
+        assert (state / "gateway" / "jobs.sqlite").is_file()
+        assert log.read_bytes().startswith(first_run_log) and log.stat().st_size > len(first_run_log)
+        proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=90) == 0, out.read_text()
     finally:
         if proc.poll() is None:
