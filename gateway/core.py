@@ -77,6 +77,8 @@ class GatewayCore:
             self.jobs.local = worker
             self.jobs_metrics.running = lambda: worker.running
         self.draining = False
+        #: set when a drain gives up waiting: open streams end with an error line instead of being cut
+        self.abandoned = asyncio.Event()
         self.inflight = 0  # synchronous OCR requests being served (REST + gRPC)
         self._started = False
         self._background: list[asyncio.Task[Any]] = []
@@ -137,6 +139,8 @@ class GatewayCore:
             except Exception as exc:  # noqa: BLE001 - readiness never raises
                 reason = as_inkstream_error(exc).message if not isinstance(exc, TimeoutError) \
                     else f"{type(store).__name__} did not answer within 5 s"
+                where = getattr(store, "where", "")
+                reason = f"{reason} ({where})" if where and where not in reason else reason
                 checks[name] = (False, reason)
                 log.warning("not ready: %s", reason)
         self._stores_checked = (time.monotonic(), checks)
@@ -192,12 +196,17 @@ class GatewayCore:
             yield
 
     async def drain(self, grace_s: float) -> None:
-        """Stop accepting (readiness 503), wait up to ``grace_s`` seconds for in-flight requests."""
+        """Stop accepting (readiness 503), wait up to ``grace_s`` seconds for in-flight requests; then
+        set :attr:`abandoned` (streaming responses still open stop and say why in their last line).
+        """
         self.draining = True
         loop = asyncio.get_running_loop()
         end = loop.time() + grace_s
         while self.inflight > 0 and loop.time() < end:
             await asyncio.sleep(0.1)
+        if self.inflight > 0:  # streams still open end with an error line (gateway.apis.rest_ocr)
+            self.abandoned.set()
+            await asyncio.sleep(0.2)
 
     @contextlib.contextmanager
     def request_dir(self) -> Iterator[pathlib.Path]:

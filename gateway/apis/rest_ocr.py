@@ -2,7 +2,10 @@
 
 NDJSON (``Accept: application/x-ndjson``): one ``{"page": {...}}`` line per page in page order as
 soon as it is ready, then ``{"summary": {...}}`` (its ``document`` is empty for format=json: the
-page lines are the JSON result). Headers ``X-Pages-Total``, ``X-Model-Id``, ``X-Inkstream-Cache``
+page lines are the JSON result). When pages stop because the stack failed (an error raised past
+the pages, or the gateway's drain giving up on the stream when the stack is stopped), the last
+line is ``{"error": {"code", "reason", "message", "retry_after_s"}}`` instead of the summary.
+Headers ``X-Pages-Total``, ``X-Model-Id``, ``X-Inkstream-Cache``
 (``hit`` when the pages came from the result cache, else ``miss``; also on the whole-document
 answers, where the JSON result and the NDJSON summary carry it as ``"cached": true|false``).
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,10 +30,11 @@ from gateway.output.searchable_pdf import write_searchable_pdf
 from gateway.output.stitch import render_document
 from gateway.service import run_id
 from gateway.session import OcrSession
-from inkstream.errors import InvalidInput
+from inkstream.errors import InvalidInput, Unavailable, as_inkstream_error
 from inkstream.page_result import PageResult, document_json
 from inkstream.request_id import current_request_id
 
+log = logging.getLogger("inkstream.gateway.rest")
 NDJSON = "application/x-ndjson"
 MEDIA = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; charset=utf-8", "json": "application/json",
          "hocr": "application/xhtml+xml; charset=utf-8", "pdf": "application/pdf"}
@@ -55,14 +60,57 @@ def _summary(pages: list[PageResult], model_id: str, fmt: str, seconds: float, c
             "document": "" if fmt == "json" else render_document(pages, fmt)}
 
 
-async def _ndjson(first: PageResult | None, session: OcrSession) -> AsyncIterator[bytes]:
+def error_line(exc: BaseException) -> bytes:
+    """The NDJSON line ``{"error": {code, reason, message, retry_after_s}}`` that ends a stream whose
+    pages stopped because of ``exc`` (the status line is long gone, so the error travels in the body).
+    """
+    e = as_inkstream_error(exc)
+    body = {"code": e.code_name, "reason": e.reason_name, "message": e.message, "retry_after_s": e.retry_after_s}
+    return (json.dumps({"error": body}, ensure_ascii=False) + "\n").encode()
+
+
+SHUTDOWN_MESSAGE = "the gateway shut down before the document was read; send it again (another replica answers)"
+
+
+async def _next_page(session: OcrSession, abandoned: asyncio.Event) -> PageResult | None:
+    """The session's next page, or None at the end; Unavailable when ``abandoned`` is set while
+    waiting (the gateway's drain gave up: the stream must end now, with its error line).
+    """
+    me = asyncio.current_task()
+    assert me is not None
+    fired = False
+
+    def fire(_: Any) -> None:
+        nonlocal fired
+        fired = True
+        me.cancel()
+
+    watcher = asyncio.ensure_future(abandoned.wait())
+    watcher.add_done_callback(fire)
+    try:
+        return await anext(session.pages(), None)
+    except asyncio.CancelledError:
+        if fired and me.uncancel() == 0:
+            raise Unavailable(SHUTDOWN_MESSAGE, retry_after_s=1.0) from None
+        raise
+    finally:
+        watcher.remove_done_callback(fire)
+        watcher.cancel()
+
+
+async def _ndjson(first: PageResult | None, session: OcrSession, abandoned: asyncio.Event) -> AsyncIterator[bytes]:
     assert session.prepared is not None
     pages: list[PageResult] = []
     nxt = first
     while nxt is not None:
         pages.append(nxt)
         yield (json.dumps({"page": nxt.to_dict()}, ensure_ascii=False) + "\n").encode()
-        nxt = await anext(session.pages(), None)
+        try:
+            nxt = await _next_page(session, abandoned)
+        except Exception as exc:  # noqa: BLE001 - the stack failed mid-stream: the last line says so
+            log.warning("stream stopped after %d page(s): %s", len(pages), as_inkstream_error(exc).reason_name)
+            yield error_line(exc)
+            return
     prepared = session.prepared
     summary = _summary(pages, prepared.model_id, prepared.request.format, time.monotonic() - session.started,
                        prepared.cache_hit)
@@ -92,7 +140,8 @@ def ocr_router(core: GatewayCore) -> APIRouter:
                                        "or submit a job")
                 first = await anext(session.pages(), None)  # early pipeline errors still get their status
                 headers.update({"X-Pages-Total": str(prepared.page_count), **cache_header(prepared.cache_hit)})
-                return StreamWithCleanup(_ndjson(first, session), stack, media_type=NDJSON, headers=headers)
+                return StreamWithCleanup(_ndjson(first, session, core.abandoned), stack, media_type=NDJSON,
+                                         headers=headers)
             pages = await collect_while_connected(request, session.pages(), core)
             if fmt == "pdf":
                 out = session.tmp / "searchable.pdf"
