@@ -40,7 +40,7 @@ import grpc
 from fastapi import HTTPException, Request
 
 from gateway.audit import audit
-from gateway.tenancy import DEFAULT_TENANT, OPEN, Principal, check_tenant_name, key_id, set_current
+from gateway.tenancy import DEFAULT_TENANT, OPEN, Principal, acting_as, check_tenant_name, key_id, set_current
 from inkstream.tls import TlsConfig, channel_credentials, open_channel, server_credentials  # re-export
 
 __all__ = [
@@ -202,8 +202,8 @@ class ApiKeyMiddleware:
             principal = ANONYMOUS
         if principal is not None:
             scope.setdefault("state", {})["principal"] = principal
-            set_current(principal)  # this request's context (a copy per ASGI task)
-            await self.app(scope, receive, send)
+            with acting_as(principal):  # the request's principal (gateway.tenancy.current)
+                await self.app(scope, receive, send)
             return
         audit("refused_key", outcome="denied", principal=Principal("", key_id=key_id(presented) if presented else ""),
               route=scope.get("path", ""))
