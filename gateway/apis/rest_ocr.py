@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.apis import rest_schema as schema
 from gateway.apis.rest_http import StreamWithCleanup, collect_while_connected, file_chunks, receive_upload
+from gateway.audit import audited
 from gateway.core import GatewayCore
 from gateway.output.searchable_pdf import write_searchable_pdf
 from gateway.output.stitch import render_document
@@ -127,35 +128,36 @@ def ocr_router(core: GatewayCore) -> APIRouter:
         ``pages``, ``mode``, ``task``, ``password``. Returns the whole document, or with ``Accept:
         application/x-ndjson`` one JSON line per page as soon as it is ready, then a summary line.
         """
-        request_id = run_id(current_request_id(), "x-request-id" in request.headers)
-        stack = contextlib.AsyncExitStack()
-        try:
-            session = await stack.enter_async_context(OcrSession(core, request_id, api="rest", route="/v1/ocr"))
-            got = await receive_upload(request, core, session.tmp)
-            prepared = await session.prepare(got.upload, got.options)
-            fmt, headers = prepared.request.format, {"X-Model-Id": prepared.model_id}
-            if NDJSON in request.headers.get("accept", ""):
+        with audited("ocr"):  # a synchronous read (of an upload or a source object) is audited too
+            request_id = run_id(current_request_id(), "x-request-id" in request.headers)
+            stack = contextlib.AsyncExitStack()
+            try:
+                session = await stack.enter_async_context(OcrSession(core, request_id, api="rest", route="/v1/ocr"))
+                got = await receive_upload(request, core, session.tmp)
+                prepared = await session.prepare(got.upload, got.options)
+                fmt, headers = prepared.request.format, {"X-Model-Id": prepared.model_id}
+                if NDJSON in request.headers.get("accept", ""):
+                    if fmt == "pdf":
+                        raise InvalidInput(f"format=pdf is one binary document: ask without 'Accept: {NDJSON}', "
+                                           "or submit a job")
+                    first = await anext(session.pages(), None)  # early pipeline errors still get their status
+                    headers.update({"X-Pages-Total": str(prepared.page_count), **cache_header(prepared.cache_hit)})
+                    return StreamWithCleanup(_ndjson(first, session, core.abandoned), stack, media_type=NDJSON,
+                                             headers=headers)
+                pages = await collect_while_connected(request, session.pages(), core)
                 if fmt == "pdf":
-                    raise InvalidInput(f"format=pdf is one binary document: ask without 'Accept: {NDJSON}', "
-                                       "or submit a job")
-                first = await anext(session.pages(), None)  # early pipeline errors still get their status
-                headers.update({"X-Pages-Total": str(prepared.page_count), **cache_header(prepared.cache_hit)})
-                return StreamWithCleanup(_ndjson(first, session, core.abandoned), stack, media_type=NDJSON,
-                                         headers=headers)
-            pages = await collect_while_connected(request, session.pages(), core)
-            if fmt == "pdf":
-                out = session.tmp / "searchable.pdf"
-                await asyncio.to_thread(write_searchable_pdf, pages, got.upload.path, prepared.doc.kind, out,
-                                        password=prepared.request.password)
-                return StreamWithCleanup(file_chunks(out), stack, media_type=MEDIA["pdf"],
-                                         headers={**headers, **cache_header(prepared.cache_hit),
-                                                  "Content-Disposition": 'inline; filename="searchable.pdf"'})
-            response = document_response(pages, fmt, prepared.model_id, time.monotonic() - session.started,
-                                         headers, prepared.cache_hit)
-            await stack.aclose()
-            return response
-        except BaseException as exc:
-            await stack.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
+                    out = session.tmp / "searchable.pdf"
+                    await asyncio.to_thread(write_searchable_pdf, pages, got.upload.path, prepared.doc.kind, out,
+                                            password=prepared.request.password)
+                    return StreamWithCleanup(file_chunks(out), stack, media_type=MEDIA["pdf"],
+                                             headers={**headers, **cache_header(prepared.cache_hit),
+                                                      "Content-Disposition": 'inline; filename="searchable.pdf"'})
+                response = document_response(pages, fmt, prepared.model_id, time.monotonic() - session.started,
+                                             headers, prepared.cache_hit)
+                await stack.aclose()
+                return response
+            except BaseException as exc:
+                await stack.__aexit__(type(exc), exc, exc.__traceback__)
+                raise
 
     return router
