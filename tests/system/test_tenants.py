@@ -210,6 +210,15 @@ async def test_tenants_cannot_see_each_other_and_admin_routes_need_the_role(worl
     res = await a.get(f"/v1/jobs/{job_a}/result", headers=auth(KEY_A))
     assert res.status_code == 200 and res.text.split("\f")[0].strip() == expected_text(3)
 
+    # the shared result cache never tells one tenant that another read the same document
+    doc = marked_pdf([11, 12])
+    first = await a.post("/v1/ocr", files={"file": ("d.pdf", doc)}, headers=auth(KEY_A))
+    assert first.headers["x-inkstream-cache"] == "miss"
+    assert (await b.post("/v1/ocr", files={"file": ("d.pdf", doc)}, headers=auth(KEY_A))).headers[
+        "x-inkstream-cache"] == "hit"  # the same tenant on the other gateway: shared
+    assert (await b.post("/v1/ocr", files={"file": ("d.pdf", doc)}, headers=auth(KEY_B))).headers[
+        "x-inkstream-cache"] == "miss"
+
     for c in (a, b):
         assert (await c.post("/v1/admin/queue/pause", headers=auth(KEY_B))).status_code == 403
         assert (await c.get("/v1/admin/queue", headers=auth(KEY_A))).status_code == 403
@@ -331,3 +340,21 @@ async def test_object_store_500_503_403_is_503_with_retry_after_then_the_job_com
     assert res.text.strip() == expected_text(6)
     audit = [json.loads(ln) for ln in lines.lines if '"logger":"inkstream.audit"' in ln]
     assert any(x["action"] == "job_submit" and x["outcome"] == "UNAVAILABLE" for x in audit)
+
+
+async def test_redis_refusing_writes_is_503_with_retry_after(world):
+    """Redis answering an error (OOM under maxmemory), not only an unreachable Redis, is a 503."""
+    a, _, _, _, redis_srv, _ = world
+    import redis as redis_py
+
+    r = redis_py.Redis.from_url(redis_srv.url)
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", "1")
+    try:
+        got = await a.post("/v1/jobs", files={"file": ("d.pdf", marked_pdf([1]))}, headers=auth(KEY_A))
+        assert got.status_code == 503 and int(got.headers["retry-after"]) >= 1, got.text
+        assert "127.0.0.1" not in got.text
+    finally:
+        r.config_set("maxmemory", "0")
+    got = await a.post("/v1/jobs", files={"file": ("d.pdf", marked_pdf([1]))}, headers=auth(KEY_A))
+    assert got.status_code == 202
