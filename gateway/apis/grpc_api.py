@@ -135,7 +135,7 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
                     received = True
                     prepared = await session.prepare(upload, opts)
                     pages: list[PageResult] = []
-                    async for page in session.pages():
+                    while (page := await session.next_page()) is not None:  # Unavailable: drain gave up
                         pages.append(page)
                         yield gateway_pb2.RecognizeResponse(page=page_to_pb(page))
                     yield gateway_pb2.RecognizeResponse(summary=summary_to_pb(

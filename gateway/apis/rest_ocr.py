@@ -31,7 +31,7 @@ from gateway.output.searchable_pdf import write_searchable_pdf
 from gateway.output.stitch import render_document
 from gateway.service import run_id
 from gateway.session import OcrSession
-from inkstream.errors import InvalidInput, Unavailable, as_inkstream_error
+from inkstream.errors import InvalidInput, as_inkstream_error
 from inkstream.page_result import PageResult, document_json
 from inkstream.request_id import current_request_id
 
@@ -70,36 +70,7 @@ def error_line(exc: BaseException) -> bytes:
     return (json.dumps({"error": body}, ensure_ascii=False) + "\n").encode()
 
 
-SHUTDOWN_MESSAGE = "the gateway shut down before the document was read; send it again (another replica answers)"
-
-
-async def _next_page(session: OcrSession, abandoned: asyncio.Event) -> PageResult | None:
-    """The session's next page, or None at the end; Unavailable when ``abandoned`` is set while
-    waiting (the gateway's drain gave up: the stream must end now, with its error line).
-    """
-    me = asyncio.current_task()
-    assert me is not None
-    fired = False
-
-    def fire(_: Any) -> None:
-        nonlocal fired
-        fired = True
-        me.cancel()
-
-    watcher = asyncio.ensure_future(abandoned.wait())
-    watcher.add_done_callback(fire)
-    try:
-        return await anext(session.pages(), None)
-    except asyncio.CancelledError:
-        if fired and me.uncancel() == 0:
-            raise Unavailable(SHUTDOWN_MESSAGE, retry_after_s=1.0) from None
-        raise
-    finally:
-        watcher.remove_done_callback(fire)
-        watcher.cancel()
-
-
-async def _ndjson(first: PageResult | None, session: OcrSession, abandoned: asyncio.Event) -> AsyncIterator[bytes]:
+async def _ndjson(first: PageResult | None, session: OcrSession) -> AsyncIterator[bytes]:
     assert session.prepared is not None
     pages: list[PageResult] = []
     nxt = first
@@ -107,7 +78,7 @@ async def _ndjson(first: PageResult | None, session: OcrSession, abandoned: asyn
         pages.append(nxt)
         yield (json.dumps({"page": nxt.to_dict()}, ensure_ascii=False) + "\n").encode()
         try:
-            nxt = await _next_page(session, abandoned)
+            nxt = await session.next_page()
         except Exception as exc:  # noqa: BLE001 - the stack failed mid-stream: the last line says so
             log.warning("stream stopped after %d page(s): %s", len(pages), as_inkstream_error(exc).reason_name)
             yield error_line(exc)
@@ -142,7 +113,7 @@ def ocr_router(core: GatewayCore) -> APIRouter:
                                            "or submit a job")
                     first = await anext(session.pages(), None)  # early pipeline errors still get their status
                     headers.update({"X-Pages-Total": str(prepared.page_count), **cache_header(prepared.cache_hit)})
-                    return StreamWithCleanup(_ndjson(first, session, core.abandoned), stack, media_type=NDJSON,
+                    return StreamWithCleanup(_ndjson(first, session), stack, media_type=NDJSON,
                                              headers=headers)
                 pages = await collect_while_connected(request, session.pages(), core)
                 if fmt == "pdf":

@@ -13,8 +13,8 @@ import uvicorn
 
 from client import ocr_cli
 from gateway.apis.rest import create_app
-from gateway.apis.rest_ocr import SHUTDOWN_MESSAGE
 from gateway.core import GatewayCore
+from gateway.session import SHUTDOWN_MESSAGE
 from tests.gateway_api.conftest import FakePipeline, expected_text, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)
