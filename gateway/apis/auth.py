@@ -1,8 +1,12 @@
 """API-key access control for the gateway's public APIs (REST and gRPC).
 
 Keys come from (first found): the ``api_keys_file`` argument, env ``INKSTREAM_API_KEYS_FILE`` (a file
-with one key per line, ``#`` comments; in Kubernetes the ``inkstream-api-keys`` Secret mounted at
-``/etc/inkstream/api-keys/keys``), or env ``INKSTREAM_API_KEYS`` (comma-separated). When none is
+with one line per key, ``KEY TENANT [admin]``, ``#`` comments; in Kubernetes the ``inkstream-api-keys``
+Secret mounted at ``/etc/inkstream/api-keys/keys``), or env ``INKSTREAM_API_KEYS`` (comma-separated
+``KEY[:TENANT[:admin]]``). A key alone belongs to tenant ``default`` (:mod:`gateway.tenancy`); a valid
+key's :class:`gateway.tenancy.Principal` (tenant, admin role, key id) is what the request acts as:
+the middleware and the interceptor make it :func:`gateway.tenancy.current` for the request, and a
+refused key writes an audit line (:mod:`gateway.audit`). When none is
 configured, :func:`load_api_keys` returns None and the APIs are open (local ``inkstream up``); the
 gateway logs that at start-up. Keys shorter than :data:`MIN_KEY_CHARS` characters are refused.
 
