@@ -76,6 +76,7 @@ def _parse_keys(lines: Iterable[str], source: str) -> list[tuple[str, Principal]
         if not line or line.startswith("#"):
             continue
         key, *rest = line.split()
+        rest = rest[:next((i for i, t in enumerate(rest) if t.startswith("#")), len(rest))]  # "# comment" after
         if len(key) < MIN_KEY_CHARS:
             raise ValueError(f"API key on line {n} of {source} is shorter than {MIN_KEY_CHARS} characters")
         if len(rest) > 2 or (len(rest) == 2 and rest[1] != "admin"):

@@ -25,7 +25,7 @@ A, B, OPS, OLD = "tenant-a-key-0001", "tenant-b-key-0002", "operator-key-0003", 
 
 def test_key_file_lines_give_tenant_and_role(tmp_path):
     f = tmp_path / "keys"
-    f.write_text(f"# comment\n{A} acme\n{B}   globex\n{OPS} ops admin\n{OLD}\n\n")
+    f.write_text(f"# comment\n{A} acme   # the main key\n{B}   globex\n{OPS} ops admin #operators\n{OLD}\n\n")
     keys = ApiKeys.from_file(f)
     assert keys.identify(A) == Principal("acme", False, key_id(A))
     assert keys.identify(B).tenant == "globex"
