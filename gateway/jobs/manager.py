@@ -39,7 +39,7 @@ from gateway.service import OcrRequest, OcrService
 from gateway.stores import FINISHED, JobRecord, JobStore, ResultStore
 from gateway.stores.sealed import secret_box
 from gateway.tenancy import DEFAULT_TENANT, scoped_idempotency_key
-from inkstream.errors import IdempotencyConflict, InvalidInput, NotFound, ResourceExhausted
+from inkstream.errors import FailedPrecondition, IdempotencyConflict, InvalidInput, NotFound, ResourceExhausted
 
 __all__ = ["JobManager", "JobResult"]
 
@@ -202,14 +202,14 @@ class JobManager:
             payload["error"] = {"code": job.error_code, "message": job.error_message}
         try:
             url = secret_box().open(job.callback_url)
-        except Exception as exc:  # noqa: BLE001 - a key this process lacks: record the failure
-            log.warning("job %s: webhook URL cannot be opened (%s)", job.job_id, exc)
-            await self.call(self.jobs.update, job.job_id, webhook="failed")
-            return
-        outcome = await self.webhooks.deliver(url, payload)
+        except FailedPrecondition as exc:  # sealed with a key this process lacks: record the failure
+            log.warning("job %s: webhook not sent: %s", job.job_id, exc.message)
+            url = ""
+        outcome = await self.webhooks.deliver(url, payload) if url else None
         try:
-            await self.call(self.jobs.update, job.job_id, webhook="delivered" if outcome.delivered else "failed",
-                            webhook_attempts=outcome.attempts)
+            await self.call(self.jobs.update, job.job_id,
+                            webhook="delivered" if outcome is not None and outcome.delivered else "failed",
+                            webhook_attempts=outcome.attempts if outcome is not None else 0)
         except Exception as exc:  # noqa: BLE001 - recording the outcome is best effort
             log.warning("job %s: webhook outcome not recorded (%s)", job.job_id, exc)
 
