@@ -38,7 +38,7 @@ async def server(gw_config):
     await core.close()
 
 
-async def _trickle(port: int, data: bytes) -> tuple[float, bytes]:
+async def trickle(port: int, data: bytes) -> tuple[float, bytes]:
     """Send ``data`` one byte a second; (seconds until the server closed, what it answered)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     t0 = time.monotonic()
@@ -64,7 +64,7 @@ async def _trickle(port: int, data: bytes) -> tuple[float, bytes]:
 async def test_a_one_byte_per_second_client_is_cut_while_others_are_served(server):
     port = server
     head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 60 + b"\r\n\r\n"
-    slow = asyncio.create_task(_trickle(port, head))
+    slow = asyncio.create_task(trickle(port, head))
     served = 0
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
         while not slow.done():
