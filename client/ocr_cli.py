@@ -95,7 +95,8 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
     """POST ``path`` to ``url``/v1/ocr as NDJSON; returns (pages in order, summary dict).
 
     Raises GatewayRefused (a RuntimeError) with the gateway's error message for a non-200 answer,
-    RuntimeError for an answer that is not HTTP (a gRPC port, say) or a stream broken off,
+    RuntimeError for an answer that is not HTTP (a gRPC port, say), a stream broken off, or a stream
+    that ends with the gateway's ``{"error": ...}`` line (its message included),
     httpx.HTTPError when the gateway cannot be reached.
     """
     from tqdm import tqdm  # heavy: tqdm, only once a document is on its way
@@ -140,6 +141,10 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
                     bar.update(1)
                 elif "summary" in item:
                     summary = item["summary"]
+                elif "error" in item:  # the gateway's stack failed mid-stream: say what happened
+                    err = item["error"] if isinstance(item["error"], dict) else {"message": str(item["error"])}
+                    raise RuntimeError(f"the gateway stopped after {len(pages)} page(s): "
+                                       f"{err.get('reason') or err.get('code', 'ERROR')}: {err.get('message', '')}")
         except httpx.RemoteProtocolError as exc:
             raise RuntimeError(f"the gateway's answer broke off after {len(pages)} page(s): {exc}") from None
         finally:

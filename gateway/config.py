@@ -42,6 +42,8 @@ class Limits(BaseModel):
     max_form_field_bytes: int = Field(16 * 1024, gt=0, description="largest non-file multipart field, bytes")
     upload_chunk_bytes: int = Field(1024 * 1024, gt=0, description="gRPC chunk limit, bytes (proto says 1 MiB)")
     upload_timeout_s: float = Field(300.0, gt=0, description="longest time to receive one upload, seconds")
+    header_timeout_s: float = Field(10.0, gt=0, description="longest time to receive a request's line and "
+                                    "headers, seconds (slow clients: the connection is closed after a 408)")
 
 
 class Stores(BaseModel):

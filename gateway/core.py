@@ -77,10 +77,12 @@ class GatewayCore:
             self.jobs.local = worker
             self.jobs_metrics.running = lambda: worker.running
         self.draining = False
+        #: set when a drain gives up waiting: open streams end with an error line instead of being cut
+        self.abandoned = asyncio.Event()
         self.inflight = 0  # synchronous OCR requests being served (REST + gRPC)
         self._started = False
         self._background: list[asyncio.Task[Any]] = []
-        self._stores_checked = (0.0, True, "")
+        self._stores_checked: tuple[float, dict[str, tuple[bool, str]]] = (0.0, {})
 
     def start(self) -> None:
         """Recover the job store, start the worker and the metrics refresh (idempotent; call from
@@ -117,20 +119,32 @@ class GatewayCore:
         """(reachable, reason) of the job store and the result store, checked at most every
         :data:`STORES_PROBE_S` seconds; an unreachable one is logged by name.
         """
-        at, ok, reason = self._stores_checked
+        checks = await self.store_checks()
+        failing = [reason for _, reason in checks.values() if reason]
+        return not failing, failing[0] if failing else ""
+
+    async def store_checks(self) -> dict[str, tuple[bool, str]]:
+        """``{"job_store": (ok, reason), "result_store": (ok, reason)}``, each store pinged (5 s at
+        most), at most every :data:`STORES_PROBE_S` seconds; never raises. ``reason`` names the
+        endpoint: show it to operators only (``/readyz`` gives it to the admin role).
+        """
+        at, checks = self._stores_checked
         if time.monotonic() - at < STORES_PROBE_S:
-            return ok, reason
-        ok, reason = True, ""
-        for store in (self.job_store, self.results):
+            return checks
+        checks = {}
+        for name, store in (("job_store", self.job_store), ("result_store", self.results)):
             try:
                 await asyncio.wait_for(asyncio.to_thread(store.ping), 5.0)
+                checks[name] = (True, "")
             except Exception as exc:  # noqa: BLE001 - readiness never raises
-                ok, reason = False, as_inkstream_error(exc).message if not isinstance(exc, TimeoutError) \
+                reason = as_inkstream_error(exc).message if not isinstance(exc, TimeoutError) \
                     else f"{type(store).__name__} did not answer within 5 s"
+                where = getattr(store, "where", "")
+                reason = f"{reason} ({where})" if where and where not in reason else reason
+                checks[name] = (False, reason)
                 log.warning("not ready: %s", reason)
-                break
-        self._stores_checked = (time.monotonic(), ok, reason)
-        return ok, reason
+        self._stores_checked = (time.monotonic(), checks)
+        return checks
 
     async def close(self) -> None:
         """Stop the worker (embedded: its unfinished jobs are marked failed), close the stores,
@@ -182,12 +196,17 @@ class GatewayCore:
             yield
 
     async def drain(self, grace_s: float) -> None:
-        """Stop accepting (readiness 503), wait up to ``grace_s`` seconds for in-flight requests."""
+        """Stop accepting (readiness 503), wait up to ``grace_s`` seconds for in-flight requests; then
+        set :attr:`abandoned` (streaming responses still open stop and say why in their last line).
+        """
         self.draining = True
         loop = asyncio.get_running_loop()
         end = loop.time() + grace_s
         while self.inflight > 0 and loop.time() < end:
             await asyncio.sleep(0.1)
+        if self.inflight > 0:  # streams still open end with an error line (gateway.apis.rest_ocr)
+            self.abandoned.set()
+            await asyncio.sleep(0.2)
 
     @contextlib.contextmanager
     def request_dir(self) -> Iterator[pathlib.Path]:

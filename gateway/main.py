@@ -69,6 +69,7 @@ async def _serve(cfg: GatewayConfig) -> int:
     # lazy: the server stack (FastAPI, gRPC, the pipeline: about a second) only once the config loaded
     from gateway.apis.auth import load_api_keys
     from gateway.apis.grpc_api import build_grpc_server
+    from gateway.apis.header_deadline import header_deadline_protocol
     from gateway.apis.rest import create_app
     from gateway.core import GatewayCore
     from gateway.routing.pipeline import Pipeline
@@ -89,8 +90,10 @@ async def _serve(cfg: GatewayConfig) -> int:
             print(f"inkstream gateway: gRPC on {cfg.host}:{grpc_port}", flush=True)
         # The drain below already waited for in-flight requests; uvicorn then gets a few seconds for
         # responses still being written (and requests that slipped in) before it closes connections.
+        # header_deadline_protocol: slow clients (slowloris) are cut after limits.header_timeout_s
         server = _Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_config=None, lifespan="on",
                                         limit_concurrency=cfg.max_connections,
+                                        http=header_deadline_protocol(cfg.limits.header_timeout_s),
                                         timeout_graceful_shutdown=int(max(5.0, min(cfg.drain_grace_s, 30.0)))))
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()

@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gateway import tenancy
 from gateway.config import GatewayConfig
 from gateway.ingest import UploadedFile, close_document, open_document, parse_pages
 from gateway.ingest.document import Document
@@ -151,7 +152,8 @@ class Prepared:
         Errors: see :func:`gateway.routing.in_order.pages_in_order`.
         """
         svc, req = self.service, self.request
-        key = cache_key(self.upload.sha256, self.model_id, self.mode, req.task, self.indices, req.max_new_tokens)
+        key = cache_key(self.upload.sha256, self.model_id, self.mode, req.task, self.indices, req.max_new_tokens,
+                        tenancy.current().tenant)
         cache = svc.cache if req.temperature == 0.0 else None  # a sampled answer is never cached
         if cache is not None:
             cached = await cache.get(key)

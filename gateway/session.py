@@ -21,6 +21,7 @@ Metrics: ``inkstream.gateway.requests`` (api, route, status: the HTTP status of 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import pathlib
 import time
@@ -30,11 +31,14 @@ from typing import TYPE_CHECKING, Any
 from gateway.ingest.upload import UploadedFile, UploadSink
 from gateway.scope import RequestScope
 from gateway.service import OcrRequest, Prepared
-from inkstream.errors import http_status
+from inkstream.errors import Unavailable, http_status
 from inkstream.page_result import PageResult
 
 if TYPE_CHECKING:
     from gateway.core import GatewayCore
+
+
+SHUTDOWN_MESSAGE = "the gateway shut down before the document was read; send it again (another replica answers)"
 
 
 class OcrSession:
@@ -97,6 +101,32 @@ class OcrSession:
             for code in page.warnings:
                 self.core.metrics.page_warnings.add(1, {"code": code})
             yield page
+
+    async def next_page(self) -> PageResult | None:
+        """The next of :meth:`pages`, or None at the end. Raises what the pages raise, and
+        Unavailable (:data:`SHUTDOWN_MESSAGE`) when the gateway's drain gives up on this request while
+        it waits (``core.abandoned``), so a stream ends with an error line / status, not cut short.
+        """
+        me = asyncio.current_task()
+        assert me is not None
+        fired = False
+
+        def fire(_: Any) -> None:
+            nonlocal fired
+            fired = True
+            me.cancel()
+
+        watcher = asyncio.ensure_future(self.core.abandoned.wait())
+        watcher.add_done_callback(fire)
+        try:
+            return await anext(self.pages(), None)
+        except asyncio.CancelledError:
+            if fired and me.uncancel() == 0:
+                raise Unavailable(SHUTDOWN_MESSAGE, retry_after_s=1.0) from None
+            raise
+        finally:
+            watcher.remove_done_callback(fire)
+            watcher.cancel()
 
     @property
     def cache_hit(self) -> bool:

@@ -74,6 +74,14 @@ class Unprocessable(InvalidInput):
     reason = "NOTHING_TO_READ"
 
 
+class IdempotencyConflict(Unprocessable):
+    """An ``Idempotency-Key`` reused with a different document or options (HTTP 422, INVALID_ARGUMENT,
+    reason IDEMPOTENCY_CONFLICT): use a new key.
+    """
+
+    reason = "IDEMPOTENCY_CONFLICT"
+
+
 class MethodNotAllowed(InvalidInput):
     """A route called with a method it does not take, e.g. ``GET /v1/ocr`` (HTTP 405, INVALID_ARGUMENT)."""
 
@@ -93,6 +101,15 @@ class Unauthenticated(InkstreamError):
 
     grpc_code = grpc.StatusCode.UNAUTHENTICATED
     http_status = 401
+
+
+class PermissionDenied(InkstreamError):
+    """A valid API key without the role a route needs, e.g. admin (HTTP 403, PERMISSION_DENIED); also a
+    ``source`` outside what the tenant may read.
+    """
+
+    grpc_code = grpc.StatusCode.PERMISSION_DENIED
+    http_status = 403
 
 
 class ResourceExhausted(InkstreamError):

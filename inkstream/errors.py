@@ -27,6 +27,7 @@ from inkstream.error_classes import (
     Cancelled,
     DeadlineExceeded,
     FailedPrecondition,
+    IdempotencyConflict,
     InkstreamError,
     InternalError,
     InvalidInput,
@@ -34,6 +35,7 @@ from inkstream.error_classes import (
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
+    PermissionDenied,
     RequestTimeout,
     ResourceExhausted,
     TooLongForDeadline,
@@ -55,7 +57,7 @@ log = logging.getLogger("inkstream.errors")
 
 __all__ = [  # the classes (inkstream.error_classes), then the map
     "InkstreamError", "InvalidInput", "PayloadTooLarge", "TooLongForDeadline", "UnsupportedMediaType",
-    "Unprocessable", "MethodNotAllowed",
+    "Unprocessable", "IdempotencyConflict", "MethodNotAllowed", "PermissionDenied",
     "NotFound", "Unauthenticated", "ResourceExhausted", "Unavailable", "WeightsMismatch", "DeadlineExceeded",
     "RequestTimeout", "Cancelled", "FailedPrecondition", "JobCancelled", "InternalError",
     "TRANSIENT_CODES", "ERROR_DOMAIN", "error_for_code", "to_status", "retry_after_of", "from_rpc_error",
@@ -69,7 +71,7 @@ _BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
     grpc.StatusCode.NOT_FOUND: NotFound,
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
-    grpc.StatusCode.PERMISSION_DENIED: Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
@@ -79,6 +81,7 @@ _BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
 TRANSIENT_CODES = frozenset(c for c, k in _BY_CODE.items() if k.transient)
 _BY_REASON: dict[str, type[InkstreamError]] = {
     k.reason: k for k in (PayloadTooLarge, TooLongForDeadline, UnsupportedMediaType, Unprocessable, RequestTimeout,
+                          IdempotencyConflict,
                           WeightsMismatch, JobCancelled)}
 ERROR_DOMAIN = "inkstream"  # google.rpc.ErrorInfo.domain of inkstream's reasons
 

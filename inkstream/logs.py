@@ -15,6 +15,9 @@ what it can:
 * ``bytes``/``bytearray``/``memoryview`` values anywhere in ``extra`` become ``"<N bytes>"``;
 * string ``extra`` values are cut at :data:`MAX_FIELD_CHARS` characters;
 * the formatted message is cut at :data:`MAX_MESSAGE_CHARS` characters;
+* URLs (path and query), ``password=`` / ``token=`` pairs and bearer tokens are masked in the message,
+  in string ``extra`` values and in exception text (:func:`inkstream.masking.mask_text`), so a webhook
+  URL carrying a token, a presigned URL or a Redis URL with a password is never written whole;
 * uvicorn's access-log lines keep the path but not the query string (the REST API accepts options,
   including a PDF ``password``, as query parameters): ``/v1/ocr?[query redacted]``.
 
@@ -39,6 +42,7 @@ from typing import Any, TextIO
 from opentelemetry import trace
 
 from inkstream import request_id
+from inkstream.masking import mask_text
 
 FORBIDDEN_FIELDS = frozenset({
     "text", "page_text", "delta", "text_delta", "content", "prompt", "document", "markdown",
@@ -60,6 +64,7 @@ def _clean(value: Any, depth: int = 0) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return f"<{len(value)} bytes>"
     if isinstance(value, str):
+        value = mask_text(value)
         return value if len(value) <= MAX_FIELD_CHARS else value[:MAX_FIELD_CHARS] + "...[cut]"
     if isinstance(value, (int, float, bool)) or value is None:
         return value
@@ -110,7 +115,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """``record`` as one line of JSON (no trailing newline), ``extra`` fields redacted."""
-        message = record.getMessage()
+        message = mask_text(record.getMessage())
         if len(message) > MAX_MESSAGE_CHARS:
             message = message[:MAX_MESSAGE_CHARS] + "...[cut]"
         out: dict[str, Any] = {
@@ -126,7 +131,7 @@ class JsonFormatter(logging.Formatter):
                 out[key] = getattr(record, key)
         if record.exc_info and record.exc_info[0] is not None:
             out["exc_type"] = record.exc_info[0].__name__
-            out["exc"] = self.formatException(record.exc_info)
+            out["exc"] = mask_text(self.formatException(record.exc_info))
         for key, value in record.__dict__.items():
             if key in _STANDARD_ATTRS or key in out or key in ("request_id", "trace_id", "span_id"):
                 continue
@@ -148,12 +153,12 @@ class TextFormatter(logging.Formatter):
                   if k not in _STANDARD_ATTRS and k not in ("request_id", "trace_id", "span_id")}
         ts = _dt.datetime.fromtimestamp(record.created, _dt.UTC).strftime("%H:%M:%S.%f")[:-3]
         rid = getattr(record, "request_id", None) or "-"
-        message = record.getMessage()[:MAX_MESSAGE_CHARS]
+        message = mask_text(record.getMessage())[:MAX_MESSAGE_CHARS]
         line = f"{ts} {record.levelname:<7} {self.service} {record.name} [{rid}] {message}"
         if extras:
             line += " " + " ".join(f"{k}={v}" for k, v in extras.items())
         if record.exc_info and record.exc_info[0] is not None:
-            line += "\n" + self.formatException(record.exc_info)
+            line += "\n" + mask_text(self.formatException(record.exc_info))
         return line
 
 

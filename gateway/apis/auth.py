@@ -1,8 +1,12 @@
 """API-key access control for the gateway's public APIs (REST and gRPC).
 
 Keys come from (first found): the ``api_keys_file`` argument, env ``INKSTREAM_API_KEYS_FILE`` (a file
-with one key per line, ``#`` comments; in Kubernetes the ``inkstream-api-keys`` Secret mounted at
-``/etc/inkstream/api-keys/keys``), or env ``INKSTREAM_API_KEYS`` (comma-separated). When none is
+with one line per key, ``KEY TENANT [admin]``, ``#`` comments; in Kubernetes the ``inkstream-api-keys``
+Secret mounted at ``/etc/inkstream/api-keys/keys``), or env ``INKSTREAM_API_KEYS`` (comma-separated
+``KEY[:TENANT[:admin]]``). A key alone belongs to tenant ``default`` (:mod:`gateway.tenancy`); a valid
+key's :class:`gateway.tenancy.Principal` (tenant, admin role, key id) is what the request acts as:
+the middleware and the interceptor make it :func:`gateway.tenancy.current` for the request, and a
+refused key writes an audit line (:mod:`gateway.audit`). When none is
 configured, :func:`load_api_keys` returns None and the APIs are open (local ``inkstream up``); the
 gateway logs that at start-up. Keys shorter than :data:`MIN_KEY_CHARS` characters are refused.
 
@@ -39,6 +43,8 @@ from typing import Any
 import grpc
 from fastapi import HTTPException, Request
 
+from gateway.audit import audit
+from gateway.tenancy import DEFAULT_TENANT, OPEN, Principal, acting_as, check_tenant_name, key_id, set_current
 from inkstream.tls import TlsConfig, channel_credentials, open_channel, server_credentials  # re-export
 
 __all__ = [
@@ -53,6 +59,8 @@ FAILURE_MESSAGE = "missing or invalid API key"
 OPEN_PATHS = ("/healthz", "/readyz", "/livez", "/metrics")
 #: routes of the OpenAI-compatible API (:mod:`gateway.apis.openai_api`): their 401 has OpenAI's error shape.
 OPENAI_PATHS = ("/v1/models", "/v1/chat/completions")
+#: the principal of a request to an open path (probes) without a valid key: no tenant, no role.
+ANONYMOUS = Principal("", admin=False, key_id="")
 OPEN_GRPC_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 
@@ -60,15 +68,24 @@ def _digest(value: str) -> bytes:
     return hashlib.sha256(value.encode("utf-8", "surrogatepass")).digest()
 
 
-def _parse_keys(lines: Iterable[str], source: str) -> list[str]:
+def _parse_keys(lines: Iterable[str], source: str) -> list[tuple[str, Principal]]:
+    """(key, principal) of each ``KEY [TENANT [admin]]`` line (see the module docstring)."""
     keys = []
     for n, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        if len(line) < MIN_KEY_CHARS:
+        key, *rest = line.split()
+        rest = rest[:next((i for i, t in enumerate(rest) if t.startswith("#")), len(rest))]  # "# comment" after
+        if len(key) < MIN_KEY_CHARS:
             raise ValueError(f"API key on line {n} of {source} is shorter than {MIN_KEY_CHARS} characters")
-        keys.append(line)
+        if len(rest) > 2 or (len(rest) == 2 and rest[1] != "admin"):
+            raise ValueError(f"line {n} of {source} is not 'KEY [TENANT [admin]]'")
+        try:
+            tenant = check_tenant_name(rest[0]) if rest else DEFAULT_TENANT
+        except ValueError as exc:
+            raise ValueError(f"line {n} of {source}: {exc}") from None
+        keys.append((key, Principal(tenant, admin=len(rest) == 2, key_id=key_id(key))))
     return keys
 
 
@@ -82,7 +99,7 @@ class ApiKeys:
     def __init__(self, keys: Sequence[str], path: str | None = None, reload_interval_s: float = 10.0):
         if not keys:
             raise ValueError("no API keys given")
-        self._digests = [_digest(k) for k in _parse_keys(keys, "the key list")]
+        self._entries = [(_digest(k), p) for k, p in _parse_keys(keys, "the key list")]
         self.path = path
         self.reload_interval_s = reload_interval_s
         self._mtime = os.stat(path).st_mtime_ns if path else None
@@ -90,7 +107,7 @@ class ApiKeys:
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._digests)
+        return len(self._entries)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], reload_interval_s: float = 10.0) -> ApiKeys:
@@ -98,10 +115,10 @@ class ApiKeys:
         p = pathlib.Path(path)
         if not p.is_file():
             raise ValueError(f"API keys file {p} does not exist")
-        keys = _parse_keys(p.read_text().splitlines(), str(p))
-        if not keys:
+        lines = p.read_text().splitlines()
+        if not _parse_keys(lines, str(p)):
             raise ValueError(f"API keys file {p} holds no key")
-        return cls(keys, path=str(p), reload_interval_s=reload_interval_s)
+        return cls([ln for ln in lines if ln.strip()], path=str(p), reload_interval_s=reload_interval_s)
 
     def _maybe_reload(self) -> None:
         if not self.path or time.monotonic() - self._checked_at < self.reload_interval_s:
@@ -118,18 +135,25 @@ class ApiKeys:
                             extra={"error": type(exc).__name__})
                 return
             if keys:
-                self._digests = [_digest(k) for k in keys]
+                self._entries = [(_digest(k), p) for k, p in keys]
                 self._mtime = mtime
                 log.info("API keys reloaded", extra={"keys": len(keys)})
 
-    def check(self, presented: str | None) -> bool:
-        """True when ``presented`` equals one of the keys; constant time over all keys (see module)."""
+    def identify(self, presented: str | None) -> Principal | None:
+        """The principal (tenant, role, key id) of key ``presented``, or None when it is no key of
+        ours; constant time over all keys (see the module docstring).
+        """
         self._maybe_reload()
         candidate = _digest(presented or "")
-        ok = False
-        for d in self._digests:  # no early exit
-            ok |= hmac.compare_digest(candidate, d)
-        return ok and bool(presented)
+        found: Principal | None = None
+        for d, principal in self._entries:  # no early exit
+            if hmac.compare_digest(candidate, d):
+                found = principal
+        return found if presented else None
+
+    def check(self, presented: str | None) -> bool:
+        """True when ``presented`` equals one of the keys (:meth:`identify`)."""
+        return self.identify(presented) is not None
 
 
 def load_api_keys(api_keys_file: str | None = None, environ: Mapping[str, str] | None = None) -> ApiKeys | None:
@@ -141,7 +165,7 @@ def load_api_keys(api_keys_file: str | None = None, environ: Mapping[str, str] |
     path = api_keys_file or env.get("INKSTREAM_API_KEYS_FILE")
     if path:
         return ApiKeys.from_file(path)
-    listed = [k.strip() for k in env.get("INKSTREAM_API_KEYS", "").split(",") if k.strip()]
+    listed = [k.strip().replace(":", " ") for k in env.get("INKSTREAM_API_KEYS", "").split(",") if k.strip()]
     return ApiKeys(listed) if listed else None
 
 
@@ -173,13 +197,21 @@ class ApiKeyMiddleware:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         """ASGI entry point: pass the request on, or answer 401 (see the class docstring)."""
-        if self.keys is None or scope.get("type") != "http" or scope.get("path", "") in self.open_paths:
+        if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if self.keys.check(key_from_headers(headers)):
-            await self.app(scope, receive, send)
+        presented = key_from_headers(headers)
+        principal = OPEN if self.keys is None else self.keys.identify(presented)
+        if principal is None and scope.get("path", "") in self.open_paths:
+            principal = ANONYMOUS
+        if principal is not None:
+            scope.setdefault("state", {})["principal"] = principal
+            with acting_as(principal):  # the request's principal (gateway.tenancy.current)
+                await self.app(scope, receive, send)
             return
+        audit("refused_key", outcome="denied", principal=Principal("", key_id=key_id(presented) if presented else ""),
+              route=scope.get("path", ""))
         error: dict[str, Any] = {"code": "UNAUTHENTICATED", "reason": "UNAUTHENTICATED", "message": FAILURE_MESSAGE}
         if scope.get("path", "") in self.openai_paths:  # OpenAI clients read their own error shape
             error = {"message": FAILURE_MESSAGE, "type": "invalid_request_error", "param": None,
@@ -220,7 +252,8 @@ async def _deny_stream(request_or_iterator: Any, context: grpc.aio.ServicerConte
 class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
     """grpc.aio server interceptor: calls without a valid key in ``authorization: Bearer`` /
     ``x-api-key`` metadata end with UNAUTHENTICATED before the handler runs (health checks and
-    reflection are open). ``keys=None`` lets everything through.
+    reflection are open); a valid key's handler runs as its principal (tenant, role). ``keys=None``
+    lets everything through as :data:`gateway.tenancy.OPEN`.
     Install: ``grpc.aio.server(interceptors=[..., ApiKeyInterceptor(keys)])``.
     """
 
@@ -228,13 +261,19 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
         self.keys = keys
 
     async def intercept_service(self, continuation, handler_call_details):
-        """The method's handler, or one that aborts with UNAUTHENTICATED when the key is missing / wrong."""
+        """The method's handler run as the key's principal (:mod:`gateway.tenancy`), or one that
+        aborts with UNAUTHENTICATED when the key is missing / wrong.
+        """
         handler = await continuation(handler_call_details)
-        if handler is None or self.keys is None or handler_call_details.method.startswith(OPEN_GRPC_PREFIXES):
+        if handler is None or handler_call_details.method.startswith(OPEN_GRPC_PREFIXES):
             return handler
         meta = {k.lower(): v for k, v in (handler_call_details.invocation_metadata or ()) if isinstance(v, str)}
-        if self.keys.check(key_from_headers(meta)):
-            return handler
+        presented = key_from_headers(meta)
+        principal = OPEN if self.keys is None else self.keys.identify(presented)
+        if principal is not None:
+            return _as_principal(handler, principal)
+        audit("refused_key", outcome="denied", principal=Principal("", key_id=key_id(presented) if presented else ""),
+              route=handler_call_details.method)
         if handler.unary_unary is not None:
             return handler._replace(unary_unary=_deny)
         if handler.stream_unary is not None:
@@ -242,3 +281,25 @@ class ApiKeyInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_stream is not None:
             return handler._replace(unary_stream=_deny_stream)
         return handler._replace(stream_stream=_deny_stream)
+
+
+def _as_principal(handler: Any, principal: Principal) -> Any:
+    """``handler`` whose behaviour runs with ``principal`` as :func:`gateway.tenancy.current`."""
+    if handler.unary_unary is not None or handler.stream_unary is not None:
+        field = "unary_unary" if handler.unary_unary is not None else "stream_unary"
+        inner = getattr(handler, field)
+
+        async def unary(request_or_iterator: Any, context: Any) -> Any:
+            set_current(principal)
+            return await inner(request_or_iterator, context)
+
+        return handler._replace(**{field: unary})
+    field = "unary_stream" if handler.unary_stream is not None else "stream_stream"
+    inner_stream = getattr(handler, field)
+
+    async def stream(request_or_iterator: Any, context: Any) -> Any:
+        set_current(principal)
+        async for item in inner_stream(request_or_iterator, context):
+            yield item
+
+    return handler._replace(**{field: stream})

@@ -15,7 +15,9 @@ from typing import Any
 
 import grpc
 
+from gateway import tenancy
 from gateway.apis.auth import ApiKeyInterceptor, ApiKeys
+from gateway.audit import audited
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, upload_too_slow
 from gateway.output.stitch import render_document
@@ -133,7 +135,7 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
                     received = True
                     prepared = await session.prepare(upload, opts)
                     pages: list[PageResult] = []
-                    async for page in session.pages():
+                    while (page := await session.next_page()) is not None:  # Unavailable: drain gave up
                         pages.append(page)
                         yield gateway_pb2.RecognizeResponse(page=page_to_pb(page))
                     yield gateway_pb2.RecognizeResponse(summary=summary_to_pb(
@@ -154,20 +156,24 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
             except InkstreamError:
                 await self._drain(request_iterator)
                 raise
-            job = await self.core.jobs.submit(upload, opts, key)
+            with audited("job_submit", api="grpc") as a:
+                job = await self.core.jobs.submit(upload, opts, key, tenant=tenancy.current().tenant)
+                a.fields["job_id"] = job.job_id
         return job_to_pb(job)
 
     @grpc_guard
     async def GetJob(self, request, context):
         """The job's status and progress; NOT_FOUND for an unknown id."""
-        return job_to_pb(await self.core.jobs.get(request.job_id))
+        with audited("job_read", api="grpc", job_id=request.job_id):
+            return job_to_pb(await self.core.jobs.get(request.job_id, tenancy.current().tenant))
 
     @grpc_guard
     async def GetJobResult(self, request, context):
         """A done job's pages then its Summary; INVALID_ARGUMENT while it runs, its error when it failed,
         FAILED_PRECONDITION (reason JOB_CANCELLED) when it was cancelled.
         """
-        res = await self.core.jobs.result(request.job_id)
+        with audited("result_read", api="grpc", job_id=request.job_id):
+            res = await self.core.jobs.result(request.job_id, tenancy.current().tenant)
         if isinstance(res, JobRecord):
             if res.status == "cancelled":
                 raise JobCancelled(f"job {res.job_id} was cancelled; it has no result")
@@ -184,7 +190,8 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
     @grpc_guard
     async def CancelJob(self, request, context):
         """Cancel a queued or running job; returns it."""
-        return job_to_pb(await self.core.jobs.cancel(request.job_id))
+        with audited("job_cancel", api="grpc", job_id=request.job_id):
+            return job_to_pb(await self.core.jobs.cancel(request.job_id, tenancy.current().tenant))
 
 
 async def build_grpc_server(core: GatewayCore, port: int = 0, host: str = "127.0.0.1",

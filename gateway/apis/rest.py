@@ -108,9 +108,9 @@ def create_app(config: GatewayConfig, pipeline: PagePipeline, core: GatewayCore 
 
     app.add_middleware(CatchAll)
     app.add_middleware(InflightMiddleware, core=core)
-    app.add_middleware(trace_asgi.asgi_middleware)  # X-Request-Id, SERVER span attributes
-    if api_keys is not None:
+    if api_keys is not None:  # inside the request id's middleware: a refused key's audit line carries it
         app.add_middleware(ApiKeyMiddleware, keys=api_keys)
+    app.add_middleware(trace_asgi.asgi_middleware)  # X-Request-Id, SERVER span attributes
 
     if config.role != "worker":
         app.include_router(ocr_router(core))

@@ -18,6 +18,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.requests import ClientDisconnect
 
+from gateway import tenancy
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, too_large, upload_too_slow
 from gateway.ingest.multipart import MultipartUpload, unknown_option
@@ -168,7 +169,8 @@ async def _received(request: Request, core: GatewayCore, directory: Any, upload:
     if source:
         if upload.size:
             raise InvalidInput("send the document either in 'file' / the body or as source=s3://..., not both")
-        upload = await core.sources.fetch(source, pathlib.Path(directory), limits.max_upload_bytes)
+        upload = await core.sources.fetch(source, pathlib.Path(directory), limits.max_upload_bytes,
+                                          tenancy.current().tenant)
     core.metrics.upload_bytes.add(upload.size)
     return Received(upload, OcrRequest(**values), source, callback)
 

@@ -1,6 +1,8 @@
 """Job routes (APIRouter): ``/v1/jobs`` (submit, status, result, cancel), ``POST /v1/uploads``
 (presigned upload into the object store) and the queue admin routes ``/v1/admin/queue``
-(state, ``/pause``, ``/resume``; behind the API keys like every ``/v1/`` route).
+(state, ``/pause``, ``/resume``; behind the API keys like every ``/v1/`` route, and the admin role).
+Every route acts for the caller's tenant (:mod:`gateway.tenancy`) and writes an audit line
+(:mod:`gateway.audit`).
 Each handler converts the request and calls :class:`gateway.jobs.manager.JobManager` /
 :class:`gateway.jobs.sources.Sources`.
 """
@@ -13,9 +15,11 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from gateway import tenancy
 from gateway.apis import rest_schema as schema
 from gateway.apis.rest_http import receive_upload
 from gateway.apis.rest_ocr import MEDIA, cache_header, document_response
+from gateway.audit import audited
 from gateway.core import GatewayCore
 from gateway.jobs.results import blob
 from gateway.service import OcrRequest
@@ -49,17 +53,21 @@ def jobs_router(core: GatewayCore) -> APIRouter:
         """Validate the document now (4xx as for /v1/ocr) and queue an asynchronous job; 202 with the
         job. ``Idempotency-Key`` returns the job first created with that key; ``callback_url`` a webhook.
         """
-        core.check_accepting()
-        with core.request_dir() as tmp:
-            got = await receive_upload(request, core, tmp, ("source", "callback_url"))
-            job = await jobs.submit(got.upload, got.options, request.headers.get("idempotency-key", "").strip(),
-                                    source=got.source, callback_url=got.callback_url)
+        with audited("job_submit") as a:
+            core.check_accepting()
+            with core.request_dir() as tmp:
+                got = await receive_upload(request, core, tmp, ("source", "callback_url"))
+                job = await jobs.submit(got.upload, got.options, request.headers.get("idempotency-key", "").strip(),
+                                        source=got.source, callback_url=got.callback_url,
+                                        tenant=tenancy.current().tenant)
+            a.fields["job_id"] = job.job_id
         return JSONResponse(job_json(job), status_code=202, headers={"Location": f"/v1/jobs/{job.job_id}"})
 
     @router.get("/v1/jobs/{job_id}", **schema.JOB_STATUS_ROUTE)
     async def get_job(job_id: str) -> dict[str, Any]:
         """Status (queued | running | done | failed | cancelled), pages, error, result_url."""
-        job = await jobs.get(job_id)
+        with audited("job_read", job_id=job_id):
+            job = await jobs.get(job_id, tenancy.current().tenant)
         return job_json(job, jobs.result_url(job))
 
     @router.get("/v1/jobs/{job_id}/result", **schema.JOB_RESULT_ROUTE)
@@ -68,7 +76,8 @@ def jobs_router(core: GatewayCore) -> APIRouter:
         """The document of a done job in its format (or ``?format=``); 202 with the job while it runs;
         the job's error status when it failed; 409 (JOB_CANCELLED) when it was cancelled.
         """
-        res = await jobs.result(job_id)
+        with audited("result_read", job_id=job_id):
+            res = await jobs.result(job_id, tenancy.current().tenant)
         if isinstance(res, JobRecord):
             if res.status in ("queued", "running"):
                 return JSONResponse(job_json(res), status_code=202, headers={"Retry-After": "2"})
@@ -88,29 +97,37 @@ def jobs_router(core: GatewayCore) -> APIRouter:
     @router.delete("/v1/jobs/{job_id}", **schema.JOB_CANCEL_ROUTE)
     async def cancel_job(job_id: str) -> dict[str, Any]:
         """Cancel a queued or running job on whichever gateway runs it; returns the job."""
-        return job_json(await jobs.cancel(job_id))
+        with audited("job_cancel", job_id=job_id):
+            return job_json(await jobs.cancel(job_id, tenancy.current().tenant))
 
     @router.post("/v1/uploads", **schema.UPLOAD_ROUTE)
     async def new_upload() -> JSONResponse:
         """201 ``{upload_url, source, expires_in}``: PUT the document to ``upload_url``, then submit
         ``source`` to /v1/jobs or /v1/ocr (the file never passes through the gateway).
         """
-        core.check_accepting()
-        return JSONResponse(core.sources.new_upload(), status_code=201)
+        with audited("upload"):
+            core.check_accepting()
+            return JSONResponse(core.sources.new_upload(tenancy.current().tenant), status_code=201)
 
     @router.get("/v1/admin/queue", summary="Job queue state", **schema.QUEUE_ROUTE)
     async def queue_state() -> dict[str, Any]:
-        """``{paused, queued, oldest_queued_age_s}``."""
-        return await jobs.queue_state()
+        """``{paused, queued, oldest_queued_age_s}`` (admin role)."""
+        with audited("queue_read"):
+            tenancy.require_admin(tenancy.current())
+            return await jobs.queue_state()
 
     @router.post("/v1/admin/queue/pause", summary="Pause job consumption on every worker", **schema.QUEUE_ROUTE)
     async def pause() -> dict[str, Any]:
-        """Workers take no new job (running ones finish); submissions are still accepted (202)."""
-        return await jobs.pause(True)
+        """Workers take no new job (running ones finish); submissions are still accepted (202). Admin role."""
+        with audited("queue_pause"):
+            tenancy.require_admin(tenancy.current())
+            return await jobs.pause(True)
 
     @router.post("/v1/admin/queue/resume", summary="Resume job consumption", **schema.QUEUE_ROUTE)
     async def resume() -> dict[str, Any]:
-        """Workers take queued jobs again."""
-        return await jobs.pause(False)
+        """Workers take queued jobs again (admin role)."""
+        with audited("queue_resume"):
+            tenancy.require_admin(tenancy.current())
+            return await jobs.pause(False)
 
     return router

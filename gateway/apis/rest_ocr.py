@@ -2,7 +2,10 @@
 
 NDJSON (``Accept: application/x-ndjson``): one ``{"page": {...}}`` line per page in page order as
 soon as it is ready, then ``{"summary": {...}}`` (its ``document`` is empty for format=json: the
-page lines are the JSON result). Headers ``X-Pages-Total``, ``X-Model-Id``, ``X-Inkstream-Cache``
+page lines are the JSON result). When pages stop because the stack failed (an error raised past
+the pages, or the gateway's drain giving up on the stream when the stack is stopped), the last
+line is ``{"error": {"code", "reason", "message", "retry_after_s"}}`` instead of the summary.
+Headers ``X-Pages-Total``, ``X-Model-Id``, ``X-Inkstream-Cache``
 (``hit`` when the pages came from the result cache, else ``miss``; also on the whole-document
 answers, where the JSON result and the NDJSON summary carry it as ``"cached": true|false``).
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,15 +25,17 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.apis import rest_schema as schema
 from gateway.apis.rest_http import StreamWithCleanup, collect_while_connected, file_chunks, receive_upload
+from gateway.audit import audited
 from gateway.core import GatewayCore
 from gateway.output.searchable_pdf import write_searchable_pdf
 from gateway.output.stitch import render_document
 from gateway.service import run_id
 from gateway.session import OcrSession
-from inkstream.errors import InvalidInput
+from inkstream.errors import InvalidInput, as_inkstream_error
 from inkstream.page_result import PageResult, document_json
 from inkstream.request_id import current_request_id
 
+log = logging.getLogger("inkstream.gateway.rest")
 NDJSON = "application/x-ndjson"
 MEDIA = {"markdown": "text/markdown; charset=utf-8", "text": "text/plain; charset=utf-8", "json": "application/json",
          "hocr": "application/xhtml+xml; charset=utf-8", "pdf": "application/pdf"}
@@ -55,6 +61,15 @@ def _summary(pages: list[PageResult], model_id: str, fmt: str, seconds: float, c
             "document": "" if fmt == "json" else render_document(pages, fmt)}
 
 
+def error_line(exc: BaseException) -> bytes:
+    """The NDJSON line ``{"error": {code, reason, message, retry_after_s}}`` that ends a stream whose
+    pages stopped because of ``exc`` (the status line is long gone, so the error travels in the body).
+    """
+    e = as_inkstream_error(exc)
+    body = {"code": e.code_name, "reason": e.reason_name, "message": e.message, "retry_after_s": e.retry_after_s}
+    return (json.dumps({"error": body}, ensure_ascii=False) + "\n").encode()
+
+
 async def _ndjson(first: PageResult | None, session: OcrSession) -> AsyncIterator[bytes]:
     assert session.prepared is not None
     pages: list[PageResult] = []
@@ -62,7 +77,12 @@ async def _ndjson(first: PageResult | None, session: OcrSession) -> AsyncIterato
     while nxt is not None:
         pages.append(nxt)
         yield (json.dumps({"page": nxt.to_dict()}, ensure_ascii=False) + "\n").encode()
-        nxt = await anext(session.pages(), None)
+        try:
+            nxt = await session.next_page()
+        except Exception as exc:  # noqa: BLE001 - the stack failed mid-stream: the last line says so
+            log.warning("stream stopped after %d page(s): %s", len(pages), as_inkstream_error(exc).reason_name)
+            yield error_line(exc)
+            return
     prepared = session.prepared
     summary = _summary(pages, prepared.model_id, prepared.request.format, time.monotonic() - session.started,
                        prepared.cache_hit)
@@ -79,34 +99,36 @@ def ocr_router(core: GatewayCore) -> APIRouter:
         ``pages``, ``mode``, ``task``, ``password``. Returns the whole document, or with ``Accept:
         application/x-ndjson`` one JSON line per page as soon as it is ready, then a summary line.
         """
-        request_id = run_id(current_request_id(), "x-request-id" in request.headers)
-        stack = contextlib.AsyncExitStack()
-        try:
-            session = await stack.enter_async_context(OcrSession(core, request_id, api="rest", route="/v1/ocr"))
-            got = await receive_upload(request, core, session.tmp)
-            prepared = await session.prepare(got.upload, got.options)
-            fmt, headers = prepared.request.format, {"X-Model-Id": prepared.model_id}
-            if NDJSON in request.headers.get("accept", ""):
+        with audited("ocr"):  # a synchronous read (of an upload or a source object) is audited too
+            request_id = run_id(current_request_id(), "x-request-id" in request.headers)
+            stack = contextlib.AsyncExitStack()
+            try:
+                session = await stack.enter_async_context(OcrSession(core, request_id, api="rest", route="/v1/ocr"))
+                got = await receive_upload(request, core, session.tmp)
+                prepared = await session.prepare(got.upload, got.options)
+                fmt, headers = prepared.request.format, {"X-Model-Id": prepared.model_id}
+                if NDJSON in request.headers.get("accept", ""):
+                    if fmt == "pdf":
+                        raise InvalidInput(f"format=pdf is one binary document: ask without 'Accept: {NDJSON}', "
+                                           "or submit a job")
+                    first = await anext(session.pages(), None)  # early pipeline errors still get their status
+                    headers.update({"X-Pages-Total": str(prepared.page_count), **cache_header(prepared.cache_hit)})
+                    return StreamWithCleanup(_ndjson(first, session), stack, media_type=NDJSON,
+                                             headers=headers)
+                pages = await collect_while_connected(request, session.pages(), core)
                 if fmt == "pdf":
-                    raise InvalidInput(f"format=pdf is one binary document: ask without 'Accept: {NDJSON}', "
-                                       "or submit a job")
-                first = await anext(session.pages(), None)  # early pipeline errors still get their status
-                headers.update({"X-Pages-Total": str(prepared.page_count), **cache_header(prepared.cache_hit)})
-                return StreamWithCleanup(_ndjson(first, session), stack, media_type=NDJSON, headers=headers)
-            pages = await collect_while_connected(request, session.pages(), core)
-            if fmt == "pdf":
-                out = session.tmp / "searchable.pdf"
-                await asyncio.to_thread(write_searchable_pdf, pages, got.upload.path, prepared.doc.kind, out,
-                                        password=prepared.request.password)
-                return StreamWithCleanup(file_chunks(out), stack, media_type=MEDIA["pdf"],
-                                         headers={**headers, **cache_header(prepared.cache_hit),
-                                                  "Content-Disposition": 'inline; filename="searchable.pdf"'})
-            response = document_response(pages, fmt, prepared.model_id, time.monotonic() - session.started,
-                                         headers, prepared.cache_hit)
-            await stack.aclose()
-            return response
-        except BaseException as exc:
-            await stack.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
+                    out = session.tmp / "searchable.pdf"
+                    await asyncio.to_thread(write_searchable_pdf, pages, got.upload.path, prepared.doc.kind, out,
+                                            password=prepared.request.password)
+                    return StreamWithCleanup(file_chunks(out), stack, media_type=MEDIA["pdf"],
+                                             headers={**headers, **cache_header(prepared.cache_hit),
+                                                      "Content-Disposition": 'inline; filename="searchable.pdf"'})
+                response = document_response(pages, fmt, prepared.model_id, time.monotonic() - session.started,
+                                             headers, prepared.cache_hit)
+                await stack.aclose()
+                return response
+            except BaseException as exc:
+                await stack.__aexit__(type(exc), exc, exc.__traceback__)
+                raise
 
     return router

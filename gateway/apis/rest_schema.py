@@ -79,7 +79,9 @@ def _upload(extra_parameters: list[dict[str, Any]], extra_fields: dict[str, dict
 _STATUS: dict[int, str] = {
     400: "invalid input: damaged file, bad or unknown option or query parameter, bad page selection",
     401: "missing or wrong API key (when the gateway has keys)",
-    404: "unknown or expired job",
+    403: "the API key lacks the admin role, or the source is not one of this tenant's uploads or read "
+         "prefixes (PERMISSION_DENIED)",
+    404: "unknown or expired job, or a job of another tenant",
     405: "this route does not take that HTTP method (METHOD_NOT_ALLOWED); Allow lists the methods it takes",
     408: "the upload did not finish within limits.upload_timeout_s (UPLOAD_TIMEOUT)",
     409: "the job was cancelled: it has no result (FAILED_PRECONDITION, reason JOB_CANCELLED)",
@@ -87,10 +89,11 @@ _STATUS: dict[int, str] = {
          "the synchronous deadline at the measured rate: submit it as a job (TOO_LONG_FOR_DEADLINE)",
     415: "not a supported file type (UNSUPPORTED_MEDIA_TYPE)",
     422: "nothing to read: no pages, image too small (NOTHING_TO_READ); or an Idempotency-Key reused for "
-         "another document or other options",
+         "another document or other options (IDEMPOTENCY_CONFLICT)",
     429: "the gateway is full; retry after the Retry-After header (RESOURCE_EXHAUSTED)",
     500: "an unexpected error (INTERNAL); the gateway's log has the details",
-    503: "no encoder or decoder replica is serving, or the gateway is draining; retry after Retry-After (UNAVAILABLE)",
+    503: "no encoder or decoder replica is serving, the gateway is draining, or a store (Redis, S3) fails; "
+         "retry after Retry-After (UNAVAILABLE)",
     504: "the document was not finished within the request deadline (DEADLINE_EXCEEDED)",
 }
 
@@ -109,7 +112,7 @@ _HEADER_CACHE = {"X-Inkstream-Cache": {
     "description": "hit: the pages came from the result cache; miss: they were read now",
     "schema": {"type": "string", "enum": ["hit", "miss"]}}}
 
-_UPLOAD_ERRORS = (400, 401, 405, 408, 409, 413, 415, 422, 429, 500, 503)
+_UPLOAD_ERRORS = (400, 401, 403, 405, 408, 409, 413, 415, 422, 429, 500, 503)
 # One JSON object per line: {"page": Page} per page in page order, then {"summary": Summary}.
 _NDJSON_LINE = {
     "description": 'one JSON object per line: {"page": Page} for each page in page order, then {"summary": Summary}',
@@ -208,7 +211,8 @@ UPLOAD_ROUTE: dict[str, Any] = {
 
 QUEUE_ROUTE: dict[str, Any] = {
     "response_model": None,
-    "responses": {200: {"model": QueueState, "description": "the queue after the call"}, **_errors(401, 500, 503),
+    "responses": {200: {"model": QueueState, "description": "the queue after the call"},
+                  **_errors(401, 403, 500, 503),
                   **_OTHER},
 }
 

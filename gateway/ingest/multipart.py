@@ -109,8 +109,10 @@ class MultipartUpload:
             raise
 
     def close(self) -> None:
-        """Finish parsing; raises InvalidInput for a body cut short or without a file part."""
+        """Finish parsing; raises InvalidInput for a body cut short, or without a file part and without
+        a ``source`` field (``curl -F source=s3://...`` names the document instead of sending it).
+        """
         if not self._done:
             raise InvalidInput("the multipart/form-data body ended before its closing boundary")
-        if not self.has_file:
+        if not self.has_file and not self.fields.get("source", "").strip():
             raise InvalidInput(f"no document in the request: send it as the multipart field '{FILE_FIELD}'")

@@ -13,6 +13,11 @@ opens the document once (:mod:`gateway.jobs.run`): such a job fails with that 4x
 jobs left unfinished by an earlier process are marked failed at start; with Redis another worker
 takes them over. A job's error is stored as ``error_code`` + ``error_message``. Finished jobs
 expire after ``stores.job_ttl_s`` seconds (records, checkpoints and result blobs).
+
+Tenants (:mod:`gateway.tenancy`): a job belongs to the tenant that submitted it; every call takes the
+caller's ``tenant`` and answers NotFound for another tenant's job (its existence is not revealed);
+idempotency keys are stored per tenant. A PDF password and a webhook URL are stored sealed
+(:mod:`gateway.stores.sealed`) and opened only where used.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from gateway.jobs.results import JobResult, document_blob, read_result, result_u
 from gateway.jobs.webhooks import WebhookSender, allowed_hosts, check_callback_url
 from gateway.service import OcrRequest, OcrService
 from gateway.stores import FINISHED, JobRecord, JobStore, ResultStore
-from inkstream.errors import InvalidInput, NotFound, ResourceExhausted, Unprocessable
+from gateway.stores.sealed import secret_box
+from gateway.tenancy import DEFAULT_TENANT, scoped_idempotency_key
+from inkstream.errors import FailedPrecondition, IdempotencyConflict, InvalidInput, NotFound, ResourceExhausted
 
 __all__ = ["JobManager", "JobResult"]
 
@@ -78,13 +85,14 @@ class JobManager:
         await self.sweep()
 
     async def submit(self, upload: UploadedFile, request: OcrRequest, idempotency_key: str = "", *,
-                     source: str = "", callback_url: str = "") -> JobRecord:
+                     source: str = "", callback_url: str = "", tenant: str = DEFAULT_TENANT) -> JobRecord:
         """Check the options and the document's type (4xx now; the rest is the worker's, see the
         module docstring), store it (unless it is the ``source`` object), create the job and queue it;
         returns the record. ``callback_url``: webhook destination (InvalidInput 400 when
-        its host is not allowed). The same ``idempotency_key`` returns the existing job (Unprocessable
-        422 if it was created for a different document or options). Raises ResourceExhausted (429)
-        when ``max_jobs_queued`` jobs wait, Unavailable (503) when a store is unreachable.
+        its host is not allowed). The same ``idempotency_key`` of the same ``tenant`` returns the
+        existing job (IdempotencyConflict 422 if it was created for a different document or options).
+        Raises ResourceExhausted (429) when ``max_jobs_queued`` jobs wait, Unavailable (503) when a store
+        is unreachable.
         """
         if len(idempotency_key) > 255:
             raise InvalidInput("the Idempotency-Key is longer than 255 characters")
@@ -93,6 +101,7 @@ class JobManager:
         request = request.validated()
         detect_type(upload.head)
         check_selection(request.pages)
+        idempotency_key = scoped_idempotency_key(tenant, idempotency_key)
         if idempotency_key:
             existing = await self.call(self.jobs.get_by_key, idempotency_key)
             if existing is not None:
@@ -106,8 +115,9 @@ class JobManager:
             await self.call(self.results.put_file, source, upload.path)
         record = JobRecord(job_id=job_id, options=request.public(),
                            idempotency_key=idempotency_key, doc_sha256=upload.sha256,
-                           created_at=now, updated_at=now, source=source, callback_url=callback_url,
-                           doc_password=request.password)
+                           created_at=now, updated_at=now, source=source,
+                           callback_url=secret_box().seal(callback_url),
+                           doc_password=secret_box().seal(request.password), tenant=tenant)
         record, created = await self.call(self.jobs.create, record)
         if not created:
             await self.call(self.results.delete, document_blob(job_id))
@@ -121,21 +131,23 @@ class JobManager:
 
     @staticmethod
     def _same_doc(job: JobRecord, upload: UploadedFile, request: OcrRequest) -> JobRecord:
-        """``job`` when it was created for the same document and options; else Unprocessable (422), as
+        """``job`` when it was created for the same document and options; else IdempotencyConflict (422), as
         the IETF Idempotency-Key draft asks for a key reused with a different payload.
         """
         if job.doc_sha256 != upload.sha256:
-            raise Unprocessable("this Idempotency-Key was already used for a different document")
+            raise IdempotencyConflict("this Idempotency-Key was already used for a different document")
         if job.options != request.public():
             opts = ", ".join(f"{k}={v!r}" for k, v in job.options.items())
-            raise Unprocessable(f"this Idempotency-Key was already used with different options ({opts}); "
+            raise IdempotencyConflict(f"this Idempotency-Key was already used with different options ({opts}); "
                                 "use a new key for new options")
         return job
 
-    async def get(self, job_id: str) -> JobRecord:
-        """The job's record; NotFound (404) for an unknown or expired id, Unavailable (503)."""
+    async def get(self, job_id: str, tenant: str = DEFAULT_TENANT) -> JobRecord:
+        """The job's record; NotFound (404) for an unknown or expired id or another tenant's job,
+        Unavailable (503).
+        """
         job = await self.call(self.jobs.get, job_id) if job_id.isalnum() else None
-        if job is None:
+        if job is None or job.tenant != tenant:
             raise NotFound(f"no job {job_id!r} (unknown, or expired after {self.ttl_s / 3600:g} h)")
         return job
 
@@ -145,11 +157,11 @@ class JobManager:
             return ""
         return result_url(self.results, job, self.settings.presign_expires_s)
 
-    async def result(self, job_id: str) -> JobResult | JobRecord:
+    async def result(self, job_id: str, tenant: str = DEFAULT_TENANT) -> JobResult | JobRecord:
         """The JobResult of a done job; the record itself while it is not done (callers report the
-        status). Raises NotFound (404), Unavailable (503).
+        status). Raises NotFound (404, also for another tenant's job), Unavailable (503).
         """
-        job = await self.get(job_id)
+        job = await self.get(job_id, tenant)
         if job.status != "done":
             return job
         res = await self.call(read_result, self.results, job)
@@ -157,14 +169,15 @@ class JobManager:
             raise NotFound(f"the result of job {job_id!r} is no longer stored")
         return res
 
-    async def cancel(self, job_id: str) -> JobRecord:
+    async def cancel(self, job_id: str, tenant: str = DEFAULT_TENANT) -> JobRecord:
         """Cancel a queued or running job wherever it runs (its worker sees the record within a
-        second); a finished job is returned unchanged. Raises NotFound, Unavailable.
+        second); a finished job is returned unchanged. Raises NotFound (also for another tenant's
+        job), Unavailable.
         """
-        job = await self.get(job_id)
+        job = await self.get(job_id, tenant)
         if job.status not in FINISHED and await self.finish(job_id, "cancelled") and self.local is not None:
             await self.local.stop(job_id)
-        return await self.get(job_id)
+        return await self.get(job_id, tenant)
 
     async def finish(self, job_id: str, status: str, **fields: Any) -> bool:
         """Move an unfinished job to ``status`` (done / failed / cancelled) with ``fields``; then its
@@ -187,10 +200,16 @@ class JobManager:
             payload["result_url"] = url
         if job.error_code:
             payload["error"] = {"code": job.error_code, "message": job.error_message}
-        outcome = await self.webhooks.deliver(job.callback_url, payload)
         try:
-            await self.call(self.jobs.update, job.job_id, webhook="delivered" if outcome.delivered else "failed",
-                            webhook_attempts=outcome.attempts)
+            url = secret_box().open(job.callback_url)
+        except FailedPrecondition as exc:  # sealed with a key this process lacks: record the failure
+            log.warning("job %s: webhook not sent: %s", job.job_id, exc.message)
+            url = ""
+        outcome = await self.webhooks.deliver(url, payload) if url else None
+        try:
+            await self.call(self.jobs.update, job.job_id,
+                            webhook="delivered" if outcome is not None and outcome.delivered else "failed",
+                            webhook_attempts=outcome.attempts if outcome is not None else 0)
         except Exception as exc:  # noqa: BLE001 - recording the outcome is best effort
             log.warning("job %s: webhook outcome not recorded (%s)", job.job_id, exc)
 

@@ -129,7 +129,10 @@ class LocalQueue:
 
 
 def _unreachable(where: str, exc: BaseException) -> Unavailable:
-    return Unavailable(f"the job queue (redis at {where}) is unreachable: {exc}; retry shortly", retry_after_s=5.0)
+    """Every redis error of the queue as Unavailable (503 + Retry-After); the endpoint ``where`` is not in
+    the message (clients see it).
+    """
+    return Unavailable(f"the job queue is unavailable ({type(exc).__name__}); retry shortly", retry_after_s=5.0)
 
 
 class RedisQueue:
@@ -165,7 +168,7 @@ class RedisQueue:
             pipe.zadd(self.queued_key, {job_id: created_at})
             pipe.xadd(self.stream, {"job_id": job_id})
             await pipe.execute()
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        except redis.exceptions.RedisError as exc:
             raise _unreachable(self.where, exc) from exc
 
     async def take(self) -> Delivery:
@@ -253,7 +256,7 @@ class RedisQueue:
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        except redis.exceptions.RedisError as exc:
             raise _unreachable(self.where, exc) from exc
 
     async def close(self) -> None:

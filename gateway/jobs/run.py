@@ -31,6 +31,8 @@ from gateway.scope import RequestScope
 from gateway.service import OcrRequest, OcrService
 from gateway.stores import JobRecord, JobStore, ResultStore
 from gateway.stores.cache import cacheable
+from gateway.stores.sealed import secret_box
+from gateway.tenancy import Principal, acting_as
 from inkstream.errors import DeadlineExceeded, InkstreamError, error_for_code
 from inkstream.fair import BATCH
 from inkstream.page_result import PageResult
@@ -81,11 +83,16 @@ class JobRun:
 
     async def execute(self) -> int:
         """Read the job and write its result; returns the number of pages (the caller marks it done)."""
+        with acting_as(Principal(self.job.tenant, key_id="job")):  # the job's tenant: its cache scope
+            return await self._execute()
+
+    async def _execute(self) -> int:
         started = time.monotonic()
         doc = await self._retry("fetching the document", self._fetch)
         upload = await asyncio.to_thread(file_upload, doc)
         opts = {k: v for k, v in self.job.options.items() if k in OcrRequest.__dataclass_fields__}
-        request = OcrRequest(**{**opts, "password": self.job.doc_password}).validated()
+        password = secret_box().open(self.job.doc_password)  # FailedPrecondition: a key this gateway lacks
+        request = OcrRequest(**{**opts, "password": password}).validated()
         pages, cached, kind, model_id = await self._retry("reading the pages", lambda: self._pages(upload, request))
         seconds = time.monotonic() - started
         await self._store(write_result, self.results, self.job, pages, model_id, seconds, cached, doc, kind,
@@ -95,7 +102,7 @@ class JobRun:
     async def _fetch(self) -> pathlib.Path:
         doc = self.folder / "document"
         if self.job.source.startswith("s3://"):
-            await self.sources.fetch(self.job.source, self.folder, self.max_upload_bytes)
+            await self.sources.fetch(self.job.source, self.folder, self.max_upload_bytes, self.job.tenant)
         elif not await asyncio.to_thread(self.results.fetch_to, self.job.source, doc):
             raise DeadlineExceeded(f"the document of job {self.job.job_id} is no longer stored")
         return doc

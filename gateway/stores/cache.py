@@ -43,11 +43,14 @@ THREADS = 4  #: concurrent lookups and writes (each one engine call and its JSON
 
 
 def cache_key(doc_sha256: str, model_id: str, mode: str, task: str, indices: list[int],
-              max_new_tokens: int = 0) -> str:
+              max_new_tokens: int = 0, tenant: str = "") -> str:
     """Hex key for the page results of one document under one model and options (a token limit
-    other than the decoder's default is part of the key).
+    other than the decoder's default is part of the key), per ``tenant``: a hit would reveal that
+    another tenant read the same document, so tenants never share entries.
     """
     parts: list[object] = [doc_sha256, model_id, mode, task, indices]
+    if tenant and tenant != "default":  # keys of the default tenant stay as before tenants existed
+        parts.insert(0, tenant)
     if max_new_tokens:
         parts.append(max_new_tokens)
     material = json.dumps(parts, separators=(",", ":"))

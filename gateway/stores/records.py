@@ -26,7 +26,9 @@ class JobRecord:
     delivery outcome (``""`` none yet, ``"delivered"``, ``"failed"``) after ``webhook_attempts`` tries;
     ``attempts``: runs started (a takeover by another worker is one more); ``doc_password``: an
     encrypted PDF's password, kept (never shown) until the job finishes, then cleared; ``worker``: the
-    queue consumer (``host-pid-random``) that last started it.
+    queue consumer (``host-pid-random``) that last started it; ``tenant``: whose job it is (only that
+    tenant's keys see it). ``doc_password`` and ``callback_url`` are stored sealed
+    (:mod:`gateway.stores.sealed`); ``idempotency_key`` as ``<tenant>/<key>``.
     """
 
     job_id: str
@@ -48,6 +50,7 @@ class JobRecord:
     attempts: int = 0
     doc_password: str = ""
     worker: str = ""
+    tenant: str = "default"
 
     @property
     def error(self) -> str:

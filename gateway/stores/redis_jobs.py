@@ -45,15 +45,18 @@ return 1
 
 
 def unreachable(what: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """Decorator: redis connection / timeout errors become Unavailable naming ``what``."""
+    """Decorator: every redis error (connection, timeout, loading, a refused command such as OOM or
+    READONLY) becomes Unavailable (503 + Retry-After) naming ``what`` but not the endpoint (clients
+    see the message; ``/readyz`` gives the endpoint to the admin role).
+    """
 
     def wrap(fn: Callable[..., T]) -> Callable[..., T]:
         @functools.wraps(fn)
         def inner(self: Any, *args: Any, **kwargs: Any) -> T:
             try:
                 return fn(self, *args, **kwargs)
-            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
-                raise Unavailable(f"the {what} ({self.where}) is unreachable: {exc}; retry shortly",
+            except redis.RedisError as exc:
+                raise Unavailable(f"the {what} is unavailable ({type(exc).__name__}); retry shortly",
                                   retry_after_s=RETRY_AFTER_S) from exc
         return inner
     return wrap

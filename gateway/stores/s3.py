@@ -4,25 +4,32 @@
 and credentials come from the standard AWS variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``), path-style addressing. Presigned URLs are signed
 for ``presign_endpoint`` when given (the address clients reach; default the same endpoint). Every
-S3 call that cannot reach the server (connection, timeout, 5xx) raises
-:class:`inkstream.errors.Unavailable`; objects are written whole by one PUT (or a multipart upload
+S3 call that fails for the server's sake raises :class:`inkstream.errors.Unavailable` (503 +
+Retry-After): unreachable, a timeout, any HTTP 5xx, any 4xx other than a missing object (403 from a
+changed policy or credentials, 400/409 from a misconfigured bucket: the client can do nothing about
+them), a failed multipart upload (boto3's ``S3UploadFailedError``), a body cut mid-read; the message
+never names the endpoint (``where`` is for ``/readyz``'s admin details and logs). Objects are written
+whole by one PUT (or a multipart upload
 completed at once), so a reader never sees half an object.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import pathlib
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import boto3
+import boto3.exceptions
 import botocore.config
 import botocore.exceptions
 
 from inkstream.errors import InvalidInput, Unavailable
 
+log = logging.getLogger("inkstream.gateway.s3")
 T = TypeVar("T")
 RETRY_AFTER_S = 5.0
 _MISSING = ("404", "NoSuchKey", "NotFound")
@@ -40,24 +47,40 @@ def _missing(exc: botocore.exceptions.ClientError) -> bool:
     return str(exc.response.get("Error", {}).get("Code", "")) in _MISSING
 
 
+def _unavailable(exc: BaseException) -> Unavailable:
+    status = 0
+    if isinstance(exc, botocore.exceptions.ClientError):
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    what = f"answered HTTP {status}" if status else f"failed ({type(exc).__name__})"
+    return Unavailable(f"the object store {what}; retry shortly", retry_after_s=RETRY_AFTER_S)
+
+
 def s3_errors(fn: Callable[..., T]) -> Callable[..., T]:
-    """Decorator: unreachable server / 5xx -> Unavailable (naming the endpoint)."""
+    """Decorator: every store failure but a missing object (which the methods answer themselves) ->
+    Unavailable (see the module docstring); an iterator returned by ``fn`` is guarded the same way.
+    """
 
     @functools.wraps(fn)
     def inner(self: Any, *args: Any, **kwargs: Any) -> T:
         try:
-            return fn(self, *args, **kwargs)
-        except (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionClosedError,
-                botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError) as exc:
-            raise Unavailable(f"the object store ({self.where}) is unreachable; retry shortly",
-                              retry_after_s=RETRY_AFTER_S) from exc
-        except botocore.exceptions.ClientError as exc:
-            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-            if status >= 500:
-                raise Unavailable(f"the object store ({self.where}) answered {status}; retry shortly",
-                                  retry_after_s=RETRY_AFTER_S) from exc
-            raise
+            out = fn(self, *args, **kwargs)
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError,
+                boto3.exceptions.Boto3Error) as exc:
+            log.warning("object store call %s failed: %s (%s)", fn.__name__, type(exc).__name__, self.where)
+            raise _unavailable(exc) from exc
+        if isinstance(out, Iterator):
+            return _guarded(out, self.where)  # type: ignore[return-value]
+        return out
     return inner
+
+
+def _guarded(chunks: Iterator[bytes], where: str) -> Iterator[bytes]:
+    """``chunks`` with a failure while reading turned into Unavailable."""
+    try:
+        yield from chunks
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, OSError) as exc:
+        log.warning("object store read failed: %s (%s)", type(exc).__name__, where)
+        raise _unavailable(exc) from exc
 
 
 def s3_client(endpoint: str | None = None) -> Any:

@@ -91,7 +91,8 @@ class FakePipeline:
     the page's top and bottom halves, no markup). ``delay_s``: seconds per page; ``finish``: number ->
     finish reason; ``fail``: numbers whose page fails with UNAVAILABLE; ``capacity``: admitted
     requests before ResourceExhausted; ``healthy``: what ``ready()`` says; ``tasks``: what
-    ``decoder_tasks()`` says; ``raise_on_run``: raised before the first page (e.g. no replica reachable).
+    ``decoder_tasks()`` says; ``raise_on_run``: raised before the first page (e.g. no replica reachable);
+    ``raise_after``: (n, exc) after n pages raises exc, or with exc None hangs (a decoder crash-looping).
     """
 
     def __init__(self, *, delay_s: float = 0.0, capacity: int = 64, line_mode: bool = False):
@@ -106,6 +107,7 @@ class FakePipeline:
         self.options_seen: list[PipelineOptions] = []
         self.long_sides: list[int] = []
         self.raise_on_run: Exception | None = None
+        self.raise_after: tuple[int, Exception | None] | None = None
         self.tasks: tuple[str, ...] = ()  # decoder_tasks(): () = not known
 
     async def encoder_info(self) -> EncoderInfo:
@@ -139,6 +141,10 @@ class FakePipeline:
                 yield PageOutcome(page.index, "error", error=page.error)
                 continue
             assert page.image is not None
+            if self.raise_after is not None and self.pages_run >= self.raise_after[0]:
+                if self.raise_after[1] is not None:
+                    raise self.raise_after[1]
+                await asyncio.sleep(3600)
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             self.pages_run += 1

@@ -11,7 +11,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from client.gateway_client import AsyncGatewayClient, DocumentSummary, GatewayClient
 from gateway.apis.grpc_api import SERVICE_NAME, build_grpc_server
 from gateway.core import GatewayCore
-from inkstream.errors import InvalidInput, JobCancelled, PayloadTooLarge, ResourceExhausted
+from gateway.session import SHUTDOWN_MESSAGE
+from inkstream.errors import InvalidInput, JobCancelled, PayloadTooLarge, ResourceExhausted, Unavailable
 from tests.gateway_api.conftest import MODEL_ID, expected_text, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)
@@ -199,3 +200,27 @@ async def test_summary_says_when_the_answer_came_from_the_cache(grpc_env):
     assert first.summary is not None and second.summary is not None
     assert first.summary.cached is False and second.summary.cached is True
     assert fake.pages_run == 2 and second.summary.pages_ok == 2
+
+
+async def test_recognize_stream_ends_with_unavailable_when_the_drain_gives_up(grpc_env):
+    """The decoder hangs after two pages and the stack is stopped: the stream's pages so far, then
+    UNAVAILABLE with the shutdown message and a retry hint (not a stream cut without a status).
+    """
+    target, fake, core = grpc_env
+    fake.raise_after = (2, None)
+
+    async def stop_the_stack_after_two_pages() -> None:
+        while fake.pages_run < 2:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        await core.drain(0.3)
+
+    stopper = asyncio.create_task(stop_the_stack_after_two_pages())
+    got = []
+    async with AsyncGatewayClient(target, timeout_s=30) as c:
+        with pytest.raises(Unavailable) as ei:
+            async for item in c.recognize_stream(marked_pdf([1, 2, 3, 4]), format="text"):
+                got.append(item)
+    await stopper
+    assert [p.index for p in got] == [1, 2]
+    assert ei.value.message == SHUTDOWN_MESSAGE and ei.value.retry_after_s == pytest.approx(1.0)

@@ -224,9 +224,10 @@ async def test_presigned_upload_then_source(pair, engines):
     job = (await a.post("/v1/jobs", data={"source": up.json()["source"], "format": "json"})).json()
     res = await wait_status(b, job["job_id"], ("done", "failed"))
     assert res["status"] == "done" and res["pages_total"] == 2
-    for bad in ("s3://other-bucket/x", "https://example.com/doc.pdf", f"s3://{engines[1].bucket}/missing"):
+    for bad in ("s3://other-bucket/x", "https://example.com/doc.pdf", f"s3://{engines[1].bucket}/missing",
+                up.json()["source"].replace("/uploads/default/", "/uploads/other/")):
         r = await a.post("/v1/jobs", data={"source": bad})
-        assert r.status_code in (400, 404), (bad, r.text)
+        assert r.status_code in (400, 403, 404), (bad, r.text)
 
 
 async def test_redis_down_means_not_ready_and_503(engines, tmp_path):

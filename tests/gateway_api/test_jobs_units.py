@@ -17,7 +17,8 @@ from gateway.core import GatewayCore
 from gateway.jobs.sources import Sources
 from gateway.jobs.webhooks import allowed_hosts, check_callback_url, sign
 from gateway.stores import JobRecord, SqliteJobStore
-from inkstream.errors import FailedPrecondition, InvalidInput
+from gateway.stores.s3 import S3ResultStore
+from inkstream.errors import FailedPrecondition, InvalidInput, PermissionDenied
 from tests.gateway_api.conftest import FakePipeline
 
 pytestmark = pytest.mark.timeout(60)
@@ -47,16 +48,25 @@ def test_callback_allowlist(url, ok):
             check_callback_url(url, allowed)
 
 
-def test_sources_read_only_configured_buckets():
-    class Store:
-        bucket = "mine"
-
-    src = Sources(Store(), ["shared"], 60)  # type: ignore[arg-type]
-    assert src.check("s3://mine/uploads/a") == ("mine", "uploads/a")
-    assert src.check("s3://shared/b") == ("shared", "b")
-    for bad in ("s3://theirs/a", "https://mine/a", "s3://mine/", "file:///etc/passwd"):
+def test_sources_read_only_the_tenants_uploads_and_read_prefixes(monkeypatch):
+    env = {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    store = S3ResultStore("s3://mine/jobs")  # no call reaches a server: check() only parses
+    src = Sources(store, ["shared", "mine/incoming/{tenant}"], 60)
+    assert src.check("s3://mine/jobs/uploads/default/a") == ("mine", "jobs/uploads/default/a")
+    assert src.check("s3://mine/jobs/uploads/acme/a", "acme") == ("mine", "jobs/uploads/acme/a")
+    assert src.check("s3://shared/b", "acme") == ("shared", "b")
+    assert src.check("s3://mine/incoming/acme/x.pdf", "acme") == ("mine", "incoming/acme/x.pdf")
+    assert src.new_upload("acme")["source"].startswith("s3://mine/jobs/uploads/acme/")
+    for bad in ("s3://theirs/a", "https://mine/a", "s3://mine/", "file:///etc/passwd",
+                "s3://mine/jobs/uploads/acme/../../0123abcd/document", "s3://shared/a/./b", "s3://shared/a//b"):
         with pytest.raises(InvalidInput):
-            src.check(bad)
+            src.check(bad, "acme")
+    for forbidden in ("s3://mine/jobs/0123abcd/document", "s3://mine/jobs/uploads/other/a",
+                      "s3://mine/jobs/cache/k.json", "s3://mine/incoming/other/x.pdf", "s3://mine/elsewhere"):
+        with pytest.raises(PermissionDenied):
+            src.check(forbidden, "acme")
     with pytest.raises(FailedPrecondition):
         Sources(None, [], 60).check("s3://mine/a")
 

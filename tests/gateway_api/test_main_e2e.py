@@ -21,6 +21,7 @@ from client.gateway_client import GatewayClient
 from gateway.ingest import UploadSink, close_document, open_document
 from launcher.local_stack import free_port
 from tests.gateway_api.conftest import marked_pdf
+from tests.gateway_api.test_slow_clients import trickle
 from tests.gateway_pipeline.fakes import FakeDecoder, FakeEncoder, expected_page_text, start_server
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.integration]
@@ -37,13 +38,17 @@ async def rendered_pages(path, long_side: int) -> list[bytes]:
     return pages
 
 
+HEADER_TIMEOUT_S = 3.0
+
+
 @pytest.fixture
 async def gateway_proc(tmp_path):
     enc, dec = FakeEncoder(), FakeDecoder()
     (es, eaddr), (ds, daddr) = await start_server(enc, "encoder"), await start_server(dec, "decoder")
     port, gport = free_port(), free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "INKSTREAM_LOG_FORMAT": "text",
-           "INKSTREAM_GATEWAY__STORES__DATA_DIR": str(tmp_path / "data")}
+           "INKSTREAM_GATEWAY__STORES__DATA_DIR": str(tmp_path / "data"),
+           "INKSTREAM_GATEWAY__LIMITS__HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S)}
     env.pop("INKSTREAM_API_KEYS", None)
     env.pop("INKSTREAM_API_KEYS_FILE", None)
     log = open(tmp_path / "gateway.log", "wb")  # noqa: SIM115 - the child's output; closed in the finally below
@@ -166,3 +171,16 @@ def test_ocr_cli_with_temporary_local_stack(tmp_path):
     cer = Levenshtein.normalized_distance(" ".join(page["text"].split()), truth)
     assert cer < 0.35, f"CER {cer:.3f} on the sample page"  # measured 0.18 (model card)
     assert "1/1 pages read" in proc.stderr
+
+
+async def test_served_gateway_cuts_a_slow_header_client(gateway_proc):
+    """``inkstream serve gateway`` runs uvicorn with the request-head deadline (limits.header_timeout_s)."""
+    url, _, _, _ = gateway_proc
+    port = int(url.rsplit(":", 1)[1])
+    slow = asyncio.create_task(trickle(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 40 + b"\r\n\r\n"))
+    async with httpx.AsyncClient(timeout=10) as c:
+        while not slow.done():
+            assert (await c.get(f"{url}/healthz")).status_code == 200
+            await asyncio.sleep(0.3)
+    took, answer = await slow
+    assert answer.startswith(b"HTTP/1.1 408 ") and took <= HEADER_TIMEOUT_S + 1.5, (took, answer)

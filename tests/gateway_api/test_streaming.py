@@ -11,8 +11,10 @@ import httpx
 import pytest
 import uvicorn
 
+from client import ocr_cli
 from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
+from gateway.session import SHUTDOWN_MESSAGE
 from tests.gateway_api.conftest import FakePipeline, expected_text, marked_pdf
 
 pytestmark = pytest.mark.timeout(60)
@@ -144,3 +146,40 @@ async def test_client_that_leaves_mid_upload_is_an_info_line_and_a_metric(server
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
     assert any("client went away during the upload" in r.getMessage() for r in caplog.records)
     assert fake.admitted == 0 and core.inflight == 0
+
+
+async def test_ndjson_ends_with_an_error_line_when_the_stack_stops_and_the_cli_prints_it(server, tmp_path, capsys):
+    """The decoder hangs after two pages (crash-looping) and the stack is stopped: the gateway's
+    drain gives up on the open stream, whose last line says why; ``inkstream ocr`` prints it.
+    """
+    url, fake, core = server
+    fake.delay_s = 0.05
+    fake.raise_after = (2, None)  # then every page waits "for ever" (see below)
+    doc = tmp_path / "d.pdf"
+    doc.write_bytes(marked_pdf([1, 2, 3, 4]))
+
+    async def stop_the_stack_after_two_pages() -> None:
+        while fake.pages_run < 2:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        await core.drain(0.3)
+
+    stopper = asyncio.create_task(stop_the_stack_after_two_pages())
+    rc = await asyncio.to_thread(ocr_cli.main, ["--gateway", url, "--no-progress", "--format", "text", str(doc)])
+    await stopper
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert f"the gateway stopped after 2 page(s): UNAVAILABLE: {SHUTDOWN_MESSAGE}" in err, err
+    core.draining = False
+    core.abandoned.clear()
+    fake.pages_run = 0
+    stopper = asyncio.create_task(stop_the_stack_after_two_pages())
+    async with httpx.AsyncClient(timeout=30) as c:
+        async with c.stream("POST", f"{url}/v1/ocr", files={"file": ("d.pdf", marked_pdf([1, 2, 3, 4]))},
+                            data={"format": "text"}, headers={"Accept": "application/x-ndjson"}) as r:
+            assert r.status_code == 200
+            lines = [json.loads(line) async for line in r.aiter_lines() if line]
+    await stopper
+    assert [ln["page"]["index"] for ln in lines[:-1]] == [1, 2]
+    assert lines[-1] == {"error": {"code": "UNAVAILABLE", "reason": "UNAVAILABLE", "retry_after_s": 1.0,
+                                   "message": SHUTDOWN_MESSAGE}}

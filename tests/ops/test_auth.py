@@ -13,6 +13,7 @@ import httpx
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from gateway import tenancy
 from gateway.apis import auth
 from inkstream import tls
 
@@ -136,10 +137,36 @@ def _echo_handlers() -> grpc.GenericRpcHandler:
         async for item in request_iterator:
             yield item
 
+    async def whoami(request: bytes, context) -> bytes:
+        p = tenancy.current()
+        return f"{p.tenant}:{p.admin}".encode()
+
+    async def whoami_stream(request: bytes, context):
+        yield tenancy.current().tenant.encode()
+
     return grpc.method_handlers_generic_handler("test.v1.Api", {
         "Unary": grpc.unary_unary_rpc_method_handler(unary),
         "Bidi": grpc.stream_stream_rpc_method_handler(bidi),
+        "WhoAmI": grpc.unary_unary_rpc_method_handler(whoami),
+        "WhoAmIStream": grpc.unary_stream_rpc_method_handler(whoami_stream),
     })
+
+
+async def test_grpc_handlers_run_as_the_keys_tenant():
+    keys = auth.ApiKeys([f"{KEY_A} acme", f"{KEY_B} ops admin"])
+    server = grpc.aio.server(interceptors=[auth.ApiKeyInterceptor(keys)])
+    server.add_generic_rpc_handlers((_echo_handlers(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+            who = ch.unary_unary("/test.v1.Api/WhoAmI")
+            assert await who(b"", metadata=(("authorization", "Bearer " + KEY_A),)) == b"acme:False"
+            assert await who(b"", metadata=(("x-api-key", KEY_B),)) == b"ops:True"
+            stream = ch.unary_stream("/test.v1.Api/WhoAmIStream")
+            assert [m async for m in stream(b"", metadata=(("x-api-key", KEY_A),))] == [b"acme"]
+    finally:
+        await server.stop(None)
 
 
 async def test_grpc_unauthenticated_and_health_open():

@@ -30,9 +30,10 @@ MAY_IMPORT = {
 
 #: inside a package, units from the bottom up: a module may import its own unit and the units below it
 ORDERS = {
-    "gateway": ["gateway", "gateway.types", "gateway.metrics", "gateway.ingest", "gateway.clients",
-                "gateway.output", "gateway.routing", "gateway.config", "gateway.stores", "gateway.service",
-                "gateway.scope", "gateway.jobs", "gateway.core", "gateway.session", "gateway.apis", "gateway.main"],
+    "gateway": ["gateway", "gateway.types", "gateway.metrics", "gateway.tenancy", "gateway.audit", "gateway.ingest",
+                "gateway.clients", "gateway.output", "gateway.routing", "gateway.config", "gateway.stores",
+                "gateway.service", "gateway.scope", "gateway.jobs", "gateway.core", "gateway.session", "gateway.apis",
+                "gateway.main"],
     "models": ["models", "models.base", "models.images", "models.compact.vocab", "models.compact.vocab_zh",
                "models.compact.checkpoint", "models.compact.line", "models.compact.page", "models.compact.decode",
                "models.compact.model", "models.compact.export", "models.compact.encoder_half",
