@@ -202,3 +202,48 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def measure_rotate_pdf(name: str, truth: TruthPage, work: pathlib.Path, rotate: int = 90) -> PageFigures:
+    """A PDF page whose content is ``truth`` turned sideways and whose ``/Rotate`` (``rotate``
+    degrees clockwise) shows it upright, read as the gateway reads it (upright, pdfium applies
+    ``/Rotate``): its searchable PDF measured as it is shown.
+    """
+    import img2pdf
+
+    raw = truth.image.rotate(rotate, expand=True)  # counter-clockwise: /Rotate turns it back
+    png = work / f"{name}.raw.png"
+    raw.save(png, dpi=(150, 150))
+    src = work / f"{name}.src.pdf"
+    src.write_bytes(img2pdf.convert(str(png)))
+    with pikepdf.open(src, allow_overwriting_input=True) as doc:
+        doc.pages[0].obj.Rotate = rotate
+        doc.save(src)
+    upright = work / f"{name}.png"
+    truth.image.save(upright)
+    result = result_of(truth, upright)
+    pdf = work / f"{name}.pdf"
+    write_searchable_pdf([result], src, "pdf", pdf)
+    hits, total = box_hits(truth, pdf_words(pdf, truth.image.size, rotate))
+    return PageFigures(name, cer(result.text, pdftotext(pdf)), hits, float("nan"), 0, total,
+                       embedded_image_identical(pdf, raw))
+
+
+def measure_exif(name: str, truth: TruthPage, work: pathlib.Path) -> PageFigures:
+    """A PNG stored sideways with EXIF orientation 6 (shown turned 90 degrees clockwise, upright),
+    read as the gateway reads it (EXIF applied): its searchable PDF measured as it is shown; the
+    PDF's image must be the upright pixels.
+    """
+    raw = truth.image.rotate(90, expand=True)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    src = work / f"{name}.exif.png"
+    raw.save(src, exif=exif, dpi=(150, 150))
+    upright = work / f"{name}.png"
+    truth.image.save(upright)
+    result = result_of(truth, upright)
+    pdf = work / f"{name}.pdf"
+    write_searchable_pdf([result], src, "png", pdf)
+    hits, total = box_hits(truth, pdf_words(pdf, truth.image.size))
+    return PageFigures(name, cer(result.text, pdftotext(pdf)), hits, float("nan"), 0, total,
+                       embedded_image_identical(pdf, truth.image))
