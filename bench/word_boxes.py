@@ -17,6 +17,8 @@ model's segments (the line's loose box and text, words found on the ink:
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import pathlib
 import re
 import subprocess
@@ -30,11 +32,11 @@ import pikepdf
 from PIL import Image
 from rapidfuzz.distance import Levenshtein
 
-from bench.word_box_pages import TruthPage, make_page, turned
+from bench.word_box_pages import TruthLine, TruthPage, make_page, turned
 from gateway.output.hocr import render_hocr
 from gateway.output.searchable_pdf import page_turn, write_searchable_pdf
 from gateway.output.stitch import page_result
-from gateway.output.word_boxes import locate_segment_words
+from gateway.output.word_boxes import locate_segment_words, turn_box
 from gateway.types import PageOutcome, SegmentText
 from inkstream.page_result import PageResult
 
@@ -117,12 +119,17 @@ def hocr_pdf(result: PageResult, hocr_path: pathlib.Path, out: pathlib.Path, dpi
     shown turned by ``turn`` degrees clockwise (``/Rotate``, as ``ocrmypdf --rotate-pages`` shows a
     page Tesseract found turned).
     """
+    hocr_path.write_text(render_hocr([result], "bench"), encoding="utf-8")
+    hocr_pdf_file(hocr_path, out, dpi, turn)
+
+
+def hocr_pdf_file(hocr_path: pathlib.Path, out: pathlib.Path, dpi: float, turn: int = 0) -> None:
+    """Render the hOCR file's first page as :func:`hocr_pdf` does."""
     import ocrmypdf
     from ocrmypdf.font import MultiFontManager
     from ocrmypdf.fpdf_renderer import Fpdf2PdfRenderer
     from ocrmypdf.hocrtransform import HocrParser
 
-    hocr_path.write_text(render_hocr([result], "bench"), encoding="utf-8")
     page = HocrParser(hocr_path).parse()
     fonts = MultiFontManager(pathlib.Path(str(ocrmypdf.__file__)).parent / "data")
     Fpdf2PdfRenderer(page=page, dpi=dpi, multi_font_manager=fonts, invisible_text=False).render(out)
@@ -185,7 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     """Print the figures of the rendered set, one line a page and the totals."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=2, help="seeded pages (each also turned 90/180/270)")
+    ap.add_argument("--stack", action="store_true",
+                    help="also read the shared eval pages (and a turned rendered page) with the embedded model "
+                         "through a local stack (minutes on CPU)")
     args = ap.parse_args(argv)
+    if args.stack:
+        stack_report()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, truth in rendered_set(args.pages):
@@ -200,8 +212,49 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+#: eval pages (../shared/eval/pages) the stack report reads
+EVAL_PAGES = ("tess_phototest.tif", "tess_phototest-rotated-R.png", "tess_eurotext.tif", "pdfplumber_scotus_p01.pdf")
+
+
+def stack_documents(shared: pathlib.Path, work: pathlib.Path) -> list[pathlib.Path]:
+    """The eval pages and three generated ones: a rendered page turned 90 and 270 degrees (PNG), and
+    the same page in a PDF page stored sideways with ``/Rotate`` 90.
+    """
+    docs = [shared / "eval" / "pages" / n for n in EVAL_PAGES]
+    base = make_page(11, size=(1275, 1000), n_lines=10)
+    for deg in (90, 270):
+        path = work / f"rendered_r{deg}.png"
+        turned(base, deg).image.save(path, dpi=(150, 150))
+        docs.append(path)
+    import img2pdf
+
+    raw = work / "rendered_rotate.png"
+    base.image.rotate(90, expand=True).save(raw, dpi=(150, 150))
+    pdf = work / "rendered_rotate.pdf"
+    pdf.write_bytes(img2pdf.convert(str(raw)))
+    with pikepdf.open(pdf, allow_overwriting_input=True) as doc:
+        doc.pages[0].obj.Rotate = 90
+        doc.save(pdf)
+    docs.append(pdf)
+    return docs
+
+
+def stack_report() -> None:
+    """Read :func:`stack_documents` through a local stack with the embedded compact model and print
+    :func:`served_figures` of each.
+    """
+    from launcher.local_stack import LocalStack
+    from models.compact import default_checkpoint_dir
+
+    shared = pathlib.Path(__file__).resolve().parents[1].parent / "shared"
+    with tempfile.TemporaryDirectory() as tmp, LocalStack(default_checkpoint_dir(), encoders=1, decoders=1,
+                                                          startup_timeout_s=300) as st:
+        for src in stack_documents(shared, pathlib.Path(tmp)):
+            f = served_figures(st.gateway_url, src, pathlib.Path(tmp))
+            print(f"{src.name:32} turn {int(f['turn']):3}  pdf CER {f['pdf_cer']:6.2%} (-raw {f['pdf_raw_cer']:6.2%}) "
+                  f"boxes {f['pdf_boxes']:6.1%}   hOCR CER {f['hocr_cer']:6.2%} boxes {f['hocr_boxes']:6.1%}   "
+                  f"blocks with words {f['located']:6.1%}", flush=True)
+
 
 
 def measure_rotate_pdf(name: str, truth: TruthPage, work: pathlib.Path, rotate: int = 90) -> PageFigures:
@@ -247,3 +300,49 @@ def measure_exif(name: str, truth: TruthPage, work: pathlib.Path) -> PageFigures
     hits, total = box_hits(truth, pdf_words(pdf, truth.image.size))
     return PageFigures(name, cer(result.text, pdftotext(pdf)), hits, float("nan"), 0, total,
                        embedded_image_identical(pdf, truth.image))
+
+
+def served_figures(gateway_url: str, src: pathlib.Path, work: pathlib.Path) -> dict[str, float]:
+    """One document read by a running gateway (``gateway_url``) as JSON, searchable PDF and hOCR:
+    the PDF's ``pdftotext`` default-mode and ``-raw`` CER against the JSON text, the share of the
+    JSON's located words (``Block.words``) that a ``-bbox-layout`` word of the same text overlaps
+    with IoU >= 0.5 (page 1, in the frame the PDF shows), the same for the hOCR rendered by
+    OCRmyPDF, and the share of blocks that have located words.
+    """
+    import httpx
+
+    def ocr(fmt: str) -> httpx.Response:
+        with open(src, "rb") as f:
+            r = httpx.post(f"{gateway_url}/v1/ocr", files={"file": (src.name, f)}, data={"format": fmt}, timeout=600)
+        r.raise_for_status()
+        return r
+
+    doc = ocr("json").json()
+    result = PageResult.from_dict(doc["pages"][0])
+    ours = "\n".join(p["text"] for p in doc["pages"])
+    pdf = work / f"{src.stem}.out.pdf"
+    pdf.write_bytes(ocr("pdf").content)
+    turn = page_turn(result)
+    size = (result.width, result.height) if turn % 180 == 0 else (result.height, result.width)
+    with pikepdf.open(pdf) as out:
+        rotate = int(out.pages[0].obj.get("/Rotate", 0))  # poppler gives the page's size unturned
+    words = [(w.text, w.box) for b in result.blocks for w in b.words]
+    shown = [(t, turn_box(b, (result.width, result.height), (360 - turn) % 360)) for t, b in words]
+    truth = TruthPage(Image.new("L", (1, 1)), [TruthLine([t for t, _ in shown], [b for _, b in shown], (0, 0, 0, 0))])
+    hits, total = box_hits(truth, pdf_words(pdf, size, rotate)) if shown else (0, 0)
+    hocr_out = work / f"{src.stem}.hocr.pdf"
+    dpi = 150.0  # any: pdf_words scales the renderer's points back to page pixels
+    (work / f"{src.stem}.hocr").write_text(ocr("hocr").text, encoding="utf-8")
+    hocr_pdf_file(work / f"{src.stem}.hocr", hocr_out, dpi, turn)
+    hhits, _ = box_hits(truth, pdf_words(hocr_out, size, turn)) if shown else (0, 0)
+    if os.environ.get("WORD_BOXES_DEBUG"):
+        (work / f"{src.stem}.json").write_text(json.dumps(doc))
+    lines = [b for b in result.blocks if b.type != "table" and b.text.strip()]
+    return {"pdf_cer": cer(ours, pdftotext(pdf)), "pdf_raw_cer": cer(ours, pdftotext(pdf, "-raw")),
+            "hocr_cer": cer(result.text, pdftotext(hocr_out)), "pdf_boxes": hits / max(1, total),
+            "hocr_boxes": hhits / max(1, total), "located": sum(bool(b.words) for b in lines) / max(1, len(lines)),
+            "turn": float(turn)}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
