@@ -133,29 +133,7 @@ def _joined_line(page: PageResult, group: list[int], line_text: str) -> Line | N
         words.extend(words_of(padded, box, page.blocks[group[k]].confidence, page.blocks[group[k]].angle))
     if words and all(_valid(w.box, page.width, page.height) for w in words):
         boxes = [w.box for w in words]  # the line's ink: located words, or words spread over its pieces
-    angle = page.blocks[group[0]].angle
-    return Line(line_text, _typeset(_union(boxes), line_text, angle), words, angle)
-
-
-#: characters that reach below the baseline; a line of text without any has ink only down to it
-_DESCENDERS = frozenset("gjpqyQ(),;[]{}|/@$§µ_")
-#: the descent of a typical font against the height of a line's ink above the baseline
-DESCENT_SHARE = 0.3
-
-
-def _typeset(box: Box, text: str, angle: int) -> Box:
-    """The line's box as a font sets it: ``box`` (the ink of its words) grown below the baseline by
-    :data:`DESCENT_SHARE` of its height when ``text`` has no descender, so that the text layer's font
-    size (from the box's height) is that of the print, not of its capitals (a heading in capitals
-    otherwise gets a font so small that its word gaps read as column gaps to ``pdftotext``).
-    """
-    if any(c in _DESCENDERS for c in text):
-        return box
-    x0, y0, x1, y1 = box
-    grow_x, grow_y = DESCENT_SHARE * (x1 - x0), DESCENT_SHARE * (y1 - y0)
-    below = {0: (x0, y0, x1, y1 + grow_y), 90: (x0, y0, x1 + grow_x, y1), 180: (x0, y0 - grow_y, x1, y1),
-             270: (x0 - grow_x, y0, x1, y1)}
-    return below[angle % 360]
+    return Line(line_text, _union(boxes), words, page.blocks[group[0]].angle)
 
 
 def _union(boxes: list[Box]) -> Box:
@@ -205,8 +183,7 @@ def page_regions(page: PageResult) -> list[Region]:
             continue
         located = _located(block, page.width, page.height) if len(texts) == 1 else []
         if located:
-            line = Line(texts[0], _typeset(_union([w.box for w in located]), texts[0], block.angle), located,
-                        block.angle)
+            line = Line(texts[0], _union([w.box for w in located]), located, block.angle)
             regions.append(Region(block.type, box, [line]))
             continue
         band = (box[3] - box[1]) / len(texts)
