@@ -147,25 +147,29 @@ def _band(words: list[Word], angle: int) -> Box:
     """The box of a line of located words (their ink) as the text layer sets it: along the line,
     their union; across it, a band chosen so that the box a reader (``pdftotext``, a viewer's
     selection) gives each word, which the renderer's font makes 1.43 times the line box's height,
-    spans from 0.6 x-height above the x-height line to a quarter of it below the baseline (baseline:
-    the words' median bottom; x-height line: the median top of the half of the words that reach
-    least high), about the height of a capital plus a descender. Setting the full ink height
+    spans from 0.7 x-height above the x-height line to 0.3 of it below the baseline (baseline:
+    the lower quartile of the words' bottoms; x-height line: the upper quartile of their tops, dashes
+    and dots left out; the x-height kept within 0.45-0.72 of the tallest word's ink), about the
+    height of a capital plus a descender. Setting the full ink height
     (ascenders to descenders) gives a word without ascender or descender ("as", "on") a box over
     twice the height of its ink (IoU < 0.5); a much lower band makes the font so small against the
     word gaps that ``pdftotext`` reads a line's words as columns (at 0.45 x-height above, seeded
-    pages lost 2 % CER; bench/word_boxes.py).
+    pages lost 2 % CER, and hOCR's whole-pixel boxes 6 % at 0.6; bench/word_boxes.py).
     """
     box = _union([w.box for w in words])
     # work in the line's upright frame: (top, bottom) across the line, growing downwards
     turn = angle % 360
     spans = {0: [(w.box[1], w.box[3]) for w in words], 180: [(-w.box[3], -w.box[1]) for w in words],
              90: [(w.box[0], w.box[2]) for w in words], 270: [(-w.box[2], -w.box[0]) for w in words]}[turn]
-    bottoms = sorted(b for _, b in spans)
-    base = bottoms[len(bottoms) // 2]
-    lowest = sorted(t for t, _ in spans)[len(spans) // 2:]
-    x_top = lowest[len(lowest) // 2]
-    xh = max(1.0, base - x_top)
-    shown_top, shown_bottom = x_top - 0.6 * xh, base + 0.25 * xh
+    tall = max(b - t for t, b in spans)
+    marks = [(t, b) for t, b in spans if b - t >= 0.4 * tall]  # not dashes, dots, quotes
+    bottoms = sorted(b for _, b in marks)
+    base = bottoms[len(bottoms) // 4]  # words with descenders end below the baseline
+    tops = sorted(t for t, _ in marks)
+    x_top = tops[(3 * len(tops)) // 4]  # words with ascenders or capitals start above the x-height
+    xh = min(max(base - x_top, 0.45 * tall), 0.72 * tall)
+    x_top = base - xh
+    shown_top, shown_bottom = x_top - 0.7 * xh, base + 0.3 * xh
     h = (shown_bottom - shown_top) / (_SHOWN_ABOVE + _SHOWN_BELOW)
     bottom = shown_bottom - _SHOWN_BELOW * h
     top = bottom - h
