@@ -29,7 +29,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pikepdf
-from PIL import Image
+from PIL import Image, ImageOps
 from rapidfuzz.distance import Levenshtein
 
 from bench.word_box_pages import TruthLine, TruthPage, make_page, turned
@@ -253,7 +253,7 @@ def stack_report() -> None:
             f = served_figures(st.gateway_url, src, pathlib.Path(tmp))
             print(f"{src.name:32} turn {int(f['turn']):3}  pdf CER {f['pdf_cer']:6.2%} (-raw {f['pdf_raw_cer']:6.2%}) "
                   f"boxes {f['pdf_boxes']:6.1%}   hOCR CER {f['hocr_cer']:6.2%} boxes {f['hocr_boxes']:6.1%}   "
-                  f"blocks with words {f['located']:6.1%}", flush=True)
+                  f"blocks with words {f['located']:6.1%}   pixels same {bool(f['pixels_same'])}", flush=True)
 
 
 
@@ -302,6 +302,13 @@ def measure_exif(name: str, truth: TruthPage, work: pathlib.Path) -> PageFigures
                        embedded_image_identical(pdf, truth.image))
 
 
+def _rendered(pdf: pathlib.Path, out: pathlib.Path) -> bytes:
+    """Page 1 of ``pdf`` rendered by poppler (``pdftoppm``, 50 dpi, PNG)."""
+    subprocess.run(["pdftoppm", "-r", "50", "-png", "-f", "1", "-l", "1", "-singlefile", str(pdf), str(out)],
+                   check=True)
+    return out.with_suffix(".png").read_bytes()
+
+
 def served_figures(gateway_url: str, src: pathlib.Path, work: pathlib.Path) -> dict[str, float]:
     """One document read by a running gateway (``gateway_url``) as JSON, searchable PDF and hOCR:
     the PDF's ``pdftotext`` default-mode and ``-raw`` CER against the JSON text, the share of the
@@ -338,7 +345,13 @@ def served_figures(gateway_url: str, src: pathlib.Path, work: pathlib.Path) -> d
     if os.environ.get("WORD_BOXES_DEBUG"):
         (work / f"{src.stem}.json").write_text(json.dumps(doc))
     lines = [b for b in result.blocks if b.type != "table" and b.text.strip()]
-    return {"pdf_cer": cer(ours, pdftotext(pdf)), "pdf_raw_cer": cer(ours, pdftotext(pdf, "-raw")),
+    if src.suffix.lower() == ".pdf":  # the page renders as before (at the same /Rotate when turn is 0)
+        same = turn != 0 or _rendered(src, work / "a") == _rendered(pdf, work / "b")
+    else:
+        with Image.open(src) as im:
+            same = embedded_image_identical(pdf, ImageOps.exif_transpose(im).convert("RGB"))
+    return {"pixels_same": float(same), "pdf_cer": cer(ours, pdftotext(pdf)),
+            "pdf_raw_cer": cer(ours, pdftotext(pdf, "-raw")),
             "hocr_cer": cer(result.text, pdftotext(hocr_out)), "pdf_boxes": hits / max(1, total),
             "hocr_boxes": hhits / max(1, total), "located": sum(bool(b.words) for b in lines) / max(1, len(lines)),
             "turn": float(turn)}

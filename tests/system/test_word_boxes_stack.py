@@ -46,5 +46,10 @@ def test_turned_pages_are_shown_upright(figures):
 
 def test_words_lie_where_the_result_says(figures):
     for name, f in figures.items():
-        assert f["located"] >= 0.85, (name, f)
-        assert f["pdf_boxes"] >= 0.8 and f["hocr_boxes"] >= 0.8, (name, f)
+        assert f["located"] >= 0.85, (name, f)  # the scotus page: 90.7 % (a few lines misread)
+        assert f["pdf_boxes"] >= 0.95 and f["hocr_boxes"] >= 0.95, (name, f)
+
+
+def test_pixels_are_unchanged(figures):
+    for name, f in figures.items():
+        assert f["pixels_same"], name
