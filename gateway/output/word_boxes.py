@@ -57,6 +57,21 @@ def _runs(inked: np.ndarray) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
 
 
+def _merged(runs: list[tuple[int, int]], keep: int) -> list[tuple[int, int]]:
+    """``runs`` with all but the ``keep`` widest gaps closed (a word gap is among the widest of its
+    line; fewer runs keep :func:`_groups` fast on long lines).
+    """
+    if len(runs) - 1 <= keep:
+        return runs
+    gaps = sorted(range(len(runs) - 1), key=lambda k: runs[k + 1][0] - runs[k][1], reverse=True)[:keep]
+    out, start = [], runs[0][0]
+    for k in sorted(gaps):
+        out.append((start, runs[k][1]))
+        start = runs[k + 1][0]
+    out.append((start, runs[-1][1]))
+    return out
+
+
 def _groups(runs: list[tuple[int, int]], shares: list[float]) -> list[tuple[int, int]] | None:
     """Split ``runs`` (ink runs, left to right) into len(shares) consecutive groups: [first, last]
     run of each, or None. Maximises the gaps cut at less :data:`WIDTH_WEIGHT` x each group's width
@@ -111,7 +126,7 @@ def locate_words(gray: np.ndarray, text: str, box: Box) -> list[tuple[str, Box]]
     if ink.mean() > 0.5:  # light text on a dark ground
         ink = ~ink
     columns = ink.sum(axis=0)
-    runs = _runs(columns > 0)
+    runs = _merged(_runs(columns > 0), 3 * len(words) + 8)
     chars = [len(wd) for wd in words]
     shares = [c / (sum(chars) + len(chars) - 1) for c in chars]  # spaces count as characters
     groups = _groups(runs, shares)
