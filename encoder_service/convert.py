@@ -77,6 +77,7 @@ def encode_response(
                 vision_tokens=array_to_wire(as_float32_array(seg.vision_tokens), wire_dtype),
                 box=tensor_pb2.Box(x0=x0, y0=y0, x1=x1, y1=y1),
                 join=join,
+                rotation=int(seg.rotation),
                 cell=encoder_pb2.TableCell(table=cell.table, row=cell.row, column=cell.column) if cell else None,
             )
         )

@@ -87,7 +87,10 @@ class SegmentText:
     """Decoded text of one segment, ``box`` (x0, y0, x1, y1) in page pixels, ``join``: how it goes
     on from the previous segment's text (:data:`inkstream.segments.JOINS`); ``confidence`` in [0, 1]:
     the decoder's geometric mean of the probabilities of the ``generated_tokens`` tokens
-    (``Usage.confidence``; 0.0 when none were generated).
+    (``Usage.confidence``; 0.0 when none were generated); ``rotation``: degrees counter-clockwise
+    (0, 90, 180, 270) that turn the segment's text upright (the encoder found the page sideways or
+    upside down); ``words``: each word of ``text`` with its box in page pixels, found on the page's
+    ink (:mod:`gateway.output.word_boxes`; empty when not found).
     """
 
     index: int
@@ -97,6 +100,8 @@ class SegmentText:
     generated_tokens: int = 0
     join: str = "line"
     confidence: float = 0.0
+    rotation: int = 0
+    words: list[tuple[str, tuple[float, float, float, float]]] = field(default_factory=list)
 
 
 @dataclass

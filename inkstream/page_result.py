@@ -2,7 +2,8 @@
 (:mod:`inkstream.page_result_pb`) and the client alike.
 
 A :class:`PageResult` holds the page's text, its :class:`Block` list (layout regions or text lines,
-boxes in page pixels), a ``table`` block's :class:`TableCell` list, confidences, warning codes and,
+boxes in page pixels), a block's :class:`Word` list (each word's box), a ``table`` block's
+:class:`TableCell` list, confidences, warning codes and,
 for a failed page, a :class:`PageError`. :meth:`PageResult.to_dict` / :meth:`PageResult.from_dict`
 are its REST JSON form (README "REST API", ``DocumentResult`` in ``/openapi.json``; the NDJSON
 ``page`` lines and the result store use the same), :func:`document_json` the whole JSON result.
@@ -91,10 +92,36 @@ class TableCell:
 
 
 @dataclass
+class Word:
+    """One word of a block: its ``text`` (no whitespace) and ``box`` in page pixels (the word's ink:
+    its horizontal extent as the model's segment and the ink found in it give it, the line's height),
+    ``confidence`` in [0, 1] (that of the segment it was read from; 0.0 when unknown).
+    """
+
+    text: str
+    box: Box
+    confidence: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: ``{text, box, confidence}``."""
+        return {"text": self.text, "box": _box_json(self.box), "confidence": round(self.confidence, 4)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Word:
+        """Inverse of :meth:`to_dict`; raises KeyError without ``box``, ValueError for a malformed box."""
+        return cls(str(d.get("text", "")), as_box(d["box"]), float(d.get("confidence", 0.0)))
+
+
+@dataclass
 class Block:
     """A region of a page: layout ``type`` ("text", "title", "table", "line", ...), its ``text`` and
     ``box`` in page pixels; ``confidence`` in [0, 1] and ``warnings`` (codes of :data:`WARNING_CODES`)
-    of the segment it was read from; ``cells``: a ``table`` block's cells, row-major (empty otherwise).
+    of the segment it was read from; ``cells``: a ``table`` block's cells, row-major (empty otherwise);
+    ``words``: the block's words in reading order with their boxes (empty when the page's words were
+    not located: a page read without its image, a block whose words did not match its ink);
+    ``angle``: degrees counter-clockwise (0, 90, 180, 270) the block's text runs at on the page as
+    received (0: left to right; 90: bottom to top, as on a page fed in turned clockwise; the hOCR
+    ``textangle``).
     """
 
     type: str
@@ -103,13 +130,16 @@ class Block:
     confidence: float = 0.0
     warnings: list[str] = field(default_factory=list)
     cells: list[TableCell] = field(default_factory=list)
+    words: list[Word] = field(default_factory=list)
+    angle: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form: ``{type, text, box, confidence, warnings}``, plus ``cells`` for a ``table`` block
-        (or any block that has cells).
+        """JSON form: ``{type, text, box, confidence, warnings, words, angle}``, plus ``cells`` for a ``table``
+        block (or any block that has cells).
         """
         out: dict[str, Any] = {"type": self.type, "text": self.text, "box": _box_json(self.box),
-                               "confidence": round(self.confidence, 4), "warnings": list(self.warnings)}
+                               "confidence": round(self.confidence, 4), "warnings": list(self.warnings),
+                               "words": [w.to_dict() for w in self.words], "angle": self.angle}
         if self.type == "table" or self.cells:
             out["cells"] = [c.to_dict() for c in self.cells]
         return out
@@ -120,7 +150,8 @@ class Block:
         malformed box or cell.
         """
         return cls(str(d["type"]), str(d.get("text", "")), as_box(d["box"]), float(d.get("confidence", 0.0)),
-                   list(d.get("warnings", [])), [TableCell.from_dict(c) for c in d.get("cells") or []])
+                   list(d.get("warnings", [])), [TableCell.from_dict(c) for c in d.get("cells") or []],
+                   [Word.from_dict(w) for w in d.get("words") or []], int(d.get("angle", 0)) % 360)
 
 
 @dataclass

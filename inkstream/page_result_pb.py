@@ -8,7 +8,7 @@ as ``int32`` with 0 read as 1 (a message from a gateway that predates spans).
 
 from __future__ import annotations
 
-from inkstream.page_result import Block, PageError, PageResult, TableCell
+from inkstream.page_result import Block, PageError, PageResult, TableCell, Word
 from inkstream.pb import gateway_pb2
 
 
@@ -22,14 +22,20 @@ def _cell_from_pb(m: gateway_pb2.TableCell) -> TableCell:
                      max(1, m.rowspan), max(1, m.colspan))
 
 
+def _word_to_pb(w: Word) -> gateway_pb2.Word:
+    return gateway_pb2.Word(text=w.text, x0=w.box[0], y0=w.box[1], x1=w.box[2], y1=w.box[3], confidence=w.confidence)
+
+
 def _block_to_pb(b: Block) -> gateway_pb2.Block:
     return gateway_pb2.Block(type=b.type, text=b.text, x0=b.box[0], y0=b.box[1], x1=b.box[2], y1=b.box[3],
-                             cells=[_cell_to_pb(c) for c in b.cells], confidence=b.confidence, warnings=b.warnings)
+                             cells=[_cell_to_pb(c) for c in b.cells], confidence=b.confidence, warnings=b.warnings,
+                             words=[_word_to_pb(w) for w in b.words], angle=b.angle)
 
 
 def _block_from_pb(m: gateway_pb2.Block) -> Block:
     return Block(m.type, m.text, (m.x0, m.y0, m.x1, m.y1), m.confidence, list(m.warnings),
-                 [_cell_from_pb(c) for c in m.cells])
+                 [_cell_from_pb(c) for c in m.cells],
+                 [Word(w.text, (w.x0, w.y0, w.x1, w.y1), w.confidence) for w in m.words], m.angle)
 
 
 def page_to_pb(p: PageResult) -> gateway_pb2.PageResult:

@@ -57,12 +57,15 @@ class SegmentTokens:
     torch tensor, or a float32 numpy array from a half that runs without torch);
     ``box`` (x0, y0, x1, y1) in page pixels; ``join``: how its text goes on from the previous
     segment's (:data:`inkstream.segments.JOINS`: a line of its own, or the next piece of a line
-    that was cut in pieces, at a word gap or inside a word).
+    that was cut in pieces, at a word gap or inside a word); ``rotation``: the quarter turn (0, 90,
+    180 or 270 degrees counter-clockwise) that makes the segment's text upright (a page read sideways
+    or upside down; its ``box`` stays in the received page's pixels).
     """
 
     vision_tokens: torch.Tensor | np.ndarray
     box: tuple[float, float, float, float]
     join: str = "line"
+    rotation: int = 0
 
 
 @dataclass

@@ -26,6 +26,14 @@ class TableCell(BaseModel):
                                                       "probabilities over the cell's segments")
 
 
+class Word(BaseModel):
+    """One word of a block (:class:`inkstream.page_result.Word`)."""
+
+    text: str
+    box: list[float] = Field(min_length=4, max_length=4, description="[x0, y0, x1, y1] of the word in page pixels")
+    confidence: float = Field(ge=0, le=1, description="the confidence of the segment the word was read from")
+
+
 class Block(BaseModel):
     """A region of a page: layout type, its text and its box."""
 
@@ -38,6 +46,10 @@ class Block(BaseModel):
                                                       "and warnings)")
     warnings: list[str] = Field(description='stable codes: "low_confidence"')
     cells: list[TableCell] | None = Field(default=None, description='only in a "table" block: its cells')
+    words: list[Word] = Field(description="the block's words in reading order with their boxes (empty when "
+                                          "they were not located)")
+    angle: int = Field(description="degrees counter-clockwise (0, 90, 180, 270) the text runs at on the page "
+                                   "(0: left to right; 90: bottom to top, a page fed in turned clockwise)")
 
 
 class PageError(BaseModel):

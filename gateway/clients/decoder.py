@@ -204,6 +204,7 @@ async def decode_segments(
                         seg = want[sid]
                         attempt.done[sid] = SegmentText(index=sid, text="".join(text[sid]), box=seg.box,
                                                         join=seg.join, finish_reason=reason,
+                                                        rotation=seg.rotation,
                                                         generated_tokens=int(resp.usage.generated_tokens),
                                                         confidence=float(resp.usage.confidence))
                     open_ids.discard(sid)

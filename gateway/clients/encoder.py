@@ -27,7 +27,8 @@ class VisionSegment:
     ``shape``: ``(n_tokens, hidden)``; ``dtype``: ``inkstream.common.v1.DType`` enum value;
     ``data``: raw little-endian row-major bytes (``n_tokens * hidden * itemsize`` bytes);
     ``box``: (x0, y0, x1, y1) in page pixels; ``index``: reading order within the page; ``join``:
-    how its text goes on from the previous segment's (:data:`inkstream.segments.JOINS`).
+    how its text goes on from the previous segment's (:data:`inkstream.segments.JOINS`); ``rotation``:
+    degrees counter-clockwise (0, 90, 180, 270) that turn the segment's text upright.
     """
 
     index: int
@@ -36,6 +37,7 @@ class VisionSegment:
     data: bytes
     box: tuple[float, float, float, float]
     join: str = JOIN_LINE
+    rotation: int = 0
 
     @property
     def n_tokens(self) -> int:
@@ -137,6 +139,7 @@ def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
             data=s.vision_tokens.data,
             box=(s.box.x0, s.box.y0, s.box.x1, s.box.y1),
             join=join_from_wire(s.join, s.cell.table, s.cell.row, s.cell.column),
+            rotation=int(s.rotation) % 360,
         )
         for s in resp.segments
     ]

@@ -45,7 +45,8 @@ def _page(page: PageResult) -> str:
         out.append(f"  <div class='ocr_carea' id='block_{n}_{a}' title='{_bbox(region.box)}'>")
         out.append(f"   <p class='ocr_par' id='par_{n}_{a}' title='{_bbox(region.box)}'>")
         for b, line in enumerate(region.lines, start=1):
-            out.append(f"    <span class='ocr_line' id='line_{n}_{a}_{b}' title='{_bbox(line.box)}; baseline 0 0'>")
+            angle = f"; textangle {line.angle}" if line.angle else ""
+            out.append(f"    <span class='ocr_line' id='line_{n}_{a}_{b}' title='{_bbox(line.box)}{angle}'>")
             for c, word in enumerate(line.words, start=1):
                 conf = f"; x_wconf {round(100 * word.confidence)}" if word.confidence is not None else ""
                 out.append(f"     <span class='ocrx_word' id='word_{n}_{a}_{b}_{c}' "

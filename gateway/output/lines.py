@@ -1,12 +1,15 @@
 """A page's text as lines and words with boxes in page pixels, for hOCR and the PDF text layer.
 
 The models give a box per block (one text line for line-level models such as ``compact``; a region
-of several lines for ``deepseek_ocr2`` grounding markup), not per word. Words are placed the way
-OCRmyPDF and Tesseract's PDF renderer expect them: a block of n text lines is cut into n equal
-horizontal bands; inside a line each whitespace-separated word gets a share of the line's width
-proportional to its character count, spaces counted as one character each, so the words span the
-line box exactly (``words spaced to the line's width``). A run of Han, kana or Hangul characters
-without spaces is one word.
+of several lines for ``deepseek_ocr2`` grounding markup); a block whose words were found on the
+page's ink (``Block.words``, :mod:`gateway.output.word_boxes`) has each word at its own box, and its
+line's box spans them along the line and, across it, a band around their x-height (:func:`_band`:
+so a reader's box of each word overlaps its ink). Otherwise words are placed the way OCRmyPDF and
+Tesseract's PDF renderer expect them: a block of n text lines is cut into n equal horizontal bands;
+inside a line each whitespace-separated word gets a share of the line's width proportional to its
+character count, spaces counted as one character each, so the words span the line box exactly
+(``words spaced to the line's width``). A run of Han, kana or Hangul characters without spaces is
+one word.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from inkstream.page_result import Box, PageResult
+from inkstream.page_result import Block, Box, PageResult
 
 _WORD = re.compile(r"\S+")
 
@@ -32,11 +35,14 @@ class Word:
 
 @dataclass
 class Line:
-    """One text line: its ``text``, ``box`` in page pixels and its words, left to right."""
+    """One text line: its ``text``, ``box`` in page pixels and its words in reading order;
+    ``angle``: degrees counter-clockwise the text runs at on the page (``Block.angle``).
+    """
 
     text: str
     box: Box
     words: list[Word] = field(default_factory=list)
+    angle: int = 0
 
 
 @dataclass
@@ -48,15 +54,28 @@ class Region:
     lines: list[Line] = field(default_factory=list)
 
 
-def words_of(text: str, box: Box, confidence: float | None = None) -> list[Word]:
-    """Words of one line laid out over ``box`` by character share (see the module docstring)."""
+def words_of(text: str, box: Box, confidence: float | None = None, angle: int = 0) -> list[Word]:
+    """Words of one line laid out over ``box`` by character share (see the module docstring), along
+    the direction the text runs at ``angle`` degrees counter-clockwise (0: left to right, 90: bottom
+    to top, 180: right to left, 270: top to bottom).
+    """
     x0, y0, x1, y1 = box
     n = len(text)
-    if n == 0 or x1 <= x0:
+    if n == 0 or x1 <= x0 or y1 <= y0:
         return []
-    per_char = (x1 - x0) / n
-    return [Word(m.group(), (x0 + m.start() * per_char, y0, x0 + m.end() * per_char, y1), confidence)
-            for m in _WORD.finditer(text)]
+    out = []
+    for m in _WORD.finditer(text):
+        a, b = m.start() / n, m.end() / n
+        if angle % 360 == 90:
+            wbox = (x0, y1 - b * (y1 - y0), x1, y1 - a * (y1 - y0))
+        elif angle % 360 == 180:
+            wbox = (x1 - b * (x1 - x0), y0, x1 - a * (x1 - x0), y1)
+        elif angle % 360 == 270:
+            wbox = (x0, y0 + a * (y1 - y0), x1, y0 + b * (y1 - y0))
+        else:
+            wbox = (x0 + a * (x1 - x0), y0, x0 + b * (x1 - x0), y1)
+        out.append(Word(m.group(), wbox, confidence))
+    return out
 
 
 def _valid(box: Box, width: int, height: int) -> Box | None:
@@ -107,10 +126,74 @@ def _joined_line(page: PageResult, group: list[int], line_text: str) -> Line | N
         pos = end if at >= 0 else pos
         if box is None or not text:
             continue
+        located = _located(page.blocks[group[k]], page.width, page.height)
+        if located:
+            words.extend(located)
+            continue
         padded = (" " if spaced_before and k > 0 else "") + text + (" " if spaced_after and k < len(pieces) - 1 else "")
-        words.extend(words_of(padded, box, page.blocks[group[k]].confidence))
-    union = (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
-    return Line(line_text, union, words)
+        words.extend(words_of(padded, box, page.blocks[group[k]].confidence, page.blocks[group[k]].angle))
+    angle = page.blocks[group[0]].angle
+    if words and all(page.blocks[i].words for i in group):
+        return Line(line_text, _band(words, angle), words, angle)
+    return Line(line_text, _union(boxes), words, angle)
+
+
+#: the box ``pdftotext`` reports for a word that OCRmyPDF's renderer draws on a line box of height h
+#: (glyphless font, its ascent and descent): from 1.36 h above the line box's bottom to 0.07 h below
+#: it, 1.43 h tall (measured with poppler 24 and OCRmyPDF 17)
+_SHOWN_ABOVE, _SHOWN_BELOW = 1.36, 0.07
+
+
+def _band(words: list[Word], angle: int) -> Box:
+    """The box of a line of located words (their ink) as the text layer sets it: along the line,
+    their union; across it, a band chosen so that the box a reader (``pdftotext``, a viewer's
+    selection) gives each word, which the renderer's font makes 1.43 times the line box's height,
+    spans from 0.7 x-height above the x-height line to 0.3 of it below the baseline (baseline:
+    the lower quartile of the words' bottoms; x-height line: the upper quartile of their tops, dashes
+    and dots left out; the x-height kept within 0.45-0.72 of the tallest word's ink), about the
+    height of a capital plus a descender. Setting the full ink height
+    (ascenders to descenders) gives a word without ascender or descender ("as", "on") a box over
+    twice the height of its ink (IoU < 0.5); a much lower band makes the font so small against the
+    word gaps that ``pdftotext`` reads a line's words as columns (at 0.45 x-height above, seeded
+    pages lost 2 % CER, and hOCR's whole-pixel boxes 6 % at 0.6; bench/word_boxes.py).
+    """
+    box = _union([w.box for w in words])
+    # work in the line's upright frame: (top, bottom) across the line, growing downwards
+    turn = angle % 360
+    spans = {0: [(w.box[1], w.box[3]) for w in words], 180: [(-w.box[3], -w.box[1]) for w in words],
+             90: [(w.box[0], w.box[2]) for w in words], 270: [(-w.box[2], -w.box[0]) for w in words]}[turn]
+    tall = max(b - t for t, b in spans)
+    marks = [(t, b) for t, b in spans if b - t >= 0.4 * tall]  # not dashes, dots, quotes
+    bottoms = sorted(b for _, b in marks)
+    base = bottoms[len(bottoms) // 4]  # words with descenders end below the baseline
+    tops = sorted(t for t, _ in marks)
+    x_top = tops[(3 * len(tops)) // 4]  # words with ascenders or capitals start above the x-height
+    xh = min(max(base - x_top, 0.45 * tall), 0.72 * tall)
+    x_top = base - xh
+    shown_top, shown_bottom = x_top - 0.7 * xh, base + 0.3 * xh
+    h = (shown_bottom - shown_top) / (_SHOWN_ABOVE + _SHOWN_BELOW)
+    bottom = shown_bottom - _SHOWN_BELOW * h
+    top = bottom - h
+    if turn == 0:
+        return (box[0], top, box[2], bottom)
+    if turn == 180:
+        return (box[0], -bottom, box[2], -top)
+    if turn == 90:
+        return (top, box[1], bottom, box[3])
+    return (-bottom, box[1], -top, box[3])
+
+
+def _union(boxes: list[Box]) -> Box:
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+def _located(block: Block, width: int, height: int) -> list[Word]:
+    """The block's words at their own boxes (``Block.words``), or [] when it has none or one of
+    them has no area on the page.
+    """
+    words = [Word(w.text, box, w.confidence) for w in block.words
+             if w.text and (box := _valid(w.box, width, height)) is not None]
+    return words if words and len(words) == len(block.words) else []
 
 
 def _line_regions(page: PageResult) -> list[Region] | None:
@@ -145,10 +228,15 @@ def page_regions(page: PageResult) -> list[Region]:
         texts = [t for t in texts if t]
         if box is None or not texts:
             continue
+        located = _located(block, page.width, page.height) if len(texts) == 1 else []
+        if located:
+            line = Line(texts[0], _band(located, block.angle), located, block.angle)
+            regions.append(Region(block.type, box, [line]))
+            continue
         band = (box[3] - box[1]) / len(texts)
         lines = []
         for i, t in enumerate(texts):
             lbox = (box[0], box[1] + i * band, box[2], box[1] + (i + 1) * band)
-            lines.append(Line(t, lbox, words_of(t, lbox, block.confidence)))
+            lines.append(Line(t, lbox, words_of(t, lbox, block.confidence, block.angle), block.angle))
         regions.append(Region(block.type, box, lines))
     return regions

@@ -17,7 +17,12 @@ page results of the stack:
   (:class:`ocrmypdf.fpdf_renderer.Fpdf2PdfRenderer`, glyphless and Noto fonts with ToUnicode maps so
   ``pdftotext`` and viewers' search read it), one ``Tj`` per word stretched to its box
   (:mod:`gateway.output.lines`), in reading order; a page without text (an error page, a blank page)
-  keeps its image and gets no text.
+  keeps its image and gets no text;
+* each word is drawn at its own box (``Block.words``: the ink the model's segment and the page
+  image give it) with the font scaled horizontally to fit, a line turned on the page (``Block.angle``,
+  a page fed in sideways or upside down) along its angle; such a page is then shown upright by
+  growing its ``/Rotate`` (as ``ocrmypdf --rotate-pages`` does; :func:`page_turn`), so viewers and
+  ``pdftotext`` read its lines in order; its image is not touched.
 
 Memory: only the text of the pages is held in memory; the output is written by qpdf, which copies
 the source pages' streams from the input file as it writes, so a 500-page scan costs about as much
@@ -69,6 +74,7 @@ def ocr_tree(page: PageResult, size_pt: tuple[float, float]) -> tuple[OcrElement
                       page_number=page.index - 1)
     for region in page_regions(page):
         lines = [OcrElement(ocr_class=OcrClass.LINE, bbox=_bbox(line.box), text=line.text,
+                            textangle=float(line.angle) if line.angle else None,
                             children=[OcrElement(ocr_class=OcrClass.WORD, bbox=_bbox(w.box), text=w.text,
                                                  confidence=w.confidence) for w in line.words])
                  for line in region.lines]
@@ -110,6 +116,28 @@ def _underlay(pdf: pikepdf.Pdf, pages: Sequence[PageResult], layer_path: pathlib
             # The text page is laid out as the page shows (pdfium applied /Rotate when the gateway
             # rasterised it); qpdf's placement inverts the page's /Rotate, so the text lands upright.
             page.add_underlay(text_page, pikepdf.Rectangle(*_visible_box(page)))
+
+
+def page_turn(page: PageResult) -> int:
+    """Degrees clockwise (0, 90, 180, 270) that show ``page`` upright: the angle most of its text
+    runs at (``Block.angle``, counted by characters), 0 when it has no text.
+    """
+    counts: dict[int, int] = {}
+    for block in page.blocks:
+        if block.type != "table":
+            counts[block.angle % 360] = counts.get(block.angle % 360, 0) + len(block.text.strip())
+    return max(counts, key=lambda a: (counts[a], a == 0)) if any(counts.values()) else 0
+
+
+def _show_upright(pdf: pikepdf.Pdf, pages: Sequence[PageResult]) -> None:
+    """Turn the view of each page the model read turned (its text runs at 90, 180 or 270 degrees)
+    so it shows upright, as ``ocrmypdf --rotate-pages`` does: ``/Rotate`` grows by the turn, the
+    page's content (its image, the text layer under it) is not touched.
+    """
+    for page, result in zip(pdf.pages, pages, strict=True):
+        turn = page_turn(result)
+        if turn:
+            page.obj.Rotate = (int(page.obj.get("/Rotate", 0)) + turn) % 360
 
 
 def _source_pdf(path: pathlib.Path, password: str) -> pikepdf.Pdf:
@@ -181,6 +209,7 @@ def write_searchable_pdf(pages: Sequence[PageResult], source: pathlib.Path, kind
             raise InvalidInput(f"the document has {len(pdf.pages)} of the {len(ordered)} pages read")
         text_layer(ordered, [_shown_size(p) for p in pdf.pages], layer_path)
         _underlay(pdf, ordered, layer_path)
+        _show_upright(pdf, ordered)
         pdf.save(out)
     layer_path.unlink(missing_ok=True)
     (scratch / (out.name + ".images.pdf")).unlink(missing_ok=True)

@@ -29,7 +29,7 @@ from gateway.output.hocr import render_hocr
 from gateway.output.signal import SegmentScore, block_signal, page_warnings
 from gateway.output.tables import Table, markdown_body, page_lines
 from gateway.types import PageOutcome
-from inkstream.page_result import Block, Box, PageError, PageResult, as_box, document_json
+from inkstream.page_result import Block, Box, PageError, PageResult, Word, as_box, document_json
 from inkstream.segments import JOIN_LINE, is_known_join
 
 FORMATS = ("markdown", "text", "json", "hocr", "pdf")
@@ -121,7 +121,8 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
     rendered size); boxes are scaled to it from the encoder's image (``outcome.width/height``).
     Segments are taken in reading order (``SegmentText.index``); the pieces of one text line that
     the encoder cut apart are joined as it marked them (``SegmentText.join``: with a space or
-    directly, :func:`inkstream.segments.join_lines`), lines by newlines. Each block gets its
+    directly, :func:`inkstream.segments.join_lines`), lines by newlines. A segment read as one block
+    gives it its words' boxes (``SegmentText.words``, when they match the block's words). Each block gets its
     segment's confidence, the page its confidence and warnings (:mod:`gateway.output.signal`;
     calibrated when ``model_id``, the encoders' model id, has a calibration table).
     """
@@ -150,13 +151,19 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
             cleans.append(clean)
             for b in seg_blocks:
                 b.confidence, b.warnings = block_signal(scores[len(cleans) - 1], b.text, model_id)
+            for b in seg_blocks:
+                b.angle = (360 - seg.rotation) % 360
+            if len(seg_blocks) == 1 and seg.words and [t for t, _ in seg.words] == seg_blocks[0].text.split():
+                seg_blocks[0].words = [Word(t, as_box(wb), seg_blocks[0].confidence) for t, wb in seg.words]
             blocks.extend(seg_blocks)
         texts, tables = _table_blocks(cleans, segments, scores, sx, sy)
     else:
         clean, blocks = parse_grounding(outcome.text, page_box, "text")
         if clean:
             texts.append(clean)
-    blocks = [Block(b.type, b.text, _scale_box(b.box, sx, sy), b.confidence, b.warnings) for b in blocks]
+    blocks = [Block(b.type, b.text, _scale_box(b.box, sx, sy), b.confidence, b.warnings,
+                    words=[Word(w.text, _scale_box(w.box, sx, sy), w.confidence) for w in b.words], angle=b.angle)
+              for b in blocks]
     joiner = "\n" if len(segments) > 1 and all(b.type == "line" for b in blocks) else "\n\n"
     blocks += tables
     text = joiner.join(texts)

@@ -19,6 +19,7 @@ from opentelemetry import trace
 from gateway.clients.calls import CallFailure
 from gateway.clients.decoder import DecodeAttempt, decode_segments
 from gateway.clients.encoder import EncodedTokens, encode_page
+from gateway.output.word_boxes import locate_segment_words
 from gateway.routing.config import PipelineConfig
 from gateway.routing.metrics import PipelineStats
 from gateway.routing.retry import PageFailed, RetryBudget, with_retries
@@ -56,9 +57,13 @@ class PageStages:
         try:
             with _tracer.start_as_current_span("gateway.encode", attributes=attrs):
                 encoded = await self._encode(page, options)
-            del page  # drop the image bytes: only vision tokens from here
+            image = page.image  # kept (compressed) to find the words of the segments on the ink
+            del page
             with _tracer.start_as_current_span("gateway.decode", attributes=attrs):
                 segments = await self._decode(encoded, options) if encoded.segments else []
+            if segments and image:
+                await asyncio.to_thread(locate_segment_words, image, segments, encoded.width, encoded.height)
+            del image
         except PageFailed as exc:
             return PageOutcome(index=index, status="error", error=PageError(exc.error.code_name, exc.error.message))
         except asyncio.CancelledError:

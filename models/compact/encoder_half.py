@@ -263,7 +263,8 @@ class CompactEncoderHalf(EncoderHalf):
             box, join = pages[p].meta["boxes"][i], pages[p].meta["joins"][i]
             per_page_index[p] += 1
             x0, y0, x1, y1 = (float(v) for v in box)
-            result[p].segments.append(SegmentTokens(vision_tokens=t, box=(x0, y0, x1, y1), join=join))
+            turn = int(round(float(pages[p].meta.get("rotation", 0)) / 90.0)) % 4 * 90
+            result[p].segments.append(SegmentTokens(vision_tokens=t, box=(x0, y0, x1, y1), join=join, rotation=turn))
         return result
 
     def _encode_routed(self, flat: list[Any], ntok: list[int], kinds: list[str]) -> list[Any]:

@@ -83,7 +83,7 @@ def test_json_result_schema(spec, path, method):
                                        "warnings"}
     assert page["properties"]["status"]["enum"] == ["ok", "error"]
     block = resolve(spec, prop(spec, page, "blocks")["items"])
-    assert set(block["properties"]) == {"type", "text", "box", "confidence", "warnings", "cells"}
+    assert set(block["properties"]) == {"type", "text", "box", "confidence", "warnings", "cells", "words", "angle"}
     assert block["properties"]["box"]["minItems"] == block["properties"]["box"]["maxItems"] == 4
     assert set(prop(spec, page, "error")["properties"]) == {"code", "message"}
 

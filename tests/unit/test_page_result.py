@@ -14,7 +14,7 @@ from gateway.output.signal import SegmentScore
 from gateway.output.stitch import page_result
 from gateway.output.tables import page_lines
 from gateway.types import PageOutcome, SegmentText
-from inkstream.page_result import Block, PageError, PageResult, TableCell, document_json
+from inkstream.page_result import Block, PageError, PageResult, TableCell, Word, document_json
 from inkstream.page_result_pb import page_from_pb, page_to_pb
 from inkstream.pb import gateway_pb2
 from inkstream.segments import Cell, cell_join
@@ -30,7 +30,8 @@ def _table_page() -> PageResult:
     return PageResult(
         index=3, status="ok", text="Report\nName  City\nLeidos | Inc",
         blocks=[Block("line", "Report", (10.0, 5.0, 200.0, 25.0), 0.9375, []),
-                Block("line", "Name", (10.5, 40.0, 250.0, 62.5), 0.75, ["low_confidence"]),
+                Block("line", "Name", (10.5, 40.0, 250.0, 62.5), 0.75, ["low_confidence"],
+                      words=[Word("Name", (12.5, 41.0, 60.0, 61.5), 0.75)], angle=90),
                 Block("table", "Name  City\nLeidos | Inc", (10.0, 40.0, 550.5, 92.0), 0.0, [], cells)],
         finish_reason="stop", vision_tokens=256, generated_tokens=40, width=1000, height=500,
         confidence=0.8125, warnings=["low_confidence"])
@@ -42,6 +43,8 @@ def test_json_round_trip_keeps_cells_spans_and_confidences():
     assert d["blocks"][-1]["cells"][2] == {"row": 1, "column": 0, "rowspan": 1, "colspan": 2, "text": "Leidos | Inc",
                                            "box": [10.0, 70.0, 550.0, 92.0], "confidence": 0.875}
     assert "cells" not in d["blocks"][0]  # only a table block has cells
+    assert d["blocks"][1]["words"] == [{"text": "Name", "box": [12.5, 41.0, 60.0, 61.5], "confidence": 0.75}]
+    assert d["blocks"][1]["angle"] == 90 and d["blocks"][0]["words"] == [] and d["blocks"][0]["angle"] == 0
     assert PageResult.from_dict(d) == page
     err = PageResult(index=1, status="error", error=PageError("INVALID_ARGUMENT", "bad page"))
     assert PageResult.from_dict(json.loads(json.dumps(err.to_dict()))) == err
@@ -72,7 +75,8 @@ def test_proto_round_trip_keeps_every_field():
 
 def test_every_contract_field_is_on_the_wire():
     for cls, msg in [(PageResult, gateway_pb2.PageResult), (Block, gateway_pb2.Block),
-                     (TableCell, gateway_pb2.TableCell), (PageError, gateway_pb2.PageError)]:
+                     (TableCell, gateway_pb2.TableCell), (PageError, gateway_pb2.PageError),
+                     (Word, gateway_pb2.Word)]:
         wire = set(msg.DESCRIPTOR.fields_by_name)
         names = {f.name for f in dataclasses.fields(cls)}
         assert names - {"box"} <= wire and ("box" not in names or {"x0", "y0", "x1", "y1"} <= wire), cls
@@ -90,6 +94,7 @@ def test_the_rest_schema_documents_exactly_the_contract():
     assert set(d) == set(rest_bodies.Page.model_fields)
     assert set(d["blocks"][-1]) == set(rest_bodies.Block.model_fields)
     assert set(d["blocks"][-1]["cells"][0]) == set(rest_bodies.TableCell.model_fields)
+    assert set(d["blocks"][1]["words"][0]) == set(rest_bodies.Word.model_fields)
     rest_bodies.Page.model_validate(d)
     doc = document_json([_table_page()], "m", seconds=1.23456, cached=False)
     assert set(doc) == set(rest_bodies.DocumentResult.model_fields) and doc["seconds"] == 1.235

@@ -20,3 +20,12 @@ def test_joins_and_revision_survive_the_encode_response():
     got = encoded_from_pb(wire)
     assert [s.join for s in got.segments] == ["line", "space", "direct"]
     assert got.revision == "abc123"
+
+
+def test_a_segments_quarter_turn_survives_the_encode_response():
+    segs = [SegmentTokens(torch.zeros(3, 4), (0, 0, 5, 30), rotation=90),
+            SegmentTokens(torch.zeros(3, 4), (5, 0, 10, 30))]
+    resp = encode_response(0, EncodedPage(segments=segs, width=10, height=30), wire_dtype="float32",
+                           model_id="m", seconds=0.1)
+    got = encoded_from_pb(encoder_pb2.EncodeResponse.FromString(resp.SerializeToString()))
+    assert [s.rotation for s in got.segments] == [90, 0]
