@@ -18,7 +18,7 @@ import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
-OVERLAYS = ("cpu", "gpu")
+OVERLAYS = ("cpu", "gpu", "gpu-vllm")
 K8S_VERSION = "1.32"  # schemas of this Kubernetes release (kubernetes-validate ships them)
 STAGES = ("gateway", "encoder", "decoder")
 MODEL_STAGES = ("encoder", "decoder")
@@ -255,7 +255,7 @@ def test_config_files_are_valid_service_settings(rendered):
         ports = {p["name"]: p["containerPort"] for p in _container(objs, stage)["ports"]}
         assert ports == {"grpc": cfg.port, "metrics": cfg.metrics_port}
         assert cfg.model_dir == "/weights"
-        assert cfg.device == ("cuda" if overlay == "gpu" else "cpu")
+        assert cfg.device == ("cuda" if overlay.startswith("gpu") else "cpu")
     ports = {p["name"]: p["containerPort"] for p in _container(objs, "gateway")["ports"]}
     assert ports == {"http": gw.port, "grpc": gw.grpc_port}
 
@@ -266,7 +266,7 @@ def test_resources_and_gpus(rendered):
         res = _container(objs, stage)["resources"]
         assert "cpu" in res["requests"] and "memory" in res["requests"] and "memory" in res["limits"]
         gpus = res["limits"].get("nvidia.com/gpu")
-        if overlay == "gpu" and stage in MODEL_STAGES:
+        if overlay.startswith("gpu") and stage in MODEL_STAGES:
             assert gpus == "1" and res["requests"]["nvidia.com/gpu"] == "1"
         else:
             assert gpus is None
