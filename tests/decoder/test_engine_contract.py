@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import pathlib
 import time
 
 import pytest
@@ -25,6 +26,7 @@ from decoder_service.reference import generate_one
 from decoder_service.sampling import SamplingParams
 from decoder_service.stopping import FinishReason, StopCriteria
 from inkstream.errors import InvalidInput
+from models.base import DecoderHalf
 from tests.decoder.conftest import vision_tokens
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
@@ -38,8 +40,27 @@ def _cfg(name: str, model_dir: str, export: str = "") -> DecoderConfig:
                                                            "max_model_len": 2048, "kv_cache_space_gib": 1})
 
 
+@pytest.fixture(scope="module")
+def contract_checkpoint(tmp_path_factory) -> pathlib.Path:
+    """The tiny random checkpoint with a 128-wide text model of 2 heads: head_dim 64, which vLLM's
+    CPU attention kernels take (they refuse the suite's usual 16).
+    """
+    from models.deepseek_ocr2.tiny import write_tiny_checkpoint
+
+    return write_tiny_checkpoint(tmp_path_factory.mktemp("tiny_contract"), seed=0,
+                                 text_config={"hidden_size": 128, "num_attention_heads": 2, "num_key_value_heads": 2})
+
+
+@pytest.fixture(scope="module")
+def half(contract_checkpoint) -> DecoderHalf:
+    """Its decoder half (float32, CPU): the builtin engine's model and the vllm engine's prompt side."""
+    from models.deepseek_ocr2.decoder_half import DeepseekOcr2DecoderHalf
+
+    return DeepseekOcr2DecoderHalf.load(contract_checkpoint)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=ENGINES)
-async def engine(request, half, tiny_ds_checkpoint, tmp_path_factory) -> DecoderEngine:
+async def engine(request, half, contract_checkpoint, tmp_path_factory) -> DecoderEngine:
     """A started engine of each kind over the tiny checkpoint (vllm: over its export)."""
     name = request.param
     export = ""
@@ -50,9 +71,9 @@ async def engine(request, half, tiny_ds_checkpoint, tmp_path_factory) -> Decoder
             pytest.skip(f"vllm engine: vLLM is not installed here ({exc}); `make test-vllm` runs it")
         from models.deepseek_ocr2.vllm_export import export_language_model
 
-        export = str(export_language_model(tiny_ds_checkpoint, tmp_path_factory.mktemp("vllm_export"),
+        export = str(export_language_model(contract_checkpoint, tmp_path_factory.mktemp("vllm_export"),
                                            torch.float32))
-    eng = make_engine(_cfg(name, str(tiny_ds_checkpoint), export), half, name=f"contract-{name}")
+    eng = make_engine(_cfg(name, str(contract_checkpoint), export), half, name=f"contract-{name}")
     t0 = time.perf_counter()
     await eng.start()
     print(f"\n[{name}] engine started in {time.perf_counter() - t0:.1f} s")
