@@ -17,6 +17,8 @@ from inkstream.errors import InvalidInput
 from models.deepseek_ocr2 import checkpoint as ckpt
 from models.deepseek_ocr2.vllm_export import export_language_model, main, text_config_for_vllm
 
+pytestmark = pytest.mark.integration
+
 
 def test_export_holds_the_text_tensors_and_a_loadable_config(tiny_ds_checkpoint, tmp_path):
     out = export_language_model(tiny_ds_checkpoint, tmp_path / "vllm", torch.float32)
