@@ -239,7 +239,8 @@ async def test_report_timings(engine, half):
     vts = [vision_tokens(half, 64, seed=600 + i) for i in range(8)]
     params = SamplingParams(max_new_tokens=32, repetition_guard=False)
     t0 = time.perf_counter()
-    got = await asyncio.gather(*(_collect(await engine.submit(vt, params, "ocr")) for vt in vts))
+    streams = [await engine.submit(vt, params, "ocr") for vt in vts]
+    got = await asyncio.gather(*(_collect(s) for s in streams))
     wall = time.perf_counter() - t0
     us = [g[3].usage for g in got]
     print(f"\n[{engine.name}] 8 x 32 tokens: wall {wall:.2f} s, "
