@@ -2,6 +2,10 @@
 
 Modules (each small and single-purpose):
 
+* :mod:`~decoder_service.engine` - the engine seam: :class:`DecoderEngine` (what the servicer needs)
+  and ``make_engine`` (``DecoderConfig.engine``: ``builtin`` = the scheduler below, ``vllm`` =
+  :mod:`~decoder_service.vllm_engine`, vLLM's AsyncLLM over ``inkstream export-vllm``'s export, with
+  the n-gram guard as a vLLM logits processor in :mod:`~decoder_service.vllm_guard`);
 * :mod:`~decoder_service.scheduler` - :class:`DecodeEngine`, the continuous-batching engine over a
   :class:`models.base.DecoderHalf` (no gRPC); :mod:`~decoder_service.reference` - the slow
   one-sequence :func:`generate_one` it must agree with token for token;

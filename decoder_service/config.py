@@ -7,6 +7,7 @@ Sources, lowest to highest precedence: defaults here, a YAML file (``--config``)
 from __future__ import annotations
 
 import pathlib
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -15,6 +16,21 @@ from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES
 from inkstream.tls import TlsConfig
 
 ENV_PREFIX = "INKSTREAM_DECODER"
+
+
+class VllmSettings(BaseModel):
+    """Settings of the ``vllm`` engine (:mod:`decoder_service.vllm_engine`). Units: tokens, fractions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_dir: str = Field("", description="the language model exported by `inkstream export-vllm` "
+                                           "(DeepseekV2ForCausalLM + tokenizer); '' = <model_dir>/vllm")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of GPU memory vLLM may take")
+    max_model_len: int = Field(0, ge=0, description="context length vLLM plans for; 0 = the model's own")
+    enforce_eager: bool = Field(False, description="no CUDA graphs / torch.compile (faster start, slower steps)")
+    kv_cache_space_gib: int = Field(0, ge=0, description="CPU backend only: KV-cache GiB (VLLM_CPU_KVCACHE_SPACE); "
+                                                         "0 = vLLM's default")
+    max_logprobs: int = Field(1, ge=0, description="top logprobs per token a request may ask vLLM for")
 
 
 class DecoderConfig(BaseModel):
@@ -27,6 +43,10 @@ class DecoderConfig(BaseModel):
     port: int = Field(50052, ge=0, le=65535, description="gRPC port; 0 = pick a free one")
     metrics_port: int | None = Field(None, ge=0, le=65535,
                                      description="Prometheus /metrics port; None = off, 0 = free port")
+    engine: Literal["builtin", "vllm"] = Field(
+        "builtin", description="decode engine: builtin (own continuous batching, any torch device) or vllm "
+        "(vLLM AsyncLLM in this process over the exported language model; GPU replicas)")
+    vllm: VllmSettings = Field(default_factory=VllmSettings, description="settings of the vllm engine")
     device: str = Field("cpu", description="torch device, e.g. cpu, cuda, cuda:1")
     dtype: str = Field("float32", pattern="^(float32|float16|bfloat16)$", description="weight / activation dtype")
     max_running: int = Field(64, ge=1, description="sequences in the running batch at most (a line-level model "

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 from decoder_service.config import DecoderConfig
+from decoder_service.engine import DecoderEngine
 from decoder_service.sampling import SamplingParams
-from decoder_service.scheduler import DecodeEngine, SequenceEvent
+from decoder_service.sequence import SequenceEvent
 from decoder_service.stopping import FinishReason
 from inkstream.errors import InkstreamError, InvalidInput, WeightsMismatch
 from inkstream.pb import decoder_pb2, tensor_pb2
@@ -81,7 +82,7 @@ def error_to_pb(segment_id: int, exc: InkstreamError) -> decoder_pb2.DecodeRespo
     return decoder_pb2.DecodeResponse(segment_id=segment_id, error=item_error(exc))
 
 
-def info_to_pb(engine: DecodeEngine, cfg: DecoderConfig) -> decoder_pb2.InfoResponse:
+def info_to_pb(engine: DecoderEngine, cfg: DecoderConfig) -> decoder_pb2.InfoResponse:
     """InfoResponse from the loaded half, the settings (``max_new_tokens`` reports the cap) and the
     engine's work window sized in time (:meth:`DecodeEngine.work_window_segments`).
     """

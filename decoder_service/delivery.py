@@ -35,13 +35,17 @@ def publish(engine: Any, result: StepResult) -> None:
             s.ttft_recorded = True
             metrics.ttft(engine, s.first_t - s.arrival)
         n_tokens += len(toks)
+        # token_logprobs is append-only and written before the event, so this step's slice is complete.
+        lps = s.token_logprobs[s.delivered:s.delivered + len(toks)]
+        s.delivered += len(toks)
         if s.whole:  # held until the finish
             s.held_tokens += toks
             s.held_text.append(text)
             if fin is None:
                 continue
             toks, text = s.corrected or (s.held_tokens, "".join(s.held_text))
-        deliver(s, toks, text, fin)
+            lps = [] if s.corrected else s.token_logprobs[:len(toks)]
+        deliver(s, toks, text, fin, lps)
         if fin is not None:
             metrics.finished(engine, fin, s.usage())
     if n_tokens:
@@ -54,13 +58,16 @@ def publish(engine: Any, result: StepResult) -> None:
             metrics.finished(engine, "error")
 
 
-def deliver(s: Seq, toks: list[int], text: str, fin: FinishReason | None) -> None:
-    """Put one event in ``s``'s queue (nothing once it is closed); a finishing one closes it."""
+def deliver(s: Seq, toks: list[int], text: str, fin: FinishReason | None,
+            logprobs: list[float] | None = None) -> None:
+    """Put one event in ``s``'s queue (nothing once it is closed); a finishing one closes it.
+    ``logprobs``: one per token of ``toks`` (natural log), or empty.
+    """
     if s.closed:
         return
     if fin is None:
-        s.queue.put_nowait(SequenceEvent(toks, text))
+        s.queue.put_nowait(SequenceEvent(toks, text, logprobs=list(logprobs or [])))
         return
     s.closed = True
-    s.queue.put_nowait(SequenceEvent(toks, text, fin, s.usage()))
+    s.queue.put_nowait(SequenceEvent(toks, text, fin, s.usage(), list(logprobs or [])))
     s.queue.put_nowait(None)

@@ -63,7 +63,10 @@ def main(argv: list[str]) -> int:
 async def _serve(cfg: DecoderConfig) -> int:
     from decoder_service.server import build_server  # heavy: torch and the model code, after the checks
 
-    bundle = await build_server(cfg, wait_ready=False)
+    engine = None
+    if cfg.engine == "vllm":  # vLLM's engine core process starts before the gRPC server's threads
+        engine = await _start_vllm(cfg)
+    bundle = await build_server(cfg, wait_ready=False, engine=engine)
     bundle.install_signal_handlers()
     print(f"inkstream decoder: listening on {cfg.host}:{bundle.port} (loading {cfg.model_dir})", flush=True)
     log.info("decoder listening (NOT_SERVING until loaded and warmed up)",
@@ -80,3 +83,16 @@ async def _serve(cfg: DecoderConfig) -> int:
         print(f"inkstream decoder: stopped: {bundle.lifecycle.failed}", file=sys.stderr)
         return EXIT_UNRECOVERABLE
     return 0
+
+
+async def _start_vllm(cfg: DecoderConfig):
+    """Load the half on CPU (prompt template, tokenizer) and start the vllm engine on ``cfg.device``."""
+    from decoder_service.engine import make_engine
+    from decoder_service.server import load_half
+    from inkstream.lifecycle import in_daemon_thread
+
+    print(f"inkstream decoder: starting the vllm engine (export of {cfg.model_dir})", flush=True)
+    half = await in_daemon_thread(load_half, cfg.model_copy(update={"device": "cpu", "dtype": "float32"}))
+    engine = make_engine(cfg, half, name=f"decoder:{cfg.port}")
+    await engine.start()
+    return engine

@@ -154,6 +154,7 @@ class RunningBatch:
         now = time.perf_counter()
         s.generated.append(tok)
         s.logprob_sum += logprob
+        s.token_logprobs.append(logprob)
         if not s.first_t:
             s.first_t = now
         s.last_t = now

@@ -121,6 +121,10 @@ class DecodeEngine:
         metrics.unregister(self)
 
     # ----------------------------------------------------------------------------- observability
+    def healthy(self) -> bool:
+        """False once the model thread has ended (stopped, or died) after :meth:`start`."""
+        return self._thread is None or (self._thread.is_alive() and not self._closed)
+
     @property
     def running_count(self) -> int:
         """Sequences in the running batch or being prefilled (cancelled rows excluded: they are freed

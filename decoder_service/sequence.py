@@ -50,6 +50,9 @@ class SequenceEvent:
     text: str
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
+    #: natural log-probability of each of ``token_ids`` under the model at temperature 1
+    #: (:func:`decoder_service.sampling.token_logprobs`); empty when a half corrected a finished sequence
+    logprobs: list[float] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -71,6 +74,8 @@ class Seq:
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     generated: list[int] = field(default_factory=list)
     logprob_sum: float = 0.0  # sum of the generated tokens' natural log-probabilities (model thread)
+    token_logprobs: list[float] = field(default_factory=list)  # per generated token, append-only (model thread)
+    delivered: int = 0  # generated tokens whose events were published (loop)
     first_t: float = 0.0
     last_t: float = 0.0
     finish: FinishReason | None = None  # written by the worker

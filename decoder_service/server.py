@@ -19,8 +19,9 @@ import grpc
 import torch
 
 from decoder_service.config import DecoderConfig
+from decoder_service.engine import DecoderEngine, make_engine
+from decoder_service.engine import drain as drain_engine
 from decoder_service.sampling import SamplingParams
-from decoder_service.scheduler import DecodeEngine
 from decoder_service.servicer import TextDecoderServicer
 from inkstream import telemetry, tls, trace_interceptors
 from inkstream.errors import InvalidInput
@@ -52,7 +53,7 @@ class DecoderServer:
 
     server: grpc.aio.Server
     port: int  # bound gRPC port
-    engine: DecodeEngine | None
+    engine: DecoderEngine | None
     lifecycle: Lifecycle
     servicer: TextDecoderServicer
     cfg: DecoderConfig
@@ -69,6 +70,8 @@ class DecoderServer:
     async def drain(self) -> None:
         """NOT_SERVING, refuse new work, wait up to ``drain_grace_s`` for in-flight sequences, stop."""
         await self.lifecycle.drain(self.server, self.cfg.drain_grace_s)
+        if self.engine is not None:  # calls are gone; let sequences the engine still holds end
+            await drain_engine(self.engine, min(1.0, self.cfg.drain_grace_s))
         await self._stop_engine()
 
     async def stop(self, grace_s: float | None = 0.5) -> None:
@@ -83,7 +86,7 @@ class DecoderServer:
             await self.engine.stop()
 
 
-async def warm_up(engine: DecodeEngine) -> None:
+async def warm_up(engine: DecoderEngine) -> None:
     """Run one short greedy sequence through the engine (compiles kernels, allocates caches)."""
     h = engine.half
     n = max(1, min(16, h.max_vision_tokens))
@@ -94,10 +97,13 @@ async def warm_up(engine: DecodeEngine) -> None:
 
 
 async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, wait_ready: bool = True,
-                       loader: Callable[[DecoderConfig], DecoderHalf] = load_half) -> DecoderServer:
+                       loader: Callable[[DecoderConfig], DecoderHalf] = load_half,
+                       engine: DecoderEngine | None = None) -> DecoderServer:
     """Create, bind (``cfg.host:cfg.port``; port 0 = free port) and start the decoder server.
 
-    ``half``: an already loaded DecoderHalf (tests); None loads ``cfg.model_dir`` with ``loader`` on a
+    ``engine``: an engine made (and possibly started) before the server, as ``inkstream serve
+    decoder`` does for ``vllm`` (its engine core process must start before gRPC's threads);
+    ``half``: an already loaded DecoderHalf (tests); with neither, it loads ``cfg.model_dir`` with ``loader`` on a
     worker thread after the server started. With ``wait_ready`` the call returns after warm-up
     (health SERVING); otherwise at once, with ``ready`` still running (it raises if loading fails).
     The server carries the tracing interceptors (W3C trace context + request id from metadata), TLS
@@ -124,25 +130,28 @@ async def build_server(cfg: DecoderConfig, half: DecoderHalf | None = None, *, w
     await server.start()
     await lifecycle.start_plain_health()
 
-    def make_engine(h: DecoderHalf) -> DecodeEngine:
-        engine = DecodeEngine(h, max_running=cfg.max_running, max_waiting=cfg.max_waiting,
-                              kv_cache_budget_tokens=cfg.kv_cache_budget_tokens, name=f"decoder:{port}")
+    def new_engine(h: DecoderHalf) -> DecoderEngine:
+        engine = make_engine(cfg, h, name=f"decoder:{port}")
         engine.forward_health = lifecycle.forward_health("decoder", cfg.max_consecutive_failures)
         return engine
 
     async def get_ready() -> None:  # runs once the loop next gets control, after ``bundle`` is bound below
         if bundle.engine is None:
             h = await in_daemon_thread(loader, cfg)
-            bundle.engine = make_engine(h)
+            bundle.engine = new_engine(h)
         await bundle.engine.start()
         await warm_up(bundle.engine)
         servicer.engine = bundle.engine
         await lifecycle.set_serving()
-        log.info("decoder ready", extra={"port": port, "model_id": bundle.engine.half.model_id,
+        log.info("decoder ready", extra={"port": port, "model_id": bundle.engine.half.model_id, "engine": cfg.engine,
                                          "max_running": cfg.max_running,
                                          "kv_cache_budget_tokens": cfg.kv_cache_budget_tokens})
 
-    bundle = DecoderServer(server, port, make_engine(half) if half is not None else None, lifecycle, servicer, cfg,
+    if engine is not None:
+        engine.forward_health = lifecycle.forward_health("decoder", cfg.max_consecutive_failures)
+    elif half is not None:
+        engine = new_engine(half)
+    bundle = DecoderServer(server, port, engine, lifecycle, servicer, cfg,
                            ready=asyncio.create_task(get_ready(), name="decoder-ready"), metrics_port=metrics_port)
     if wait_ready:
         try:

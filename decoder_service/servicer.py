@@ -26,7 +26,7 @@ import grpc
 
 from decoder_service import convert
 from decoder_service.config import DecoderConfig
-from decoder_service.scheduler import DecodeEngine, SequenceStream
+from decoder_service.engine import DecoderEngine, EngineStream
 from inkstream.errors import InkstreamError, InternalError, InvalidInput, Unavailable, grpc_guard
 from inkstream.fair import key_from_metadata
 from inkstream.lifecycle import Lifecycle
@@ -39,12 +39,12 @@ _END = object()  # a reader or pump task finished
 class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
     """``engine`` is None until weights are loaded (calls get UNAVAILABLE from ``lifecycle`` until ready)."""
 
-    def __init__(self, cfg: DecoderConfig, lifecycle: Lifecycle, engine: DecodeEngine | None = None):
+    def __init__(self, cfg: DecoderConfig, lifecycle: Lifecycle, engine: DecoderEngine | None = None):
         self.cfg = cfg
         self.lifecycle = lifecycle
         self.engine = engine
 
-    def _engine(self) -> DecodeEngine:
+    def _engine(self) -> DecoderEngine:
         self.lifecycle.check_accepting()
         if self.engine is None:
             raise Unavailable("this replica is still loading its model; retry shortly")
@@ -69,10 +69,10 @@ class TextDecoderServicer(decoder_pb2_grpc.TextDecoderServicer):
         engine = self._engine()
         key = key_from_metadata(context.invocation_metadata())  # request id + priority class (gateway)
         out: asyncio.Queue[Any] = asyncio.Queue()
-        streams: list[SequenceStream] = []
+        streams: list[EngineStream] = []
         tasks: list[asyncio.Task] = []
 
-        async def pump(segment_id: int, stream: SequenceStream) -> None:
+        async def pump(segment_id: int, stream: EngineStream) -> None:
             try:
                 async with self.lifecycle.track():
                     async for ev in stream:  # a whole_segment sequence has one event (DecodeEngine.submit)

@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("inkstream.serve:main", "run one service: serve encoder|decoder|gateway ..."),
     "eval": ("evaluation.run:main", "CER/WER of a folder of documents with ground truth"),
     "make-tiny-checkpoint": ("models.deepseek_ocr2.tiny:main", "write a tiny random deepseek_ocr2 checkpoint"),
+    "export-vllm": ("models.deepseek_ocr2.vllm_export:main",
+                    "export a deepseek_ocr2 checkpoint's language model for the decoder's vllm engine"),
     "train-compact": ("training.compact.train:main", "train the embedded compact model (resumable)"),
     "train-compact-zh": ("training.compact.train_zh:main",
                          "train the bilingual Chinese + Latin compact checkpoint on the PP-OCRv6 tower (resumable)"),

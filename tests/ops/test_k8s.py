@@ -18,7 +18,7 @@ import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
-OVERLAYS = ("cpu", "gpu")
+OVERLAYS = ("cpu", "gpu", "gpu-vllm")
 K8S_VERSION = "1.32"  # schemas of this Kubernetes release (kubernetes-validate ships them)
 STAGES = ("gateway", "encoder", "decoder")
 MODEL_STAGES = ("encoder", "decoder")
@@ -255,7 +255,7 @@ def test_config_files_are_valid_service_settings(rendered):
         ports = {p["name"]: p["containerPort"] for p in _container(objs, stage)["ports"]}
         assert ports == {"grpc": cfg.port, "metrics": cfg.metrics_port}
         assert cfg.model_dir == "/weights"
-        assert cfg.device == ("cuda" if overlay == "gpu" else "cpu")
+        assert cfg.device == ("cuda" if overlay.startswith("gpu") else "cpu")
     ports = {p["name"]: p["containerPort"] for p in _container(objs, "gateway")["ports"]}
     assert ports == {"http": gw.port, "grpc": gw.grpc_port}
 
@@ -266,7 +266,7 @@ def test_resources_and_gpus(rendered):
         res = _container(objs, stage)["resources"]
         assert "cpu" in res["requests"] and "memory" in res["requests"] and "memory" in res["limits"]
         gpus = res["limits"].get("nvidia.com/gpu")
-        if overlay == "gpu" and stage in MODEL_STAGES:
+        if overlay.startswith("gpu") and stage in MODEL_STAGES:
             assert gpus == "1" and res["requests"]["nvidia.com/gpu"] == "1"
         else:
             assert gpus is None
@@ -283,7 +283,11 @@ def test_weights_mounted_read_only_and_not_in_gateway(rendered):
         vol = next(v for v in _deploy(objs, stage)["spec"]["template"]["spec"]["volumes"] if v["name"] == "weights")
         assert vol["persistentVolumeClaim"]["readOnly"] is True
     assert all(m["name"] != "weights" for m in _container(objs, "gateway")["volumeMounts"])
-    assert version == {"cpu": "compact-v1", "gpu": "deepseek-ocr2-v1"}[overlay]
+    assert version == {"cpu": "compact-v1", "gpu": "deepseek-ocr2-v1", "gpu-vllm": "deepseek-ocr2-v1"}[overlay]
+    for init in _deploy(objs, "decoder")["spec"]["template"]["spec"].get("initContainers", []):
+        # gpu-vllm's export-vllm: the same weights directory as the decoder, read-only
+        mount = next(m for m in init["volumeMounts"] if m["name"] == "weights")
+        assert mount == {"name": "weights", "mountPath": "/weights", "subPath": version, "readOnly": True}
 
 
 def test_weights_version_is_one_value(tmp_path):
@@ -305,7 +309,7 @@ def test_weights_version_is_one_value(tmp_path):
 
 
 def test_config_and_secret_sources(rendered):
-    _, objs = rendered
+    overlay, objs = rendered
     gw = _container(objs, "gateway")
     env = {e["name"]: e.get("value") for e in gw["env"]}
     vols = {v["name"]: v for v in _deploy(objs, "gateway")["spec"]["template"]["spec"]["volumes"]}
@@ -316,11 +320,13 @@ def test_config_and_secret_sources(rendered):
     for stage in STAGES:
         c = _container(objs, stage)
         assert c["args"][:2] == ["serve", stage]
-        assert c["image"].startswith("ghcr.io/inkstream/inkstream:")
+        vllm = overlay == "gpu-vllm" and stage == "decoder"  # the decoder on the vLLM image (Dockerfile.vllm)
+        assert c["image"].startswith("ghcr.io/inkstream/inkstream-vllm:" if vllm else "ghcr.io/inkstream/inkstream:")
         assert c["securityContext"]["readOnlyRootFilesystem"] is True
         assert c["securityContext"]["allowPrivilegeEscalation"] is False
         assert _deploy(objs, stage)["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
-    assert len({_container(objs, s)["image"] for s in STAGES}) == 1, "one image for every stage"
+    assert len({_container(objs, s)["image"].replace("-vllm:", ":") for s in STAGES}) == 1, \
+        "one image (one version) for every stage"
 
 
 def _quantity(q: str) -> float:
