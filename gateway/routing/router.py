@@ -279,10 +279,13 @@ class Router:
         route.revision = info.revision
         route.info_incarnation, route.info_ok, route.info_tried_at = incarnation, True, time.monotonic()
         if info.window:
+            # Express pages only where the replica holds more than its window (its queue would refuse them).
+            capacity = getattr(info, "capacity", 0)
+            express = ENCODER_EXPRESS_PAGES if stage == "encoder" and capacity > info.window else 0
             if route.window is None:
-                express = ENCODER_EXPRESS_PAGES if stage == "encoder" else 0
                 route.window = FairWindow(info.window, express=express)
             elif route.window.capacity != info.window:
                 log.info("replica %s window %d -> %d", r.address, route.window.capacity, info.window)
                 route.window.resize(info.window)
+            route.window.express = express
         self.stages[stage].notify()
