@@ -20,7 +20,13 @@ attention result does not depend on its neighbours. Works with transformers ``Dy
 copies ``B x S`` positions per layer per step and dominates a large batch's decode step. The batch's
 layers are therefore replaced by :class:`GrowableLayer`, which writes new positions into a buffer
 with spare capacity (grown by 25 % + 64 positions when full, so copies are amortised O(1) per token)
-and exposes ``keys`` / ``values`` as views of its filled part.
+and exposes ``keys`` / ``values`` as views of its filled part. A sequence leaving the batch is
+removed in place (:meth:`GrowableLayer.keep_rows`): the rows after it move up within the buffers and
+the shared leading padding is skipped by an offset, so a finishing row costs a copy of the rows
+behind it, not two copies of the whole cache into fresh buffers (measured at 8 rows of ~340
+positions, hidden 512, 4 layers: 11 ms of CPU per leave, most of a decode step). The buffers keep
+their size until the next join or growth, so the leaving row's KV memory is reused then, not
+returned at once.
 """
 
 from __future__ import annotations
@@ -67,8 +73,12 @@ class GrowableLayer(DynamicLayer):
         self._vbuf = values.new_empty(*values.shape[:-2], cap, values.shape[-1])
         self._kbuf[..., :n, :] = keys
         self._vbuf[..., :n, :] = values
-        self._n = n
-        self.keys, self.values = self._kbuf[..., :n, :], self._vbuf[..., :n, :]
+        self._start, self._n = 0, n
+        self._views()
+
+    def _views(self) -> None:
+        self.keys = self._kbuf[..., self._start:self._n, :]
+        self.values = self._vbuf[..., self._start:self._n, :]
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,12 +92,29 @@ class GrowableLayer(DynamicLayer):
         self._kbuf[..., self._n:self._n + t, :] = key_states
         self._vbuf[..., self._n:self._n + t, :] = value_states
         self._n += t
-        self.keys, self.values = self._kbuf[..., :self._n, :], self._vbuf[..., :self._n, :]
+        self._views()
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
         """Cached positions S (tokens)."""
-        return self._n
+        return self._n - self._start
+
+    def keep_rows(self, rows: list[int], cut: int = 0) -> None:
+        """Keep only the rows ``rows`` (increasing batch indices, at least one) and drop the first
+        ``cut`` cached positions, in place: each kept row moves up to its new index (a row only ever
+        moves to a lower index, so no row is overwritten before it is copied) and the dropped
+        positions are skipped by an offset. Raises ValueError when ``rows`` is not increasing.
+        """
+        if any(b <= a for a, b in zip(rows, rows[1:], strict=False)) or not rows or rows[0] < 0:
+            raise ValueError(f"rows must be increasing batch indices, got {rows}")
+        used = slice(self._start + cut, self._n)
+        for i, r in enumerate(rows):
+            if r != i:
+                self._kbuf[i, :, used].copy_(self._kbuf[r, :, used])
+                self._vbuf[i, :, used].copy_(self._vbuf[r, :, used])
+        self._kbuf, self._vbuf = self._kbuf[:len(rows)], self._vbuf[:len(rows)]
+        self._start += cut
+        self._views()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep only the rows ``indices`` (int64 [B']) of the batch (copies into new buffers)."""
@@ -97,10 +124,10 @@ class GrowableLayer(DynamicLayer):
         """Transformers' ``crop`` contract: a negative value drops that many positions from the end,
         a positive one keeps the first ``tokens_to_remove`` positions.
         """
-        if tokens_to_remove < 0:
-            self._store(self.keys[..., :tokens_to_remove, :], self.values[..., :tokens_to_remove, :])
-        else:
-            super().crop(tokens_to_remove)
+        n = self.get_seq_length()
+        keep = n + tokens_to_remove if tokens_to_remove < 0 else min(n, tokens_to_remove)
+        self._n = self._start + max(0, keep)
+        self._views()
 
 
 def _pad_left(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -188,9 +215,13 @@ class BatchedKVCache:
         mask = self.mask.index_select(0, idx)
         # Leading columns that are padding in every remaining row.
         cut = int((mask.sum(dim=0) > 0).to(torch.int8).argmax().item())
+        increasing = all(b > a for a, b in zip(rows, rows[1:], strict=False))
         for i, layer in enumerate(_layers(self.cache)):
-            self.cache.layers[i] = GrowableLayer(layer.keys.index_select(0, idx)[:, :, cut:],
-                                                 layer.values.index_select(0, idx)[:, :, cut:])
+            if increasing and isinstance(layer, GrowableLayer):
+                layer.keep_rows(rows, cut)  # in place (module docstring)
+            else:
+                self.cache.layers[i] = GrowableLayer(layer.keys.index_select(0, idx)[:, :, cut:],
+                                                     layer.values.index_select(0, idx)[:, :, cut:])
         self.mask = mask[:, cut:].contiguous()
         self.next_pos = self.next_pos.index_select(0, idx)
 

@@ -31,7 +31,8 @@ class QueuedPage:
     ``future`` gets the page's EncodedPage or exception; ``enqueued_at``: ``loop.time()`` seconds;
     ``stream_id``: the request stream it belongs to; ``key``: its request and priority class (from
     the call's metadata, :func:`inkstream.fair.key_from_metadata`); ``released``: its admission slot
-    was given back (it entered a forward pass or left the queue).
+    was given back (it entered a forward pass or left the queue); ``forward_at`` (``loop.time()``
+    seconds) and ``batch_pages``: when its forward pass started and how many pages it held.
     """
 
     prepared: PreparedPage
@@ -40,6 +41,8 @@ class QueuedPage:
     stream_id: Any = None
     key: WorkKey = field(default_factory=WorkKey)
     released: bool = False
+    forward_at: float | None = None
+    batch_pages: int = 0
 
 
 class BatchQueue:

@@ -22,12 +22,19 @@ class BatchLimits:
 
 @dataclass
 class TimedPage:
-    """What :meth:`MicroBatcher.submit` returns: the EncodedPage (its vision-token segments) and its
-    admission-to-result time (seconds).
+    """What :meth:`MicroBatcher.submit` returns: the EncodedPage (its vision-token segments), its
+    admission-to-result time (seconds) and where that time went (seconds each; they add up to
+    ``seconds``): ``prepare_s`` waiting for a preprocessing thread and preprocessing, ``queue_s`` queued
+    for a forward pass (including the forward in progress), ``forward_s`` its own forward pass, which
+    held ``batch_pages`` pages.
     """
 
     page: EncodedPage
     seconds: float
+    prepare_s: float = 0.0
+    queue_s: float = 0.0
+    forward_s: float = 0.0
+    batch_pages: int = 1
 
 
 @dataclass

@@ -118,10 +118,16 @@ class MicroBatcher:
         """Pages this replica wants in flight, sized in time (``InfoResponse.work_window_pages``):
         the pages it completes at its measured seconds per page (:attr:`pace`) in the time one page
         takes through it when nothing queues (smoothed preprocessing + forward time), at least
-        ``preprocess_threads`` (all busy; a page beyond them would wait here, where a newer
-        request's page cannot pass it), at most ``max_queue_pages + max_batch_size``.
+        ``preprocess_threads + 1`` (every preprocessing thread busy and one page in the forward
+        stage, so a thread never waits for a forward to finish), at most
+        ``max_queue_pages + max_batch_size``.
+
+        Without the extra page the threads idle during each forward, the measured pace equals one
+        page's time through and sizes the window at the threads again (a fixed point): a one-page
+        request beside a long document then waited ~5 s in the gateway for a slot, longer than its
+        ~3.3 s in the encoder (compact, 1 thread, traces of ``bench/fairness.py``).
         """
-        floor = max(1, self._preparer.threads)
+        floor = max(1, self._preparer.threads) + 1
         ceiling = max(floor, self.limits.max_queue_pages + self.limits.max_batch_size)
         prep, fwd = self._preparer.page_seconds, self._forward_ema_s
         through = prep + fwd if prep is not None and fwd is not None else 0.0
@@ -186,10 +192,13 @@ class MicroBatcher:
             self._wake.set()
             page = await item.future
             encoded = True
-            seconds = loop.time() - start
+            now = loop.time()
+            seconds = now - start
             self.metrics.latency.record(seconds, self.metrics.attrs)
             self.metrics.pages.add(1, self.metrics.attrs)
-            return TimedPage(page, seconds)
+            fwd_at = item.forward_at if item.forward_at is not None else now
+            return TimedPage(page, seconds, prepare_s=item.enqueued_at - start, queue_s=fwd_at - item.enqueued_at,
+                             forward_s=now - fwd_at, batch_pages=item.batch_pages)
         except Exception as exc:  # mapped to the error map (CancelledError passes)
             err = as_inkstream_error(exc)
             self.metrics.reject(err.code_name)
@@ -275,6 +284,9 @@ class MicroBatcher:
         half = self._half
         assert half is not None
         t0 = time.perf_counter()
+        started = asyncio.get_running_loop().time()
+        for it in batch:
+            it.forward_at, it.batch_pages = started, len(batch)
         results = await encode_isolated(self._fwd_pool, half, [it.prepared for it in batch])
         elapsed = time.perf_counter() - t0
         self._forward_ema_s = elapsed if self._forward_ema_s is None else 0.8 * self._forward_ema_s + 0.2 * elapsed

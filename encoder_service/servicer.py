@@ -163,7 +163,9 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
                         f"max_message_bytes ({self.max_message_bytes}); raise max_message_bytes or use a 2-byte "
                         "wire_dtype"
                     )
-                span.set_attribute("inkstream.n_vision_tokens", res.page.n_vision_tokens)
+                span.set_attributes({"inkstream.n_vision_tokens": res.page.n_vision_tokens,
+                                     "inkstream.prepare_s": res.prepare_s, "inkstream.queue_s": res.queue_s,
+                                     "inkstream.forward_s": res.forward_s, "inkstream.batch_pages": res.batch_pages})
                 return resp
             except Exception as exc:  # converted into a per-page error (CancelledError passes)
                 err = as_inkstream_error(exc)

@@ -43,6 +43,9 @@ from inkstream.fair_window import FairWindow, KeyedSlots
 
 log = logging.getLogger("inkstream.gateway.router")
 
+# Express slots of each encoder's page window (inkstream.fair_window): a request with no page on the
+# replica sends one at once, beyond the window, so it waits only for the work in progress there.
+ENCODER_EXPRESS_PAGES = 1
 ReplicaKey = tuple[str, int]  # (address, incarnation): what "already tried" means
 NO_KEY = WorkKey()  # calls made for no request in particular (Info): interactive, request id ""
 
@@ -194,7 +197,7 @@ class Router:
                     try:
                         yield Lease(replica, replica.incarnation, route.revision, None)
                     finally:
-                        window.release()
+                        window.release(key)
                 else:
                     slots = window.for_request(key) if window is not None else None
                     yield Lease(replica, replica.incarnation, route.revision, slots)
@@ -276,9 +279,13 @@ class Router:
         route.revision = info.revision
         route.info_incarnation, route.info_ok, route.info_tried_at = incarnation, True, time.monotonic()
         if info.window:
+            # Express pages only where the replica holds more than its window (its queue would refuse them).
+            capacity = getattr(info, "capacity", 0)
+            express = ENCODER_EXPRESS_PAGES if stage == "encoder" and capacity > info.window else 0
             if route.window is None:
-                route.window = FairWindow(info.window)
+                route.window = FairWindow(info.window, express=express)
             elif route.window.capacity != info.window:
                 log.info("replica %s window %d -> %d", r.address, route.window.capacity, info.window)
                 route.window.resize(info.window)
+            route.window.express = express
         self.stages[stage].notify()

@@ -165,8 +165,15 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
         """
         self.check_step_inputs(inputs_embeds, attention_mask, position_ids, past_key_values)
         dev = self.device
+        attention_mask = attention_mask.to(dev)
+        if inputs_embeds.shape[1] == 1:
+            # One new position sees every cached real position: the 4-D boolean mask [B, 1, 1, S] is
+            # the padding mask itself, which transformers' create_causal_mask passes through as is
+            # (it would build the same mask with per-element index arithmetic that grows with B x S:
+            # 0.6-2 ms of a 19 ms decode step at 8 rows, hidden 512, 4 layers; same logits).
+            attention_mask = attention_mask.bool()[:, None, None, :]
         with torch.no_grad():
-            out = self._text(inputs_embeds=inputs_embeds.to(dev, self.dtype), attention_mask=attention_mask.to(dev),
+            out = self._text(inputs_embeds=inputs_embeds.to(dev, self.dtype), attention_mask=attention_mask,
                              position_ids=position_ids.to(dev), past_key_values=past_key_values, use_cache=True)
             return self._lm_head(out.last_hidden_state[:, -1]).float()
 

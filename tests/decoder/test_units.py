@@ -160,3 +160,31 @@ def test_prefill_groups_keep_order_and_respect_the_token_budget():
     assert prefill_groups([5, 40, 5], budget=60) == [[0], [1], [2]]  # 2 x 40 > 60; a 40-token prompt alone
     assert prefill_groups([100], budget=50) == [[0]]  # longer than the budget: still prefilled, alone
     assert prefill_groups([]) == []
+
+
+def test_batched_kv_leaves_in_place_and_keeps_decoding_like_a_fresh_cache():
+    torch.manual_seed(0)
+    rows = []
+    for n in (6, 4, 6, 5):
+        c = DynamicCache()
+        c.update(torch.randn(1, 2, n, 4), torch.randn(1, 2, n, 3), 0)
+        rows.append(c)
+    b = BatchedKVCache()
+    for c, n in zip(rows, (6, 4, 6, 5), strict=True):
+        b.add(c, n)
+    layer = b.cache.layers[0]
+    buf = layer._kbuf
+    before_k, before_v = layer.keys.clone(), layer.values.clone()
+    b.keep([1, 3])  # both 6-position rows leave: one shared padding column is cut, no new buffers
+    layer = b.cache.layers[0]
+    assert layer._kbuf.data_ptr() == buf.data_ptr()
+    assert layer.keys.shape == (2, 2, 5, 4) and layer.get_seq_length() == 5 == b.seq_len
+    assert torch.equal(layer.keys, before_k[[1, 3], :, 1:]) and torch.equal(layer.values, before_v[[1, 3], :, 1:])
+    new_k, new_v = torch.randn(2, 2, 1, 4), torch.randn(2, 2, 1, 3)
+    k, v = layer.update(new_k, new_v)  # the next step appends after the kept positions
+    assert torch.equal(k, torch.cat([before_k[[1, 3], :, 1:], new_k], dim=2))
+    assert torch.equal(v, torch.cat([before_v[[1, 3], :, 1:], new_v], dim=2))
+    layer.crop(-1)
+    assert torch.equal(layer.keys, before_k[[1, 3], :, 1:])
+    with pytest.raises(ValueError):
+        layer.keep_rows([1, 0])

@@ -153,7 +153,7 @@ async def test_info_reports_model_and_limits(patch_half: PatchHalf):
     assert (info.max_batch_size, info.max_wait_ms, info.max_queue_pages) == (6, 7, 33)
     assert info.max_message_bytes == 8 * 1024 * 1024 and info.max_image_bytes == 1_000_000
     assert info.feature_columns == 24 and not info.extra_columns  # the double's tokens are all features
-    assert info.work_window_pages == 2 and info.seconds_per_page == 0.0  # the 2 threads until measured
+    assert info.work_window_pages == 3 and info.seconds_per_page == 0.0  # 2 threads + 1 until measured
 
 
 async def test_info_declares_the_halfs_extra_token_columns(patch_half: PatchHalf):
@@ -176,7 +176,7 @@ async def test_info_sizes_the_work_window_in_time_from_measured_pages(patch_half
                                for s in range(3) for i in range(8)))
         info = await stub.Info(encoder_pb2.InfoRequest())
     assert 0 < info.seconds_per_page < 0.1  # busy seconds per page: several pages per 0.1 s forward
-    assert 2 < info.work_window_pages <= 24 + 8
+    assert 3 < info.work_window_pages <= 24 + 8
 
 
 @pytest.mark.parametrize("wire_dtype,torch_dtype,payload", [("float32", torch.float32, 1120 * 1280 * 4),

@@ -89,6 +89,43 @@ async def _latencies(pipeline, n: int, seed: int, tag: str) -> list[float]:
     return list(await asyncio.gather(*(one(i) for i in range(n))))
 
 
+
+async def test_express_slot_lets_a_request_with_nothing_in_flight_in_at_once():
+    w = FairWindow(2, express=1)
+    big, small, other = WorkKey("big"), WorkKey("small"), WorkKey("other")
+    await w.acquire(big)
+    await w.acquire(big)  # the window is full of the long document's pages
+    queued = asyncio.ensure_future(w.acquire(big))
+    await asyncio.sleep(0)
+    await asyncio.wait_for(w.acquire(small), 1)  # nothing of "small" in flight: the express slot, at once
+    assert w.used == 3 and not queued.done()
+    second = asyncio.ensure_future(w.acquire(small))  # "small" holds a slot now: it waits its turn
+    third = asyncio.ensure_future(w.acquire(other))  # the express slot is taken: waits too
+    await asyncio.sleep(0)
+    assert not second.done() and not third.done()
+    w.release(big)  # 2 in flight again, below capacity + express but not below capacity: no grant
+    await asyncio.sleep(0)
+    assert not (queued.done() or second.done() or third.done())
+    w.release(small)  # below capacity: the next waiter in turn
+    await asyncio.sleep(0)
+    assert sum(f.done() for f in (queued, second, third)) == 1 and w.used == 2
+    for f in (queued, second, third):
+        f.cancel()
+    await asyncio.gather(queued, second, third, return_exceptions=True)
+
+
+async def test_a_window_without_express_slots_keeps_its_capacity():
+    w = FairWindow(1)
+    await w.acquire(WorkKey("big"))
+    small = asyncio.ensure_future(w.acquire(WorkKey("small")))
+    await asyncio.sleep(0)
+    assert not small.done()
+    w.release(WorkKey("big"))
+    await asyncio.wait_for(small, 1)
+    assert w.used == 1
+    with pytest.raises(ValueError):
+        FairWindow(1, express=-1)
+
 async def test_small_requests_are_not_queued_behind_a_long_document(cluster):  # noqa: F811 - the fixture
     """Ten 1-page requests beside a 100-page document finish within 3x their latency alone (the
     encoder window is the bottleneck here: two pages at a time, 50 ms each)."""
