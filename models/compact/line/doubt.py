@@ -51,6 +51,16 @@ from models.compact import checkpoint as ckpt
 if TYPE_CHECKING:  # torch only for the torch runtime and the export: this module imports none
     import torch
 
+#: Scan rule of :func:`doubt_routes` (the defaults of config.json ``read_head`` ``scan_median_below`` and
+#: ``scan_doubt_median_above``): a page whose median line contrast is below this many gray levels (gray
+#: print: a scan, not a rendered page; every page of ../shared/eval/pages has 255) ...
+SCAN_CONTRAST_BELOW = 230.0
+#: ... and whose Latin lines' median doubt is above this (nats) goes to the PP tower whole. Dot-matrix
+#: receipts the Latin tower reads doubtfully sit at 0.12-0.13 (PP tower better: 7.38 -> 2.35 % order-free),
+#: those it reads well at 0.05-0.09 (PP tower worse: 0.60 -> 1.50 %, it drops the ``x`` of ``2 x 4.00``);
+#: clean rendered pages reach 0.11 (pdfjs_pdkids_p05), which the contrast bar keeps out.
+SCAN_DOUBT_ABOVE = 0.1
+
 #: the CTC blank's class in the Latin vocabulary (:data:`models.compact.vocab.PAD_ID`)
 BLANK_ID = 0
 
@@ -69,13 +79,16 @@ def line_doubt(read_top: np.ndarray, n_frames: int) -> float:
 
 def doubt_routes(script_routes: Sequence[bool], doubts: Sequence[float], doubtful: float, page_share: float,
                  alone_above: float = float("inf"), contrasts: Sequence[float] = (),
-                 faint_below: float = 0.0) -> list[bool]:
+                 faint_below: float = 0.0, scan_below: float = 0.0,
+                 scan_doubt_above: float = float("inf")) -> list[bool]:
     """The tower of each line (True: PP) from the script routing (:func:`models.compact.line.towers.page_routes`)
     and each line's :func:`line_doubt`: every line when at least ``page_share`` of the page's
     Latin-routed lines have a doubt above ``doubtful``, or when the median of the lines' ink
     ``contrasts`` (gray levels, :func:`models.compact.page.prepare.ink_contrast`) is below
-    ``faint_below`` (faint print: a faded thermal receipt); else the script's routes plus each line
-    whose doubt is above ``alone_above``. Raises ValueError when the lists' lengths differ.
+    ``faint_below`` (faint print: a faded thermal receipt), or when that median is below
+    ``scan_below`` (gray print: a scan, not a rendered page) and the median doubt of the Latin lines
+    is above ``scan_doubt_above`` (:data:`SCAN_CONTRAST_BELOW`); else the script's routes plus each
+    line whose doubt is above ``alone_above``. Raises ValueError when the lists' lengths differ.
     """
     if len(script_routes) != len(doubts):
         raise ValueError(f"{len(script_routes)} routes for {len(doubts)} doubts")
@@ -83,6 +96,10 @@ def doubt_routes(script_routes: Sequence[bool], doubts: Sequence[float], doubtfu
     if latin and sum(latin) >= page_share * len(latin):
         return [True] * len(doubts)
     if len(contrasts) and float(np.median(contrasts)) < faint_below:
+        return [True] * len(doubts)
+    latin_doubts = [d for r, d in zip(script_routes, doubts, strict=True) if not r]
+    if (len(contrasts) and latin_doubts and float(np.median(contrasts)) < scan_below
+            and float(np.median(latin_doubts)) > scan_doubt_above):
         return [True] * len(doubts)
     return [bool(r) or d > alone_above for r, d in zip(script_routes, doubts, strict=True)]
 
