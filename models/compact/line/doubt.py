@@ -33,6 +33,15 @@ whose median line contrast is below ``faint_below`` (config ``faint_median_below
 goes to the PP tower whole. Every page of ../shared/eval/pages has a median of 255; the faded thermal
 and Chinese receipts of ``bench/receipts.py`` 50-128, its other documents 183-255.
 
+Gray print read with doubt is the third (the scan rule, :data:`SCAN_CONTRAST_BELOW`): dot-matrix
+receipts whose lines are neither faint nor above 0.2 nats, but whose median Latin doubt is above 0.1
+(seeds 10,000-10,035 of ``bench/receipts.py``: one such page, 7.38 -> 2.35 % order-free CER; all 36
+documents 3.13 -> 2.96 %; its 12 default documents 2.34 -> 1.84 %). Its doubt bar alone would catch
+clean rendered pages too (pdfjs_pdkids_p05 has a median of 0.107, unlv_8071_093 0.107), but their print
+is black: median contrast 255 on every eval page. Per line the doubt does not tell the towers apart (on
+four dot-matrix receipts the lines the PP tower reads worse, dropping the ``x`` of ``2 x 4.00``, sit at
+0.05-0.13, those it reads better at 0.02-0.37), so the rule is by page.
+
 The PP-OCRv6 recogniser behind the PP tower was trained on real scans and photos; on generated
 receipts, forms and faxes (``bench/receipts.py``'s documents) it reads the Latin lines at 2.2 %
 CER where the Latin tower reads them at 6.4 % (``training/compact/read_head.py`` prints the table).
