@@ -185,9 +185,10 @@ class CompactEncoderHalf(EncoderHalf):
         if doubts is not None and self._pp.bars is not None:
             from models.compact.line.doubt import doubt_routes
 
-            doubtful, share, alone, faint = self._pp.bars
+            doubtful, share, alone, faint, scan, scan_doubt = self._pp.bars
             routes = doubt_routes(routes, doubts, doubtful, share, alone,
-                                  [prepare.ink_contrast(c) for c in crops] if faint > 0 else (), faint)
+                                  [prepare.ink_contrast(c) for c in crops] if faint > 0 or scan > 0 else (), faint,
+                                  scan, scan_doubt)
         return routes, list(tokens)
 
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:

@@ -56,6 +56,21 @@ def test_doubt_routes_sends_doubtful_lines_and_scan_pages_to_pp():
         doubt_routes([False], [0.1, 0.2], 0.2, 0.2)
 
 
+def test_doubt_routes_sends_gray_doubtful_pages_to_pp():
+    """The scan rule: gray print (median contrast below the bar) whose Latin lines' median doubt is
+    above the bar goes to the PP tower whole; black print at the same doubts (a rendered page), or gray
+    print read with little doubt, keeps the script's routes."""
+    script = [False] * 6 + [True]
+    doubtful = [0.13, 0.12, 0.15, 0.05, 0.14, 0.11, 0.9]  # median of the Latin six: 0.125; none above 0.2
+    gray, black = [200.0] * 7, [255.0] * 7
+    kw = {"faint_below": 120.0, "scan_below": 230.0, "scan_doubt_above": 0.1}
+    assert doubt_routes(script, doubtful, 0.2, 0.2, contrasts=gray, **kw) == [True] * 7
+    assert doubt_routes(script, doubtful, 0.2, 0.2, contrasts=black, **kw) == script
+    assert doubt_routes(script, [0.06] * 6 + [0.9], 0.2, 0.2, contrasts=gray, **kw) == script
+    assert doubt_routes(script, doubtful, 0.2, 0.2, contrasts=gray, faint_below=120.0) == script  # off by default
+    assert doubt_routes([True] * 3, [0.3] * 3, 0.2, 0.2, contrasts=[200.0] * 3, **kw) == [True] * 3  # no Latin line
+
+
 def _line(text: str) -> Image.Image:
     img = Image.new("L", (1400, 90), 255)
     draw = ImageDraw.Draw(img)

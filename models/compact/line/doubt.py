@@ -33,6 +33,15 @@ whose median line contrast is below ``faint_below`` (config ``faint_median_below
 goes to the PP tower whole. Every page of ../shared/eval/pages has a median of 255; the faded thermal
 and Chinese receipts of ``bench/receipts.py`` 50-128, its other documents 183-255.
 
+Gray print read with doubt is the third (the scan rule, :data:`SCAN_CONTRAST_BELOW`): dot-matrix
+receipts whose lines are neither faint nor above 0.2 nats, but whose median Latin doubt is above 0.1
+(seeds 10,000-10,035 of ``bench/receipts.py``: one such page, 7.38 -> 2.35 % order-free CER; all 36
+documents 3.13 -> 2.96 %; its 12 default documents 2.34 -> 1.84 %). Its doubt bar alone would catch
+clean rendered pages too (pdfjs_pdkids_p05 has a median of 0.107, unlv_8071_093 0.107), but their print
+is black: median contrast 255 on every eval page. Per line the doubt does not tell the towers apart (on
+four dot-matrix receipts the lines the PP tower reads worse, dropping the ``x`` of ``2 x 4.00``, sit at
+0.05-0.13, those it reads better at 0.02-0.37), so the rule is by page.
+
 The PP-OCRv6 recogniser behind the PP tower was trained on real scans and photos; on generated
 receipts, forms and faxes (``bench/receipts.py``'s documents) it reads the Latin lines at 2.2 %
 CER where the Latin tower reads them at 6.4 % (``training/compact/read_head.py`` prints the table).
@@ -50,6 +59,16 @@ from models.compact import checkpoint as ckpt
 
 if TYPE_CHECKING:  # torch only for the torch runtime and the export: this module imports none
     import torch
+
+#: Scan rule of :func:`doubt_routes` (the defaults of config.json ``read_head`` ``scan_median_below`` and
+#: ``scan_doubt_median_above``): a page whose median line contrast is below this many gray levels (gray
+#: print: a scan, not a rendered page; every page of ../shared/eval/pages has 255) ...
+SCAN_CONTRAST_BELOW = 230.0
+#: ... and whose Latin lines' median doubt is above this (nats) goes to the PP tower whole. Dot-matrix
+#: receipts the Latin tower reads doubtfully sit at 0.12-0.13 (PP tower better: 7.38 -> 2.35 % order-free),
+#: those it reads well at 0.05-0.09 (PP tower worse: 0.60 -> 1.50 %, it drops the ``x`` of ``2 x 4.00``);
+#: clean rendered pages reach 0.11 (pdfjs_pdkids_p05), which the contrast bar keeps out.
+SCAN_DOUBT_ABOVE = 0.1
 
 #: the CTC blank's class in the Latin vocabulary (:data:`models.compact.vocab.PAD_ID`)
 BLANK_ID = 0
@@ -69,13 +88,16 @@ def line_doubt(read_top: np.ndarray, n_frames: int) -> float:
 
 def doubt_routes(script_routes: Sequence[bool], doubts: Sequence[float], doubtful: float, page_share: float,
                  alone_above: float = float("inf"), contrasts: Sequence[float] = (),
-                 faint_below: float = 0.0) -> list[bool]:
+                 faint_below: float = 0.0, scan_below: float = 0.0,
+                 scan_doubt_above: float = float("inf")) -> list[bool]:
     """The tower of each line (True: PP) from the script routing (:func:`models.compact.line.towers.page_routes`)
     and each line's :func:`line_doubt`: every line when at least ``page_share`` of the page's
     Latin-routed lines have a doubt above ``doubtful``, or when the median of the lines' ink
     ``contrasts`` (gray levels, :func:`models.compact.page.prepare.ink_contrast`) is below
-    ``faint_below`` (faint print: a faded thermal receipt); else the script's routes plus each line
-    whose doubt is above ``alone_above``. Raises ValueError when the lists' lengths differ.
+    ``faint_below`` (faint print: a faded thermal receipt), or when that median is below
+    ``scan_below`` (gray print: a scan, not a rendered page) and the median doubt of the Latin lines
+    is above ``scan_doubt_above`` (:data:`SCAN_CONTRAST_BELOW`); else the script's routes plus each
+    line whose doubt is above ``alone_above``. Raises ValueError when the lists' lengths differ.
     """
     if len(script_routes) != len(doubts):
         raise ValueError(f"{len(script_routes)} routes for {len(doubts)} doubts")
@@ -83,6 +105,10 @@ def doubt_routes(script_routes: Sequence[bool], doubts: Sequence[float], doubtfu
     if latin and sum(latin) >= page_share * len(latin):
         return [True] * len(doubts)
     if len(contrasts) and float(np.median(contrasts)) < faint_below:
+        return [True] * len(doubts)
+    latin_doubts = [d for r, d in zip(script_routes, doubts, strict=True) if not r]
+    if (len(contrasts) and latin_doubts and float(np.median(contrasts)) < scan_below
+            and float(np.median(latin_doubts)) > scan_doubt_above):
         return [True] * len(doubts)
     return [bool(r) or d > alone_above for r, d in zip(script_routes, doubts, strict=True)]
 
