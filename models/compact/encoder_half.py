@@ -208,6 +208,7 @@ class CompactEncoderHalf(EncoderHalf):
         upright, lines, rotation = self._detector.detect(prepare.positive(image))  # light-on-dark inverted
         lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln))  # faint bleed-through is no text
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
+        tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
         cjk, latin = self.route([c for c, _ in tight])
         pieces = []
         for ln, (crop, box), pp, tokens in zip(lines, tight, cjk, latin, strict=True):  # first: the line's join

@@ -152,3 +152,42 @@ def tighten(crop: Image.Image, box: tuple[float, float, float, float]
     y0, y1 = max(0, y0 - mv), min(crop.height, y1 + mv)
     x0, x1 = max(0, x0 - mh), min(crop.width, x1 + mh)
     return crop.crop((x0, y0, x1, y1)), (box[0] + x0, box[1] + y0, box[0] + x1, box[1] + y1)
+
+
+#: Paper of a line crop is flattened (:func:`flat_paper`) when its columns' paper levels differ by
+#: more than this many gray levels (a cell reaching into a column band or a shaded row beside it).
+PAPER_STEP = 12.0
+#: Share of a column's pixels taken as its paper: its this-th gray percentile.
+PAPER_PERCENTILE = 80.0
+
+
+def flat_paper(crop: Image.Image) -> Image.Image:
+    """A dark-on-light line crop with the paper made one colour across its width: each pixel column is
+    lifted by the difference between the crop's lightest paper and the column's paper (its
+    :data:`PAPER_PERCENTILE`-th percentile per channel, closed over a third of the crop's height: a
+    column of a glyph's stroke keeps its ink, a white stripe or a band's edge stays where it is),
+    when the paper levels differ by more than :data:`PAPER_STEP` gray levels; else ``crop`` itself.
+    Why: a table cell whose crop reaches across the edge of a column band or a shaded cell had the
+    edge -- a vertical step from coloured to white paper -- read as one more character
+    (``bench/table_losses.py``: ``-9,297`` -> ``-9,297.``).
+    """
+    rgb = np.asarray(crop.convert("RGB"), dtype=np.float32)
+    h, w = rgb.shape[:2]
+    if h < 4 or w < 4:
+        return crop
+    paper = _closed(np.percentile(rgb, PAPER_PERCENTILE, axis=0), max(1, h // 6))  # [W, 3]
+    gray = paper.mean(axis=1)
+    if float(gray.max() - gray.min()) <= PAPER_STEP:
+        return crop
+    lift = paper.max(axis=0)[None, :] - paper  # [W, 3]
+    return Image.fromarray(np.clip(rgb + lift[None], 0, 255).astype(np.uint8))
+
+
+def _closed(profile: np.ndarray, half: int) -> np.ndarray:
+    """Morphological closing (running max, then running min, windows of ``2 * half + 1``) of
+    ``profile`` [W, C] along W: dark dips narrower than the window filled, steps kept in place.
+    """
+    def run(a: np.ndarray, op) -> np.ndarray:
+        padded = np.pad(a, ((half, half), (0, 0)), mode="edge")
+        return op(np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1, axis=0), axis=-1)
+    return run(run(profile, np.max), np.min)

@@ -14,7 +14,7 @@ from models.compact.line.image import gray_percentiles
 from models.compact.page import order as layout_order
 from models.compact.page import table
 from models.compact.page.boxes import LineBox
-from models.compact.page.layout import TABLE, PageLayout
+from models.compact.page.layout import IMAGE, TABLE, PageLayout
 from models.compact.page.table_gutters import ink_gutters
 from models.compact.page.xycut import reading_order
 
@@ -152,6 +152,17 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
     if layout_order.numbered_lines(groups, med_h):
         return reading_order(lines)
     for t in [g for g in groups if g.kind == TABLE]:
+        if t not in groups:  # merged into an earlier table
+            continue
+        beside = [1]
+        while beside:  # columns of the table the analysis made text blocks of (a table without rules)
+            others = [g for g in groups if g is not t and g.kind != IMAGE and g.lines]
+            beside = table.rows_beside(t.box, t.lines, others, med_h)
+            for i in beside:
+                t.lines += others[i].lines
+                t.box = (min(t.box[0], others[i].box[0]), min(t.box[1], others[i].box[1]),
+                         max(t.box[2], others[i].box[2]), max(t.box[3], others[i].box[3]))
+                groups.remove(others[i])
         for i in sorted(table.header_row_above(t.box, groups, med_h), reverse=True):
             head = groups.pop(i)
             t.lines += head.lines

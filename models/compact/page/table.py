@@ -146,3 +146,47 @@ def header_row_above(table_box: Box, candidates: list, med_h: float) -> list[int
                 and gx0 >= x0 - 2 * med_h and gx1 <= x1 + 2 * med_h and len(g.lines) >= 3):
             out.append(i)
     return out
+
+
+#: A group beside a table joins it when at least this share of its lines sit on the table's rows ...
+BESIDE_ROW_SHARE = 0.7
+#: ... it has at least this many lines, its lines' median width is at most this many line heights
+#: (cells, not a column of prose) ...
+BESIDE_MIN_LINES, BESIDE_MAX_WIDTH = 3, 12.0
+#: ... and it is at most this many line heights from the table across (a column of the same table).
+BESIDE_GAP = 5.0
+
+
+def _centre_y(ln) -> float:
+    return (ln.box[1] + ln.box[3]) / 2
+
+
+def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: float) -> list[int]:
+    """Indices of ``candidates`` (objects with ``box`` and ``lines``) that are more columns of the
+    table (``table_box``, ``table_lines``): a table without rules is often cut by the page analysis
+    into a table block and text blocks of its other columns (its labels, a few numeric columns), read
+    one after the other -- labels first, then the numbers. A candidate is such a column when it lies
+    beside the table (within :data:`BESIDE_GAP` line heights across, mostly within its height), holds
+    at least :data:`BESIDE_MIN_LINES` short lines (median width <= :data:`BESIDE_MAX_WIDTH` line
+    heights) and at least :data:`BESIDE_ROW_SHARE` of its lines lie on a row of the table (centres
+    within :data:`ROW_TOLERANCE` line heights of a table line's centre).
+    """
+    x0, y0, x1, y1 = table_box
+    centres = np.sort(np.array([_centre_y(ln) for ln in table_lines], dtype=np.float64))
+    out = []
+    for i, g in enumerate(candidates):
+        gx0, gy0, gx1, gy1 = g.box
+        if len(g.lines) < BESIDE_MIN_LINES or not len(centres):
+            continue
+        across = max(gx0 - x1, x0 - gx1)
+        inside = min(gy1, y1) - max(gy0, y0)
+        widths = sorted(ln.box[2] - ln.box[0] for ln in g.lines)
+        wide = widths[len(widths) // 2] > BESIDE_MAX_WIDTH * med_h
+        if across > BESIDE_GAP * med_h or inside < 0.5 * (gy1 - gy0) or wide:
+            continue
+        ys = np.array([_centre_y(ln) for ln in g.lines], dtype=np.float64)
+        k = np.clip(np.searchsorted(centres, ys), 1, len(centres) - 1) if len(centres) > 1 else np.zeros(len(ys), int)
+        near = np.minimum(np.abs(centres[k] - ys), np.abs(centres[np.maximum(k - 1, 0)] - ys))
+        if (near < ROW_TOLERANCE * med_h).mean() >= BESIDE_ROW_SHARE:
+            out.append(i)
+    return out
