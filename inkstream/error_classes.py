@@ -74,6 +74,14 @@ class Unprocessable(InvalidInput):
     reason = "NOTHING_TO_READ"
 
 
+class IdempotencyKeyReused(Unprocessable):
+    """An ``Idempotency-Key`` sent again with another document or other options (HTTP 422,
+    INVALID_ARGUMENT, reason IDEMPOTENCY_KEY_REUSED), as the IETF Idempotency-Key draft asks.
+    """
+
+    reason = "IDEMPOTENCY_KEY_REUSED"
+
+
 class MethodNotAllowed(InvalidInput):
     """A route called with a method it does not take, e.g. ``GET /v1/ocr`` (HTTP 405, INVALID_ARGUMENT)."""
 

@@ -27,6 +27,7 @@ from inkstream.error_classes import (
     Cancelled,
     DeadlineExceeded,
     FailedPrecondition,
+    IdempotencyKeyReused,
     InkstreamError,
     InternalError,
     InvalidInput,
@@ -55,7 +56,7 @@ log = logging.getLogger("inkstream.errors")
 
 __all__ = [  # the classes (inkstream.error_classes), then the map
     "InkstreamError", "InvalidInput", "PayloadTooLarge", "TooLongForDeadline", "UnsupportedMediaType",
-    "Unprocessable", "MethodNotAllowed",
+    "Unprocessable", "IdempotencyKeyReused", "MethodNotAllowed",
     "NotFound", "Unauthenticated", "ResourceExhausted", "Unavailable", "WeightsMismatch", "DeadlineExceeded",
     "RequestTimeout", "Cancelled", "FailedPrecondition", "JobCancelled", "InternalError",
     "TRANSIENT_CODES", "ERROR_DOMAIN", "error_for_code", "to_status", "retry_after_of", "from_rpc_error",
@@ -79,7 +80,7 @@ _BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
 TRANSIENT_CODES = frozenset(c for c, k in _BY_CODE.items() if k.transient)
 _BY_REASON: dict[str, type[InkstreamError]] = {
     k.reason: k for k in (PayloadTooLarge, TooLongForDeadline, UnsupportedMediaType, Unprocessable, RequestTimeout,
-                          WeightsMismatch, JobCancelled)}
+                          WeightsMismatch, JobCancelled, IdempotencyKeyReused)}
 ERROR_DOMAIN = "inkstream"  # google.rpc.ErrorInfo.domain of inkstream's reasons
 
 

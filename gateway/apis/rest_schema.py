@@ -87,7 +87,7 @@ _STATUS: dict[int, str] = {
          "the synchronous deadline at the measured rate: submit it as a job (TOO_LONG_FOR_DEADLINE)",
     415: "not a supported file type (UNSUPPORTED_MEDIA_TYPE)",
     422: "nothing to read: no pages, image too small (NOTHING_TO_READ); or an Idempotency-Key reused for "
-         "another document or other options",
+         "another document or other options (IDEMPOTENCY_KEY_REUSED)",
     429: "the gateway is full; retry after the Retry-After header (RESOURCE_EXHAUSTED)",
     500: "an unexpected error (INTERNAL); the gateway's log has the details",
     503: "no encoder or decoder replica is serving, or the gateway is draining; retry after Retry-After (UNAVAILABLE)",

@@ -32,7 +32,7 @@ from gateway.jobs.results import JobResult, document_blob, read_result, result_u
 from gateway.jobs.webhooks import WebhookSender, allowed_hosts, check_callback_url
 from gateway.service import OcrRequest, OcrService
 from gateway.stores import FINISHED, JobRecord, JobStore, ResultStore
-from inkstream.errors import InvalidInput, NotFound, ResourceExhausted, Unprocessable
+from inkstream.errors import IdempotencyKeyReused, InvalidInput, NotFound, ResourceExhausted
 
 __all__ = ["JobManager", "JobResult"]
 
@@ -82,7 +82,7 @@ class JobManager:
         """Check the options and the document's type (4xx now; the rest is the worker's, see the
         module docstring), store it (unless it is the ``source`` object), create the job and queue it;
         returns the record. ``callback_url``: webhook destination (InvalidInput 400 when
-        its host is not allowed). The same ``idempotency_key`` returns the existing job (Unprocessable
+        its host is not allowed). The same ``idempotency_key`` returns the existing job (IdempotencyKeyReused
         422 if it was created for a different document or options). Raises ResourceExhausted (429)
         when ``max_jobs_queued`` jobs wait, Unavailable (503) when a store is unreachable.
         """
@@ -121,14 +121,14 @@ class JobManager:
 
     @staticmethod
     def _same_doc(job: JobRecord, upload: UploadedFile, request: OcrRequest) -> JobRecord:
-        """``job`` when it was created for the same document and options; else Unprocessable (422), as
+        """``job`` when it was created for the same document and options; else IdempotencyKeyReused (422), as
         the IETF Idempotency-Key draft asks for a key reused with a different payload.
         """
         if job.doc_sha256 != upload.sha256:
-            raise Unprocessable("this Idempotency-Key was already used for a different document")
+            raise IdempotencyKeyReused("this Idempotency-Key was already used for a different document")
         if job.options != request.public():
             opts = ", ".join(f"{k}={v!r}" for k, v in job.options.items())
-            raise Unprocessable(f"this Idempotency-Key was already used with different options ({opts}); "
+            raise IdempotencyKeyReused(f"this Idempotency-Key was already used with different options ({opts}); "
                                 "use a new key for new options")
         return job
 

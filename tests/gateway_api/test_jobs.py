@@ -167,6 +167,10 @@ async def test_idempotency_key_returns_same_job(env):
     assert fake.pages_run == 2  # ran once
     other = await submit(c, marked_pdf([3]), key="order-42")
     assert other.status_code == 422 and "different document" in other.json()["error"]["message"]
+    # its own reason: NOTHING_TO_READ (the document has no pages) would send a client the wrong way
+    assert other.json()["error"]["reason"] == "IDEMPOTENCY_KEY_REUSED"
+    opts = await submit(c, pdf, key="order-42", format="text")
+    assert opts.status_code == 422 and opts.json()["error"]["reason"] == "IDEMPOTENCY_KEY_REUSED"
     c2 = (await submit(c, pdf, key="order-43")).json()
     assert c2["job_id"] != a["job_id"]
 
@@ -322,3 +326,9 @@ async def test_drain_lets_a_running_job_finish_and_takes_no_new_one(env):
     assert done["status"] == "done" and done["pages_done"] == 3, done
     core.worker.start()  # refused once draining: nothing consumes the queue any more
     assert core.worker._loop_task is None or core.worker._loop_task.done()
+
+
+def test_a_reused_idempotency_key_keeps_its_reason_over_grpc():
+    from inkstream.errors import IdempotencyKeyReused, error_for_code
+    err = error_for_code("INVALID_ARGUMENT", "reused", None, "IDEMPOTENCY_KEY_REUSED")
+    assert type(err) is IdempotencyKeyReused and err.http_status == 422
