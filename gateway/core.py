@@ -196,13 +196,17 @@ class GatewayCore:
             yield
 
     async def drain(self, grace_s: float) -> None:
-        """Stop accepting (readiness 503), wait up to ``grace_s`` seconds for in-flight requests; then
-        set :attr:`abandoned` (streaming responses still open stop and say why in their last line).
+        """Stop accepting (readiness 503) and taking queued jobs; wait up to ``grace_s`` seconds for
+        in-flight requests and for the jobs running here to finish (else :meth:`close` stops them:
+        embedded, they fail with ``SHUTDOWN``; shared, another worker takes them over); then set
+        :attr:`abandoned` (streaming responses still open stop and say why in their last line).
         """
         self.draining = True
+        if self.worker is not None:
+            self.worker.stop_consuming()
         loop = asyncio.get_running_loop()
         end = loop.time() + grace_s
-        while self.inflight > 0 and loop.time() < end:
+        while (self.inflight > 0 or (self.worker is not None and self.worker.tasks)) and loop.time() < end:
             await asyncio.sleep(0.1)
         if self.inflight > 0:  # streams still open end with an error line (gateway.apis.rest_ocr)
             self.abandoned.set()

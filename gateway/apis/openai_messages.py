@@ -187,6 +187,9 @@ async def parse_chat_request(request: Request, max_upload_bytes: int) -> ChatReq
     try:
         body = ChatBody.model_validate_json(raw or b"{}")
     except ValidationError as exc:
+        if exc.errors() and exc.errors()[0]["type"] == "json_invalid":  # not JSON at all: no parameter to name
+            raise InvalidInput(f"the request body is not valid JSON ({exc.errors()[0]['msg']}); send a chat "
+                               "completion request as a JSON object") from None
         problems = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
         first = exc.errors()[0]["loc"] if exc.errors() else ()
         raise InvalidParameter(f"invalid chat completion request: {problems}",

@@ -21,7 +21,7 @@ from starlette.requests import ClientDisconnect
 from gateway import tenancy
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, too_large, upload_too_slow
-from gateway.ingest.multipart import MultipartUpload, unknown_option
+from gateway.ingest.multipart import MultipartUpload, given_twice, unknown_option
 from gateway.service import OcrRequest
 from inkstream.errors import (
     Cancelled,
@@ -101,6 +101,10 @@ async def receive_upload(request: Request, core: GatewayCore, directory: Any,
     for name in request.query_params:
         if name not in known:
             raise InvalidInput(unknown_option(name, known, "query parameter"))
+        values = request.query_params.getlist(name)
+        if len(set(values)) > 1:
+            raise InvalidInput(given_twice(name, values[0], next(v for v in values if v != values[0]),
+                                           "query parameter"))
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limits.max_upload_bytes + MULTIPART_SLACK:
         raise too_large(limits.max_upload_bytes, int(declared))
@@ -150,6 +154,8 @@ async def _form_fields(request: Request, core: GatewayCore, directory: Any, know
     for name, value in urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
         if name not in known:
             raise InvalidInput(unknown_option(name, known, "form field"))
+        if fields.get(name, value) != value:
+            raise InvalidInput(given_twice(name, fields[name], value, "form field"))
         fields[name] = value
     empty = UploadSink(directory, core.config.limits.max_upload_bytes).finish()
     return await _received(request, core, directory, empty, fields, known)

@@ -8,13 +8,24 @@ passes the limit.
 
 from __future__ import annotations
 
+import logging
+
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from gateway.ingest.upload import UploadSink
 from inkstream.errors import InvalidInput, PayloadTooLarge
 
+log = logging.getLogger("inkstream.gateway.ingest")
+
 FILE_FIELD = "file"
+
+
+def given_twice(name: str, first: str, second: str, what: str) -> str:
+    """The message for an option ``name`` given twice with different values (``what``: "form field"
+    or "query parameter"): refused, since taking either one would silently drop the other.
+    """
+    return f"option {name!r} given twice as a {what} with different values ({first!r}, {second!r}); give it once"
 
 
 def unknown_option(name: str, known: tuple[str, ...], what: str) -> str:
@@ -94,7 +105,10 @@ class MultipartUpload:
 
     def _part_end(self) -> None:
         if not self._is_file:
-            self.fields[self._name] = self._buf.decode("utf-8", "replace")
+            value = self._buf.decode("utf-8", "replace")
+            if self.fields.get(self._name, value) != value:
+                raise InvalidInput(given_twice(self._name, self.fields[self._name], value, "form field"))
+            self.fields[self._name] = value
 
     def _end(self) -> None:
         self._done = True
@@ -104,7 +118,10 @@ class MultipartUpload:
         try:
             self._parser.write(chunk)
         except MultipartParseError as exc:
-            raise InvalidInput(f"malformed multipart/form-data body: {exc}") from None
+            log.info("malformed multipart body: %s", exc)  # the parser's own words: for the log only
+            raise InvalidInput("malformed multipart/form-data body: its parts do not follow the boundary given in "
+                               "Content-Type; send the document as the part 'file' (curl -F file=@doc.pdf) or as "
+                               "the raw body (Content-Type: application/octet-stream)") from None
         except PayloadTooLarge:
             raise
 

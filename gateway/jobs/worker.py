@@ -74,6 +74,12 @@ class JobWorker:
             return
         self._loop_task = asyncio.create_task(self._consume(), name="job-worker")
 
+    def stop_consuming(self) -> None:
+        """Take no new job from the queue (drain); jobs already running here go on to the end."""
+        self._closing = True
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+
     async def stop(self, job_id: str, timeout_s: float = 10.0) -> None:
         """Cancel job ``job_id`` if it runs here and wait up to ``timeout_s`` seconds for it to stop."""
         task = self.tasks.get(job_id)

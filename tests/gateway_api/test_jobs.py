@@ -167,6 +167,10 @@ async def test_idempotency_key_returns_same_job(env):
     assert fake.pages_run == 2  # ran once
     other = await submit(c, marked_pdf([3]), key="order-42")
     assert other.status_code == 422 and "different document" in other.json()["error"]["message"]
+    # its own reason: NOTHING_TO_READ (the document has no pages) would send a client the wrong way
+    assert other.json()["error"]["reason"] == "IDEMPOTENCY_CONFLICT"
+    opts = await submit(c, pdf, key="order-42", format="text")
+    assert opts.status_code == 422 and opts.json()["error"]["reason"] == "IDEMPOTENCY_CONFLICT"
     c2 = (await submit(c, pdf, key="order-43")).json()
     assert c2["job_id"] != a["job_id"]
 
@@ -307,3 +311,24 @@ async def test_a_failure_that_cannot_be_recorded_is_logged_and_left_to_the_queue
     assert acked == []
     assert "job j1 failed (INVALID_ARGUMENT: page 7 does not exist)" in caplog.text
     assert "could not be recorded (the job store is unreachable)" in caplog.text
+
+
+async def test_drain_lets_a_running_job_finish_and_takes_no_new_one(env):
+    # Ctrl-C on `inkstream up` drains: a job already running here finishes (before, it was cancelled at
+    # once and marked failed "the gateway shut down"), and a queued one is not started by this worker.
+    c, fake, core = env
+    fake.delay_s = 0.2
+    job = (await submit(c, marked_pdf([1, 2, 3]))).json()
+    await wait_status(c, job["job_id"], ("running",))
+    await core.drain(20.0)
+    assert not core.worker.tasks
+    done = (await c.get(f"/v1/jobs/{job['job_id']}")).json()
+    assert done["status"] == "done" and done["pages_done"] == 3, done
+    core.worker.start()  # refused once draining: nothing consumes the queue any more
+    assert core.worker._loop_task is None or core.worker._loop_task.done()
+
+
+def test_a_reused_idempotency_key_keeps_its_reason_over_grpc():
+    from inkstream.errors import IdempotencyConflict, error_for_code
+    err = error_for_code("INVALID_ARGUMENT", "reused", None, "IDEMPOTENCY_CONFLICT")
+    assert type(err) is IdempotencyConflict and err.http_status == 422

@@ -111,6 +111,17 @@ def test_refused_images_get_openai_400(server, url_part, message):
     assert message in info.value.body["message"] and info.value.body["type"] == "invalid_request_error"
 
 
+def test_a_body_that_is_not_json_is_a_400_without_an_empty_param(server):
+    # Before: "invalid chat completion request: : Invalid JSON ..." with param "" (no parameter to name).
+    url, _ = server
+    r = httpx.post(f"{url}/v1/chat/completions", content=b"not json", timeout=10,
+                   headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["message"].startswith("the request body is not valid JSON (") and err["param"] is None
+    assert err["type"] == "invalid_request_error"
+
+
 def test_no_image_unknown_model_and_overload(server):
     url, fake = server
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)

@@ -283,3 +283,30 @@ async def test_unknown_options_wrong_methods_and_routes_answer_in_the_error_shap
     assert r.json()["error"]["reason"] == "METHOD_NOT_ALLOWED" and "does not take GET" in r.json()["error"]["message"]
     r = await client.get("/v1/nothing-here")
     assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND"
+
+
+async def test_an_option_given_twice_with_different_values_is_refused(client):
+    # Before: the last value silently won (`?pages=1&pages=2` read page 2, `-F format=json -F format=text`
+    # answered text), so a client's mistake went unnoticed.
+    pdf = marked_pdf([1, 2])
+    r = await client.post("/v1/ocr?pages=1&pages=2", content=pdf, headers={"content-type": "application/pdf"})
+    assert r.status_code == 400, r.text
+    assert "option 'pages' given twice as a query parameter" in r.json()["error"]["message"]
+    r = await client.post("/v1/ocr", files=[("file", ("d.pdf", pdf)), ("format", (None, "json")),
+                                            ("format", (None, "text"))])
+    assert r.status_code == 400 and "option 'format' given twice as a form field" in r.json()["error"]["message"]
+    r = await client.post("/v1/ocr", content=b"format=json&format=text",
+                          headers={"content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 400 and "given twice as a form field" in r.json()["error"]["message"]
+    r = await client.post("/v1/ocr?pages=2&pages=2&format=text", content=pdf,  # the same value twice: fine
+                          headers={"content-type": "application/pdf"})
+    assert r.status_code == 200, r.text
+
+
+async def test_a_malformed_multipart_body_says_what_to_send_instead(client):
+    r = await client.post("/v1/ocr", content=marked_pdf([1]),
+                          headers={"content-type": "multipart/form-data; boundary=xyz"})
+    assert r.status_code == 400, r.text
+    msg = r.json()["error"]["message"]
+    assert "do not follow the boundary" in msg and "application/octet-stream" in msg
+    assert "index" not in msg  # the parser's own words ("Expected boundary character 45 ...") stay in the log
