@@ -67,7 +67,7 @@ def test_page_result_carries_confidence_and_warnings_through_json():
     d = res.to_dict()
     assert d["confidence"] == round(res.confidence, 4) and d["warnings"] == [LOW_CONFIDENCE]
     assert d["blocks"][2] == {"type": "line", "text": "line 2", "box": [0.0, 40.0, 100.0, 58.0],
-                              "confidence": 0.5, "warnings": [LOW_CONFIDENCE]}
+                              "confidence": 0.5, "warnings": [LOW_CONFIDENCE], "words": [], "angle": 0}
     back = PageResult.from_dict(d)
     assert back.warnings == res.warnings and back.blocks[2].warnings == [LOW_CONFIDENCE]
     client = ClientPage.from_dict(d)
