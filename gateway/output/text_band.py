@@ -43,6 +43,8 @@ JOIN = 0.85
 MIN_IOU = 0.62
 #: smallest IoU of a word's box as read with its ink that widening it along the line may leave
 MIN_WORD_IOU = 0.55
+#: widest gap, in font sizes beyond :data:`JOIN`, that widening closes (a wider one separates columns)
+MAX_CLOSE = 3.0
 _FONT = pathlib.Path(str(ocrmypdf.__file__)).parent / "data" / "NotoSans-Regular.ttf"
 
 
@@ -128,57 +130,74 @@ def _best_placement(spans: np.ndarray, height: float) -> tuple[float, float]:
     return float(tops[k, 0]), float(worst[k])
 
 
-def _tallest(spans: np.ndarray, low: float, high: float) -> float:
-    """The tallest box height in [low, high] whose best placement keeps every span's IoU >=
-    :data:`MIN_IOU` (to a part in 2^20 of the range); ``low`` when none does.
-    """
-    if _best_placement(spans, high)[1] >= MIN_IOU:
-        return high
-    for _ in range(20):
-        mid = (low + high) / 2
-        low, high = (mid, high) if _best_placement(spans, mid)[1] >= MIN_IOU else (low, mid)
-    return low
-
-
-def _chosen(spans: np.ndarray, widest_gap: float) -> tuple[float, float]:
-    """The band (top, bottom) of the reader's box across a line (see the module docstring): as
-    tall as the default band, or as tall as the widest word gap needs, or, where that leaves a word
-    under :data:`MIN_IOU`, as tall as keeps all words at it (not under 0.8 of the default); placed
-    where the smallest IoU of a word with it is largest.
-    """
-    above, below, size = reader_geometry()
-    top, bottom = _default_band(spans)
-    default = bottom - top
-    need = widest_gap / JOIN * (above + below) / size  # a box as read is (above + below) / size fonts tall
-    inked = _inked(spans)
-    height = _tallest(inked, 0.8 * default, max(default, need))
-    new_top, _ = _best_placement(inked, height)
-    return new_top, new_top + height
-
-
-def _widened(along: np.ndarray, fit: np.ndarray, font: float) -> np.ndarray:
-    """The words' ``along`` spans (N x 2, in reading order along one line) with each gap still wider
-    than :data:`JOIN` ``font`` sizes closed to that width by widening the two words beside it, each
-    by at most what keeps its IoU with its ink >= :data:`MIN_WORD_IOU` (``fit``: each word's IoU across
-    the line; a word that misses its ink anyway (IoU < 0.5: a dash, a dot, a word without ink box)
-    may grow freely); a gap that cannot be closed so is left as it is.
+def _widened(along: np.ndarray, fit: np.ndarray, font: float) -> tuple[np.ndarray, int]:
+    """(the words' ``along`` spans (N x 2, in reading order along a row) with each gap still wider
+    than :data:`JOIN` ``font`` sizes closed to that width by widening the two words beside it, the
+    number of such gaps left open). A word gives at most what keeps its IoU with its ink >=
+    :data:`MIN_WORD_IOU` (``fit``: each word's IoU across the line; a word that misses its ink anyway,
+    IoU < 0.5 (a dash, a dot, a word without ink box), gives freely), shared between its two gaps
+    in proportion to what each lacks; a gap that cannot be closed so is left as it is, one wider
+    than :data:`MAX_CLOSE` more font sizes (a column gap) too, and not counted.
     """
     out = along.copy()
-    n = len(along)
     widths = along[:, 1] - along[:, 0]
     budget = np.where(fit < 0.5, np.inf, np.clip(widths * (fit / MIN_WORD_IOU - 1.0), 0.0, None))
-    ends = (np.arange(n) == 0) | (np.arange(n) == n - 1)
-    side = budget * np.where(ends, 1.0, 0.5)  # what each word may give to each of its gaps
-    for k in range(n - 1):
-        short = along[k + 1, 0] - along[k, 1] - JOIN * font
-        left, right = side[k], side[k + 1]
-        if short <= 0 or left + right < short:
+    short = np.clip(along[1:, 0] - along[:-1, 1] - JOIN * font, 0.0, None)
+    short[short > MAX_CLOSE * font] = 0.0
+    before = np.concatenate(([0.0], short))  # what the gap before each word lacks
+    after = np.concatenate((short, [0.0]))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        give_after = np.where(after > 0, budget * after / (before + after), 0.0)
+        give_before = np.where(before > 0, budget * before / (before + after), 0.0)
+    still_open = 0
+    for k in np.flatnonzero(short > 0):
+        left, right = give_after[k], give_before[k + 1]
+        if left + right < short[k]:
+            still_open += 1
             continue
-        take = short / 2 if np.isinf(left) and np.isinf(right) else (
-            short if np.isinf(left) else 0.0 if np.isinf(right) else short * left / (left + right))
+        take = short[k] / 2 if np.isinf(left) and np.isinf(right) else (
+            short[k] if np.isinf(left) else 0.0 if np.isinf(right) else short[k] * left / (left + right))
         out[k, 1] += take
-        out[k + 1, 0] -= short - take
-    return out
+        out[k + 1, 0] -= short[k] - take
+    return out, still_open
+
+
+def _set(spans: np.ndarray, located: np.ndarray, along: np.ndarray,
+         height: float) -> tuple[float, np.ndarray, int, float]:
+    """(band top, widened ``along`` spans, gaps left open, smallest IoU of a located word) of a row
+    set on a band ``height`` tall placed where its words' smallest IoU across the line is largest.
+    """
+    inked = _inked(spans[located])
+    top, _ = _best_placement(inked, height)
+    fit = np.where(located, _fit(spans, top, height), 0.0)
+    above, below, size = reader_geometry()
+    widened, still_open = _widened(along, fit, size * height / (above + below))
+    grown = (widened[:, 1] - widened[:, 0]) / np.maximum(along[:, 1] - along[:, 0], 1e-9)
+    heights = spans[:, 1] - spans[:, 0]
+    inked_words = located & (heights >= 0.4 * heights[located].max())  # not dashes, dots, quotes
+    worst = float((fit / grown)[inked_words].min())
+    return top, widened, still_open, worst
+
+
+def _chosen(spans: np.ndarray, located: np.ndarray, along: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """(band top, band height, widened along spans) of a row (see the module docstring): the
+    default band where it closes every word gap and keeps every word at IoU >= :data:`MIN_IOU`;
+    otherwise, of the default and 24 heights from 0.6 of it to what the widest gap needs (at most 3
+    times it), one that keeps every word at IoU >= :data:`MIN_WORD_IOU` if any does, of those one
+    that leaves fewest gaps open, and of those the one whose worst word IoU is largest.
+    """
+    above, below, size = reader_geometry()
+    top, bottom = _default_band(spans[located])
+    default = bottom - top
+    first = _set(spans, located, along, default)
+    if first[2] == 0 and first[3] >= MIN_IOU:
+        return first[0], default, first[1]
+    widest = float((along[1:, 0] - along[:-1, 1]).max(initial=0.0))
+    need = widest / JOIN * (above + below) / size  # a box as read is (above + below) / size fonts tall
+    tried = [(default, first)] + [(float(h), _set(spans, located, along, float(h)))
+                                  for h in np.linspace(0.6 * default, max(default, min(need, 3.0 * default)), 24)]
+    height, (top, widened, _, _) = min(tried, key=lambda t: (t[1][3] < MIN_WORD_IOU, t[1][2], -t[1][3]))
+    return top, height, widened
 
 
 def set_row(lines: Sequence[Sequence[LaidWord]], angle: int) -> list[tuple[Box, list[Box]]]:
@@ -194,22 +213,24 @@ def set_row(lines: Sequence[Sequence[LaidWord]], angle: int) -> list[tuple[Box, 
     turn = angle % 360
     laid = [(np.array([w[1] for w in ln], dtype=np.float64).reshape(-1, 4), np.array([w[2] for w in ln], dtype=bool))
             for ln in lines]
-    spans = np.concatenate([_upright(b, turn)[0][m] for b, m in laid])
-    if not len(spans):
+    if not any(m.any() for _, m in laid):
         raise ValueError("a row needs at least one located word")
     alongs = [_upright(b, turn)[1] for b, _ in laid]
-    widest = max((float((a[1:, 0] - a[:-1, 1]).max()) for a in alongs if len(a) > 1), default=0.0)
-    shown_top, shown_bottom = _chosen(spans, widest)
-    above, below, size = reader_geometry()
-    h = (shown_bottom - shown_top) / (above + below)
-    bottom = shown_bottom - below * h
+    across = np.concatenate([_upright(b, turn)[0] for b, _ in laid])
+    located = np.concatenate([m for _, m in laid])
+    # the row's words in one run: a gap between two of its lines is closed as one inside a line is
+    shown_top, height, along = _chosen(across, located, np.concatenate(alongs))
+    above, below, _ = reader_geometry()
+    h = height / (above + below)
+    bottom = shown_top + height - below * h
     out = []
-    for ln, (boxes, located), along in zip(lines, laid, alongs, strict=True):
-        fit = np.where(located, _fit(_upright(boxes, turn)[0], shown_top, shown_bottom - shown_top), 0.0)
-        along = _widened(along, fit, size * h)
-        words = [_paged(w[1], float(a), float(b), turn) for w, (a, b) in zip(ln, along, strict=True)]
-        start, end = float(along[:, 0].min()), float(along[:, 1].max())
-        line = _paged((bottom - h, bottom - h, bottom, bottom), start, end, turn)
+    first = 0
+    for ln in lines:
+        part = along[first:first + len(ln)]
+        first += len(ln)
+        words = [_paged(w[1], float(a), float(b), turn) for w, (a, b) in zip(ln, part, strict=True)]
+        start, end = float(part[:, 0].min()), float(part[:, 1].max())
+        line = _paged((0.0, 0.0, 0.0, 0.0), start, end, turn)
         across = {0: (line[0], bottom - h, line[2], bottom), 180: (line[0], -bottom, line[2], -(bottom - h)),
                   90: (bottom - h, line[1], bottom, line[3]), 270: (-bottom, line[1], -(bottom - h), line[3])}[turn]
         out.append((across, words))
@@ -226,7 +247,7 @@ def close_gaps(words: Sequence[LaidWord], box: Box, angle: int) -> list[Box]:
     along = _upright(boxes, turn)[1]
     across = _upright(np.array(box, dtype=np.float64), turn)[0]
     font = reader_geometry()[2] * float(across[0, 1] - across[0, 0])
-    along = _widened(along, np.zeros(len(along)), font)
+    along, _ = _widened(along, np.zeros(len(along)), font)
     return [_paged(w[1], float(a), float(b), turn) for w, (a, b) in zip(words, along, strict=True)]
 
 
@@ -237,10 +258,11 @@ def set_line(words: Sequence[LaidWord], angle: int) -> tuple[Box, list[Box]]:
 
 def same_row(first: Sequence[LaidWord], then: Sequence[LaidWord], angle: int) -> bool:
     """Whether line ``then`` continues the visual line of line ``first`` (both running at ``angle``):
-    their located words' ink overlaps across the line by half the shorter one's height and ``then``
-    starts after ``first`` ends along it (a line number and its line; the columns of a form's row).
+    their located words' ink (a line without located words: its words' boxes, shares of its loose
+    box) overlaps across the line by half the shorter one's height and ``then`` starts after
+    ``first`` ends along it (a line number and its line; the columns of a form's row).
     """
-    ink = [np.array([w[1] for w in ln if w[2]], dtype=np.float64) for ln in (first, then)]
+    ink = [np.array([w[1] for w in ln if w[2]] or [w[1] for w in ln], dtype=np.float64) for ln in (first, then)]
     if not all(len(b) for b in ink):
         return False
     (a_across, a_along), (b_across, b_along) = (_upright(b, angle % 360) for b in ink)
