@@ -38,11 +38,11 @@ from ocrmypdf.font import FontManager
 from inkstream.page_result import Box
 
 #: widest word gap, in font sizes as the reader sees them, that the band aims for (poppler: < 1.0)
-JOIN = 0.85
+JOIN = 0.93
 #: smallest IoU across the line of a word's box as read with its ink that growing the band may leave
 MIN_IOU = 0.62
 #: smallest IoU of a word's box as read with its ink that widening it along the line may leave
-MIN_WORD_IOU = 0.55
+MIN_WORD_IOU = 0.53
 #: widest gap, in font sizes beyond :data:`JOIN`, that widening closes (a wider one separates columns)
 MAX_CLOSE = 3.0
 _FONT = pathlib.Path(str(ocrmypdf.__file__)).parent / "data" / "NotoSans-Regular.ttf"
@@ -137,19 +137,20 @@ def _widened(along: np.ndarray, fit: np.ndarray, font: float) -> tuple[np.ndarra
     :data:`MIN_WORD_IOU` (``fit``: each word's IoU across the line; a word that misses its ink anyway,
     IoU < 0.5 (a dash, a dot, a word without ink box), gives freely), shared between its two gaps
     in proportion to what each lacks; a gap that cannot be closed so is left as it is, one wider
-    than :data:`MAX_CLOSE` more font sizes (a column gap) too, and not counted.
+    than :data:`MAX_CLOSE` more font sizes (a column gap) too.
     """
     out = along.copy()
     widths = along[:, 1] - along[:, 0]
     budget = np.where(fit < 0.5, np.inf, np.clip(widths * (fit / MIN_WORD_IOU - 1.0), 0.0, None))
     short = np.clip(along[1:, 0] - along[:-1, 1] - JOIN * font, 0.0, None)
+    apart = int((short > MAX_CLOSE * font).sum())  # column gaps: left open
     short[short > MAX_CLOSE * font] = 0.0
     before = np.concatenate(([0.0], short))  # what the gap before each word lacks
     after = np.concatenate((short, [0.0]))
     with np.errstate(invalid="ignore", divide="ignore"):
         give_after = np.where(after > 0, budget * after / (before + after), 0.0)
         give_before = np.where(before > 0, budget * before / (before + after), 0.0)
-    still_open = 0
+    still_open = apart
     for k in np.flatnonzero(short > 0):
         left, right = give_after[k], give_before[k + 1]
         if left + right < short[k]:
