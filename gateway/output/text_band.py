@@ -224,7 +224,7 @@ def set_row(lines: Sequence[Sequence[LaidWord]], angle: int) -> list[tuple[Box, 
     above, below, _ = reader_geometry()
     h = height / (above + below)
     bottom = shown_top + height - below * h
-    out = []
+    out: list[tuple[Box, list[Box]]] = []
     first = 0
     for ln in lines:
         part = along[first:first + len(ln)]
@@ -232,9 +232,9 @@ def set_row(lines: Sequence[Sequence[LaidWord]], angle: int) -> list[tuple[Box, 
         words = [_paged(w[1], float(a), float(b), turn) for w, (a, b) in zip(ln, part, strict=True)]
         start, end = float(part[:, 0].min()), float(part[:, 1].max())
         line = _paged((0.0, 0.0, 0.0, 0.0), start, end, turn)
-        across = {0: (line[0], bottom - h, line[2], bottom), 180: (line[0], -bottom, line[2], -(bottom - h)),
-                  90: (bottom - h, line[1], bottom, line[3]), 270: (-bottom, line[1], -(bottom - h), line[3])}[turn]
-        out.append((across, words))
+        band: Box = {0: (line[0], bottom - h, line[2], bottom), 180: (line[0], -bottom, line[2], -(bottom - h)),
+                     90: (bottom - h, line[1], bottom, line[3]), 270: (-bottom, line[1], -(bottom - h), line[3])}[turn]
+        out.append((band, words))
     return out
 
 
