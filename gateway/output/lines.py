@@ -3,8 +3,9 @@
 The models give a box per block (one text line for line-level models such as ``compact``; a region
 of several lines for ``deepseek_ocr2`` grounding markup); a block whose words were found on the
 page's ink (``Block.words``, :mod:`gateway.output.word_boxes`) has each word at its own box, and its
-line's box spans them along the line and, across it, a band around their x-height (:func:`_band`:
-so a reader's box of each word overlaps its ink). Otherwise words are placed the way OCRmyPDF and
+line's box spans them along the line and, across it, a band chosen so that a reader's box of each
+word overlaps its ink and the word gaps stay under a reader's column gap (lines that share a visual
+line on one band: :mod:`gateway.output.text_band`). Otherwise words are placed the way OCRmyPDF and
 Tesseract's PDF renderer expect them: a block of n text lines is cut into n equal horizontal bands;
 inside a line each whitespace-separated word gets a share of the line's width proportional to its
 character count, spaces counted as one character each, so the words span the line box exactly

@@ -12,17 +12,26 @@ one block). :func:`reader_geometry` gives this geometry per unit of ``h``.
 
 So the line box sets two things at once: how tall each word's box is as read (it should overlap the
 word's ink, IoU >= 0.5) and the font size that the word gaps are measured against (a gap wider than
-one font size splits the line into blocks, which poppler's default mode then orders as columns).
-:func:`band` chooses it:
+one font size splits the line into blocks, which poppler's default mode orders with Breuel's rules,
+so that words of a line come out after a line below it or after a margin column beside it).
+:func:`set_row` sets a row: a line alone, or lines that share one visual line in reading order
+(:func:`same_row`: a transcript's line number and its line, a form's parts):
 
-* by default a band from 0.7 x-height above the x-height line to 0.3 of it below the baseline (about
-  a capital plus a descender), so that a word without ascender or descender ("as", "on") still
-  overlaps its box by half;
-* where a gap between two words of the line is wider than :data:`JOIN` font sizes of that band (a
-  monospaced or spaced-out line, a line set in capitals: its x-height estimate is the capital
-  height, its word gaps those of a much larger font), the band grows to the font size that makes the
-  widest gap :data:`JOIN` font sizes, as far as every word's box still overlaps its ink with IoU >=
-  :data:`MIN_IOU` (placed where the smallest IoU is largest); a gap wider still is left apart.
+* the band (the reader's box across the line) is by default from 0.3 x-height above the x-height
+  line to 0.2 of it below the baseline, placed where the row's smallest word IoU is largest; where
+  that leaves a gap wider than :data:`JOIN` font sizes open or a word under :data:`MIN_IOU`, 24
+  heights from 0.6 of it to what the widest gap needs are tried, and the one kept that keeps every
+  word at :data:`MIN_WORD_IOU`, leaves fewest gaps open and then has the best worst IoU (a line in
+  capitals or monospaced type has the word gaps of a font larger than its x-height suggests);
+* a gap still too wide is closed to :data:`JOIN` font sizes by widening the words beside it along
+  the line, each as far as keeps its IoU >= :data:`MIN_WORD_IOU` (:func:`_widened`), the gap between
+  two lines of a row too, so a numbered row reads as one block where its words allow; a column gap
+  (over :data:`MAX_CLOSE` more font sizes) is left;
+* all lines of a row share the band, so a reader sees them at one height and orders them left to
+  right.
+
+A line without located words keeps its loose box; only its too-wide gaps are closed
+(:func:`close_gaps`).
 """
 
 from __future__ import annotations
