@@ -269,13 +269,15 @@ def set_line(words: Sequence[LaidWord], angle: int) -> tuple[Box, list[Box]]:
 def same_row(first: Sequence[LaidWord], then: Sequence[LaidWord], angle: int) -> bool:
     """Whether line ``then`` continues the visual line of line ``first`` (both running at ``angle``):
     their located words' ink (a line without located words: its words' boxes, shares of its loose
-    box) overlaps across the line by half the shorter one's height and ``then`` starts after
-    ``first`` ends along it (a line number and its line; the columns of a form's row).
+    box) overlaps across the line by half the shorter one's height, is at most 1.8 times as tall
+    (not a heading beside a page number) and ``then`` starts after ``first`` ends along it (a line
+    number and its line; the parts of a form's row).
     """
     ink = [np.array([w[1] for w in ln if w[2]] or [w[1] for w in ln], dtype=np.float64) for ln in (first, then)]
     if not all(len(b) for b in ink):
         return False
     (a_across, a_along), (b_across, b_along) = (_upright(b, angle % 360) for b in ink)
     top, bottom = max(a_across[:, 0].min(), b_across[:, 0].min()), min(a_across[:, 1].max(), b_across[:, 1].max())
-    shorter = min(np.ptp(a_across), np.ptp(b_across))
-    return bool(bottom - top >= 0.5 * shorter and b_along[:, 0].min() >= a_along[:, 1].max())
+    shorter, taller = sorted((float(np.ptp(a_across)), float(np.ptp(b_across))))
+    return bool(bottom - top >= 0.5 * shorter and taller <= 1.8 * shorter
+                and b_along[:, 0].min() >= a_along[:, 1].max())

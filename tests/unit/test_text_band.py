@@ -65,7 +65,8 @@ def test_a_line_number_and_its_line_share_one_band():
     number = [("12", (40.0, 98.0, 66.0, 120.0), True)]
     text = [("argument", (120.0, 100.0, 260.0, 126.0), True), ("before", (282.0, 98.0, 380.0, 120.0), True)]
     assert same_row(number, text, 0) and not same_row(text, number, 0)
-    assert not same_row(number, [("next", (120.0, 160.0, 200.0, 182.0), True)], 0)
+    assert not same_row(number, [("next", (120.0, 160.0, 200.0, 182.0), True)], 0)  # the next row
+    assert not same_row(number, [("Chapter", (120.0, 70.0, 400.0, 125.0), True)], 0)  # a heading beside it
     (a, _), (b, _) = set_row([number, text], 0)
     assert (a[1], a[3]) == (b[1], b[3]) and a[2] <= b[0]
 
