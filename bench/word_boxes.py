@@ -7,9 +7,11 @@ word (IoU >= 0.5), the same for the hOCR rendered to PDF by OCRmyPDF's hOCR rend
 PDF is pixel-identical to the input.
 
 Pages: seeded rendered pages (:mod:`bench.word_box_pages`, exact word boxes) upright and turned by
-90/180/270 degrees; the words' page results are made as the gateway makes them from a line-level
-model's segments (the line's loose box and text, words found on the ink:
-:func:`gateway.output.word_boxes.locate_segment_words`, then :func:`gateway.output.stitch.page_result`).
+90/180/270 degrees, seeded transcript pages with a line-number column and pages of spaced capital
+headings (:mod:`bench.transcript_pages`: what poppler's layout analysis used to read apart); the
+words' page results are made as the gateway makes them from a line-level model's segments (the
+line's loose box and text, words found on the ink: :func:`gateway.output.word_boxes.locate_segment_words`,
+then :func:`gateway.output.stitch.page_result`).
 
     python -m bench.word_boxes [--pages 4]
 """
@@ -32,6 +34,7 @@ import pikepdf
 from PIL import Image, ImageOps
 from rapidfuzz.distance import Levenshtein
 
+from bench.transcript_pages import heading_page, transcript_page
 from bench.word_box_pages import TruthLine, TruthPage, make_page, turned
 from gateway.output.hocr import render_hocr
 from gateway.output.searchable_pdf import page_turn, write_searchable_pdf
@@ -179,12 +182,17 @@ def measure(name: str, truth: TruthPage, work: pathlib.Path) -> PageFigures:
 
 
 def rendered_set(pages: int) -> list[tuple[str, TruthPage]]:
-    """``pages`` seeded pages, each upright and turned by 90, 180 and 270 degrees."""
+    """``pages`` seeded pages, each upright and turned by 90, 180 and 270 degrees, and ``pages``
+    seeded transcript pages (a line-number column) and pages of spaced capital headings
+    (:mod:`bench.transcript_pages`; seeds 100+ and 200+).
+    """
     out = []
     for seed in range(pages):
         base = make_page(seed)
         for deg in (0, 90, 180, 270):
             out.append((f"page{seed}_r{deg}", turned(base, deg) if deg else base))
+    out += [(f"transcript{seed}", transcript_page(100 + seed)) for seed in range(pages)]
+    out += [(f"headings{seed}", heading_page(200 + seed)) for seed in range(pages)]
     return out
 
 

@@ -3,7 +3,9 @@
 Specification: http://kba.github.io/hocr-spec/1.2/ . One ``div.ocr_page`` per page of the document
 (``title``: ``bbox 0 0 W H; ppageno N-1`` in page pixels), in it one ``div.ocr_carea`` with one
 ``p.ocr_par`` per block, one ``span.ocr_line`` per line (``bbox``, ``baseline 0 0``) and one
-``span.ocrx_word`` per word (``bbox``; ``x_wconf`` 0-100 where the model gave a confidence).
+``span.ocrx_word`` per word (``bbox``: the word's ink where it was located, widened into a word
+gap too wide for a reader to keep the line together, :mod:`gateway.output.text_band`; ``x_wconf``
+0-100 where the model gave a confidence).
 Properties are those Tesseract writes, so consumers of Tesseract's hOCR (OCRmyPDF's
 ``hocrtransform``, hocr-tools) read it. A page that failed is an empty ``ocr_page`` with its error
 in an ``inkstream_error`` property, so the page count still matches the document.

@@ -3,8 +3,9 @@
 The models give a box per block (one text line for line-level models such as ``compact``; a region
 of several lines for ``deepseek_ocr2`` grounding markup); a block whose words were found on the
 page's ink (``Block.words``, :mod:`gateway.output.word_boxes`) has each word at its own box, and its
-line's box spans them along the line and, across it, a band around their x-height (:func:`_band`:
-so a reader's box of each word overlaps its ink). Otherwise words are placed the way OCRmyPDF and
+line's box spans them along the line and, across it, a band chosen so that a reader's box of each
+word overlaps its ink and the word gaps stay under a reader's column gap (lines that share a visual
+line on one band: :mod:`gateway.output.text_band`). Otherwise words are placed the way OCRmyPDF and
 Tesseract's PDF renderer expect them: a block of n text lines is cut into n equal horizontal bands;
 inside a line each whitespace-separated word gets a share of the line's width proportional to its
 character count, spaces counted as one character each, so the words span the line box exactly
@@ -17,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gateway.output.text_band import close_gaps, same_row, set_line, set_row
 from inkstream.page_result import Block, Box, PageResult
 
 _WORD = re.compile(r"\S+")
@@ -108,15 +110,33 @@ def _line_groups(page: PageResult) -> list[list[int]] | None:
     return groups if bi == len(blocks) else None
 
 
-def _joined_line(page: PageResult, group: list[int], line_text: str) -> Line | None:
-    """One text line from its pieces: each piece's words laid over the piece's own box, with half a
-    character of gap at a cut made in a word gap (so the words on both sides stay apart).
+@dataclass
+class _Laid:
+    """A text line before it is set: its ``text``, ``words`` (``located``: which have their ink box),
+    the union of its pieces' boxes and its ``angle``.
+    """
+
+    text: str
+    words: list[Word]
+    located: list[bool]
+    loose: Box
+    angle: int
+
+    def laid(self) -> list[tuple[str, Box, bool]]:
+        return [(w.text, w.box, k) for w, k in zip(self.words, self.located, strict=True)]
+
+
+def _joined_line(page: PageResult, group: list[int], line_text: str) -> _Laid | None:
+    """One text line from its pieces: a located piece's words at their ink boxes, another's words
+    laid over the piece's own box, with half a character of gap at a cut made in a word gap (so the
+    words on both sides stay apart).
     """
     pieces = [(page.blocks[i].text.strip(), _valid(page.blocks[i].box, page.width, page.height)) for i in group]
     boxes = [b for _, b in pieces if b is not None]
     if not boxes:
         return None
     words: list[Word] = []
+    located: list[bool] = []
     pos = 0
     for k, (text, box) in enumerate(pieces):
         at = line_text.find(text, pos) if text else -1
@@ -126,61 +146,39 @@ def _joined_line(page: PageResult, group: list[int], line_text: str) -> Line | N
         pos = end if at >= 0 else pos
         if box is None or not text:
             continue
-        located = _located(page.blocks[group[k]], page.width, page.height)
-        if located:
-            words.extend(located)
-            continue
-        padded = (" " if spaced_before and k > 0 else "") + text + (" " if spaced_after and k < len(pieces) - 1 else "")
-        words.extend(words_of(padded, box, page.blocks[group[k]].confidence, page.blocks[group[k]].angle))
-    angle = page.blocks[group[0]].angle
-    if words and all(page.blocks[i].words for i in group):
-        return Line(line_text, _band(words, angle), words, angle)
-    return Line(line_text, _union(boxes), words, angle)
+        found = _located(page.blocks[group[k]], page.width, page.height)
+        if not found:
+            padded = ((" " if spaced_before and k > 0 else "") + text
+                      + (" " if spaced_after and k < len(pieces) - 1 else ""))
+            found = words_of(padded, box, page.blocks[group[k]].confidence, page.blocks[group[k]].angle)
+        words.extend(found)
+        located.extend([bool(page.blocks[group[k]].words)] * len(found))
+    return _Laid(line_text, words, located, _union(boxes), page.blocks[group[0]].angle)
 
 
-#: the box ``pdftotext`` reports for a word that OCRmyPDF's renderer draws on a line box of height h
-#: (glyphless font, its ascent and descent): from 1.36 h above the line box's bottom to 0.07 h below
-#: it, 1.43 h tall (measured with poppler 24 and OCRmyPDF 17)
-_SHOWN_ABOVE, _SHOWN_BELOW = 1.36, 0.07
-
-
-def _band(words: list[Word], angle: int) -> Box:
-    """The box of a line of located words (their ink) as the text layer sets it: along the line,
-    their union; across it, a band chosen so that the box a reader (``pdftotext``, a viewer's
-    selection) gives each word, which the renderer's font makes 1.43 times the line box's height,
-    spans from 0.7 x-height above the x-height line to 0.3 of it below the baseline (baseline:
-    the lower quartile of the words' bottoms; x-height line: the upper quartile of their tops, dashes
-    and dots left out; the x-height kept within 0.45-0.72 of the tallest word's ink), about the
-    height of a capital plus a descender. Setting the full ink height
-    (ascenders to descenders) gives a word without ascender or descender ("as", "on") a box over
-    twice the height of its ink (IoU < 0.5); a much lower band makes the font so small against the
-    word gaps that ``pdftotext`` reads a line's words as columns (at 0.45 x-height above, seeded
-    pages lost 2 % CER, and hOCR's whole-pixel boxes 6 % at 0.6; bench/word_boxes.py).
+def _set_rows(laid: list[_Laid]) -> list[Line]:
+    """The lines set for the text layer: lines that share a visual line (:func:`same_row`) set on one
+    band, each with located words by :func:`set_row`; a line without located words on its loose box.
     """
-    box = _union([w.box for w in words])
-    # work in the line's upright frame: (top, bottom) across the line, growing downwards
-    turn = angle % 360
-    spans = {0: [(w.box[1], w.box[3]) for w in words], 180: [(-w.box[3], -w.box[1]) for w in words],
-             90: [(w.box[0], w.box[2]) for w in words], 270: [(-w.box[2], -w.box[0]) for w in words]}[turn]
-    tall = max(b - t for t, b in spans)
-    marks = [(t, b) for t, b in spans if b - t >= 0.4 * tall]  # not dashes, dots, quotes
-    bottoms = sorted(b for _, b in marks)
-    base = bottoms[len(bottoms) // 4]  # words with descenders end below the baseline
-    tops = sorted(t for t, _ in marks)
-    x_top = tops[(3 * len(tops)) // 4]  # words with ascenders or capitals start above the x-height
-    xh = min(max(base - x_top, 0.45 * tall), 0.72 * tall)
-    x_top = base - xh
-    shown_top, shown_bottom = x_top - 0.7 * xh, base + 0.3 * xh
-    h = (shown_bottom - shown_top) / (_SHOWN_ABOVE + _SHOWN_BELOW)
-    bottom = shown_bottom - _SHOWN_BELOW * h
-    top = bottom - h
-    if turn == 0:
-        return (box[0], top, box[2], bottom)
-    if turn == 180:
-        return (box[0], -bottom, box[2], -top)
-    if turn == 90:
-        return (top, box[1], bottom, box[3])
-    return (-bottom, box[1], -top, box[3])
+    out: list[Line] = []
+    k = 0
+    while k < len(laid):
+        row = [laid[k]]
+        while (k + len(row) < len(laid) and laid[k + len(row)].angle == row[-1].angle
+               and same_row(row[-1].laid(), laid[k + len(row)].laid(), row[-1].angle)):
+            row.append(laid[k + len(row)])
+        k += len(row)
+        if not any(any(ln.located) for ln in row):
+            out.extend(Line(ln.text, ln.loose, _reboxed(ln.words, close_gaps(ln.laid(), ln.loose, ln.angle)), ln.angle)
+                       for ln in row)
+            continue
+        for ln, (box, boxes) in zip(row, set_row([ln.laid() for ln in row], row[0].angle), strict=True):
+            out.append(Line(ln.text, box, _reboxed(ln.words, boxes), ln.angle))
+    return out
+
+
+def _reboxed(words: list[Word], boxes: list[Box]) -> list[Word]:
+    return [Word(w.text, b, w.confidence) for w, b in zip(words, boxes, strict=True)]
 
 
 def _union(boxes: list[Box]) -> Box:
@@ -201,12 +199,8 @@ def _line_regions(page: PageResult) -> list[Region] | None:
     if groups is None:
         return None
     texts = [ln.strip() for ln in page.text.split("\n") if ln.strip()]
-    regions = []
-    for group, text in zip(groups, texts, strict=True):
-        line = _joined_line(page, group, text)
-        if line is not None:
-            regions.append(Region("line", line.box, [line]))
-    return regions
+    laid = [line for group, text in zip(groups, texts, strict=True) if (line := _joined_line(page, group, text))]
+    return [Region("line", line.box, [line]) for line in _set_rows(laid)]
 
 
 def page_regions(page: PageResult) -> list[Region]:
@@ -230,7 +224,7 @@ def page_regions(page: PageResult) -> list[Region]:
             continue
         located = _located(block, page.width, page.height) if len(texts) == 1 else []
         if located:
-            line = Line(texts[0], _band(located, block.angle), located, block.angle)
+            line = _set(texts[0], located, block.angle)
             regions.append(Region(block.type, box, [line]))
             continue
         band = (box[3] - box[1]) / len(texts)
@@ -240,3 +234,9 @@ def page_regions(page: PageResult) -> list[Region]:
             lines.append(Line(t, lbox, words_of(t, lbox, block.confidence, block.angle), block.angle))
         regions.append(Region(block.type, box, lines))
     return regions
+
+
+def _set(text: str, words: list[Word], angle: int) -> Line:
+    """The line of located ``words`` as the text layer sets it (:func:`gateway.output.text_band.set_line`)."""
+    box, boxes = set_line([(w.text, w.box, True) for w in words], angle)
+    return Line(text, box, _reboxed(words, boxes), angle)
