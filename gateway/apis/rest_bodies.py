@@ -109,7 +109,7 @@ class ErrorDetail(BaseModel):
     code: str = Field(description="gRPC status code name, e.g. INVALID_ARGUMENT, FAILED_PRECONDITION")
     reason: str = Field(description="finer cause, e.g. PAYLOAD_TOO_LARGE, TOO_LONG_FOR_DEADLINE, "
                                     "UNSUPPORTED_MEDIA_TYPE, NOTHING_TO_READ, IDEMPOTENCY_CONFLICT, UPLOAD_TIMEOUT, "
-                                    "JOB_CANCELLED, METHOD_NOT_ALLOWED (else the code)")
+                                    "JOB_CANCELLED, JOB_FAILED, METHOD_NOT_ALLOWED (else the code)")
     message: str = Field(description="for a person")
 
 
