@@ -108,9 +108,10 @@ class Prepared:
     """
 
     def __init__(self, service: OcrService, upload: UploadedFile, request: OcrRequest, doc: Document,
-                 indices: list[int], model_id: str, mode: str, request_id: str):
+                 indices: list[int], model_id: str, mode: str, request_id: str, revision: str = ""):
         self.service, self.upload, self.request, self.doc = service, upload, request, doc
         self.indices, self.model_id, self.mode, self.request_id = indices, model_id, mode, request_id
+        self.revision = revision  # the encoders' weights revision ("" unknown): part of the cache key
         self.started = time.monotonic()
         self.cache_hit = False  # whether the pages came from the result cache
         self._closed = False
@@ -153,7 +154,7 @@ class Prepared:
         """
         svc, req = self.service, self.request
         key = cache_key(self.upload.sha256, self.model_id, self.mode, req.task, self.indices, req.max_new_tokens,
-                        tenancy.current().tenant)
+                        tenancy.current().tenant, self.revision)
         cache = svc.cache if req.temperature == 0.0 else None  # a sampled answer is never cached
         if cache is not None:
             cached = await cache.get(key)
@@ -241,4 +242,4 @@ class OcrService:
         except BaseException:
             await close_document(doc)
             raise
-        return Prepared(self, upload, request, doc, indices, info.model_id, mode.name, request_id)
+        return Prepared(self, upload, request, doc, indices, info.model_id, mode.name, request_id, info.revision)
