@@ -29,12 +29,15 @@ log = logging.getLogger("inkstream.gateway.ingest")
 
 class Document(Protocol):
     """An opened document: ``kind`` (see :data:`gateway.ingest.sniff.KINDS`), ``page_count``,
-    ``sizes`` (page index -> (width, height) in document pixels, filled as pages render; boxes in
-    results use these), ``executor`` (None = the loop's default pool) on which ``render``/``close`` run.
+    ``password_needed`` (it opened only with the password it was given: an encrypted PDF's user
+    password), ``sizes`` (page index -> (width, height) in document pixels, filled as pages render;
+    boxes in results use these), ``executor`` (None = the loop's default pool) on which
+    ``render``/``close`` run.
     """
 
     kind: str
     page_count: int
+    password_needed: bool
     sizes: dict[int, tuple[int, int]]
 
     @property
@@ -57,6 +60,7 @@ class ImageDocument:
     """
 
     executor = None
+    password_needed = False  # an image has no password
 
     def __init__(self, path: pathlib.Path, kind: str, long_side_px: int, max_pixels: int,
                  max_pages: int, min_side: int, max_image_bytes: int = 0):

@@ -86,7 +86,9 @@ class PdfDocument:
 
     ``long_side_px``: pixels of the rendered page's long side (``EncoderInfo.mode().page_long_side_px``);
     ``max_pixels``: cap on width x height of a rendered page (the scale is lowered to fit);
-    ``max_image_bytes``: the encoder's limit per page image (see :func:`images.encode_page`).
+    ``max_image_bytes``: the encoder's limit per page image (see :func:`images.encode_page`);
+    ``password``: tried only when the document does not open without one (``password_needed``
+    then says it was used; a password for a PDF that opens without one is not needed, and ignored).
     Raises InvalidInput (400: damaged, password), Unprocessable (422: no pages) from the constructor.
     """
 
@@ -99,13 +101,21 @@ class PdfDocument:
         self.max_pixels = max_pixels
         self.max_image_bytes = max_image_bytes
         self.sizes: dict[int, tuple[int, int]] = {}
-        self._path, self._password = path, password
+        self._path, self._password = path, ""
         self._rendered_since_open = 0
+        self.password_needed = False
         _reset_last_error()
         try:
-            self._pdf = pdfium.PdfDocument(str(path), password=password or None)
+            self._pdf = pdfium.PdfDocument(str(path))
         except pdfium.PdfiumError as exc:
-            raise _open_error(exc, password, path) from None
+            if not password or getattr(exc, "err_code", None) != pdfium_c.FPDF_ERR_PASSWORD:
+                raise _open_error(exc, "", path) from None
+            _reset_last_error()
+            try:
+                self._pdf = pdfium.PdfDocument(str(path), password=password)
+            except pdfium.PdfiumError as exc2:
+                raise _open_error(exc2, password, path) from None
+            self._password, self.password_needed = password, True
         self.page_count = len(self._pdf)
         if self.page_count <= 0:
             self._pdf.close()
