@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from launcher.model_dir import resolve_model
 from launcher.probes import free_port, grpc_serving, http_up, scrape_metrics
-from launcher.processes import spawn_service, terminate
+from launcher.processes import kill_group, spawn_service, terminate
 
 SERVICES = ("encoder", "decoder", "gateway")
 #: the gateway's ``drain_grace_s`` (gateway/config.py) as an environment override: the stack reads the
@@ -278,14 +278,13 @@ class LocalStack:
             terminate([p for s in group for p in self.procs[s]], default if grace_s is None else grace_s)
 
     def kill_all(self) -> None:
-        """SIGKILL every child still running (a second Ctrl-C during :meth:`stop`); reaping is left
-        to :meth:`stop`. Only signals, so it is safe inside a signal handler.
+        """SIGKILL every child still running, with its process group (a second Ctrl-C during
+        :meth:`stop`); reaping is left to :meth:`stop`. Only signals, so it is safe inside a signal
+        handler.
         """
         for ps in self.procs.values():
             for p in ps:
-                if p.returncode is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(p.pid, signal.SIGKILL)
+                kill_group(p)
 
     def close(self) -> None:
         """:meth:`stop`, then delete the scratch directory (logs too unless ``log_dir`` was given)."""
