@@ -54,7 +54,8 @@ class Document(Protocol):
 class ImageDocument:
     """A raster image file: one page, or one page per frame for TIFF (GIF/WebP: first frame only).
 
-    Pages are normalised (:func:`images.normalise`), downscaled to ``long_side_px`` and PNG-encoded.
+    Pages are normalised and downscaled to ``long_side_px`` (:func:`inkstream.page_image.prepare_image`,
+    as ``inkstream eval --in-process`` prepares them) and PNG-encoded.
     A single-page image is decoded in the constructor so that a damaged file is a 4xx for the whole
     request; a damaged frame of a multi-page TIFF becomes that page's error.
     """
@@ -89,10 +90,8 @@ class ImageDocument:
             if self.page_count > 1:
                 self._im.seek(index)
                 images.check_size(self._im.size, self.max_pixels)
-            frame = images.normalise(images.decode(self._im))
-            images.check_min_side(frame.size, self.min_side)
-            self.sizes[index] = frame.size
-            page = images.fit(frame, self.long_side_px, self.max_pixels)
+            page, self.sizes[index] = images.prepare_image(images.decode(self._im), self.long_side_px,
+                                                           self.max_pixels, self.min_side)
             data = images.encode_page(page, self.max_image_bytes)
             return PageInput(index=index, image=data, width=page.width, height=page.height)
         except InkstreamError as exc:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import math
 import pathlib
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ from gateway.ingest.images import encode_page
 from gateway.types import PageError, PageInput
 from inkstream.decode_errors import pdf_page_problem
 from inkstream.errors import InkstreamError, InvalidInput, Unprocessable
+from inkstream.page_image import pdf_scale, render_pdf_page
 
 log = logging.getLogger("inkstream.gateway.ingest")
 
@@ -123,13 +123,9 @@ class PdfDocument:
 
     def scale_for(self, width_pt: float, height_pt: float) -> float:
         """Render scale (pixels per PDF point, 1 pt = 1/72 inch): long side = ``long_side_px``,
-        lowered so that width x height stays within ``max_pixels``.
+        lowered so that width x height stays within ``max_pixels`` (:func:`inkstream.page_image.pdf_scale`).
         """
-        scale = self.long_side_px / max(width_pt, height_pt)
-        area = width_pt * height_pt * scale * scale
-        if area > self.max_pixels:
-            scale *= math.sqrt(self.max_pixels / area)
-        return scale
+        return pdf_scale(width_pt, height_pt, self.long_side_px, self.max_pixels)
 
     def render(self, index: int) -> PageInput:
         """Page ``index`` (0-based) as PNG bytes; a page PDFium cannot load or draw becomes
@@ -139,14 +135,7 @@ class PdfDocument:
         page = None
         try:
             page = self._pdf[index]
-            w_pt, h_pt = page.get_size()
-            if not (w_pt > 0 and h_pt > 0 and math.isfinite(w_pt * h_pt)):
-                raise InvalidInput(f"the page has an invalid size ({w_pt:g} x {h_pt:g} points)")
-            bitmap = page.render(scale=self.scale_for(w_pt, h_pt), may_draw_forms=True)
-            try:
-                image = bitmap.to_pil().convert("RGB")
-            finally:
-                bitmap.close()
+            image = render_pdf_page(page, self.long_side_px, self.max_pixels)  # as eval --in-process does
             self.sizes[index] = image.size
             data = encode_page(image, self.max_image_bytes)
             return PageInput(index=index, image=data, width=image.width, height=image.height)
