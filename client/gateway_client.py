@@ -149,7 +149,8 @@ class GatewayClient:
 
     def job_result(self, job_id: str) -> RecognizeResult:
         """Result of a done job; raises InvalidInput while it is not done, JobCancelled
-        (FAILED_PRECONDITION) when it was cancelled, the job's error when it failed.
+        (FAILED_PRECONDITION) when it was cancelled, the job's error when it failed (JobFailed,
+        FAILED_PRECONDITION, when it failed for a transient reason: submit it again).
         """
         try:
             stream = self._stub.GetJobResult(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s,

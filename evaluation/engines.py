@@ -16,6 +16,7 @@ import pypdfium2 as pdfium
 from PIL import Image, ImageOps
 
 import models.compact
+from inkstream.page_image import MAX_PAGE_PIXELS, prepare_image, render_pdf_page
 from models.images import to_rgb
 from models.registry import decoder_half_class, encoder_half_class, family_of
 
@@ -39,25 +40,40 @@ def find_documents(root: str | pathlib.Path) -> list[tuple[pathlib.Path, pathlib
     return docs
 
 
-def iter_pages(path: pathlib.Path, long_side_px: int | None = None, dpi: float = 200.0) -> Iterator[Image.Image]:
-    """RGB pages of a document: image frames (EXIF orientation applied) or PDF pages rendered with
-    pypdfium2 so the long side is ``long_side_px`` pixels (if given) else at ``dpi``.
+def iter_pages(path: pathlib.Path, long_side_px: int | None = None, dpi: float = 200.0,
+               max_pixels: int = MAX_PAGE_PIXELS) -> Iterator[Image.Image]:
+    """RGB pages of a document. With ``long_side_px`` (the encoder mode's ``page_long_side_px``)
+    exactly as the gateway prepares them for the encoder, with the very same functions
+    (:mod:`inkstream.page_image`): PDF pages rendered at that long side, image frames (every frame
+    of a TIFF, the first of other formats) normalised and shrunk to it, both within ``max_pixels``
+    (the gateway's default ``limits.max_page_pixels``); then converted to RGB as the encoder
+    service converts what it receives. Without it (Tesseract, RapidOCR): PDF pages rendered at
+    ``dpi``, image frames at their own size (EXIF orientation applied).
     """
     if path.suffix.lower() == ".pdf":
         pdf = pdfium.PdfDocument(str(path))
         try:
             for i in range(len(pdf)):
                 page = pdf[i]
-                w, h = page.get_size()  # PDF points (1/72 in)
-                scale = long_side_px / max(w, h) if long_side_px else dpi / 72.0
-                yield page.render(scale=scale).to_pil().convert("RGB")
+                try:
+                    if long_side_px:
+                        yield render_pdf_page(page, long_side_px, max_pixels)
+                    else:
+                        yield page.render(scale=dpi / 72.0).to_pil().convert("RGB")
+                finally:
+                    page.close()
         finally:
             pdf.close()
         return
     with Image.open(path) as im:
-        for frame in range(getattr(im, "n_frames", 1)):
+        frames = getattr(im, "n_frames", 1) if im.format == "TIFF" or not long_side_px else 1
+        for frame in range(frames):
             im.seek(frame)
-            yield to_rgb(ImageOps.exif_transpose(im))  # as the encoder service converts it
+            if long_side_px:
+                page, _ = prepare_image(im, long_side_px, max_pixels)
+                yield to_rgb(page)  # as the encoder service converts it
+            else:
+                yield to_rgb(ImageOps.exif_transpose(im))
 
 
 class Engine(Protocol):

@@ -13,8 +13,9 @@ encode) is masked in the CER: it is not counted in the reference length and no e
 counts. "overall" sums edits and reference lengths
 over all documents (micro average).
 
-Page rasterisation: in-process, PDF pages are rendered (pypdfium2) so their long side is the encoder
-mode's ``page_long_side_px`` (what the gateway does); for Tesseract at 200 dpi. Through the gateway
+Page rasterisation: in-process, every page is prepared by the gateway's own functions
+(:mod:`inkstream.page_image`: PDF pages rendered, image frames normalised and shrunk, to the encoder
+mode's ``page_long_side_px``), so its figures are the stack's; for Tesseract at 200 dpi. Through the gateway
 the original file is uploaded (``POST {gateway}/v1/ocr``, multipart field ``file``, ``format=text``).
 Timings are wall-clock seconds per document; Tesseract runs with one thread (``OMP_THREAD_LIMIT=1``).
 """

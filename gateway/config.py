@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from gateway.routing.config import PipelineConfig
 from inkstream.config import load_config
+from inkstream.page_image import MAX_PAGE_PIXELS
 from inkstream.tls import TlsConfig, channel_credentials
 
 
@@ -37,7 +38,7 @@ class Limits(BaseModel):
 
     max_upload_bytes: int = Field(100 * 1024 * 1024, gt=0, description="largest document, bytes")
     max_pages: int = Field(1000, gt=0, description="most pages per document (after page selection too)")
-    max_page_pixels: int = Field(50_000_000, gt=0, description="most pixels of one page image (width x height)")
+    max_page_pixels: int = Field(MAX_PAGE_PIXELS, gt=0, description="most pixels of one page image (width x height)")
     min_page_side_px: int = Field(8, ge=1, description="smallest accepted image side, pixels")
     max_form_field_bytes: int = Field(16 * 1024, gt=0, description="largest non-file multipart field, bytes")
     upload_chunk_bytes: int = Field(1024 * 1024, gt=0, description="gRPC chunk limit, bytes (proto says 1 MiB)")

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gateway.config import GatewayConfig
-from gateway.jobs.manager import SHUTDOWN, JobManager
+from gateway.jobs.manager import JobManager
 from gateway.jobs.metrics import jobs_metrics
 from gateway.jobs.queue import JobQueue, LocalQueue
 from gateway.jobs.sources import Sources
@@ -24,6 +24,7 @@ from gateway.jobs.webhooks import WebhookSender
 from gateway.jobs.worker import JobWorker
 from gateway.metrics import gateway_metrics
 from gateway.service import OcrService
+from gateway.stores import JobRecord
 from gateway.stores.cache import BlobCache, CacheBackend, RedisCache, ResultCache
 from gateway.stores.factory import open_stores
 from gateway.types import PagePipeline
@@ -81,19 +82,19 @@ class GatewayCore:
         self.abandoned = asyncio.Event()
         self.inflight = 0  # synchronous OCR requests being served (REST + gRPC)
         self._started = False
+        self._unfinished: list[JobRecord] = []  # embedded: jobs of an earlier process, queued again at start
         self._background: list[asyncio.Task[Any]] = []
         self._stores_checked: tuple[float, dict[str, tuple[bool, str]]] = (0.0, {})
 
     def start(self) -> None:
-        """Recover the job store, start the worker and the metrics refresh (idempotent; call from
+        """Recover the job store (embedded: the unfinished jobs of an earlier run are queued again,
+        :meth:`JobManager.resume`), start the worker and the metrics refresh (idempotent; call from
         the event loop). Unreachable stores only delay this (readiness says so meanwhile).
         """
         if not self._started:
             self._started = True
-            if self.jobs.recover:  # embedded (local file): at once, before any submission
-                n = self.job_store.fail_unfinished(*SHUTDOWN)
-                if n:
-                    log.warning("%d unfinished jobs from an earlier run marked failed", n)
+            if self.jobs.recover:  # embedded (local file): listed at once, before any submission
+                self._unfinished = self.job_store.unfinished()
             self._background.append(asyncio.create_task(self._start(), name="gateway-start"))
             self._background.append(asyncio.create_task(self.jobs_metrics.refresh_loop(self.jobs.queue.depth)))
 
@@ -102,6 +103,10 @@ class GatewayCore:
         while True:
             try:
                 await self.jobs.start()
+                if self._unfinished:
+                    queued, failed = await self.jobs.resume(self._unfinished)
+                    log.warning("unfinished jobs of an earlier run: %d queued again, %d failed (document no "
+                                "longer stored)", queued, failed)
                 break
             except Exception as exc:  # noqa: BLE001 - a store down at start: keep trying, not ready meanwhile
                 log.warning("job store not reachable at start (%s); retrying in %g s", as_inkstream_error(exc).message,
@@ -147,8 +152,9 @@ class GatewayCore:
         return checks
 
     async def close(self) -> None:
-        """Stop the worker (embedded: its unfinished jobs are marked failed), close the stores,
-        remove an owned data dir.
+        """Stop the worker (its unfinished jobs stay unfinished: embedded, they are queued again at
+        the next start; shared, another worker takes them over), close the stores, remove an owned
+        data dir.
         """
         loop = asyncio.get_running_loop()
         mine = [t for t in self._background if t.get_loop() is loop]
@@ -162,9 +168,6 @@ class GatewayCore:
         if self.worker is not None:
             await _bounded(self.worker.close(), "the job worker")
         await _bounded(self.jobs.close(), "webhook deliveries")
-        if self.jobs.recover:
-            with contextlib.suppress(Exception):
-                self.job_store.fail_unfinished(*SHUTDOWN)
         await self.jobs.queue.close()
         if self.cache is not None:
             await _bounded(self.cache.close(), "result-cache writes")
@@ -198,7 +201,7 @@ class GatewayCore:
     async def drain(self, grace_s: float) -> None:
         """Stop accepting (readiness 503) and taking queued jobs; wait up to ``grace_s`` seconds for
         in-flight requests and for the jobs running here to finish (else :meth:`close` stops them:
-        embedded, they fail with ``SHUTDOWN``; shared, another worker takes them over); then set
+        embedded, they run again at the next start; shared, another worker takes them over); then set
         :attr:`abandoned` (streaming responses still open stop and say why in their last line).
         """
         self.draining = True

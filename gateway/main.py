@@ -7,8 +7,8 @@ Settings: YAML ``--config``, then ``INKSTREAM_GATEWAY__<FIELD>`` env vars, then 
 / ``INKSTREAM_API_KEYS``; open when none is configured).
 
 Shutdown (SIGTERM / SIGINT): readiness turns 503 and gRPC health NOT_SERVING at once, new requests
-get UNAVAILABLE, in-flight requests get up to ``drain_grace_s`` seconds, then both servers stop and
-unfinished jobs are marked failed. A second signal stops at once.
+get UNAVAILABLE, in-flight requests get up to ``drain_grace_s`` seconds, then both servers stop; jobs
+still queued or running stay so (embedded stores: queued again at the next start). A second signal stops at once.
 Exit codes: 0 after a clean shutdown, 2 for a bad command line or configuration (message on
 stderr), 1 for an unexpected failure.
 """

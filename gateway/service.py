@@ -21,7 +21,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncGenerator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gateway import tenancy
@@ -34,7 +34,7 @@ from gateway.stores.cache import ResultCache, cache_key
 from gateway.types import PagePipeline, PipelineOptions, RequestSlot
 from inkstream.errors import InvalidInput, Unavailable, as_inkstream_error
 from inkstream.fair import INTERACTIVE
-from inkstream.page_result import PageResult
+from inkstream.page_result import PASSWORD_UNUSED, PageResult
 
 #: Task names the gateway documents (proto: "ocr" | "markdown"); a decoder may offer more
 #: (deepseek_ocr2: "figure", "describe"). Any name of this shape is passed on; the decoder's Info
@@ -108,9 +108,12 @@ class Prepared:
     """
 
     def __init__(self, service: OcrService, upload: UploadedFile, request: OcrRequest, doc: Document,
-                 indices: list[int], model_id: str, mode: str, request_id: str):
+                 indices: list[int], model_id: str, mode: str, request_id: str, revision: str = ""):
         self.service, self.upload, self.request, self.doc = service, upload, request, doc
         self.indices, self.model_id, self.mode, self.request_id = indices, model_id, mode, request_id
+        self.revision = revision  # the encoders' weights revision ("" unknown): part of the cache key
+        # the page that says a password was sent for a document that needs none (PASSWORD_UNUSED)
+        self._password_note = indices[0] + 1 if indices and request.password and not doc.password_needed else 0
         self.started = time.monotonic()
         self.cache_hit = False  # whether the pages came from the result cache
         self._closed = False
@@ -153,14 +156,14 @@ class Prepared:
         """
         svc, req = self.service, self.request
         key = cache_key(self.upload.sha256, self.model_id, self.mode, req.task, self.indices, req.max_new_tokens,
-                        tenancy.current().tenant)
+                        tenancy.current().tenant, self.revision)
         cache = svc.cache if req.temperature == 0.0 else None  # a sampled answer is never cached
         if cache is not None:
             cached = await cache.get(key)
             if cached is not None and [p.index - 1 for p in cached] == self.indices:
                 self.cache_hit = True
                 for p in cached:
-                    yield p
+                    yield self._noted(p)
                 return
         deadline = None if deadline_s is None else asyncio.get_running_loop().time() + deadline_s
         options = PipelineOptions(mode=self.mode,  # the encoder's own spelling of the mode
@@ -174,11 +177,20 @@ class Prepared:
         try:
             async for p in run:
                 results.append(p)
-                yield p
+                yield self._noted(p)
         finally:  # also when our consumer stops early: stop the pipeline and the renderer now
             await run.aclose()
         if cache is not None:
             await cache.put(key, results)
+
+
+    def _noted(self, page: PageResult) -> PageResult:
+        """``page`` with the ``password_unused`` warning when it is the page that carries it (a copy:
+        the cached entry holds the pages without it, since the password is not part of the key).
+        """
+        if page.index != self._password_note or PASSWORD_UNUSED in page.warnings:
+            return page
+        return replace(page, warnings=[*page.warnings, PASSWORD_UNUSED])
 
 
 class OcrService:
@@ -241,4 +253,4 @@ class OcrService:
         except BaseException:
             await close_document(doc)
             raise
-        return Prepared(self, upload, request, doc, indices, info.model_id, mode.name, request_id)
+        return Prepared(self, upload, request, doc, indices, info.model_id, mode.name, request_id, info.revision)

@@ -177,5 +177,15 @@ class JobCancelled(FailedPrecondition):
     reason = "JOB_CANCELLED"
 
 
+class JobFailed(FailedPrecondition):
+    """The result of a job that failed for a reason that has passed (a replica or the gateway was
+    down): retrying the call never helps, submitting the job again may (HTTP 409, FAILED_PRECONDITION,
+    reason JOB_FAILED; the message carries the job's own error code and message). A job that failed on
+    its document answers with that error's own status instead (:meth:`JobRecord.failure`).
+    """
+
+    reason = "JOB_FAILED"
+
+
 class InternalError(InkstreamError):
     """A bug or an unexpected failure (HTTP 500, INTERNAL)."""

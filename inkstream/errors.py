@@ -8,7 +8,8 @@ Plain Python code raises these exceptions; gRPC handlers convert them with :func
 Codes follow DESIGN.md: bad input -> INVALID_ARGUMENT; queue or memory full -> RESOURCE_EXHAUSTED
 (with a google.rpc.RetryInfo retry hint, per https://google.aip.dev/193); not ready or draining ->
 UNAVAILABLE; deadline -> DEADLINE_EXCEEDED; a state that does not allow the call (the result of a
-cancelled job) -> FAILED_PRECONDITION (HTTP 409); a bug -> INTERNAL. Only transient codes are retried.
+cancelled job, or of one that failed for a transient reason) -> FAILED_PRECONDITION (HTTP 409); a bug
+-> INTERNAL. Only transient codes are retried.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from inkstream.error_classes import (
     InternalError,
     InvalidInput,
     JobCancelled,
+    JobFailed,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
@@ -59,7 +61,7 @@ __all__ = [  # the classes (inkstream.error_classes), then the map
     "InkstreamError", "InvalidInput", "PayloadTooLarge", "TooLongForDeadline", "UnsupportedMediaType",
     "Unprocessable", "IdempotencyConflict", "MethodNotAllowed", "PermissionDenied",
     "NotFound", "Unauthenticated", "ResourceExhausted", "Unavailable", "WeightsMismatch", "DeadlineExceeded",
-    "RequestTimeout", "Cancelled", "FailedPrecondition", "JobCancelled", "InternalError",
+    "RequestTimeout", "Cancelled", "FailedPrecondition", "JobCancelled", "JobFailed", "InternalError",
     "TRANSIENT_CODES", "ERROR_DOMAIN", "error_for_code", "to_status", "retry_after_of", "from_rpc_error",
     "is_transient", "abort", "as_inkstream_error", "grpc_guard", "http_status", "retry_after_header",
 ]
@@ -82,7 +84,7 @@ TRANSIENT_CODES = frozenset(c for c, k in _BY_CODE.items() if k.transient)
 _BY_REASON: dict[str, type[InkstreamError]] = {
     k.reason: k for k in (PayloadTooLarge, TooLongForDeadline, UnsupportedMediaType, Unprocessable, RequestTimeout,
                           IdempotencyConflict,
-                          WeightsMismatch, JobCancelled)}
+                          WeightsMismatch, JobCancelled, JobFailed)}
 ERROR_DOMAIN = "inkstream"  # google.rpc.ErrorInfo.domain of inkstream's reasons
 
 

@@ -26,9 +26,13 @@ LOW_CONFIDENCE = "low_confidence"
 #: a segment (a region the encoder found ink in) came back empty: text lost, flagged (issue 37)
 UNREAD_REGION = "unread_region"
 UNSUPPORTED_SCRIPT = "unsupported_script"
+#: a password was sent with a document that opens without one (an image, a PDF that is not
+#: encrypted or has an owner password only): it was not needed; carried by the first selected page
+#: only (``gateway/service.py``)
+PASSWORD_UNUSED = "password_unused"
 #: every warning code a page or block can carry, in the order they are listed on a page (the rules
 #: that set them: ``gateway/output/signal.py``, README "Confidence and warnings")
-WARNING_CODES = (NO_TEXT_FOUND, UNREAD_REGION, UNSUPPORTED_SCRIPT, LOW_CONFIDENCE)
+WARNING_CODES = (NO_TEXT_FOUND, UNREAD_REGION, UNSUPPORTED_SCRIPT, LOW_CONFIDENCE, PASSWORD_UNUSED)
 
 #: ``PageResult.status`` values
 STATUS_OK, STATUS_ERROR = "ok", "error"

@@ -23,14 +23,13 @@ from collections.abc import Sequence
 
 from launcher.model_dir import resolve_model
 from launcher.probes import free_port, grpc_serving, http_up, scrape_metrics
-from launcher.processes import spawn_service, terminate
+from launcher.processes import kill_group, spawn_service, terminate
 
 SERVICES = ("encoder", "decoder", "gateway")
-# The gateway drains for up to drain_grace_s (30 s by default, gateway/config.py) so that documents
-# in flight finish or fail page by page (a page with no replica left waits for one, at most until
-# the drain grace ends), then gives uvicorn up to min(drain_grace_s, 30 s) to close (gateway/main.py); the stack
-# waits that long plus a margin before SIGKILL.
-GATEWAY_STOP_GRACE_S = 65.0
+#: the gateway's ``drain_grace_s`` (gateway/config.py) as an environment override: the stack reads the
+#: one its gateway will see, or sets it to :data:`DRAIN_GRACE_S`, so it knows how long a stop may take
+DRAIN_ENV = "INKSTREAM_GATEWAY__DRAIN_GRACE_S"
+DRAIN_GRACE_S = 30.0  #: the gateway's drain grace when the environment sets none (its own default)
 BACKEND_STOP_GRACE_S = 10.0
 PORT_RACE_RETRIES = 3  # respawns (per start) of replicas that lost a free_port race
 # What a child logs when its port was taken: grpc (server.add_*_port), uvicorn / http.server (errno 98).
@@ -76,7 +75,13 @@ class LocalStack:
         # MALLOC_ARENA_MAX=2: glibc otherwise gives every thread (gRPC, preprocessing, torch) its own
         # malloc arena, and the fragmentation shows as RSS creeping up over hundreds of pages
         # (bench/memory.py: encoder peak 1.48x -> 1.24x of a one-page run). mallopt(3), M_ARENA_MAX.
-        self.env = {"OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2", **os.environ, **(env or {})}
+        self.env = {"OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2", DRAIN_ENV: f"{DRAIN_GRACE_S:g}", **os.environ,
+                    **(env or {})}
+        try:
+            #: seconds the gateway drains requests in flight after SIGTERM (its ``drain_grace_s``)
+            self.gateway_drain_s = max(0.0, float(self.env[DRAIN_ENV]))
+        except ValueError:  # the gateway refuses it at start, naming the variable
+            self.gateway_drain_s = DRAIN_GRACE_S
         self.startup_timeout_s = startup_timeout_s
         self.procs: dict[str, list[subprocess.Popen]] = {s: [] for s in SERVICES}
         self.addrs: dict[str, list[str]] = {s: [] for s in SERVICES}
@@ -254,24 +259,32 @@ class LocalStack:
         """Whether each process is still running."""
         return {s: [p.poll() is None for p in ps] for s, ps in self.procs.items()}
 
+    @property
+    def gateway_stop_grace_s(self) -> float:
+        """Seconds the gateway may take to stop after SIGTERM before it is killed: its drain
+        (:attr:`gateway_drain_s`: documents in flight finish or fail page by page), then uvicorn's
+        close, up to min(drain, 30 s) and at least 5 s (gateway/main.py), plus a 5 s margin.
+        """
+        return self.gateway_drain_s + max(5.0, min(self.gateway_drain_s, 30.0)) + 5.0
+
     def stop(self, grace_s: float | None = None) -> None:
         """SIGTERM (drain) the gateway first, then the encoders and decoders; SIGKILL what is left
-        after ``grace_s`` seconds (default: :data:`GATEWAY_STOP_GRACE_S` for the gateway, whose own
+        after ``grace_s`` seconds (default: :attr:`gateway_stop_grace_s` for the gateway, whose own
         drain lets in-flight requests finish or fail cleanly, and :data:`BACKEND_STOP_GRACE_S` for the
         then idle encoders and decoders). Safe to call twice; :meth:`kill_all` cuts it short.
         """
-        for group, default in ((("gateway",), GATEWAY_STOP_GRACE_S), (("encoder", "decoder"), BACKEND_STOP_GRACE_S)):
+        for group, default in ((("gateway",), self.gateway_stop_grace_s),
+                               (("encoder", "decoder"), BACKEND_STOP_GRACE_S)):
             terminate([p for s in group for p in self.procs[s]], default if grace_s is None else grace_s)
 
     def kill_all(self) -> None:
-        """SIGKILL every child still running (a second Ctrl-C during :meth:`stop`); reaping is left
-        to :meth:`stop`. Only signals, so it is safe inside a signal handler.
+        """SIGKILL every child still running, with its process group (a second Ctrl-C during
+        :meth:`stop`); reaping is left to :meth:`stop`. Only signals, so it is safe inside a signal
+        handler.
         """
         for ps in self.procs.values():
             for p in ps:
-                if p.returncode is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(p.pid, signal.SIGKILL)
+                kill_group(p)
 
     def close(self) -> None:
         """:meth:`stop`, then delete the scratch directory (logs too unless ``log_dir`` was given)."""

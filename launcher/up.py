@@ -34,8 +34,28 @@ from typing import IO
 
 import platformdirs
 
-from launcher.local_stack import GATEWAY_STOP_GRACE_S, LocalStack, free_port
+from launcher.local_stack import DRAIN_ENV, DRAIN_GRACE_S, LocalStack, free_port
 
+#: ``inkstream up --help``: plain text (the module docstring is reStructuredText, for the API docs)
+HELP = """\
+Run the whole stack on this machine (encoder and decoder replicas, then the gateway), supervised
+until Ctrl-C: it prints the gateway's REST and gRPC addresses and every service's metrics URL,
+starts again an encoder or decoder that exits, and on Ctrl-C (SIGINT) or SIGTERM drains requests
+in flight and stops everything (Ctrl-C twice: at once)."""
+HELP_EPILOG = f"""\
+ports:
+  --port (REST, default 8080) and --grpc-port (default 50050): when a default port is taken by
+  another process, a free one is picked and printed; a port given explicitly that is taken exits 2.
+
+state:
+  jobs, their results and the processes' logs are kept in --state-dir across restarts (jobs left
+  unfinished at a stop run again at the next start); --fresh deletes that folder first. One
+  inkstream up per state folder at a time (a second one exits 2).
+
+drain:
+  on a stop the gateway drains requests in flight for up to its drain_grace_s ({DRAIN_GRACE_S:g} s unless
+  {DRAIN_ENV} sets another), then the stack stops.
+"""
 DEFAULT_PORTS = {"--port": 8080, "--grpc-port": 50050}
 #: the gateway's job store and result directory (``stores.data_dir``), as an environment override
 DATA_DIR_ENV = "INKSTREAM_GATEWAY__STORES__DATA_DIR"
@@ -79,7 +99,8 @@ def main(argv: list[str]) -> int:
 
     Returns the exit code.
     """
-    ap = argparse.ArgumentParser(prog="inkstream up", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="inkstream up", description=HELP, epilog=HELP_EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="checkpoint directory (default: the embedded compact model)")
     ap.add_argument("--port", type=int, default=None,
                     help="gateway HTTP port (default 8080, or a free one when 8080 is taken; 0 = any free port)")
@@ -160,7 +181,7 @@ def _run(args: argparse.Namespace, ports: dict[str, int], state_dir: pathlib.Pat
         if failed:
             print(f"inkstream up: {failed}; stopping (logs kept in {stack.log_dir})", file=sys.stderr)
             return 1
-        print(f"inkstream up: stopping (draining requests in flight, up to {GATEWAY_STOP_GRACE_S:.0f} s; "
+        print(f"inkstream up: stopping (draining requests in flight, up to {stack.gateway_drain_s:g} s; "
               "Ctrl-C again stops at once) ...", file=sys.stderr, flush=True)
         return 0
     finally:

@@ -169,7 +169,8 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
 
     @grpc_guard
     async def GetJobResult(self, request, context):
-        """A done job's pages then its Summary; INVALID_ARGUMENT while it runs, its error when it failed,
+        """A done job's pages then its Summary; INVALID_ARGUMENT while it runs, its error when it failed
+        (FAILED_PRECONDITION, reason JOB_FAILED, for a transient one: :meth:`JobRecord.failure`),
         FAILED_PRECONDITION (reason JOB_CANCELLED) when it was cancelled.
         """
         with audited("result_read", api="grpc", job_id=request.job_id):

@@ -24,7 +24,10 @@ can point their client at the gateway. What is supported, per the API reference
   (:func:`gateway.apis.openai_messages.refuse_unhonoured`). Other unknown fields are ignored.
 
 Errors use OpenAI's shape ``{"error": {"message", "type", "param", "code"}}`` with the status of
-the gateway's one error map (:mod:`inkstream.errors`), ``code`` its reason in lower case. The same
+the gateway's one error map (:mod:`inkstream.errors`), ``code`` its reason in lower case; an error about
+one image (not a data: URI, not a document the gateway reads, over a limit, a PDF's password)
+names its part in ``param`` (``messages[0].content[1].image_url``), a task the model does not do
+``messages`` (the prompt picks it). The same
 API keys, limits, admission (429 + Retry-After), metrics and traces apply as on ``/v1/ocr``.
 """
 
@@ -41,13 +44,20 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.apis.openai_messages import ChatBody, ChatRequest, InvalidParameter, parse_chat_request
+from gateway.apis.openai_messages import ChatBody, ChatRequest, InvalidParameter, name_param, parse_chat_request
 from gateway.apis.rest_http import StreamWithCleanup
 from gateway.apis.rest_schema import chat_route
 from gateway.core import GatewayCore
 from gateway.service import OcrRequest, run_id
 from gateway.session import ocr_bytes
-from inkstream.errors import InkstreamError, NotFound, as_inkstream_error, http_status, retry_after_header
+from inkstream.errors import (
+    InkstreamError,
+    InvalidInput,
+    NotFound,
+    as_inkstream_error,
+    http_status,
+    retry_after_header,
+)
 from inkstream.page_result import PageResult
 from inkstream.request_id import current_request_id
 
@@ -63,7 +73,7 @@ def openai_error(exc: BaseException, code: str | None = None) -> JSONResponse:
     """
     err = as_inkstream_error(exc)
     status = http_status(err)
-    param = err.param if isinstance(err, InvalidParameter) else None
+    param = getattr(err, "param", None)  # InvalidParameter, or an error named by name_param
     if isinstance(err, InvalidParameter) and code is None:
         code = err.code
     body = {"error": {"message": err.message, "type": _ERROR_TYPES.get(status, "server_error"),
@@ -103,14 +113,24 @@ class ChatCompletions:
                           temperature=self.chat.temperature)
 
     async def pages(self) -> AsyncGenerator[PageResult, None]:
-        """Page results of every image, in order (page indices renumbered 1..n over the images)."""
+        """Page results of every image, in order (page indices renumbered 1..n over the images).
+        Raises what reading them raises; a 4xx error (InvalidInput) names the image it is about in
+        ``param`` (the task is checked first, so that one names ``messages``).
+        """
+        try:
+            await self.core.service.check_task(self.chat.task)
+        except InvalidInput as exc:
+            raise name_param(exc, "messages") from None
         n = 0
-        for image in self.chat.images:
-            async with ocr_bytes(self.core, self.request_id, image, self._options(), api="openai",
-                                 route="/v1/chat/completions") as session:
-                async for page in session.pages():
-                    n += 1
-                    yield dataclasses.replace(page, index=n)
+        for image, where in zip(self.chat.images, self.chat.image_params, strict=True):
+            try:
+                async with ocr_bytes(self.core, self.request_id, image, self._options(), api="openai",
+                                     route="/v1/chat/completions") as session:
+                    async for page in session.pages():
+                        n += 1
+                        yield dataclasses.replace(page, index=n)
+            except InvalidInput as exc:
+                raise name_param(exc, where) from None
 
     def _chunk(self, model: str, delta: dict[str, Any], finish: str | None) -> bytes:
         body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": model,

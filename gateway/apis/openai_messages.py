@@ -1,6 +1,8 @@
 """The request body of ``POST /v1/chat/completions`` (OpenAI's schema, the parts inkstream reads).
 
-Validated with pydantic; anything wrong is an InvalidParameter (400) naming the field in ``param``.
+Validated with pydantic; anything wrong is an InvalidParameter (400) naming the field in ``param``;
+an image that is refused names its part (``messages[0].content[1].image_url``), also when the
+document it holds is refused later, while it is read (:func:`name_param`).
 Parameters the gateway cannot honour are refused the same way rather than ignored (as vLLM does):
 ``n`` > 1 (one reading per request), ``tools`` / ``tool_choice`` other than ``"none"`` / the legacy
 ``functions`` / ``function_call`` (no tool calling), ``response_format`` other than ``{"type":
@@ -38,6 +40,14 @@ class InvalidParameter(InvalidInput):
     def __init__(self, message: str, param: str, code: str = "invalid_value"):
         super().__init__(message)
         self.param, self.code = param, code
+
+
+def name_param(exc: InvalidInput, param: str) -> InvalidInput:
+    """``exc`` (its class, status and reason kept) naming ``param`` as the request parameter it is
+    about, read by the OpenAI error body as ``error.param``; returns ``exc``.
+    """
+    setattr(exc, "param", param)  # noqa: B010 - an attribute InvalidInput does not declare
+    return exc
 
 
 class ImageUrl(BaseModel):
@@ -124,12 +134,14 @@ def refuse_unhonoured(body: ChatBody) -> None:
 
 @dataclass
 class ChatRequest:
-    """A validated chat request: ``images`` the decoded documents (bytes) in order, ``task`` "" (the
-    model's default) | "ocr" | "markdown", ``max_tokens`` per segment (0 = decoder default),
-    ``temperature`` (0 = greedy).
+    """A validated chat request: ``images`` the decoded documents (bytes) in order, ``image_params``
+    where each came from (``messages[i].content[j].image_url``, OpenAI's ``error.param`` of an error
+    about it), ``task`` "" (the model's default) | "ocr" | "markdown", ``max_tokens`` per segment
+    (0 = decoder default), ``temperature`` (0 = greedy).
     """
 
     images: list[bytes]
+    image_params: list[str] = field(default_factory=list)
     task: str = ""
     model: str = ""
     max_tokens: int = 0
@@ -141,20 +153,22 @@ class ChatRequest:
 
 
 def decode_data_uri(url: str, where: str) -> bytes:
-    """The bytes of a base64 ``data:`` URI; InvalidInput naming ``where`` for anything else."""
+    """The bytes of a base64 ``data:`` URI; InvalidParameter (400) with ``param`` ``where`` (the
+    image part, e.g. ``messages[0].content[1].image_url``) for anything else.
+    """
     m = _DATA_URI.match(url)
     if m is None:
         scheme = url.split(":", 1)[0][:16] if ":" in url else "(none)"
-        raise InvalidInput(f"{where}: only data: URIs are accepted (base64 document bytes), not a {scheme!r} URL; "
-                           "the gateway does not fetch URLs")
+        raise InvalidParameter(f"{where}.url: only data: URIs are accepted (base64 document bytes), not a {scheme!r} "
+                               "URL; the gateway does not fetch URLs", where)
     if not m.group("b64"):
-        raise InvalidInput(f"{where}: the data: URI must be base64 (data:<type>;base64,<data>)")
+        raise InvalidParameter(f"{where}.url: the data: URI must be base64 (data:<type>;base64,<data>)", where)
     try:
         data = base64.b64decode(url[m.end():], validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidInput(f"{where}: the data: URI is not valid base64") from None
+        raise InvalidParameter(f"{where}.url: the data: URI is not valid base64", where) from None
     if not data:
-        raise InvalidInput(f"{where}: the image is empty (0 bytes)")
+        raise InvalidParameter(f"{where}.url: the image is empty (0 bytes)", where)
     return data
 
 
@@ -196,6 +210,7 @@ async def parse_chat_request(request: Request, max_upload_bytes: int) -> ChatReq
                                ".".join(str(x) for x in first)) from None
     refuse_unhonoured(body)
     images: list[bytes] = []
+    image_params: list[str] = []
     prompt = ""
     for i, msg in enumerate(body.messages):
         if msg.role != "user":
@@ -204,16 +219,18 @@ async def parse_chat_request(request: Request, max_upload_bytes: int) -> ChatReq
         parts = msg.content if isinstance(msg.content, list) else [ContentPart(type="text", text=msg.content or "")]
         for j, part in enumerate(parts):
             if part.type == "image_url":
+                where = f"messages[{i}].content[{j}].image_url"
                 if part.image_url is None:
-                    raise InvalidInput(f"messages[{i}].content[{j}]: image_url part without an image_url")
-                images.append(decode_data_uri(part.image_url.url, f"messages[{i}].content[{j}].image_url.url"))
+                    raise InvalidParameter(f"messages[{i}].content[{j}]: image_url part without an image_url", where)
+                images.append(decode_data_uri(part.image_url.url, where))
+                image_params.append(where)
             elif part.text:
                 texts.append(part.text)
         prompt = "\n".join(texts) if texts else prompt
     if not images:
-        raise InvalidInput("the request holds no image: send the page as a user message part "
-                           '{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}')
-    return ChatRequest(images=images, task=task_of(prompt), model=body.model,
+        raise InvalidParameter("the request holds no image: send the page as a user message part "
+                               '{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}', "messages")
+    return ChatRequest(images=images, image_params=image_params, task=task_of(prompt), model=body.model,
                        max_tokens=body.max_completion_tokens or body.max_tokens or 0,
                        temperature=body.temperature or 0.0, stream=body.stream,
                        include_usage=bool(body.stream_options and body.stream_options.include_usage), prompt=prompt)

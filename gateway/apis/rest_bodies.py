@@ -76,7 +76,9 @@ class Page(BaseModel):
     confidence: float = Field(ge=0, le=1, description="geometric mean of every token probability of the page "
                                                       "(0 for an error page or a page without text)")
     warnings: list[str] = Field(description='stable codes: "no_text_found", "unread_region", '
-                                            '"unsupported_script", "low_confidence"')
+                                            '"unsupported_script", "low_confidence", "password_unused" '
+                                            '(first page only: a password was sent that the document '
+                                            'did not need)')
 
 
 class DocumentResult(BaseModel):
@@ -109,7 +111,7 @@ class ErrorDetail(BaseModel):
     code: str = Field(description="gRPC status code name, e.g. INVALID_ARGUMENT, FAILED_PRECONDITION")
     reason: str = Field(description="finer cause, e.g. PAYLOAD_TOO_LARGE, TOO_LONG_FOR_DEADLINE, "
                                     "UNSUPPORTED_MEDIA_TYPE, NOTHING_TO_READ, IDEMPOTENCY_CONFLICT, UPLOAD_TIMEOUT, "
-                                    "JOB_CANCELLED, METHOD_NOT_ALLOWED (else the code)")
+                                    "JOB_CANCELLED, JOB_FAILED, METHOD_NOT_ALLOWED (else the code)")
     message: str = Field(description="for a person")
 
 

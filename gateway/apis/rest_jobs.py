@@ -74,7 +74,9 @@ def jobs_router(core: GatewayCore) -> APIRouter:
     async def job_result(job_id: str, format: str = Query(  # noqa: A002 - the query parameter's name
             "", description=schema.FORMAT_QUERY_DESCRIPTION, examples=["markdown", "text", "json"])) -> Response:
         """The document of a done job in its format (or ``?format=``); 202 with the job while it runs;
-        the job's error status when it failed; 409 (JOB_CANCELLED) when it was cancelled.
+        the job's error status when it failed on its document, 409 (JOB_FAILED) when it failed for a
+        transient reason (never 503 + Retry-After: asking again cannot help); 409 (JOB_CANCELLED) when
+        it was cancelled.
         """
         with audited("result_read", job_id=job_id):
             res = await jobs.result(job_id, tenancy.current().tenant)

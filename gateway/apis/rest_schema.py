@@ -84,7 +84,8 @@ _STATUS: dict[int, str] = {
     404: "unknown or expired job, or a job of another tenant",
     405: "this route does not take that HTTP method (METHOD_NOT_ALLOWED); Allow lists the methods it takes",
     408: "the upload did not finish within limits.upload_timeout_s (UPLOAD_TIMEOUT)",
-    409: "the job was cancelled: it has no result (FAILED_PRECONDITION, reason JOB_CANCELLED)",
+    409: "the job was cancelled: it has no result (FAILED_PRECONDITION, reason JOB_CANCELLED); or it failed "
+         "for a reason that has passed (a replica or the gateway was down): submit it again (reason JOB_FAILED)",
     413: "over a size / page / pixel limit (PAYLOAD_TOO_LARGE); or a document that cannot be read within "
          "the synchronous deadline at the measured rate: submit it as a job (TOO_LONG_FOR_DEADLINE)",
     415: "not a supported file type (UNSUPPORTED_MEDIA_TYPE)",

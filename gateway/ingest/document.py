@@ -29,12 +29,15 @@ log = logging.getLogger("inkstream.gateway.ingest")
 
 class Document(Protocol):
     """An opened document: ``kind`` (see :data:`gateway.ingest.sniff.KINDS`), ``page_count``,
-    ``sizes`` (page index -> (width, height) in document pixels, filled as pages render; boxes in
-    results use these), ``executor`` (None = the loop's default pool) on which ``render``/``close`` run.
+    ``password_needed`` (it opened only with the password it was given: an encrypted PDF's user
+    password), ``sizes`` (page index -> (width, height) in document pixels, filled as pages render;
+    boxes in results use these), ``executor`` (None = the loop's default pool) on which
+    ``render``/``close`` run.
     """
 
     kind: str
     page_count: int
+    password_needed: bool
     sizes: dict[int, tuple[int, int]]
 
     @property
@@ -51,12 +54,14 @@ class Document(Protocol):
 class ImageDocument:
     """A raster image file: one page, or one page per frame for TIFF (GIF/WebP: first frame only).
 
-    Pages are normalised (:func:`images.normalise`), downscaled to ``long_side_px`` and PNG-encoded.
+    Pages are normalised and downscaled to ``long_side_px`` (:func:`inkstream.page_image.prepare_image`,
+    as ``inkstream eval --in-process`` prepares them) and PNG-encoded.
     A single-page image is decoded in the constructor so that a damaged file is a 4xx for the whole
     request; a damaged frame of a multi-page TIFF becomes that page's error.
     """
 
     executor = None
+    password_needed = False  # an image has no password
 
     def __init__(self, path: pathlib.Path, kind: str, long_side_px: int, max_pixels: int,
                  max_pages: int, min_side: int, max_image_bytes: int = 0):
@@ -85,10 +90,8 @@ class ImageDocument:
             if self.page_count > 1:
                 self._im.seek(index)
                 images.check_size(self._im.size, self.max_pixels)
-            frame = images.normalise(images.decode(self._im))
-            images.check_min_side(frame.size, self.min_side)
-            self.sizes[index] = frame.size
-            page = images.fit(frame, self.long_side_px, self.max_pixels)
+            page, self.sizes[index] = images.prepare_image(images.decode(self._im), self.long_side_px,
+                                                           self.max_pixels, self.min_side)
             data = images.encode_page(page, self.max_image_bytes)
             return PageInput(index=index, image=data, width=page.width, height=page.height)
         except InkstreamError as exc:

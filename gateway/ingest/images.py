@@ -1,5 +1,6 @@
-"""Raster images: safe opening (pixel limit checked on the header, before decoding), normalisation to
-8-bit RGB/grayscale, fitting to the encoder's resolution, PNG encoding.
+"""Raster images: safe opening (pixel limit checked on the header, before decoding), PNG encoding.
+Normalisation to 8-bit RGB/grayscale and fitting to the encoder's resolution are
+:mod:`inkstream.page_image`'s (shared with ``inkstream eval --in-process``), re-exported here.
 
 Pillow reads only the header in ``Image.open``; pixels are decoded by ``load()``. We check
 ``width x height`` against the page pixel limit in between, and also catch Pillow's own
@@ -10,15 +11,17 @@ https://pillow.readthedocs.io/en/stable/reference/Image.html#PIL.Image.open).
 from __future__ import annotations
 
 import io
-import math
 import re
 import warnings
 
-import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 
 from inkstream.decode_errors import image_problem
-from inkstream.errors import InvalidInput, PayloadTooLarge, Unprocessable
+from inkstream.errors import InvalidInput, PayloadTooLarge
+from inkstream.page_image import check_min_side, fit, normalise, prepare_image
+
+__all__ = ["check_min_side", "check_size", "decode", "encode_page", "encode_png", "fit", "normalise", "open_image",
+           "over_pixel_limit", "prepare_image"]
 
 _BOMB_PIXELS = re.compile(r"\((\d+) pixels\)")
 
@@ -76,74 +79,6 @@ def decode(im: Image.Image) -> Image.Image:
     except (ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:
         raise InvalidInput(f"the image cannot be decoded: {image_problem(exc)}") from None
     return im
-
-
-def _to_8bit(arr: np.ndarray) -> np.ndarray:
-    """uint16/int32 samples (16-bit PNG/TIFF) -> uint8 by keeping the high byte."""
-    if arr.dtype == np.uint8:
-        return arr
-    maxv = 65535 if arr.max(initial=0) > 255 else 255
-    return (arr.astype(np.float32) * (255.0 / maxv) + 0.5).clip(0, 255).astype(np.uint8)
-
-
-def normalise(im: Image.Image) -> Image.Image:
-    """A decoded frame as 8-bit ``"L"`` (gray / bilevel) or ``"RGB"``.
-
-    Applies the EXIF orientation; converts CMYK, 16-bit, 32-bit, float, palette and bilevel images;
-    composites transparency (alpha channel, palette or tRNS colour key) on white.
-    """
-    im = ImageOps.exif_transpose(im) or im
-    mode = im.mode
-    trns = im.info.get("transparency")
-    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        arr = np.asarray(im)
-        gray = _to_8bit(np.asarray(arr, dtype=np.float64).clip(0) if mode == "F" else arr)
-        if isinstance(trns, int):
-            alpha = np.where(arr == trns, 0, 255).astype(np.uint8)
-            return _on_white(Image.merge("LA", (Image.fromarray(gray), Image.fromarray(alpha))))
-        return Image.fromarray(gray, "L")
-    if mode == "1":
-        return im.convert("L")
-    if mode == "P" or (trns is not None and mode in ("L", "RGB")):
-        im = im.convert("RGBA")
-        mode = "RGBA"
-    if mode in ("RGBA", "LA", "RGBa", "La", "PA"):
-        return _on_white(im)
-    if mode == "L":
-        return im
-    return im.convert("RGB")  # CMYK, YCbCr, LAB, HSV, RGBX...
-
-
-def _on_white(im: Image.Image) -> Image.Image:
-    rgba = im.convert("RGBA")
-    white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-    return Image.alpha_composite(white, rgba).convert("RGB")
-
-
-def fit(im: Image.Image, long_side_px: int, max_pixels: int) -> Image.Image:
-    """Downscale (never upscale) so the long side is at most ``long_side_px`` and the pixel count at
-    most ``max_pixels``; Lanczos resampling (Pillow ``Image.resize``).
-
-    A page more than twice as long as it is wide (a tall screenshot, a receipt, a panorama) is
-    bounded by its short side instead, at ``long_side_px / 2``: shrinking its long side to
-    ``long_side_px`` would shrink its text below what the model can read (a 1000 x 15000 px
-    screenshot would become 147 px wide). The two rules agree at an aspect ratio of 2.
-    """
-    w, h = im.size
-    scale = min(1.0, long_side_px / min(max(w, h), 2 * min(w, h))) if long_side_px > 0 else 1.0
-    scale = min(scale, math.sqrt(max_pixels / (w * h)))
-    if scale >= 1.0:
-        return im
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
-    return im.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
-
-
-def check_min_side(size: tuple[int, int], min_side: int) -> None:
-    """422 for an image smaller than ``min_side`` pixels on a side (nothing readable on it)."""
-    if min(size) < min_side:
-        raise Unprocessable(
-            f"image too small ({size[0]}x{size[1]} pixels); at least {min_side} pixels on each side are needed"
-        )
 
 
 def encode_png(im: Image.Image) -> bytes:

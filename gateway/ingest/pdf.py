@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import math
 import pathlib
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ from gateway.ingest.images import encode_page
 from gateway.types import PageError, PageInput
 from inkstream.decode_errors import pdf_page_problem
 from inkstream.errors import InkstreamError, InvalidInput, Unprocessable
+from inkstream.page_image import pdf_scale, render_pdf_page
 
 log = logging.getLogger("inkstream.gateway.ingest")
 
@@ -86,7 +86,9 @@ class PdfDocument:
 
     ``long_side_px``: pixels of the rendered page's long side (``EncoderInfo.mode().page_long_side_px``);
     ``max_pixels``: cap on width x height of a rendered page (the scale is lowered to fit);
-    ``max_image_bytes``: the encoder's limit per page image (see :func:`images.encode_page`).
+    ``max_image_bytes``: the encoder's limit per page image (see :func:`images.encode_page`);
+    ``password``: tried only when the document does not open without one (``password_needed``
+    then says it was used; a password for a PDF that opens without one is not needed, and ignored).
     Raises InvalidInput (400: damaged, password), Unprocessable (422: no pages) from the constructor.
     """
 
@@ -99,13 +101,21 @@ class PdfDocument:
         self.max_pixels = max_pixels
         self.max_image_bytes = max_image_bytes
         self.sizes: dict[int, tuple[int, int]] = {}
-        self._path, self._password = path, password
+        self._path, self._password = path, ""
         self._rendered_since_open = 0
+        self.password_needed = False
         _reset_last_error()
         try:
-            self._pdf = pdfium.PdfDocument(str(path), password=password or None)
+            self._pdf = pdfium.PdfDocument(str(path))
         except pdfium.PdfiumError as exc:
-            raise _open_error(exc, password, path) from None
+            if not password or getattr(exc, "err_code", None) != pdfium_c.FPDF_ERR_PASSWORD:
+                raise _open_error(exc, "", path) from None
+            _reset_last_error()
+            try:
+                self._pdf = pdfium.PdfDocument(str(path), password=password)
+            except pdfium.PdfiumError as exc2:
+                raise _open_error(exc2, password, path) from None
+            self._password, self.password_needed = password, True
         self.page_count = len(self._pdf)
         if self.page_count <= 0:
             self._pdf.close()
@@ -113,13 +123,9 @@ class PdfDocument:
 
     def scale_for(self, width_pt: float, height_pt: float) -> float:
         """Render scale (pixels per PDF point, 1 pt = 1/72 inch): long side = ``long_side_px``,
-        lowered so that width x height stays within ``max_pixels``.
+        lowered so that width x height stays within ``max_pixels`` (:func:`inkstream.page_image.pdf_scale`).
         """
-        scale = self.long_side_px / max(width_pt, height_pt)
-        area = width_pt * height_pt * scale * scale
-        if area > self.max_pixels:
-            scale *= math.sqrt(self.max_pixels / area)
-        return scale
+        return pdf_scale(width_pt, height_pt, self.long_side_px, self.max_pixels)
 
     def render(self, index: int) -> PageInput:
         """Page ``index`` (0-based) as PNG bytes; a page PDFium cannot load or draw becomes
@@ -129,14 +135,7 @@ class PdfDocument:
         page = None
         try:
             page = self._pdf[index]
-            w_pt, h_pt = page.get_size()
-            if not (w_pt > 0 and h_pt > 0 and math.isfinite(w_pt * h_pt)):
-                raise InvalidInput(f"the page has an invalid size ({w_pt:g} x {h_pt:g} points)")
-            bitmap = page.render(scale=self.scale_for(w_pt, h_pt), may_draw_forms=True)
-            try:
-                image = bitmap.to_pil().convert("RGB")
-            finally:
-                bitmap.close()
+            image = render_pdf_page(page, self.long_side_px, self.max_pixels)  # as eval --in-process does
             self.sizes[index] = image.size
             data = encode_page(image, self.max_image_bytes)
             return PageInput(index=index, image=data, width=image.width, height=image.height)

@@ -10,7 +10,9 @@ opens the document once (:mod:`gateway.jobs.run`): such a job fails with that 4x
 ``pages_total`` and ``model_id`` are 0 / "" until then. Jobs are run by
 :class:`gateway.jobs.worker.JobWorker` on whichever gateway consumes the queue (see
 :mod:`gateway.jobs.queue`). With the embedded stores (SQLite + directory) that is this process, and
-jobs left unfinished by an earlier process are marked failed at start; with Redis another worker
+jobs left unfinished by an earlier process (queued, or stopped while running) are queued again at
+start (:meth:`JobManager.resume`; a running one continues from its page checkpoints), except those
+whose document is no longer stored: they fail with :data:`DOCUMENT_LOST`. With Redis another worker
 takes them over. A job's error is stored as ``error_code`` + ``error_message``. Finished jobs
 expire after ``stores.job_ttl_s`` seconds (records, checkpoints and result blobs).
 
@@ -45,7 +47,9 @@ __all__ = ["JobManager", "JobResult"]
 
 log = logging.getLogger("inkstream.gateway.jobs")
 
-SHUTDOWN = ("UNAVAILABLE", "the gateway shut down before this job finished; submit it again")
+#: (code, message) of a job left unfinished by an earlier process whose stored document is gone
+DOCUMENT_LOST = ("FAILED_PRECONDITION", "the gateway stopped before this job finished, and its document is no "
+                 "longer stored, so it cannot be run again; submit it again")
 
 
 class LocalJobs(Protocol):
@@ -60,8 +64,8 @@ class JobManager:
 
     ``jobs`` / ``results`` / ``queue``: the stores (:mod:`gateway.stores`, :mod:`gateway.jobs.queue`);
     ``settings``: the gateway's ``stores`` section; ``webhooks``: the sender used when a job this
-    process finishes (or cancels) has a ``callback_url``. ``recover``: mark jobs of an earlier process
-    failed at :meth:`start` (embedded stores only: nobody else would run them). ``local``: the jobs
+    process finishes (or cancels) has a ``callback_url``. ``recover``: queue the unfinished jobs of an
+    earlier process again with :meth:`resume` (embedded stores only: nobody else would run them). ``local``: the jobs
     running in this process (set by the gateway when it runs a worker), stopped by :meth:`cancel`.
     """
 
@@ -83,6 +87,33 @@ class JobManager:
         """Remove expired jobs (at start-up; raises Unavailable while the job store is unreachable)."""
         await self.call(self.jobs.ping)
         await self.sweep()
+
+    async def resume(self, unfinished: list[JobRecord]) -> tuple[int, int]:
+        """Queue again the jobs ``unfinished`` by an earlier process (:meth:`JobStore.unfinished`, read
+        at start before any submission), oldest first, as ``queued`` (a running one's checkpointed
+        pages are kept; its ``attempts`` still count towards ``job_max_attempts``); a job whose
+        stored document is gone fails with :data:`DOCUMENT_LOST` (its webhook is sent). An ``s3://``
+        source is not checked here: the worker fails the job, naming the object, if it is gone.
+        Each job is removed from ``unfinished`` once handled, so a call that failed part-way can be
+        made again. Returns (queued again, failed). Raises Unavailable when a store is unreachable.
+        """
+        queued = failed = 0
+        for job in sorted(unfinished, key=lambda j: j.created_at):
+            if await self.call(self._document_stored, job):
+                if await self.call(self.jobs.update, job.job_id, unless_finished=True, status="queued"):
+                    await self.queue.put(job.job_id, job.created_at)
+                    queued += 1
+            elif await self.finish(job.job_id, "failed", error_code=DOCUMENT_LOST[0], error_message=DOCUMENT_LOST[1]):
+                failed += 1
+            unfinished.remove(job)
+        return queued, failed
+
+    def _document_stored(self, job: JobRecord) -> bool:
+        """Whether the job's document can still be read (an ``s3://`` source is assumed to be)."""
+        if job.source.startswith("s3://"):
+            return True
+        folder = job.source.rpartition("/")[0]
+        return any(name == job.source for name, _ in self.results.names(f"{folder}/" if folder else ""))
 
     async def submit(self, upload: UploadedFile, request: OcrRequest, idempotency_key: str = "", *,
                      source: str = "", callback_url: str = "", tenant: str = DEFAULT_TENANT) -> JobRecord:

@@ -10,7 +10,7 @@ and polls the record, so a cancel made on any gateway stops it within a second.
 A job that fails is marked ``failed`` with its error. When even that cannot be recorded (the job
 store stays unreachable for :data:`RECORD_TRIES` tries) the failure is logged as an error with the
 job's id and reason, and the delivery is left unacknowledged: a shared queue delivers the job again
-once its lease lapses; the embedded one marks it failed at the next start.
+once its lease lapses; the embedded one queues it again at the next start.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ class JobWorker:
 
     async def close(self) -> None:
         """Stop consuming and stop running jobs (shutdown): with a shared queue another worker takes
-        them over once their leases lapse; embedded, they are marked failed.
+        them over once their leases lapse; embedded, they are queued again at the next start.
         """
         self._closing = True
         if self._loop_task is not None:

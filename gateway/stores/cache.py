@@ -1,9 +1,12 @@
 """Result cache: page results of a document already read, keyed by what determines them.
 
-Key = SHA-256 over (SHA-256 of the document bytes, model id, resolution mode, task, selected page
-indices). The output format is not part of the key: every format is stitched from the same page
-results. Only deterministic outcomes are cached: pages that are "ok" and not cancelled, or that
-failed with INVALID_ARGUMENT (the page itself is unreadable); transient failures never are.
+Key = SHA-256 over (SHA-256 of the document bytes, model id, weights revision, resolution mode, task,
+selected page indices). The revision (the checkpoint's content fingerprint, from the encoders' Info,
+:mod:`inkstream.revision`) keeps pages read with the weights before an upgrade from being served after
+it, even when the model id stays the same. The output format is not part of the key: every format
+is stitched from the same page results. Only deterministic outcomes are cached: pages that are "ok"
+and not cancelled, or that failed with INVALID_ARGUMENT (the page itself is unreadable); transient
+failures never are.
 
 Two places for the entries: a :class:`gateway.stores.ResultStore` (blobs ``cache/<key>.json``, this
 process only; past ``max_entries`` the oldest are removed, checked every :data:`EVICT_EVERY` writes)
@@ -43,16 +46,20 @@ THREADS = 4  #: concurrent lookups and writes (each one engine call and its JSON
 
 
 def cache_key(doc_sha256: str, model_id: str, mode: str, task: str, indices: list[int],
-              max_new_tokens: int = 0, tenant: str = "") -> str:
+              max_new_tokens: int = 0, tenant: str = "", revision: str = "") -> str:
     """Hex key for the page results of one document under one model and options (a token limit
     other than the decoder's default is part of the key), per ``tenant``: a hit would reveal that
-    another tenant read the same document, so tenants never share entries.
+    another tenant read the same document, so tenants never share entries. ``revision``: the weights
+    revision the pages are read with (``EncoderInfo.revision``; "" when the encoders do not say): new
+    weights never get the old weights' pages.
     """
     parts: list[object] = [doc_sha256, model_id, mode, task, indices]
     if tenant and tenant != "default":  # keys of the default tenant stay as before tenants existed
         parts.insert(0, tenant)
     if max_new_tokens:
         parts.append(max_new_tokens)
+    if revision:
+        parts.append({"revision": revision})
     material = json.dumps(parts, separators=(",", ":"))
     return hashlib.sha256(material.encode()).hexdigest()
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from inkstream.errors import InkstreamError, error_for_code
+from inkstream.errors import InkstreamError, JobFailed, error_for_code
 
 JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
@@ -58,8 +58,16 @@ class JobRecord:
         return f"{self.error_code}: {self.error_message}" if self.error_code else ""
 
     def failure(self) -> InkstreamError:
-        """The job's error as the InkstreamError of its code (for answering a failed job's result)."""
-        return error_for_code(self.error_code or "INTERNAL", self.error_message or "the job failed")
+        """What asking for a failed job's result answers: the job's error as the InkstreamError of its
+        code, without a retry hint; a transient one (UNAVAILABLE, RESOURCE_EXHAUSTED: 503 / 429 would
+        invite retries of a call that can never succeed) as :class:`JobFailed` (409, reason
+        JOB_FAILED) whose message names the job's code and message.
+        """
+        err = error_for_code(self.error_code or "INTERNAL", self.error_message or "the job failed")
+        if err.transient:
+            return JobFailed(f"job {self.job_id} failed: {err.code_name}: {err.message}")
+        err.retry_after_s = None
+        return err
 
 
 #: JobRecord fields in declaration order (the stores' columns / hash fields).
@@ -100,8 +108,8 @@ class JobStore(Protocol):
     def expired(self, before: float) -> list[str]:
         """Ids of finished jobs last updated before ``before`` (UNIX seconds)."""
 
-    def fail_unfinished(self, code: str, message: str) -> int:
-        """Mark queued/running jobs (left by an earlier process) failed; returns how many."""
+    def unfinished(self) -> list[JobRecord]:
+        """The queued and running jobs (left by an earlier process when read at start), oldest first."""
 
     def ping(self) -> None:
         """Raise Unavailable when the engine cannot be reached."""

@@ -164,9 +164,11 @@ class RedisJobStore:
         ids = self.client.zrangebyscore(f"{self.prefix}finished", "-inf", before, start=0, num=500)
         return [i.decode() for i in ids]
 
-    def fail_unfinished(self, code: str, message: str) -> int:
-        """Nothing to do: an unfinished job in Redis is still queued, or is taken over by a worker."""
-        return 0
+    def unfinished(self) -> list[JobRecord]:
+        """None to recover: an unfinished job in Redis is still in the shared queue, or is taken over
+        by another worker once its lease lapses (so this store never lists them).
+        """
+        return []
 
     @unreachable("job store")
     def ping(self) -> None:

@@ -118,12 +118,12 @@ class SqliteJobStore:
                                     (*FINISHED, before)).fetchall()
         return [r[0] for r in rows]
 
-    def fail_unfinished(self, code: str, message: str) -> int:
-        """See :meth:`JobStore.fail_unfinished`."""
+    def unfinished(self) -> list[JobRecord]:
+        """See :meth:`JobStore.unfinished`."""
         with self._lock:
-            cur = self._db.execute("UPDATE jobs SET status = 'failed', error_code = ?, error_message = ?, "
-                                   "updated_at = ? WHERE status IN ('queued', 'running')", (code, message, time.time()))
-        return cur.rowcount
+            rows = self._db.execute(f"{self._select} WHERE status IN ('queued', 'running') "
+                                    "ORDER BY created_at").fetchall()
+        return [job for row in rows if (job := self._row(row)) is not None]
 
     def ping(self) -> None:
         """A local file is always reachable."""

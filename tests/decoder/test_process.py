@@ -16,6 +16,7 @@ import torch
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from inkstream.lifecycle import client_options
+from inkstream.parent_death import PARENT_PID_ENV
 from inkstream.pb import decoder_pb2, decoder_pb2_grpc
 from inkstream.wire import to_wire
 
@@ -30,7 +31,8 @@ def _free_port() -> int:
 
 def test_serve_decoder_process_ready_decode_and_drain(tiny_ds_checkpoint, tmp_path):
     port = _free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1", INKSTREAM_DECODER__DRAIN_GRACE_S="5")
+    env = dict(os.environ, OMP_NUM_THREADS="1", INKSTREAM_DECODER__DRAIN_GRACE_S="5",
+               **{PARENT_PID_ENV: str(os.getpid())})  # it dies with this test run, however that ends
     log = open(tmp_path / "decoder.log", "w")  # noqa: SIM115 - the child's output; closed in the finally below
     proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "serve", "decoder",
                              "--model", str(tiny_ds_checkpoint), "--port", str(port)],

@@ -13,6 +13,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from inkstream.parent_death import PARENT_PID_ENV
 from inkstream.pb import encoder_pb2, encoder_pb2_grpc
 
 pytestmark = [pytest.mark.slow, pytest.mark.system]
@@ -31,7 +32,8 @@ def _wait_port(proc: subprocess.Popen, timeout: float) -> int:
 
 
 def test_serve_encoder_process_serves_and_drains_on_sigterm(tiny_ds_checkpoint, tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "INKSTREAM_ENCODER__DRAIN_GRACE_S": "5"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "INKSTREAM_ENCODER__DRAIN_GRACE_S": "5",
+           PARENT_PID_ENV: str(os.getpid())}  # it dies with this test run, however that ends
     proc = subprocess.Popen(
         [sys.executable, "-m", "inkstream.cli", "serve", "encoder", "--model", str(tiny_ds_checkpoint), "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,

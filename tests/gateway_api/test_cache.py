@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 import time
 
+import httpx
+
+from gateway.apis.rest import create_app
+from gateway.core import GatewayCore
 from gateway.output.stitch import error_page
 from gateway.stores import DirResultStore
 from gateway.stores import cache as cache_mod
 from gateway.stores.cache import ResultCache, cache_key, cacheable
 from inkstream.errors import Unavailable
 from inkstream.page_result import PageResult
+from tests.gateway_api.conftest import FakePipeline, marked_pdf
 
 
 def test_key_depends_on_everything_that_changes_the_pages():
@@ -23,6 +29,33 @@ def test_key_depends_on_everything_that_changes_the_pages():
                 ("sha", "model", "base", "ocr", [1])]
     for args in variants:
         assert cache_key(*args) != base
+    # the weights: the same model id with other weights (an upgrade) reads other pages
+    assert cache_key("sha", "model", "base", "ocr", [0, 1], revision="fp2-aa") != base
+    assert cache_key("sha", "model", "base", "ocr", [0, 1], revision="fp2-aa") != \
+        cache_key("sha", "model", "base", "ocr", [0, 1], revision="fp2-bb")
+
+
+async def test_pages_cached_before_a_weights_upgrade_are_not_served_after_it(gw_config):
+    fake = FakePipeline()
+    info = await fake.encoder_info()
+    core = GatewayCore(gw_config, fake)
+    core.start()
+    app = create_app(gw_config, fake, core)
+    pdf = marked_pdf([4, 5])
+
+    async def read() -> str:
+        r = await c.post("/v1/ocr", files={"file": ("d.pdf", pdf)}, data={"format": "text"})
+        assert r.status_code == 200, r.text
+        return r.headers["x-inkstream-cache"]
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        for revision, expected in (("fp2-old", "miss"), ("fp2-old", "hit"), ("fp2-new", "miss"), ("fp2-new", "hit")):
+            async def encoder_info(revision=revision):
+                return dataclasses.replace(info, revision=revision)
+            fake.encoder_info = encoder_info
+            assert await read() == expected, revision
+    assert fake.pages_run == 4
+    await core.close()
 
 
 def test_only_deterministic_outcomes_are_cacheable():

@@ -194,8 +194,9 @@ async def test_failed_job_reports_its_error(env):
     failed = await wait_status(c, job["job_id"], ("failed", "done"))
     assert failed["status"] == "failed"
     assert failed["error"]["code"] == "UNAVAILABLE" and "no decoder replica" in failed["error"]["message"]
-    r = await c.get(f"/v1/jobs/{job['job_id']}/result")
-    assert r.status_code == 503 and r.json()["error"]["code"] == "UNAVAILABLE"
+    r = await c.get(f"/v1/jobs/{job['job_id']}/result")  # not 503 + Retry-After: asking again never helps
+    assert r.status_code == 409 and r.json()["error"]["reason"] == "JOB_FAILED" and "retry-after" not in r.headers
+    assert "UNAVAILABLE: no decoder replica" in r.json()["error"]["message"]
 
 
 async def test_unexpected_error_is_generic_500(env):
@@ -212,15 +213,14 @@ async def test_unexpected_error_is_generic_500(env):
     assert "secret" not in str(failed)
 
 
-def test_unfinished_jobs_of_earlier_process_fail_and_expire(tmp_path):
+def test_unfinished_jobs_of_earlier_process_are_listed_and_finished_ones_expire(tmp_path):
     store = SqliteJobStore(tmp_path / "jobs.sqlite")
-    store.create(JobRecord(job_id="a", status="running", updated_at=1.0))
+    store.create(JobRecord(job_id="a", status="running", updated_at=1.0, created_at=2.0))
+    store.create(JobRecord(job_id="q", status="queued", updated_at=1.0, created_at=1.0))
     store.create(JobRecord(job_id="b", status="done", updated_at=1.0))
     store.create(JobRecord(job_id="c", status="done", updated_at=10.0))
-    assert store.fail_unfinished("UNAVAILABLE", "restarted") == 1
-    a = store.get("a")
-    assert (a.status, a.error_code, a.error_message) == ("failed", "UNAVAILABLE", "restarted")
-    assert store.expired(before=5.0) == ["b"]  # "a" was just updated by fail_unfinished
+    assert [j.job_id for j in store.unfinished()] == ["q", "a"]  # oldest first
+    assert store.expired(before=5.0) == ["b"]  # unfinished jobs never expire
     _, created = store.create(JobRecord(job_id="d", idempotency_key="k"))
     existing, created2 = store.create(JobRecord(job_id="e", idempotency_key="k"))
     assert created and not created2 and existing.job_id == "d"

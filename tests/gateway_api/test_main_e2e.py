@@ -19,6 +19,7 @@ import pytest
 from client import ocr_cli
 from client.gateway_client import GatewayClient
 from gateway.ingest import UploadSink, close_document, open_document
+from inkstream.parent_death import PARENT_PID_ENV
 from launcher.local_stack import free_port
 from tests.gateway_api.conftest import marked_pdf
 from tests.gateway_api.test_slow_clients import trickle
@@ -48,7 +49,8 @@ async def gateway_proc(tmp_path):
     port, gport = free_port(), free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "INKSTREAM_LOG_FORMAT": "text",
            "INKSTREAM_GATEWAY__STORES__DATA_DIR": str(tmp_path / "data"),
-           "INKSTREAM_GATEWAY__LIMITS__HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S)}
+           "INKSTREAM_GATEWAY__LIMITS__HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S),
+           PARENT_PID_ENV: str(os.getpid())}  # it dies with this test run, however that ends
     env.pop("INKSTREAM_API_KEYS", None)
     env.pop("INKSTREAM_API_KEYS_FILE", None)
     log = open(tmp_path / "gateway.log", "wb")  # noqa: SIM115 - the child's output; closed in the finally below

@@ -109,6 +109,34 @@ def test_refused_images_get_openai_400(server, url_part, message):
         client.chat.completions.create(model=MODEL_ID, messages=[
             {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url_part}}]}])
     assert message in info.value.body["message"] and info.value.body["type"] == "invalid_request_error"
+    assert info.value.body["param"] == "messages[0].content[0].image_url"
+
+
+@pytest.mark.parametrize(("data", "status", "code"), [
+    (b"this is not an image at all", 415, "unsupported_media_type"),
+    (b"%PDF-1.7\n" + b"\0" * 64, 400, "invalid_argument"),  # damaged
+])
+def test_an_image_the_gateway_cannot_read_is_named_in_param(server, data, status, code):
+    # Before: error.param was null, so a client sending several images could not tell which one.
+    url, fake = server
+    messages = [{"role": "user", "content": [
+        {"type": "text", "text": "Free OCR."},
+        {"type": "image_url", "image_url": {"url": _data_uri(png_bytes(marked_page(1)))}},
+        {"type": "image_url", "image_url": {"url": _data_uri(data)}}]}]
+    r = httpx.post(f"{url}/v1/chat/completions", json={"model": MODEL_ID, "messages": messages}, timeout=30,
+                   headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert err["param"] == "messages[0].content[2].image_url" and err["code"] == code, err
+
+
+def test_a_task_the_model_does_not_do_names_the_messages(server):
+    url, fake = server
+    fake.tasks = ("ocr",)
+    r = httpx.post(f"{url}/v1/chat/completions", timeout=30, headers={"Authorization": f"Bearer {KEY}"},
+                   json={"messages": _message(png_bytes(marked_page(1)),
+                                              prompt="<|grounding|>Convert the document to markdown.")})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages", r.text
 
 
 def test_a_body_that_is_not_json_is_a_400_without_an_empty_param(server):
@@ -125,8 +153,9 @@ def test_a_body_that_is_not_json_is_a_400_without_an_empty_param(server):
 def test_no_image_unknown_model_and_overload(server):
     url, fake = server
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
-    with pytest.raises(openai.BadRequestError, match="holds no image"):
+    with pytest.raises(openai.BadRequestError, match="holds no image") as no_image:
         client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "hello"}])
+    assert no_image.value.body["param"] == "messages"
     with pytest.raises(openai.NotFoundError) as info:
         client.chat.completions.create(model="gpt-4o", messages=_message(png_bytes(marked_page(1))))
     assert info.value.body["code"] == "model_not_found"

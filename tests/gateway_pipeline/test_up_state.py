@@ -34,3 +34,43 @@ def test_a_second_up_on_the_same_folder_exits_2(tmp_path, capsys):
     with up.open_state_dir(state, fresh=False):
         assert up.main(["--state-dir", str(state), "--port", "0", "--grpc-port", "0"]) == 2
     assert "in use by another inkstream up" in capsys.readouterr().err
+
+
+def test_help_is_plain_text(capsys):
+    # Before: the description was the module docstring's first line, "``inkstream up``: ...".
+    with pytest.raises(SystemExit):
+        up.main(["--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and ":func:" not in out and ":class:" not in out
+    assert "Run the whole stack on this machine" in out and "--state-dir" in out
+    assert "INKSTREAM_GATEWAY__DRAIN_GRACE_S" in out
+
+
+class _NoStack(up.LocalStack):
+    """A LocalStack that starts nothing (for what ``up`` prints around a stack)."""
+
+    def start(self):
+        self.addrs["gateway"] = ["127.0.0.1:1"]
+        return self
+
+
+@pytest.mark.parametrize(("env", "drain", "kill_after"), [(None, "30", 65.0), ("12", "12", 29.0), ("0", "0", 10.0)])
+def test_the_stop_message_and_the_kill_grace_follow_the_configured_drain(tmp_path, capsys, monkeypatch, env, drain,
+                                                                         kill_after):
+    # Before: "up to 65 s" whatever the gateway's drain_grace_s (30 s by default).
+    if env is None:
+        monkeypatch.delenv("INKSTREAM_GATEWAY__DRAIN_GRACE_S", raising=False)
+    else:
+        monkeypatch.setenv("INKSTREAM_GATEWAY__DRAIN_GRACE_S", env)
+    stacks: list[up.LocalStack] = []
+
+    def make(*args, **kwargs):
+        stacks.append(_NoStack(*args, **kwargs))
+        return stacks[-1]
+
+    monkeypatch.setattr(up, "LocalStack", make)
+    monkeypatch.setattr(up, "watch", lambda stack, stopping: "")
+    assert up.main(["--state-dir", str(tmp_path / "state"), "--port", "0", "--grpc-port", "0"]) == 0
+    assert f"draining requests in flight, up to {drain} s;" in capsys.readouterr().err
+    assert stacks[0].gateway_drain_s == float(drain) and stacks[0].gateway_stop_grace_s == kill_after
+    assert stacks[0].env["INKSTREAM_GATEWAY__DRAIN_GRACE_S"] == drain  # what the gateway is started with

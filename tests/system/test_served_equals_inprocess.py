@@ -41,15 +41,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(900),
 
 
 def _page_pngs(out: pathlib.Path, long_side_px: int) -> list[pathlib.Path]:
-    """Every page of the eval documents as a PNG fitted to ``long_side_px`` (never enlarged)."""
+    """Every page of the eval documents as a PNG prepared as the gateway prepares it for the encoder
+    (:func:`evaluation.engines.iter_pages`: fitted to ``long_side_px``, never enlarged), so the
+    gateway, given it, sends the encoder those very pixels."""
     paths = []
     for folder in FOLDERS:
         for doc, _ in find_documents(EVAL / folder):
             for i, page in enumerate(iter_pages(doc, long_side_px)):
-                scale = long_side_px / max(page.size)
-                if scale < 1.0:
-                    page = page.resize((round(page.width * scale), round(page.height * scale)),
-                                       Image.Resampling.LANCZOS)
                 path = out / f"{folder}-{doc.name}-{i + 1}.png"
                 page.save(path)
                 paths.append(path)

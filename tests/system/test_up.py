@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import signal
@@ -17,6 +18,65 @@ from bench.pdfgen import line_pages
 from launcher.local_stack import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(240)]
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL ``inkstream up`` (started in a session of its own) with its whole process group, and
+    reap it; its encoders, decoders and gateway die with it (``PR_SET_PDEATHSIG``)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def children(pid: int) -> list[int]:
+    """Pids of the processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_killing_up_outright_takes_its_services_with_it(tiny_ds_checkpoint, tmp_path):
+    """An ``inkstream up`` killed with SIGKILL (no drain, no clean-up of its own) leaves no encoder,
+    decoder or gateway running: before, they outlived it (one was found 70 minutes later)."""
+    out = tmp_path / "up.out"
+    with open(out, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "inkstream.cli", "up", "--model", str(tiny_ds_checkpoint),
+                                 "--port", "0", "--grpc-port", "0", "--state-dir", str(tmp_path / "state")],
+                                stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 180
+        while "inkstream is up" not in out.read_text():
+            assert proc.poll() is None, out.read_text()
+            assert time.monotonic() < deadline, out.read_text()
+            time.sleep(0.2)
+        kids = children(proc.pid)
+        assert len(kids) == 3, kids  # encoder, decoder, gateway
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 5
+        while left := [k for k in kids if alive(k)]:
+            assert time.monotonic() < deadline, f"services outlived inkstream up by 5 s: {left}"
+            time.sleep(0.1)
+    finally:
+        kill_group(proc)
+        for k in kids:  # only if the test failed: the services it started, by pid
+            if alive(k):
+                os.kill(k, signal.SIGKILL)
 
 
 def _refused(addr: str) -> bool:
@@ -54,9 +114,7 @@ def test_up_serves_and_stops_cleanly(tiny_ds_checkpoint, shared_dir, tmp_path):
         for addr in [f"127.0.0.1:{port}", f"127.0.0.1:{gport}", *replicas]:
             assert _refused(addr), f"{addr} still accepts connections after inkstream up stopped"
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_group(proc)
 
 
 def test_failed_up_keeps_its_logs(tmp_path):
@@ -129,9 +187,7 @@ def _up_on_other_ports(tiny_ds_checkpoint: pathlib.Path, tmp_path: pathlib.Path)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 0, out.read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_group(proc)
 
 
 def _up(model: pathlib.Path, state: pathlib.Path, port: int, out: pathlib.Path) -> subprocess.Popen:
@@ -183,6 +239,4 @@ def test_jobs_results_and_logs_survive_a_restart(tiny_ds_checkpoint, shared_dir,
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=90) == 0, out.read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_group(proc)
