@@ -31,7 +31,7 @@ from torch import nn
 from inkstream.errors import InvalidInput
 from models.base import DecoderHalf
 from models.deepseek_ocr2 import checkpoint as ckpt
-from models.deepseek_ocr2.decode_step import lean_step_for
+from models.deepseek_ocr2.decode_step import install_sorted_experts, lean_step_for
 from models.deepseek_ocr2.modes import modes_from_processor
 
 if TYPE_CHECKING:
@@ -78,6 +78,8 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
         # Decode steps (one new position per row) skip transformers' per-call glue when that gives
         # bit-identical results (models/deepseek_ocr2/decode_step.py); None: the text model's forward.
         self._lean_step = lean_step_for(text_model, lm_head)
+        if self._lean_step is not None:  # prefill's routed experts too: same numbers, less bookkeeping
+            install_sorted_experts(text_model)
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",

@@ -4,6 +4,7 @@ configurations it does not reproduce."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -15,13 +16,24 @@ from models.deepseek_ocr2.decode_step import LeanDecodeStep, lean_step_for
 from tests.decoder.conftest import vision_tokens
 
 
-def _hf_forward(half, x, mask, pos, cache):
-    """Decode step through transformers' text model (the lean step switched off)."""
+@contextlib.contextmanager
+def _transformers_only(half):
+    """Switch the lean step and the sorted experts off: every forward is transformers' own."""
+    experts = [layer.mlp.experts for layer in half._text.layers if hasattr(layer.mlp, "experts")]
+    saved = [ex.__dict__.pop("forward") for ex in experts]
     lean, half._lean_step = half._lean_step, None
     try:
-        return half.forward(x, mask, pos, cache)
+        yield
     finally:
         half._lean_step = lean
+        for ex, fwd in zip(experts, saved, strict=True):
+            ex.forward = fwd
+
+
+def _hf_forward(half, x, mask, pos, cache):
+    """Decode step through transformers' text model."""
+    with _transformers_only(half):
+        return half.forward(x, mask, pos, cache)
 
 
 def _same_cache(a, b) -> bool:
@@ -58,6 +70,16 @@ def test_bit_identical_to_transformers_on_a_padded_changing_batch(half):
         assert torch.equal(got, ref), f"step {step}: max |diff| {(got - ref).abs().max().item()}"
         assert _same_cache(kv.cache, ref_cache)
         last = got.max(dim=-1).indices[:, None]
+
+
+@torch.inference_mode()
+def test_prefill_with_sorted_experts_is_bit_identical(half):
+    embeds = [half.embed_prompt(vision_tokens(half, n, seed=n), "markdown") for n in (30, 12, 21)]
+    logits, cache, mask = prefill(half, embeds)
+    with _transformers_only(half):
+        ref_logits, ref_cache, ref_mask = prefill(half, embeds)
+    assert torch.equal(logits, ref_logits) and torch.equal(mask, ref_mask)
+    assert _same_cache(cache, ref_cache)
 
 
 @torch.inference_mode()
