@@ -2,14 +2,17 @@
 transformers' forward, a fraction of its per-step overhead.
 
 A decode step of the continuous-batching engine runs ``DeepseekOcr2TextModel.forward`` on ``B`` rows
-of one position each. Profiled on a CPU (tiny checkpoint, hidden 512, 4 layers, 8 experts top-2,
-one thread; ``time.thread_time``): 7.2 ms per step at 1 row and 14.9 ms at 8 rows, of which the
-model's kernels (linear, SDPA, ``_grouped_mm``) were ~4 ms at 1 row; the rest is Python glue that
-does not change with the batch (module dispatch, keyword plumbing, output dataclasses, mask and
-routing helpers) and the MoE's grouped path (``sort``, ``histc``, ``cumsum``, capability checks,
-inverse permutation: ~20 small ops per layer; on a prefill of 8 prompts of ~300 tokens the grouped
-path took 37 ms per MoE layer where the same matmuls one expert after another take 32 ms). At 8 rows all experts are touched and the KV cache
-reads ~40 MB per step, which no code change removes in float32; the glue is what this module cuts.
+of one position each. Profiled on a CPU (bench/decoder_batching.py's model: hidden 512, 4 layers,
+8 experts top-2; one thread; ``time.thread_time``): 7.2 ms per step at 1 row and 14.9 ms at 8 rows,
+of which the model's kernels (linear, SDPA, ``_grouped_mm``) were ~4 ms at 1 row; the rest is Python
+glue that does not change with the batch (module dispatch, keyword plumbing, output dataclasses,
+mask and routing helpers) and the MoE's grouped path (``sort``, ``histc``, ``cumsum``, capability
+checks, inverse permutation: ~20 small ops per layer; on a prefill of 8 prompts of ~300 tokens it
+took 37 ms per MoE layer where the same matmuls one expert after another take 32 ms). What grows
+with the batch is memory traffic: at 8 rows every expert is touched (weights read per step 35 ->
+62 MB) and the KV cache is read whole (5 -> 42 MB), at ~10 GB/s for one core of the bench machine
+(a cold 10 MB read took 1 ms); no code change removes that in float32. The glue is what this module
+cuts.
 
 :class:`LeanDecodeStep` walks the layers with plain tensor calls on the model's own parameters (no
 copies) and performs, op for op, what transformers does with ``attn_implementation="sdpa"`` and
