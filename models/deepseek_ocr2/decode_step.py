@@ -23,7 +23,9 @@ mask, router (float32 softmax, unsorted top-k, scaling) and, per expert touched,
 un-permutation and top-k sum. Results are therefore bit-identical to the transformers forward (a test
 checks it), so greedy outputs do not change.
 
-Configurations it does not reproduce exactly (grouped-query attention, ``group_limited_greedy``
+CPU only: on a GPU transformers' ``_grouped_mm`` is one kernel launch, where the per-expert loop here
+would launch two matmuls per expert touched and wait for the expert counts on the host. Other
+configurations it does not reproduce exactly (grouped-query attention, ``group_limited_greedy``
 routing, biases on experts, another attention or experts implementation) make :func:`lean_step_for`
 return None and the caller keeps using the transformers forward.
 """
@@ -133,16 +135,21 @@ def lean_step_for(text: Any, lm_head: nn.Linear) -> LeanDecodeStep | None:
     (see the module docstring), else None.
     """
     cfg = text.config
+    if lm_head.weight.device.type != "cpu":  # on a GPU ``_grouped_mm`` is one kernel and needs no host sync
+        return None
     if getattr(cfg, "_attn_implementation", None) != "sdpa":
         return None
-    if int(cfg.num_key_value_heads) != int(cfg.num_attention_heads):
+    if getattr(cfg, "num_key_value_heads", None) != getattr(cfg, "num_attention_heads", None):
         return None
+    # Attributes of transformers' experts dispatch (5.x ``use_experts_implementation``); an older or
+    # newer layout without them is not the one reproduced here.
+    expected = {"_experts_implementation": "grouped_mm", "has_bias": False, "has_gate": True,
+                "is_transposed": False, "is_concatenated": True, "has_post_expert_norm": False}
     for layer in text.layers[: cfg.num_hidden_layers]:
         mlp = layer.mlp
         if hasattr(mlp, "experts"):
             ex = mlp.experts
-            if (getattr(ex.config, "_experts_implementation", None) != "grouped_mm" or ex.has_bias
-                    or not ex.has_gate or ex.is_transposed or not ex.is_concatenated or ex.has_post_expert_norm
-                    or mlp.gate.topk_method != "greedy"):
+            found = {a: getattr(ex.config if a.startswith("_") else ex, a, None) for a in expected}
+            if found != expected or getattr(mlp.gate, "topk_method", None) != "greedy":
                 return None
     return LeanDecodeStep(text, lm_head)

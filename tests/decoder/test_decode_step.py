@@ -94,7 +94,7 @@ def test_batch_one_with_a_plain_dynamic_cache(half):
     assert _same_cache(cache, ref_cache)
 
 
-@pytest.mark.parametrize("change", ["experts_eager", "attn_eager", "gqa", "group_routing"])
+@pytest.mark.parametrize("change", ["experts_eager", "attn_eager", "gqa", "group_routing", "gpu"])
 def test_unsupported_configurations_keep_the_transformers_forward(half, change, monkeypatch):
     text = half._text
     cfg = text.config
@@ -105,6 +105,10 @@ def test_unsupported_configurations_keep_the_transformers_forward(half, change, 
         monkeypatch.setattr(cfg, "_attn_implementation", "eager")
     elif change == "gqa":
         monkeypatch.setattr(cfg, "num_key_value_heads", max(1, cfg.num_attention_heads // 2))
-    else:
+    elif change == "group_routing":
         monkeypatch.setattr(moe.gate, "topk_method", "group_limited_greedy")
+    else:
+        lm_head = torch.nn.Linear(1, 1, bias=False, device="meta")  # any non-CPU device
+        assert lean_step_for(text, lm_head) is None
+        return
     assert lean_step_for(text, half._lm_head) is None
