@@ -51,7 +51,6 @@ class LeanDecodeStep:
         self._rotary = apply_rotary_pos_emb
         self.text, self.lm_head = text, lm_head
         cfg = text.config
-        self.n_heads = int(cfg.num_attention_heads)
         self.layers = list(text.layers[: cfg.num_hidden_layers])
 
     @torch.no_grad()
