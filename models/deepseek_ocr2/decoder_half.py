@@ -31,6 +31,7 @@ from torch import nn
 from inkstream.errors import InvalidInput
 from models.base import DecoderHalf
 from models.deepseek_ocr2 import checkpoint as ckpt
+from models.deepseek_ocr2.decode_step import install_sorted_experts, lean_step_for
 from models.deepseek_ocr2.modes import modes_from_processor
 
 if TYPE_CHECKING:
@@ -74,6 +75,11 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
         self.default_task = "markdown"
         self._control_ids = {self.image_token_id, *self.eos_token_ids} | {
             i for i in (self.tokenizer.bos_token_id, self.tokenizer.pad_token_id) if i is not None}
+        # Decode steps (one new position per row) skip transformers' per-call glue when that gives
+        # bit-identical results (models/deepseek_ocr2/decode_step.py); None: the text model's forward.
+        self._lean_step = lean_step_for(text_model, lm_head)
+        if self._lean_step is not None:  # prefill's routed experts too: same numbers, less bookkeeping
+            install_sorted_experts(text_model)
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
@@ -172,6 +178,9 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
             # (it would build the same mask with per-element index arithmetic that grows with B x S:
             # 0.6-2 ms of a 19 ms decode step at 8 rows, hidden 512, 4 layers; same logits).
             attention_mask = attention_mask.bool()[:, None, None, :]
+            if self._lean_step is not None:
+                return self._lean_step(inputs_embeds.to(dev, self.dtype), attention_mask, position_ids.to(dev),
+                                       past_key_values)
         with torch.no_grad():
             out = self._text(inputs_embeds=inputs_embeds.to(dev, self.dtype), attention_mask=attention_mask,
                              position_ids=position_ids.to(dev), past_key_values=past_key_values, use_cache=True)

@@ -107,7 +107,9 @@ async def test_whole_segment_is_one_response_with_the_deltas_text(served, half):
         assert one.text_delta == "".join(r.text_delta for r in steps[seg])
         assert one.finish_reason == last.finish_reason == decoder_pb2.FINISH_REASON_LENGTH
         assert one.usage.generated_tokens == last.usage.generated_tokens
-        assert one.usage.confidence == pytest.approx(last.usage.confidence)
+        # The two runs may batch the rows differently (a segment joins one step earlier or later:
+        # arrival timing), which moves float32 logits in their last bits: confidence to ~1e-6.
+        assert one.usage.confidence == pytest.approx(last.usage.confidence, rel=1e-5)
 
 
 @pytest.mark.parametrize(

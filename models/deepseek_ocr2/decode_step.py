@@ -1,0 +1,154 @@
+"""Lean decode step for the DeepSeek-OCR-2 text model: one new position per row, same numbers as
+transformers' forward, a fraction of its per-step overhead.
+
+A decode step of the continuous-batching engine runs ``DeepseekOcr2TextModel.forward`` on ``B`` rows
+of one position each. Profiled on a CPU (bench/decoder_batching.py's model: hidden 512, 4 layers,
+8 experts top-2; one thread; ``time.thread_time``): 7.2 ms per step at 1 row and 14.9 ms at 8 rows,
+of which the model's kernels (linear, SDPA, ``_grouped_mm``) were ~4 ms at 1 row; the rest is Python
+glue that does not change with the batch (module dispatch, keyword plumbing, output dataclasses,
+mask and routing helpers) and the MoE's grouped path (``sort``, ``histc``, ``cumsum``, capability
+checks, inverse permutation: ~20 small ops per layer; on a prefill of 8 prompts of ~300 tokens it
+took 37 ms per MoE layer where the same matmuls one expert after another take 32 ms). What grows
+with the batch is memory traffic: at 8 rows every expert is touched (weights read per step 35 ->
+62 MB) and the KV cache is read whole (5 -> 42 MB), at ~10 GB/s for one core of the bench machine
+(a cold 10 MB read took 1 ms); no code change removes that in float32. The glue is what this module
+cuts.
+
+:class:`LeanDecodeStep` walks the layers with plain tensor calls on the model's own parameters (no
+copies) and performs, op for op, what transformers does with ``attn_implementation="sdpa"`` and
+``experts_implementation="grouped_mm"`` (the defaults the decoder half loads with): the same RMSNorm
+modules, rotary embedding, ``apply_rotary_pos_emb``, cache ``update``, SDPA with the boolean padding
+mask, router (float32 softmax, unsorted top-k, scaling) and, per expert touched, the matmuls
+``_grouped_mm`` runs on the expert's slice of the expert-sorted tokens, then the same weighting,
+un-permutation and top-k sum. Results are therefore bit-identical to the transformers forward (a test
+checks it), so greedy outputs do not change.
+
+CPU only: on a GPU transformers' ``_grouped_mm`` is one kernel launch, where the per-expert loop here
+would launch two matmuls per expert touched and wait for the expert counts on the host. Other
+configurations it does not reproduce exactly (grouped-query attention, ``group_limited_greedy``
+routing, biases on experts, another attention or experts implementation) make :func:`lean_step_for`
+return None and the caller keeps using the transformers forward.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class LeanDecodeStep:
+    """One decode step over a ``DeepseekOcr2TextModel`` (``text``) and its ``lm_head``; see the module
+    docstring. Holds references to the model's modules, never copies of their weights.
+    """
+
+    def __init__(self, text: Any, lm_head: nn.Linear):
+        from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import apply_rotary_pos_emb
+
+        self._rotary = apply_rotary_pos_emb
+        self.text, self.lm_head = text, lm_head
+        cfg = text.config
+        self.layers = list(text.layers[: cfg.num_hidden_layers])
+
+    @torch.no_grad()
+    def __call__(self, inputs_embeds: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor,
+                 cache: Any) -> torch.Tensor:
+        """``inputs_embeds`` [B, 1, H] (model dtype and device), ``mask`` bool [B, 1, 1, S] (True = attend;
+        S = cached + 1), ``position_ids`` [B, 1] int64, ``cache`` a transformers ``Cache`` holding S - 1
+        positions per layer (grows by one). Returns the logits [B, V] as float32.
+        """
+        h = inputs_embeds
+        cos, sin = self.text.rotary_emb(h, position_ids)
+        for i, layer in enumerate(self.layers):
+            h = h + self._attention(layer.self_attn, layer.input_layernorm(h), cos, sin, mask, cache, i)
+            mlp = layer.mlp
+            x = layer.post_attention_layernorm(h)
+            h = h + (self._moe(mlp, x) if hasattr(mlp, "experts") else mlp(x))
+        h = self.text.norm(h)
+        return self.lm_head(h[:, -1]).float()
+
+    def _attention(self, attn: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   mask: torch.Tensor, cache: Any, idx: int) -> torch.Tensor:
+        B, T = x.shape[:2]
+        shape = (B, T, -1, attn.head_dim)
+        q = attn.q_proj(x).view(shape).transpose(1, 2)
+        k = attn.k_proj(x).view(shape).transpose(1, 2)
+        v = attn.v_proj(x).view(shape).transpose(1, 2)
+        q, k = self._rotary(q, k, cos, sin)
+        k, v = cache.update(k, v, idx)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0, scale=attn.scaling,
+                                             is_causal=False)
+        out = out.transpose(1, 2).contiguous().reshape(B, T, -1).contiguous()
+        return attn.o_proj(out)
+
+    @staticmethod
+    def _moe(moe: Any, x: torch.Tensor) -> torch.Tensor:
+        """Router, routed experts (:func:`experts_forward`) and shared experts of one MoE block."""
+        _, weights, top = moe.gate(x)
+        routed = experts_forward(moe.experts, x.view(-1, x.shape[-1]), top, weights).view(x.shape)
+        return routed + moe.shared_experts(x)
+
+
+def experts_forward(ex: Any, hidden: torch.Tensor, top: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Routed experts of a ``DeepseekOcr2TextExperts`` ``ex``: ``hidden`` [T, H], ``top`` [T, k] expert
+    ids, ``weights`` [T, k] routing weights -> [T, H]. Tokens are sorted by expert as transformers'
+    ``grouped_mm`` path does and each expert touched runs one gate/up and one down matmul on its slice,
+    the matmuls ``_grouped_mm`` runs per group on a CPU, so results are bit-identical to that path
+    without its per-call bookkeeping (``histc``, ``cumsum``, capability checks, inverse permutation).
+    """
+    k = top.shape[-1]
+    ids_sorted, perm = torch.sort(top.reshape(-1))
+    xs = hidden[perm // k]
+    counts = torch.bincount(ids_sorted, minlength=ex.num_experts).tolist()
+    proj = xs.new_empty(xs.shape[0], ex.down_proj.shape[1])
+    start = 0
+    for e, n in enumerate(counts):
+        if n:
+            gate, up = F.linear(xs[start:start + n], ex.gate_up_proj[e]).chunk(2, dim=-1)
+            proj[start:start + n] = F.linear(ex.act_fn(gate) * up, ex.down_proj[e])
+            start += n
+    proj = proj * weights.reshape(-1)[perm].unsqueeze(-1)
+    unsorted = torch.empty_like(proj)
+    unsorted[perm] = proj
+    return unsorted.view(hidden.shape[0], k, -1).sum(dim=1).to(hidden.dtype)
+
+
+def install_sorted_experts(text: Any) -> int:
+    """Make every MoE block of ``text`` run its routed experts with :func:`experts_forward` (prefill
+    included; an instance attribute, the class is untouched). Only valid where :func:`lean_step_for`
+    returned a step (the ``grouped_mm`` configuration). Returns the number of blocks changed.
+    """
+    n = 0
+    for layer in text.layers[: text.config.num_hidden_layers]:
+        if hasattr(layer.mlp, "experts"):
+            layer.mlp.experts.forward = functools.partial(experts_forward, layer.mlp.experts)
+            n += 1
+    return n
+
+
+def lean_step_for(text: Any, lm_head: nn.Linear) -> LeanDecodeStep | None:
+    """A :class:`LeanDecodeStep` for ``text`` when it reproduces the transformers forward exactly
+    (see the module docstring), else None.
+    """
+    cfg = text.config
+    if lm_head.weight.device.type != "cpu":  # on a GPU ``_grouped_mm`` is one kernel and needs no host sync
+        return None
+    if getattr(cfg, "_attn_implementation", None) != "sdpa":
+        return None
+    if getattr(cfg, "num_key_value_heads", None) != getattr(cfg, "num_attention_heads", None):
+        return None
+    # Attributes of transformers' experts dispatch (5.x ``use_experts_implementation``); an older or
+    # newer layout without them is not the one reproduced here.
+    expected = {"_experts_implementation": "grouped_mm", "has_bias": False, "has_gate": True,
+                "is_transposed": False, "is_concatenated": True, "has_post_expert_norm": False}
+    for layer in text.layers[: cfg.num_hidden_layers]:
+        mlp = layer.mlp
+        if hasattr(mlp, "experts"):
+            ex = mlp.experts
+            found = {a: getattr(ex.config if a.startswith("_") else ex, a, None) for a in expected}
+            if found != expected or getattr(mlp.gate, "topk_method", None) != "greedy":
+                return None
+    return LeanDecodeStep(text, lm_head)
