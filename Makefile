@@ -6,7 +6,7 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := fonts-dejavu fonts-liberation fonts-freefont-ttf fonts-urw-base35 fonts-noto-core fonts-crosextra-carlito fonts-crosextra-caladea fonts-texgyre tesseract-ocr tesseract-ocr-chi-sim poppler-utils redis-server prometheus fonts-noto-cjk fonts-wqy-zenhei fonts-wqy-microhei fonts-arphic-ukai fonts-arphic-uming fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fortunes-zh manpages-zh
+APT_PACKAGES := fonts-dejavu fonts-liberation fonts-freefont-ttf fonts-urw-base35 fonts-noto-core fonts-crosextra-carlito fonts-crosextra-caladea fonts-texgyre fonts-league-spartan fonts-comfortaa fonts-quicksand fonts-cantarell fonts-lato fonts-open-sans fonts-jura fonts-hack fonts-inconsolata fonts-courier-prime tesseract-ocr tesseract-ocr-chi-sim poppler-utils redis-server prometheus fonts-noto-cjk fonts-wqy-zenhei fonts-wqy-microhei fonts-arphic-ukai fonts-arphic-uming fonts-arphic-gbsn00lp fonts-arphic-gkai00mp fortunes-zh manpages-zh
 
 .PHONY: install install-test system-packages demo lint test test-vllm
 

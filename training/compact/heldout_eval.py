@@ -2,7 +2,8 @@
 same degradations as training), through the serving halves (encoder half's line encoder + decoder
 half + :func:`models.inprocess.greedy_segments`).
 
-Run: ``OMP_NUM_THREADS=1 python -m training.compact.heldout_eval [--model DIR] [--lines 2000]``.
+Run: ``OMP_NUM_THREADS=1 python -m training.compact.heldout_eval [--model DIR] [--lines 2000] [--fonts PREFIXES]``
+(``--fonts URWGothic,texgyreadventor``: only the held-out geometric face).
 Prints corpus CER (total edits / total reference characters), exact-line accuracy, CER per text kind
 (prose, prose mixed with numbers / dates / codes, random character runs over the whole vocabulary,
 upper case; see :class:`training.compact.corpus.LineTexts`), the most frequent character edits
@@ -38,12 +39,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lines", type=int, default=2000)
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--batch", type=int, default=48)
+    p.add_argument("--fonts", default="",
+                   help="comma-separated font file-name prefixes: only the held-out fonts of these families "
+                   "(e.g. URWGothic,texgyreadventor); default all held-out fonts")
     p.add_argument("--confusions", type=int, default=20, help="print the N most frequent character edits (0 = none)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
+    _, eval_fonts = find_fonts()
+    if args.fonts:
+        eval_fonts = [f for f in eval_fonts if pathlib.Path(f).name.startswith(tuple(args.fonts.split(",")))]
+        if not eval_fonts:
+            p.error(f"no held-out font named {args.fonts}*")
     enc, dec = CompactEncoderHalf.load(args.model), CompactDecoderHalf.load(args.model)
     corpus = build_corpus()
-    _, eval_fonts = find_fonts()
     t0 = time.time()
     kinds: list[str] = []
     samples = fixed_eval_set(corpus.eval, eval_fonts, args.lines, seed=args.seed, kinds=kinds)
