@@ -47,6 +47,7 @@ from models.compact.line.image import (
     width_batches,
 )
 from models.compact.line.onnx_runtime import OnnxLineEncoder
+from models.compact.line.rules import erase_rules
 from models.compact.line.runners import load_torch_towers, open_onnx_towers
 from models.compact.line.split import SPLIT_PX, split_line
 from models.compact.line.token_columns import columns_of_width
@@ -209,6 +210,7 @@ class CompactEncoderHalf(EncoderHalf):
         lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln))  # faint bleed-through is no text
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
         tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
+        tight = [(erase_rules(c), b) for c, b in tight]  # nor a form's box edges and underlines
         cjk, latin = self.route([c for c, _ in tight])
         pieces = []
         for ln, (crop, box), pp, tokens in zip(lines, tight, cjk, latin, strict=True):  # first: the line's join
