@@ -210,12 +210,14 @@ class CompactEncoderHalf(EncoderHalf):
         lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln))  # faint bleed-through is no text
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
         tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
-        tight = [(erase_rules(c), b) for c, b in tight]  # nor a form's box edges and underlines
         cjk, latin = self.route([c for c, _ in tight])
         pieces = []
         for ln, (crop, box), pp, tokens in zip(lines, tight, cjk, latin, strict=True):  # first: the line's join
-            parts = split_line(crop, box, self._pp.split_px if pp and self._pp else SPLIT_PX)
-            whole = tokens if len(parts) == 1 else None  # a Latin line read whole: routing encoded it
+            # Read without a form's box edges and underlines; routed with them (line/rules.py: its doubt
+            # is the page's sign of a scan), so a line they were erased from is encoded again.
+            read = erase_rules(crop)
+            parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX)
+            whole = tokens if len(parts) == 1 and read is crop else None  # a Latin line read whole: routing encoded it
             pieces += [(parts[0][0], parts[0][1], ln.join, pp, whole), *((*part, pp, None) for part in parts[1:])]
         tensors, n_tokens, towers = {}, [], []
         for i, (crop, _, _, pp, whole) in enumerate(pieces):
