@@ -47,6 +47,7 @@ from models.compact.line.image import (
     width_batches,
 )
 from models.compact.line.onnx_runtime import OnnxLineEncoder
+from models.compact.line.rules import erase_rules
 from models.compact.line.runners import load_torch_towers, open_onnx_towers
 from models.compact.line.split import SPLIT_PX, split_line
 from models.compact.line.token_columns import columns_of_width
@@ -212,8 +213,11 @@ class CompactEncoderHalf(EncoderHalf):
         cjk, latin = self.route([c for c, _ in tight])
         pieces = []
         for ln, (crop, box), pp, tokens in zip(lines, tight, cjk, latin, strict=True):  # first: the line's join
-            parts = split_line(crop, box, self._pp.split_px if pp and self._pp else SPLIT_PX)
-            whole = tokens if len(parts) == 1 else None  # a Latin line read whole: routing encoded it
+            # Read without a form's box edges and underlines; routed with them (line/rules.py: its doubt
+            # is the page's sign of a scan), so a line they were erased from is encoded again.
+            read = erase_rules(crop)
+            parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX)
+            whole = tokens if len(parts) == 1 and read is crop else None  # a Latin line read whole: routing encoded it
             pieces += [(parts[0][0], parts[0][1], ln.join, pp, whole), *((*part, pp, None) for part in parts[1:])]
         tensors, n_tokens, towers = {}, [], []
         for i, (crop, _, _, pp, whole) in enumerate(pieces):

@@ -71,6 +71,19 @@ def test_doubt_routes_sends_gray_doubtful_pages_to_pp():
     assert doubt_routes([True] * 3, [0.3] * 3, 0.2, 0.2, contrasts=[200.0] * 3, **kw) == [True] * 3  # no Latin line
 
 
+def test_default_scan_bars_send_gray_print_read_with_some_doubt_to_pp():
+    """The served scan bars (:data:`SCAN_CONTRAST_BELOW` 250, :data:`SCAN_DOUBT_ABOVE` 0.03): a dot-matrix
+    receipt in gray print (contrast 240) read at a median doubt of 0.05 goes to the PP tower whole; the
+    same doubts on black print (255, every rendered eval page) or a page read without doubt do not."""
+    from models.compact.line.doubt import SCAN_CONTRAST_BELOW, SCAN_DOUBT_ABOVE
+
+    script = [False] * 5
+    kw = {"faint_below": 120.0, "scan_below": SCAN_CONTRAST_BELOW, "scan_doubt_above": SCAN_DOUBT_ABOVE}
+    assert doubt_routes(script, [0.05] * 5, 0.2, 0.2, contrasts=[240.0] * 5, **kw) == [True] * 5
+    assert doubt_routes(script, [0.05] * 5, 0.2, 0.2, contrasts=[255.0] * 5, **kw) == script
+    assert doubt_routes(script, [0.01] * 5, 0.2, 0.2, contrasts=[240.0] * 5, **kw) == script
+
+
 def _line(text: str) -> Image.Image:
     img = Image.new("L", (1400, 90), 255)
     draw = ImageDraw.Draw(img)
