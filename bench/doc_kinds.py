@@ -7,8 +7,22 @@ from __future__ import annotations
 
 import random
 
-from bench.doc_render import (EN_CITIES, EN_ITEMS, EN_LABELS, EN_NAMES, EN_STREETS, MARGIN, PAGE, ZH_ITEMS,
-                              ZH_LABELS, ZH_NAMES, ZH_PLACES, Sheet, amount, date)
+from bench.doc_render import (
+    EN_CITIES,
+    EN_ITEMS,
+    EN_LABELS,
+    EN_NAMES,
+    EN_STREETS,
+    MARGIN,
+    PAGE,
+    ZH_ITEMS,
+    ZH_LABELS,
+    ZH_NAMES,
+    ZH_PLACES,
+    Sheet,
+    amount,
+    date,
+)
 
 
 def _value(rng: random.Random, label: str, script: str) -> str:
@@ -91,7 +105,8 @@ def form(sheet: Sheet, script: str) -> None:
             left, right = _pairs(rng, script, rng.randint(2, 4)), _pairs(rng, script, rng.randint(2, 4))
             y0, half = sheet.y, (PAGE[0] - 2 * MARGIN) / 2
             tl, tr = _tab(sheet, left), _tab(sheet, right)
-            while tl + max(sheet.fonts.body.getlength(v) for _, v in left) > half - 60:
+            gutter = sheet.fonts.body.size * 5  # the panels apart, as a form's halves are
+            while tl + max(sheet.fonts.body.getlength(v) for _, v in left) > half - gutter:
                 left = [(lb, v[: max(2, len(v) - 3)]) for lb, v in left]
             truth = sheet.kv_rows(left, MARGIN, tl)
             sheet.y = y0
@@ -117,7 +132,8 @@ def invoice(sheet: Sheet, script: str) -> None:
     """
     rng = sheet.rng
     zh = script == "zh"
-    seller = rng.choice(["华信科技有限公司", "东方贸易有限公司"] if zh else ["Northwind Supplies Ltd", "Acme Office Co"])
+    seller = rng.choice(["华信科技有限公司", "东方贸易有限公司"] if zh else
+                        ["Northwind Supplies Ltd", "Acme Office Co"])
     street = rng.choice(ZH_PLACES) + f"{rng.randint(1, 99)}号" if zh else \
         f"{rng.randint(1, 250)} {rng.choice(EN_STREETS)}, {rng.choice(EN_CITIES)}"
     sheet.line("增值税普通发票" if zh else "INVOICE", font=sheet.fonts.title, pitch=sheet.fonts.title.size * 1.8)
@@ -192,16 +208,18 @@ def report(sheet: Sheet, script: str, source: list[str]) -> None:
     _prose(sheet, source, script, rng.randint(3, 6))
     sheet.y += sheet.pitch * 0.4
     n_cols = rng.randint(2, 4)
-    cap = f"表{rng.randint(1, 9)} 主要会计数据（单位：元）" if zh else f"Table {rng.randint(1, 9)}: Key figures (in thousands)"
+    number = rng.randint(1, 9)
+    cap = f"表{number} 主要会计数据（单位：元）" if zh else f"Table {number}: Key figures (in thousands)"
     sheet.line(cap, font=sheet.fonts.bold)
     head = [("项目" if zh else "Item")] + [f"{year - k}" + ("年" if zh else "") for k in range(n_cols)]
-    labels = ["营业收入", "营业成本", "净利润", "总资产", "归属于股东的净资产", "经营活动现金流量净额", "基本每股收益"] if zh \
-        else ["Revenue", "Cost of sales", "Net profit", "Total assets", "Equity", "Operating cash flow", "Dividends"]
+    labels = ["营业收入", "营业成本", "净利润", "总资产", "归属于股东的净资产", "经营活动现金流量净额",
+              "基本每股收益"] if zh else ["Revenue", "Cost of sales", "Net profit", "Total assets", "Equity",
+                                         "Operating cash flow", "Dividends"]
     rows = [head] + [[lb] + [amount(rng, True) for _ in range(n_cols)] for lb in rng.sample(labels, rng.randint(3, 7))]
     sheet.table(rows, MARGIN, PAGE[0] - MARGIN, ruled=rng.random() < 0.5)
     sheet.line("注：上表数据未经审计。" if zh else "Note: figures above are unaudited.")
     sheet.y += sheet.pitch * 0.4
     _prose(sheet, source, script, rng.randint(2, 5))
-    number = str(rng.randint(2, 200))
-    sheet.text((PAGE[0] - sheet.fonts.body.getlength(number)) / 2, PAGE[1] - 110, number)
-    sheet.footer.append(number)
+    folio = str(rng.randint(2, 200))
+    sheet.text((PAGE[0] - sheet.fonts.body.getlength(folio)) / 2, PAGE[1] - 110, folio)
+    sheet.footer.append(folio)

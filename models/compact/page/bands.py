@@ -4,7 +4,8 @@ reading order (:func:`models.compact.page.order.xy_cut`) can read a form or an i
 Tesseract's blocks on forms and invoices are coarse: a column of key-value rows runs down the page
 as one block past the sections beside it (the right-hand panel of section 1 was read after the
 signature line), and an invoice's bill-to and ship-to panels come inside the items table's block (its
-rows read across both panels). Two cuts, at gaps between the page's lines at least
+rows read across both panels). Blocks of labels and blocks of their values beside them are first joined
+(:func:`join_key_values`); then two cuts, at gaps between the page's lines at least
 :data:`BAND_GAP` line heights tall (every line of the page above or below them):
 
 * a block that is not prose (:func:`models.compact.page.xycut.is_prose`) and has another block beside
@@ -25,6 +26,58 @@ from models.compact.page.xycut import is_prose, panel_cut
 BAND_GAP = 0.8
 
 
+#: A block of values beside a block of labels: the values start at most this many line heights right of
+#: the labels' block (a form's tab stop; farther apart they are panels or columns) ...
+KV_GAP = 3.0
+#: ... and at least this share of each block's lines sit on a row of the other (centres within half a
+#: line height).
+KV_ROW_SHARE = 0.7
+
+
+def join_key_values(groups: list[Group], med_h: float) -> list[Group]:
+    """``groups`` with each pair of side-by-side text blocks that are a column of labels and the column
+    of their values made one block (read row by row: a label with its value, not all the labels
+    first): neither is prose, the right one starts within :data:`KV_GAP` line heights of the left
+    one's right edge, and :data:`KV_ROW_SHARE` of the lines of each share a row with a line of the
+    other. A non-prose block right of a table block, :data:`KV_ROW_SHARE` of its lines on the table's
+    rows, joins the table whatever the gap (an invoice's amount column, the values of its totals).
+    ``med_h``: the page's median line height in pixels. Every line is kept exactly once.
+    """
+    out = list(groups)
+    joined = True
+    while joined:
+        joined = False
+        for a in out:
+            b = next((b for b in out if b is not a and _key_values(a, b, med_h)), None)
+            if b is not None:
+                out[out.index(a)] = Group(a.kind, lines_box(a.lines + b.lines), a.lines + b.lines)
+                out.remove(b)
+                joined = True
+                break
+    return out
+
+
+def _key_values(a: Group, b: Group, med_h: float) -> bool:
+    """Whether ``b`` is the column of values of the labels ``a``, or a column of the table ``a``, to
+    its right (see :func:`join_key_values`).
+    """
+    if IMAGE in (a.kind, b.kind) or b.kind == TABLE or not a.lines or not b.lines or b.box[0] < a.box[2]:
+        return False
+    if is_prose(a.lines, med_h) or is_prose(b.lines, med_h):
+        return False
+    if a.kind == TABLE:  # a column the analysis left out of its table, however far right
+        return _on_rows(b.lines, a.lines, med_h) >= KV_ROW_SHARE
+    return (b.box[0] - a.box[2] <= KV_GAP * med_h and _on_rows(a.lines, b.lines, med_h) >= KV_ROW_SHARE
+            and _on_rows(b.lines, a.lines, med_h) >= KV_ROW_SHARE)
+
+
+def _on_rows(lines: list, others: list, med_h: float) -> float:
+    """Share of ``lines`` whose centre lies within half a line height of the centre of one of ``others``."""
+    cy = [(ln.box[1] + ln.box[3]) / 2 for ln in others]
+    hits = sum(1 for ln in lines if any(abs((ln.box[1] + ln.box[3]) / 2 - c) < med_h / 2 for c in cy))
+    return hits / len(lines)
+
+
 def page_gaps(groups: list[Group], med_h: float) -> list[float]:
     """Page y (pixels) of the middles of the gaps at least :data:`BAND_GAP` x ``med_h`` tall between
     the y extents of all the groups' lines (images' lines included).
@@ -42,7 +95,8 @@ def _beside(g: Group, others: list[Group]) -> bool:
 def _pieces(g: Group, cuts: list[float]) -> list[list]:
     """``g``'s lines split at the y positions ``cuts`` (by line centre), top to bottom, empty ones left out."""
     edges = [float("-inf"), *sorted(c for c in cuts if g.box[1] < c < g.box[3]), float("inf")]
-    out = [[ln for ln in g.lines if a <= (ln.box[1] + ln.box[3]) / 2 < b] for a, b in zip(edges, edges[1:], strict=False)]
+    out = [[ln for ln in g.lines if a <= (ln.box[1] + ln.box[3]) / 2 < b]
+           for a, b in zip(edges, edges[1:], strict=False)]
     return [p for p in out if p]
 
 
@@ -63,13 +117,19 @@ def split_bands(groups: list[Group], med_h: float) -> list[Group]:
         if len(pieces) < 2:
             out.append(g)
         elif not is_prose(g.lines, med_h) and _beside(g, groups):
-            out += [Group(TEXT if g.kind == TABLE and panel_cut(p, med_h) is not None else g.kind, lines_box(p), p)
+            out += [Group(g.kind if g.kind != TABLE or _table_band(p, med_h) else TEXT, lines_box(p), p)
                     for p in pieces]
         elif g.kind == TABLE:
             out += _peel_panels(pieces, med_h)
         else:
             out.append(g)
     return out
+
+
+def _table_band(lines: list, med_h: float) -> bool:
+    """Whether a band cut from a table block is still table: more than one row, not panels."""
+    rows = interval_gaps([(ln.box[1], ln.box[3]) for ln in lines])
+    return bool(rows) and panel_cut(lines, med_h) is None
 
 
 def _peel_panels(pieces: list[list], med_h: float) -> list[Group]:
