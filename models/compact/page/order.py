@@ -10,8 +10,10 @@
 4. Headers and footers (thin regions in the top / bottom band of the page) are taken out of the
    flow: headers are read first, footers (running footers, page numbers) last.
 5. The body's regions are ordered by a recursive XY-cut over region boxes (Nagy & Seth 1984): at
-   each step the widest empty band, across or down, splits the set; within a region the lines are
-   ordered by :func:`models.compact.page.detect.reading_order` (rows of a table stay rows).
+   each step the widest empty band, across or down, splits the set -- a band down the page only
+   where both sides are text columns or nothing cuts across (forms and invoices read band by band);
+   within a region the lines are ordered by :func:`models.compact.page.xycut.reading_order` (rows of
+   a table stay rows, side-by-side panels are read panel by panel).
 
 Every line given comes back exactly once (pieces of a cut line replace it).
 """
