@@ -105,3 +105,11 @@ def test_panels_inside_a_table_block_are_taken_out_of_it():
     out = split_bands([_group(TABLE, panels + table)], H)
     assert [g.kind for g in out] == [TEXT, TABLE]
     assert sorted(_ids(out[0].lines)) == sorted(_ids(panels)) and sorted(_ids(out[1].lines)) == sorted(_ids(table))
+
+
+def test_narrow_text_columns_at_one_pitch_are_not_label_and_value_blocks():
+    """A three-column page's columns (9-10 line heights wide, lines filling them, rows at one pitch)
+    are not prose by width, and were joined as labels and values: read across the columns."""
+    cols = [_group(TEXT, [_line(x, r, 400 - (60 if r % 7 == 6 else 0)) for r in range(20)]) for x in (150, 650, 1150)]
+    assert join_key_values(cols, 43) == cols
+    assert split_bands(cols, 43) == cols

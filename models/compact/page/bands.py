@@ -8,7 +8,7 @@ rows read across both panels). Blocks of labels and blocks of their values besid
 (:func:`join_key_values`); then two cuts, at gaps between the page's lines at least
 :data:`BAND_GAP` line heights tall (every line of the page above or below them):
 
-* a block that is not prose (:func:`models.compact.page.xycut.is_prose`) and has another block beside
+* a block that is not a column of text (:func:`text_column`) and has another block beside
   it (sharing some of its height, apart in x) is cut at every such gap within it (a table block's
   bands that are side-by-side panels become text blocks);
 * a table block's bands that are side-by-side panels (:func:`models.compact.page.xycut.panel_cut`)
@@ -32,6 +32,27 @@ KV_GAP = 3.0
 #: ... and at least this share of each block's lines sit on a row of the other (centres within half a
 #: line height).
 KV_ROW_SHARE = 0.7
+
+
+#: A block is a column of text (not labels, not values) when at least this share of its lines, and
+#: at least FILLED_MIN_LINES, end within FILLED_EDGE line heights of its right edge and its lines'
+#: median width is at least FILLED_MIN_WIDTH line heights (a narrow column of a three-column page,
+#: 9-10 line heights, is not prose by :func:`models.compact.page.xycut.is_prose`'s width, but its lines
+#: fill it; a form's labels and values are ragged or short: 4-6 line heights).
+FILLED_SHARE, FILLED_MIN_LINES, FILLED_EDGE, FILLED_MIN_WIDTH = 0.6, 4, 1.5, 7.0
+
+
+def text_column(lines: list, med_h: float) -> bool:
+    """Whether ``lines`` read as a column of text: prose (:func:`is_prose`) or filled to its right edge
+    (:data:`FILLED_SHARE`); ``med_h``: the page's median line height in pixels.
+    """
+    if is_prose(lines, med_h):
+        return True
+    widths = sorted(ln.box[2] - ln.box[0] for ln in lines)
+    if len(lines) < FILLED_MIN_LINES or widths[len(widths) // 2] < FILLED_MIN_WIDTH * med_h:
+        return False
+    right = max(ln.box[2] for ln in lines)
+    return sum(1 for ln in lines if right - ln.box[2] <= FILLED_EDGE * med_h) >= FILLED_SHARE * len(lines)
 
 
 def join_key_values(groups: list[Group], med_h: float) -> list[Group]:
@@ -63,7 +84,7 @@ def _key_values(a: Group, b: Group, med_h: float) -> bool:
     """
     if IMAGE in (a.kind, b.kind) or b.kind == TABLE or not a.lines or not b.lines or b.box[0] < a.box[2]:
         return False
-    if is_prose(a.lines, med_h) or is_prose(b.lines, med_h):
+    if text_column(a.lines, med_h) or text_column(b.lines, med_h):
         return False
     if a.kind == TABLE:  # a column the analysis left out of its table, however far right
         return _on_rows(b.lines, a.lines, med_h) >= KV_ROW_SHARE
@@ -116,7 +137,7 @@ def split_bands(groups: list[Group], med_h: float) -> list[Group]:
         pieces = _pieces(g, cuts)
         if len(pieces) < 2:
             out.append(g)
-        elif not is_prose(g.lines, med_h) and _beside(g, groups):
+        elif not text_column(g.lines, med_h) and _beside(g, groups):
             out += [Group(g.kind if g.kind != TABLE or _table_band(p, med_h) else TEXT, lines_box(p), p)
                     for p in pieces]
         elif g.kind == TABLE:

@@ -39,7 +39,7 @@ PANEL_GAP = 4.0
 PANEL_MAX_ROWS = 8
 #: ... and no gap across both sides at least this many line heights tall (a gap between two bands of
 #: panels, or between panels and what follows: those are cut first, band by band).
-BAND_GAP = 1.0
+ROW_BAND_GAP = 1.0
 
 
 def is_panel(side: list[LineBox], med_h: float) -> bool:
@@ -165,7 +165,7 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
             score = (g1 - g0) / med_h
             if best is None or score > best[0]:
                 best = (score, "y", (g0 + g1) / 2)
-        if best is None or best[0] < BAND_GAP:  # one band of rows: panels side by side, or rows
+        if best is None or best[0] < ROW_BAND_GAP:  # one band of rows: panels side by side, or rows
             x_panel = panel_cut(lines, med_h, gutters)
             if x_panel is not None:
                 return _xy_cut([ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < x_panel], med_h) + \
