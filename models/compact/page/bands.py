@@ -12,14 +12,15 @@ rows read across both panels). Blocks of labels and blocks of their values besid
   it (sharing some of its height, apart in x) is cut at every such gap within it (a table block's
   bands that are side-by-side panels become text blocks);
 * a table block's bands that are side-by-side panels (:func:`models.compact.page.xycut.panel_cut`)
-  are taken out of the table as text blocks of their own; its other bands stay one table.
+  are taken out of the table as text blocks of their own; its other bands stay one table (a table
+  block that is two panels, uncut, is a text block).
 """
 
 from __future__ import annotations
 
 from models.compact.page.layout import IMAGE, TABLE, TEXT, interval_gaps
 from models.compact.page.order import Group, lines_box
-from models.compact.page.xycut import is_prose, panel_cut
+from models.compact.page.xycut import PANEL_GAP, is_prose, panel_cut
 
 #: Gap across the page (in median line heights) that separates bands: above a text's interline gap
 #: (0.2-0.5) and a table's row gap, at or below a form's section gap or an invoice's band gap.
@@ -127,24 +128,35 @@ def split_bands(groups: list[Group], med_h: float) -> list[Group]:
     each cut group's pieces in its place, top to bottom.
     """
     cuts = page_gaps(groups, med_h)
-    if not cuts:
-        return list(groups)
     out: list[Group] = []
     for g in groups:
         if g.kind == IMAGE or not g.lines:
             out.append(g)
             continue
         pieces = _pieces(g, cuts)
-        if len(pieces) < 2:
-            out.append(g)
+        if len(pieces) < 2:  # a table block that is two panels (a form's key-value halves) is text
+            out.append(Group(TEXT, g.box, g.lines) if g.kind == TABLE and panel_cut(g.lines, med_h) else g)
         elif not text_column(g.lines, med_h) and _beside(g, groups):
-            out += [Group(g.kind if g.kind != TABLE or _table_band(p, med_h) else TEXT, lines_box(p), p)
-                    for p in pieces]
+            for p in pieces:
+                if g.kind != TABLE or _table_band(p, med_h):
+                    out.append(Group(g.kind, lines_box(p), p))
+                else:  # one row, or panels, of a table block: text, apart where its parts are far apart
+                    out += [Group(TEXT, lines_box(c), c) for c in _apart(p, med_h)]
         elif g.kind == TABLE:
             out += _peel_panels(pieces, med_h)
         else:
             out.append(g)
     return out
+
+
+def _apart(lines: list, med_h: float) -> list[list]:
+    """``lines`` in clusters left to right, cut at gaps across at least :data:`PANEL_GAP` line heights."""
+    cuts = [(a + b) / 2 for a, b in interval_gaps([(ln.box[0], ln.box[2]) for ln in lines])
+            if b - a >= PANEL_GAP * med_h]
+    edges = [float("-inf"), *cuts, float("inf")]
+    out = [[ln for ln in lines if a <= (ln.box[0] + ln.box[2]) / 2 < b]
+           for a, b in zip(edges, edges[1:], strict=False)]
+    return [c for c in out if c]
 
 
 def _table_band(lines: list, med_h: float) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.compact.page.layout import HEADING, IMAGE, TABLE, Box, PageLayout, interval_gaps
-from models.compact.page.xycut import is_prose
+from models.compact.page.xycut import ROW_BAND_GAP, is_prose
 
 #: Share of a line's width that must lie in each of two side-by-side regions for the line to be cut
 #: at their gutter (below it, the overhang is the detector's loose box, not a second column's text).
@@ -165,8 +165,9 @@ def xy_cut(groups: list[Group], med_h: float | None = None) -> list[Group]:
     """Groups in reading order: recursive XY-cut at the widest empty band between group boxes
     (columns left to right, bands top to bottom); groups that overlap everywhere: top to bottom.
     A cut down the page is taken over a cut across it only when both sides read as text columns
-    (:func:`models.compact.page.xycut.is_prose`) or nothing cuts across: side-by-side panels of a
-    form or an invoice (key-value pairs, addresses) are read band by band -- the panels of one band
+    (:func:`models.compact.page.xycut.is_prose`), or when nothing cuts across but the gaps between
+    rows (under :data:`models.compact.page.xycut.ROW_BAND_GAP` line heights): side-by-side panels of
+    a form or an invoice (key-value pairs, addresses) are read band by band -- the panels of one band
     left to right -- not as two page-tall columns that put the right-hand panels after the page's end.
     ``med_h``: the median line height in pixels (default: measured on the groups' lines).
     """
@@ -174,17 +175,18 @@ def xy_cut(groups: list[Group], med_h: float | None = None) -> list[Group]:
         return list(groups)
     med_h = _median_height(groups) if med_h is None else med_h
     best = None  # (gap width, axis, position)
+    down = None  # the widest cut down the page, columns or not
     for k in (0, 1):
         for g0, g1 in interval_gaps([(g.box[k], g.box[k + 2]) for g in groups]):
+            if k == 0 and (down is None or g1 - g0 > down[0]):
+                down = (g1 - g0, 0, (g0 + g1) / 2)
             if k == 0 and not _columns(groups, (g0 + g1) / 2, med_h):
                 continue
+            if k == 1 and g1 - g0 < ROW_BAND_GAP * med_h and down is not None:
+                continue  # a gap between two rows of side-by-side panels: the panels are cut first
             if best is None or g1 - g0 > best[0]:
                 best = (g1 - g0, k, (g0 + g1) / 2)
-    if best is None:  # no cut across: the widest cut down the page, columns or not
-        gaps = interval_gaps([(g.box[0], g.box[2]) for g in groups])
-        if gaps:
-            g0, g1 = max(gaps, key=lambda g: g[1] - g[0])
-            best = (g1 - g0, 0, (g0 + g1) / 2)
+    best = best or down
     if best is None:
         return sorted(groups, key=lambda g: (g.box[1], g.box[0]))
     _, k, mid = best

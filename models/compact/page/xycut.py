@@ -33,7 +33,7 @@ def is_prose(side: list[LineBox], med_h: float) -> bool:
 
 #: Side-by-side panels: a gutter at least this many line heights wide (a key-value row's label and
 #: value are 1-3 em apart: that gap is not a gutter between panels) ...
-PANEL_GAP = 4.0
+PANEL_GAP = 3.0
 #: ... each side 2 to this many rows (an address block, a few key-value rows; a longer run of rows
 #: beside another is a table's columns, read in rows) ...
 PANEL_MAX_ROWS = 8
