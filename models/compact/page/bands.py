@@ -33,6 +33,8 @@ KV_GAP = 3.0
 #: ... and at least this share of each block's lines sit on a row of the other (centres within half a
 #: line height).
 KV_ROW_SHARE = 0.7
+#: ... and the labels' median width is at most this many line heights (a label: "Signature date:", 6).
+KV_LABEL_WIDTH = 8.0
 
 
 #: A block is a column of text (not labels, not values) when at least this share of its lines, and
@@ -59,7 +61,8 @@ def text_column(lines: list, med_h: float) -> bool:
 def join_key_values(groups: list[Group], med_h: float) -> list[Group]:
     """``groups`` with each pair of side-by-side text blocks that are a column of labels and the column
     of their values made one block (read row by row: a label with its value, not all the labels
-    first): neither is prose, the right one starts within :data:`KV_GAP` line heights of the left
+    first): neither is prose, both hold two lines or more, the labels are short
+    (:data:`KV_LABEL_WIDTH`), the right one starts within :data:`KV_GAP` line heights of the left
     one's right edge, and :data:`KV_ROW_SHARE` of the lines of each share a row with a line of the
     other. A non-prose block right of a table block, :data:`KV_ROW_SHARE` of its lines on the table's
     rows, joins the table whatever the gap (an invoice's amount column, the values of its totals).
@@ -89,6 +92,9 @@ def _key_values(a: Group, b: Group, med_h: float) -> bool:
         return False
     if a.kind == TABLE:  # a column the analysis left out of its table, however far right
         return _on_rows(b.lines, a.lines, med_h) >= KV_ROW_SHARE
+    widths = sorted(ln.box[2] - ln.box[0] for ln in a.lines)
+    if min(len(a.lines), len(b.lines)) < 2 or widths[len(widths) // 2] > KV_LABEL_WIDTH * med_h:
+        return False  # one line beside one line, or long lines: headings or text of adjacent columns
     return (b.box[0] - a.box[2] <= KV_GAP * med_h and _on_rows(a.lines, b.lines, med_h) >= KV_ROW_SHARE
             and _on_rows(b.lines, a.lines, med_h) >= KV_ROW_SHARE)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.compact.page.layout import HEADING, IMAGE, TABLE, Box, PageLayout, interval_gaps
-from models.compact.page.xycut import ROW_BAND_GAP, is_prose
+from models.compact.page.xycut import PANEL_GAP, ROW_BAND_GAP, is_prose
 
 #: Share of a line's width that must lie in each of two side-by-side regions for the line to be cut
 #: at their gutter (below it, the overhang is the detector's loose box, not a second column's text).
@@ -166,7 +166,9 @@ def xy_cut(groups: list[Group], med_h: float | None = None) -> list[Group]:
     (columns left to right, bands top to bottom); groups that overlap everywhere: top to bottom.
     A cut down the page is taken over a cut across it only when both sides read as text columns
     (:func:`models.compact.page.xycut.is_prose`), or when nothing cuts across but the gaps between
-    rows (under :data:`models.compact.page.xycut.ROW_BAND_GAP` line heights): side-by-side panels of
+    rows (under :data:`models.compact.page.xycut.ROW_BAND_GAP` line heights) and the cut down is a
+    panels' gutter (:data:`models.compact.page.xycut.PANEL_GAP` line heights; a list's numbers beside
+    their items are not cut off them): side-by-side panels of
     a form or an invoice (key-value pairs, addresses) are read band by band -- the panels of one band
     left to right -- not as two page-tall columns that put the right-hand panels after the page's end.
     ``med_h``: the median line height in pixels (default: measured on the groups' lines).
@@ -182,7 +184,7 @@ def xy_cut(groups: list[Group], med_h: float | None = None) -> list[Group]:
                 down = (g1 - g0, 0, (g0 + g1) / 2)
             if k == 0 and not _columns(groups, (g0 + g1) / 2, med_h):
                 continue
-            if k == 1 and g1 - g0 < ROW_BAND_GAP * med_h and down is not None:
+            if k == 1 and g1 - g0 < ROW_BAND_GAP * med_h and down is not None and down[0] >= PANEL_GAP * med_h:
                 continue  # a gap between two rows of side-by-side panels: the panels are cut first
             if best is None or g1 - g0 > best[0]:
                 best = (g1 - g0, k, (g0 + g1) / 2)

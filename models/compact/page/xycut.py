@@ -37,6 +37,9 @@ PANEL_GAP = 3.0
 #: ... each side 2 to this many rows (an address block, a few key-value rows; a longer run of rows
 #: beside another is a table's columns, read in rows) ...
 PANEL_MAX_ROWS = 8
+#: ... whose rows begin with boxes at least this many line heights wide (median; a transcript's column
+#: of line numbers, or bullets, beside its text is margin furniture read with its rows) ...
+PANEL_MIN_HEAD = 1.5
 #: ... and no gap across both sides at least this many line heights tall (a gap between two bands of
 #: panels, or between panels and what follows: those are cut first, band by band).
 ROW_BAND_GAP = 1.0
@@ -52,6 +55,10 @@ def is_panel(side: list[LineBox], med_h: float) -> bool:
     """
     rows = _row_groups(side, med_h)
     if not 2 <= len(rows) <= PANEL_MAX_ROWS or any(len(row) > 2 for row in rows):
+        return False
+    heads = sorted(min(row, key=lambda ln: ln.box[0]).box[2] - min(row, key=lambda ln: ln.box[0]).box[0]
+                   for row in rows)
+    if heads[len(heads) // 2] < PANEL_MIN_HEAD * med_h:  # line numbers or bullets: margin furniture
         return False
     lefts = [min(ln.box[0] for ln in row) for row in rows]
     rights = [max(ln.box[2] for ln in row) for row in rows]
