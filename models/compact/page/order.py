@@ -10,8 +10,10 @@
 4. Headers and footers (thin regions in the top / bottom band of the page) are taken out of the
    flow: headers are read first, footers (running footers, page numbers) last.
 5. The body's regions are ordered by a recursive XY-cut over region boxes (Nagy & Seth 1984): at
-   each step the widest empty band, across or down, splits the set; within a region the lines are
-   ordered by :func:`models.compact.page.detect.reading_order` (rows of a table stay rows).
+   each step the widest empty band, across or down, splits the set -- a band down the page only
+   where both sides are text columns or nothing cuts across (forms and invoices read band by band);
+   within a region the lines are ordered by :func:`models.compact.page.xycut.reading_order` (rows of
+   a table stay rows, side-by-side panels are read panel by panel).
 
 Every line given comes back exactly once (pieces of a cut line replace it).
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.compact.page.layout import HEADING, IMAGE, TABLE, Box, PageLayout, interval_gaps
+from models.compact.page.xycut import PANEL_GAP, ROW_BAND_GAP, is_prose
 
 #: Share of a line's width that must lie in each of two side-by-side regions for the line to be cut
 #: at their gutter (below it, the overhang is the detector's loose box, not a second column's text).
@@ -61,7 +64,7 @@ def _union(a: Box, b: Box) -> Box:
     return (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]))
 
 
-def _lines_box(lines: list) -> Box:
+def lines_box(lines: list) -> Box:
     """The union of the lines' boxes."""
     return (min(ln.box[0] for ln in lines), min(ln.box[1] for ln in lines),
             max(ln.box[2] for ln in lines), max(ln.box[3] for ln in lines))
@@ -130,12 +133,12 @@ def assign(lines: list, layout: PageLayout, make_piece: Callable) -> list[Group]
     for g in (g for g in text_groups if g.lines):
         # the region's box where its lines are (Tesseract's blocks can be loose), but never wider
         # than the region: a line's overhang into the gutter must not close the gutter
-        span = _lines_box(g.lines)
+        span = lines_box(g.lines)
         inner = _inter(g.box, span)
         g.box = inner if inner[0] < inner[2] and inner[1] < inner[3] else span
     groups = [g for g in text_groups if g.lines] + loose
     for f in figures:
-        f.box = _lines_box(f.lines)
+        f.box = lines_box(f.lines)
     return _merge_overlapping(groups) + figures
 
 
@@ -158,23 +161,47 @@ def numbered_lines(groups: list[Group], med_h: float) -> bool:
     return False
 
 
-def xy_cut(groups: list[Group]) -> list[Group]:
+def xy_cut(groups: list[Group], med_h: float | None = None) -> list[Group]:
     """Groups in reading order: recursive XY-cut at the widest empty band between group boxes
     (columns left to right, bands top to bottom); groups that overlap everywhere: top to bottom.
+    A cut down the page is taken over a cut across it only when both sides read as text columns
+    (:func:`models.compact.page.xycut.is_prose`), or when nothing cuts across but the gaps between
+    rows (under :data:`models.compact.page.xycut.ROW_BAND_GAP` line heights) and the cut down is a
+    panels' gutter (:data:`models.compact.page.xycut.PANEL_GAP` line heights; a list's numbers beside
+    their items are not cut off them): side-by-side panels of
+    a form or an invoice (key-value pairs, addresses) are read band by band -- the panels of one band
+    left to right -- not as two page-tall columns that put the right-hand panels after the page's end.
+    ``med_h``: the median line height in pixels (default: measured on the groups' lines).
     """
     if len(groups) <= 1:
         return list(groups)
+    med_h = _median_height(groups) if med_h is None else med_h
     best = None  # (gap width, axis, position)
+    down = None  # the widest cut down the page, columns or not
     for k in (0, 1):
         for g0, g1 in interval_gaps([(g.box[k], g.box[k + 2]) for g in groups]):
+            if k == 0 and (down is None or g1 - g0 > down[0]):
+                down = (g1 - g0, 0, (g0 + g1) / 2)
+            if k == 0 and not _columns(groups, (g0 + g1) / 2, med_h):
+                continue
+            if k == 1 and g1 - g0 < ROW_BAND_GAP * med_h and down is not None and down[0] >= PANEL_GAP * med_h:
+                continue  # a gap between two rows of side-by-side panels: the panels are cut first
             if best is None or g1 - g0 > best[0]:
                 best = (g1 - g0, k, (g0 + g1) / 2)
+    best = best or down
     if best is None:
         return sorted(groups, key=lambda g: (g.box[1], g.box[0]))
     _, k, mid = best
     first = [g for g in groups if (g.box[k] + g.box[k + 2]) / 2 < mid]
     second = [g for g in groups if (g.box[k] + g.box[k + 2]) / 2 >= mid]
-    return xy_cut(first) + xy_cut(second)
+    return xy_cut(first, med_h) + xy_cut(second, med_h)
+
+
+def _columns(groups: list[Group], x_mid: float, med_h: float) -> bool:
+    """Whether the groups left and right of ``x_mid`` both read as text columns (:func:`is_prose`)."""
+    left = [ln for g in groups if (g.box[0] + g.box[2]) / 2 < x_mid for ln in g.lines]
+    right = [ln for g in groups if (g.box[0] + g.box[2]) / 2 >= x_mid for ln in g.lines]
+    return is_prose(left, med_h) and is_prose(right, med_h)
 
 
 def _median_height(groups: list[Group]) -> float:

@@ -1,7 +1,8 @@
 """Layout steps of :meth:`models.compact.page.detect.LineDetector.detect` on detected lines: the page's
 skew from the lines' slopes, detections that are rule lines, cutting a line at an x position, and
-the reading order by the page's regions (:mod:`models.compact.page.order`; table regions cell by
-cell, :mod:`models.compact.page.table`).
+the reading order by the page's regions (:mod:`models.compact.page.order`, cut into bands where the
+page's lines leave a gap across it: :mod:`models.compact.page.bands`; table regions cell by cell,
+:mod:`models.compact.page.table`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 from models.compact.line.image import gray_percentiles
 from models.compact.page import order as layout_order
 from models.compact.page import table
+from models.compact.page.bands import join_key_values, split_bands
 from models.compact.page.boxes import LineBox
 from models.compact.page.layout import IMAGE, TABLE, PageLayout
 from models.compact.page.table_gutters import ink_gutters
@@ -151,6 +153,7 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
     med_h = heights[len(heights) // 2]
     if layout_order.numbered_lines(groups, med_h):
         return reading_order(lines)
+    groups = split_bands(join_key_values(groups, med_h), med_h)
     for t in [g for g in groups if g.kind == TABLE]:
         if t not in groups:  # merged into an earlier table
             continue

@@ -1,5 +1,7 @@
 """Reading order of line boxes without a page layout: columns left to right, each top to bottom
-(recursive XY-cut over the gaps between line boxes, with prose columns kept whole).
+(recursive XY-cut over the gaps between line boxes, with prose columns kept whole), and side-by-side
+panels of a form or an invoice (bill-to beside ship-to, the seller beside the invoice details) read
+panel by panel; anything else that is not prose reads in rows (a table's cells, a key and its value).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ def reading_order(lines: list[LineBox]) -> list[LineBox]:
     return _xy_cut(lines, med_h)
 
 
-def _is_prose(side: list[LineBox], med_h: float) -> bool:
+def is_prose(side: list[LineBox], med_h: float) -> bool:
     """Whether a side of a candidate gutter reads as a text column: at least 3 boxes much wider than
     tall, and they are 40 % of its boxes or hold 70 % of its boxes' total width (a column beside a
     figure or chart whose many small labels would outnumber its lines; table cells rarely pass).
@@ -27,6 +29,57 @@ def _is_prose(side: list[LineBox], med_h: float) -> bool:
     width = [ln.box[2] - ln.box[0] for ln in side]
     wide = [w for w in width if w > 10 * med_h]
     return len(wide) >= 3 and (len(wide) >= 0.4 * len(side) or sum(wide) >= 0.7 * sum(width))
+
+
+#: Side-by-side panels: a gutter at least this many line heights wide (a key-value row's label and
+#: value are 1-3 em apart: that gap is not a gutter between panels) ...
+PANEL_GAP = 3.0
+#: ... each side 2 to this many rows (an address block, a few key-value rows; a longer run of rows
+#: beside another is a table's columns, read in rows) ...
+PANEL_MAX_ROWS = 8
+#: ... whose rows begin with boxes at least this many line heights wide (median; a transcript's column
+#: of line numbers, or bullets, beside its text is margin furniture read with its rows) ...
+PANEL_MIN_HEAD = 1.5
+#: ... and no gap across both sides at least this many line heights tall (a gap between two bands of
+#: panels, or between panels and what follows: those are cut first, band by band).
+ROW_BAND_GAP = 1.0
+
+
+def is_panel(side: list[LineBox], med_h: float) -> bool:
+    """Whether ``side`` reads as one panel of a form or an invoice (an address block, a few key-value
+    rows): 2 to :data:`PANEL_MAX_ROWS` rows (boxes whose centres lie within half a line height make a
+    row) of at most two boxes each (a line, or a key and its value), left-aligned (the rows' left
+    edges within one line height) and ragged on the right (right edges spread over more than one
+    line height: a table's last column of right-aligned numbers, or a grid of equal cells, is not a
+    panel). ``med_h``: the median line height in pixels.
+    """
+    rows = _row_groups(side, med_h)
+    if not 2 <= len(rows) <= PANEL_MAX_ROWS or any(len(row) > 2 for row in rows):
+        return False
+    heads = sorted(min(row, key=lambda ln: ln.box[0]).box[2] - min(row, key=lambda ln: ln.box[0]).box[0]
+                   for row in rows)
+    if heads[len(heads) // 2] < PANEL_MIN_HEAD * med_h:  # line numbers or bullets: margin furniture
+        return False
+    lefts = [min(ln.box[0] for ln in row) for row in rows]
+    rights = [max(ln.box[2] for ln in row) for row in rows]
+    return max(lefts) - min(lefts) <= med_h and max(rights) - min(rights) > med_h
+
+
+def panel_cut(lines: list[LineBox], med_h: float,
+              gutters: list[tuple[float, float]] | None = None) -> float | None:
+    """The page x (pixels) of the widest gutter at least :data:`PANEL_GAP` line heights (``med_h``
+    pixels each) wide with a panel (:func:`is_panel`) on each side, or None. ``gutters``: the
+    candidate gutters (x0, x1) when already found (default: :func:`_column_gutters`).
+    """
+    best = None
+    for g0, g1 in _column_gutters(lines, med_h) if gutters is None else gutters:
+        mid = (g0 + g1) / 2
+        left = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < mid]
+        right = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= mid]
+        if g1 - g0 >= PANEL_GAP * med_h and is_panel(left, med_h) and is_panel(right, med_h):
+            if best is None or g1 - g0 > best[0]:
+                best = (g1 - g0, mid)
+    return None if best is None else best[1]
 
 
 def _column_gutters(lines: list[LineBox], med_h: float) -> list[tuple[float, float]]:
@@ -81,10 +134,9 @@ def _cy(line: LineBox) -> float:
     return (line.box[1] + line.box[3]) / 2
 
 
-def _rows(lines: list[LineBox], med_h: float) -> list[LineBox]:
-    """Boxes that overlap everywhere, read as rows top to bottom, each left to right: a box joins
-    the row whose mean centre is within half a line height of its own (so cells of one table row,
-    whose centres differ by a few pixels of descenders, stay in one row, in x order).
+def _row_groups(lines: list[LineBox], med_h: float) -> list[list[LineBox]]:
+    """``lines`` in rows top to bottom: a box joins the row whose mean centre is within half a line
+    height of its own (cells of one table row, whose centres differ by a few pixels of descenders).
     """
     rows: list[list[LineBox]] = []
     for ln in sorted(lines, key=_cy):
@@ -92,18 +144,26 @@ def _rows(lines: list[LineBox], med_h: float) -> list[LineBox]:
             rows[-1].append(ln)
         else:
             rows.append([ln])
-    return [ln for row in rows for ln in sorted(row, key=lambda b: b.box[0])]
+    return rows
+
+
+def _rows(lines: list[LineBox], med_h: float) -> list[LineBox]:
+    """Boxes that overlap everywhere, read as rows top to bottom, each left to right (so cells of
+    one table row stay in one row, in x order; see :func:`_row_groups`).
+    """
+    return [ln for row in _row_groups(lines, med_h) for ln in sorted(row, key=lambda b: b.box[0])]
 
 
 def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
     if len(lines) <= 1:
         return list(lines)
     best = None  # (gap width in line heights, axis, position)
-    for g0, g1 in _column_gutters(lines, med_h):
+    gutters = _column_gutters(lines, med_h)
+    for g0, g1 in gutters:
         mid = (g0 + g1) / 2
         left = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < mid]
         right = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= mid]
-        if _is_prose(left, med_h) and _is_prose(right, med_h):
+        if is_prose(left, med_h) and is_prose(right, med_h):
             score = (g1 - g0) / med_h
             if best is None or score > best[0]:
                 best = (score, "x", mid)
@@ -112,6 +172,11 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
             score = (g1 - g0) / med_h
             if best is None or score > best[0]:
                 best = (score, "y", (g0 + g1) / 2)
+        if best is None or best[0] < ROW_BAND_GAP:  # one band of rows: panels side by side, or rows
+            x_panel = panel_cut(lines, med_h, gutters)
+            if x_panel is not None:
+                return _xy_cut([ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < x_panel], med_h) + \
+                    _xy_cut([ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= x_panel], med_h)
     if best is None:  # overlapping boxes everywhere: rows top to bottom, then left to right
         return _rows(lines, med_h)
     _, axis, mid = best

@@ -1,0 +1,115 @@
+"""Reading order on forms and invoices (issue 37, item 3), on line boxes and region groups alone (no
+model): side-by-side panels read panel by panel, a key and its value read together, a form's blocks
+read band by band, a table's far column and a label block's values joined, every line kept once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from models.compact.page.bands import join_key_values, split_bands
+from models.compact.page.boxes import LineBox
+from models.compact.page.layout import TABLE, TEXT
+from models.compact.page.order import Group, lines_box, xy_cut
+from models.compact.page.xycut import is_panel, reading_order
+
+H = 36  # line height, pixels
+
+
+def _box(x0: float, y0: float, x1: float, y1: float) -> LineBox:
+    q = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float32)
+    return LineBox(q, (x0, y0, x1, y1), 0.9)
+
+
+def _line(x: float, row: int, width: float, top: float = 200) -> LineBox:
+    y = top + row * 60
+    return _box(x, y, x + width, y + H)
+
+
+def _ids(lines: list[LineBox]) -> list[int]:
+    return [id(ln) for ln in lines]
+
+
+def _group(kind: str, lines: list[LineBox]) -> Group:
+    return Group(kind, lines_box(lines), list(lines))
+
+
+def test_bill_to_beside_ship_to_is_read_panel_by_panel():
+    bill = [_line(130, 0, 140), _line(130, 1, 260), _line(130, 2, 330), _line(130, 3, 200)]
+    ship = [_line(900, 0, 150), _line(900, 1, 230), _line(900, 2, 360)]
+    shuffled = [ship[1], bill[2], ship[0], bill[0], bill[3], ship[2], bill[1]]
+    assert _ids(reading_order(shuffled)) == _ids(bill + ship)
+
+
+def test_key_and_value_on_one_baseline_are_read_together():
+    rows = []
+    for r, width in enumerate((150, 90, 210, 120)):  # labels ragged, values at a tab 2 em on
+        rows += [_line(130, r, width), _line(130 + 210 + 2 * H, r, 180 + 20 * r)]
+    assert _ids(reading_order(rows[::-1])) == _ids(rows)
+
+
+def test_small_table_with_right_aligned_numbers_is_not_panels():
+    rows = []
+    for r in range(5):  # item names ragged left-aligned, two columns of right-aligned numbers
+        rows += [_line(130, r, 120 + 37 * r), _box(1000 - 20 * (r % 2), 200 + 60 * r, 1000, 236 + 60 * r),
+                 _box(1400 - 30 * (r % 3), 200 + 60 * r, 1400, 236 + 60 * r)]
+    assert not is_panel(rows[1::3] + rows[2::3], H)
+    assert _ids(reading_order(rows[::-1])) == _ids(rows)
+
+
+def test_form_with_a_tall_key_value_block_beside_panels_is_read_band_by_band():
+    """Tesseract's block of the left column runs down past the sections beside it; the right panel
+    of section 1 was read after the signature line."""
+    title = _line(130, 0, 400)
+    s1_left = [ln for r in (2, 3, 4) for ln in (_line(130, r, 150 + 9 * r), _line(380, r, 200 - 7 * r))]
+    s2 = [_line(130, r, 600) for r in (7, 8)]  # a declaration and a signature line
+    s1_right = [ln for r in (2, 3, 4) for ln in (_line(900, r, 120 + 9 * r), _line(1100, r, 240 - 7 * r))]
+    left = _group(TABLE, [title, *s1_left, *s2])
+    right = _group(TEXT, s1_right)
+    groups = split_bands([left, right], H)
+    assert sorted(_ids([ln for g in groups for ln in g.lines])) == sorted(_ids(left.lines + right.lines))
+    ordered = [ln for g in xy_cut(groups) for ln in reading_order(g.lines)]
+    assert _ids(ordered) == _ids([title, *s1_left, *s1_right, *s2])
+
+
+def test_two_prose_columns_are_still_read_column_by_column():
+    left = [_group(TEXT, [_line(130, r, 700) for r in range(6)]),
+            _group(TEXT, [_line(130, r, 700) for r in (8, 9, 10)])]
+    right = [_group(TEXT, [_line(900, r, 700) for r in range(11)])]
+    order = xy_cut(left + right)
+    assert order == [*left, *right]
+
+
+def test_label_block_and_value_block_become_one_block_read_in_rows():
+    labels = _group(TEXT, [_line(130, r, 100 + 15 * r) for r in range(4)])
+    values = _group(TEXT, [_line(130 + 160 + 2 * H, r, 250) for r in range(4)])
+    (joined,) = join_key_values([labels, values], H)
+    expected = [ln for pair in zip(labels.lines, values.lines, strict=True) for ln in pair]
+    assert _ids(reading_order(joined.lines)) == _ids(expected)
+
+
+def test_panels_far_apart_are_not_joined_but_a_tables_far_column_is():
+    left = _group(TEXT, [_line(130, r, 300) for r in range(3)])
+    right = _group(TEXT, [_line(900, r, 300) for r in range(3)])
+    assert len(join_key_values([left, right], H)) == 2
+    table = _group(TABLE, [_line(x, r, 100) for r in range(5) for x in (130, 500, 800)])
+    amounts = _group(TEXT, [_box(1400 - 15 * (r % 2), 200 + 60 * r, 1450, 236 + 60 * r) for r in range(5)])
+    (joined,) = join_key_values([table, amounts], H)
+    assert joined.kind == TABLE and len(joined.lines) == 20
+
+
+def test_panels_inside_a_table_block_are_taken_out_of_it():
+    panels = [_line(130, 0, 150), _line(900, 0, 160), _line(130, 1, 260), _line(900, 1, 220),
+              _line(130, 2, 330), _line(900, 2, 300)]
+    table = [_line(x, r, 100) for r in range(4, 9) for x in (130, 600, 1000)]
+    out = split_bands([_group(TABLE, panels + table)], H)
+    assert [g.kind for g in out] == [TEXT, TABLE]
+    assert sorted(_ids(out[0].lines)) == sorted(_ids(panels)) and sorted(_ids(out[1].lines)) == sorted(_ids(table))
+
+
+def test_narrow_text_columns_at_one_pitch_are_not_label_and_value_blocks():
+    """A three-column page's columns (9-10 line heights wide, lines filling them, rows at one pitch)
+    are not prose by width, and were joined as labels and values: read across the columns."""
+    cols = [_group(TEXT, [_line(x, r, 400 - (60 if r % 7 == 6 else 0)) for r in range(20)]) for x in (150, 650, 1150)]
+    assert join_key_values(cols, 43) == cols
+    assert split_bands(cols, 43) == cols
