@@ -9,10 +9,11 @@ Waiters that are cancelled leave the queue without taking a slot; a slot granted
 was cancelled at the same moment is passed on. Single event loop, no locks (every method runs on
 the loop's thread).
 
-*Express slots* (``express`` > 0, the gateway's encoder windows): a request that holds no slot of
-the window may take one of ``express`` slots beyond ``capacity`` at once, instead of waiting until
-another request's unit in flight is done. The window is sized so the replica stays busy, so every
-slot is usually held by a long document; without them a one-page request waited for one of its
+*Express slots* (``express`` > 0, the gateway's encoder windows): an interactive request (a client
+waits) that holds no slot of the window may take one of ``express`` slots beyond ``capacity`` at
+once, instead of waiting until another request's unit in flight is done. The window is sized so
+the replica stays busy, so every slot is usually held by a long document; without them a one-page
+request waited for one of its
 pages to go all the way through the replica (measured: ~2.5-5 s of a one-page request's 8-10 s
 beside a long document, compact checkpoint on a loaded 2-core machine), and with them it waits only
 for the work in progress there, which the replica's own fair queues put it next after. An express
@@ -27,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 
-from inkstream.fair import FairQueue, InService, WorkKey
+from inkstream.fair import INTERACTIVE, FairQueue, InService, WorkKey
 
 
 class FairWindow:
@@ -35,8 +36,8 @@ class FairWindow:
 
     ``capacity`` >= 1 (units: pages or segments, whatever the caller counts). :meth:`resize` changes
     it (a replica restarted with other limits); slots held beyond a smaller capacity are returned as
-    they are released. ``express`` >= 0: slots beyond ``capacity`` for requests holding none (module
-    docstring). :meth:`release` names the key the slot was taken for (what each request holds
+    they are released. ``express`` >= 0: slots beyond ``capacity`` for interactive requests holding
+    none (module docstring). :meth:`release` names the key the slot was taken for (what each request holds
     orders the waiters). ``in_service``: what each request (by id) has in service as its owner
     counts it, when that is more than the slots of this window (the encoder's preprocessing thread:
     a request's pages anywhere in the encoder, so a long document's page waiting for the one thread
@@ -80,7 +81,7 @@ class FairWindow:
         if self.used < self.capacity and not self._waiters:
             self._take(key)
             return
-        if self.express_used < self.express and not self._held[key.request_id]:
+        if self.express_used < self.express and key.priority == INTERACTIVE and not self._held[key.request_id]:
             self._take(key, express=True)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -155,6 +155,12 @@ async def test_an_express_slot_does_not_take_a_slot_of_the_window_from_the_other
     w.release(big)  # one of big's pages is done while small's is still in flight: big's next goes at once
     await asyncio.wait_for(nxt, 1)
     assert (w.used, w.express_used, w.held(big), w.held(small)) == (2, 1, 2, 1)
+    w.release(small)
+    job = asyncio.ensure_future(w.acquire(WorkKey("job", BATCH)))  # no express slot for a job: it waits
+    await asyncio.sleep(0)
+    assert not job.done() and w.express_used == 0
+    job.cancel()
+    await asyncio.gather(job, return_exceptions=True)
 
 
 async def test_a_window_without_express_slots_keeps_its_capacity():
