@@ -37,12 +37,12 @@ class FairWindow:
     ``capacity`` >= 1 (units: pages or segments, whatever the caller counts). :meth:`resize` changes
     it (a replica restarted with other limits); slots held beyond a smaller capacity are returned as
     they are released. ``express`` >= 0: slots beyond ``capacity`` for interactive requests holding
-    none (module docstring). :meth:`release` names the key the slot was taken for (what each request holds
-    orders the waiters). ``in_service``: what each request (by id) has in service as its owner
-    counts it, when that is more than the slots of this window (the encoder's preprocessing thread:
-    a request's pages anywhere in the encoder, so a long document's page waiting for the one thread
-    does not tie with a new request's as both hold no thread); default: the slots each holds here.
-    Raises ValueError for ``capacity`` < 1 or ``express`` < 0.
+    none (module docstring). :meth:`release` names the key the slot was taken for (what each
+    request holds orders the waiters). ``in_service``: what each request (by id) has in service as
+    its owner counts it, when that is more than the slots of this window (the encoder's
+    preprocessing thread: a request's pages anywhere in the encoder, so a long document's page
+    waiting for the one thread does not tie with a new request's as both hold no thread); default:
+    the slots each holds here. Raises ValueError for ``capacity`` < 1 or ``express`` < 0.
     """
 
     def __init__(self, capacity: int, express: int = 0, in_service: InService | None = None):
