@@ -10,13 +10,16 @@ peak resident set size of every process is read from ``VmHWM`` in ``/proc/<pid>/
 (proc(5): "peak resident set size"). The gateway holds at most its in-flight window of pages
 (images, then vision tokens), the encoder and decoder only what they are working on, so the peaks
 should not grow with page count. Printed: each service's peak in MiB for both sizes and their
-ratio; last line ``rss_ratio: X`` = the largest ratio over the services (goal <= 1.15).
+ratio, the whole stack's (sum of the services' peaks; ``stack_rss_ratio``, goal <= 1.15), pages
+that failed (a page lost to the request deadline never reached the replicas, so the peaks would not
+count it); last line ``rss_ratio: X`` = the largest ratio over the services (goal <= 1.15).
 The decoder is capped at ``--max-new-tokens`` per page to keep the run short.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import pathlib
 import sys
@@ -66,6 +69,9 @@ def run_once(model: pathlib.Path, pdf: bytes, n_pages: int, max_new: int,
         doc = r.json()
         if len(doc["pages"]) != n_pages:
             raise RuntimeError(f"expected {n_pages} pages, got {len(doc['pages'])}")
+        errors = collections.Counter(p["error"]["code"] for p in doc["pages"] if p.get("error"))
+        if errors:  # such pages never reached the replicas: their peaks would not count them
+            print(f"warning: {sum(errors.values())} of {n_pages} pages failed: {dict(errors)}", flush=True)
         peaks = {s: max(vm_hwm_bytes(p.pid) for p in procs) for s, procs in stack.procs.items() if procs}
     return peaks, dt
 
@@ -99,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     ratios = {s: results[args.pages][s] / results[1][s] for s in results[1]}
     for s, r in ratios.items():
         print(f"{s}: peak RSS {args.pages} pages / 1 page = {r:.3f}")
+    stack = {n: sum(peaks.values()) for n, peaks in results.items()}
+    print(f"whole stack: peak RSS {stack[1] / 2**20:.0f} -> {stack[args.pages] / 2**20:.0f} MiB, "
+          f"stack_rss_ratio: {stack[args.pages] / stack[1]:.3f}")
     scratch.cleanup()
     print(f"rss_ratio: {max(ratios.values()):.3f}")
     return 0

@@ -11,6 +11,7 @@ in place, so other threads always read a consistent snapshot of it.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from dataclasses import dataclass
@@ -57,20 +58,24 @@ class RunningBatch:
         self.kv = BatchedKVCache()
 
     def plan(self, waiting: FairQueue[Seq]) -> list[Seq]:
-        """Pop the sequences of ``waiting`` that fit now, in its fair order (:mod:`inkstream.fair`),
-        stopping at the first that does not fit (rows: ``max_running``; KV budget, see
-        :mod:`decoder_service.scheduler`), so it is not starved; called under the engine's lock.
+        """Pop the sequences of ``waiting`` that fit now, in its fair order (:mod:`inkstream.fair`,
+        with each request's rows in the batch as what it has in service: a freed row goes to the
+        request holding the fewest), stopping at the first that does not fit (rows:
+        ``max_running``; KV budget, see :mod:`decoder_service.scheduler`), so it is not starved;
+        called under the engine's lock.
         """
         admits: list[Seq] = []
         live = [s for s in self.rows if not s.cancelled]
+        in_service = collections.Counter(s.key.request_id for s in live)
         reserved = sum(s.reserve for s in live)
         longest = max((s.reserve for s in live), default=0)
-        while (s := waiting.peek()) is not None and len(live) + len(admits) < self.max_running:
+        while (s := waiting.peek(in_service)) is not None and len(live) + len(admits) < self.max_running:
             n_rows = len(live) + len(admits) + 1
             if (reserved + s.reserve > self.kv_cache_budget_tokens
                     or n_rows * max(longest, s.reserve) > self.kv_cache_budget_tokens):
                 break
-            waiting.pop()
+            waiting.pop(in_service)
+            in_service[s.key.request_id] += 1
             admits.append(s)
             reserved += s.reserve
             longest = max(longest, s.reserve)

@@ -20,7 +20,7 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from inkstream.fair import FairQueue, WorkKey
+from inkstream.fair import FairQueue, InService, WorkKey
 from models.base import PreparedPage
 
 
@@ -48,12 +48,16 @@ class QueuedPage:
 class BatchQueue:
     """Queued pages by batch key; :meth:`pop_ready` takes the next batch (see the module docstring).
 
-    ``max_batch_size``: pages per forward; ``max_wait_s``: seconds a page waits for batch-mates.
+    ``max_batch_size``: pages per forward; ``max_wait_s``: seconds a page waits for batch-mates;
+    ``in_service``: pages per request id in the encoder (the batcher's count; a batch is filled
+    with the pages of the requests holding the fewest first, :mod:`inkstream.fair`), None: plain
+    round-robin.
     """
 
-    def __init__(self, max_batch_size: int, max_wait_s: float):
+    def __init__(self, max_batch_size: int, max_wait_s: float, in_service: InService | None = None):
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_s
+        self.in_service = in_service
         self._groups: dict[Hashable, FairQueue[QueuedPage]] = {}
 
     def push(self, page: QueuedPage) -> None:
@@ -101,7 +105,7 @@ class BatchQueue:
             return [], popped
         group = self._groups[best_key]
         batch: list[QueuedPage] = []
-        while len(batch) < self.max_batch_size and (p := group.pop()) is not None:
+        while len(batch) < self.max_batch_size and (p := group.pop(self.in_service)) is not None:
             batch.append(p)
         if not group:
             del self._groups[best_key]

@@ -24,9 +24,9 @@ class BatchLimits:
 class TimedPage:
     """What :meth:`MicroBatcher.submit` returns: the EncodedPage (its vision-token segments), its
     admission-to-result time (seconds) and where that time went (seconds each; they add up to
-    ``seconds``): ``prepare_s`` waiting for a preprocessing thread and preprocessing, ``queue_s`` queued
-    for a forward pass (including the forward in progress), ``forward_s`` its own forward pass, which
-    held ``batch_pages`` pages.
+    ``seconds``): ``prepare_s`` waiting for a preprocessing thread (``thread_wait_s`` of it) and
+    preprocessing, ``queue_s`` queued for a forward pass (including the forward in progress),
+    ``forward_s`` its own forward pass, which held ``batch_pages`` pages.
     """
 
     page: EncodedPage
@@ -35,6 +35,7 @@ class TimedPage:
     queue_s: float = 0.0
     forward_s: float = 0.0
     batch_pages: int = 1
+    thread_wait_s: float = 0.0
 
 
 @dataclass

@@ -7,8 +7,9 @@ Flow of one page (:meth:`MicroBatcher.submit`):
    ResourceExhausted carrying a retry hint (never unbounded queueing).
 2. **Decode + preprocess** off the event loop on ``preprocess_threads`` threads
    (:func:`images.decode_page`, then ``half.preprocess``), the threads given out in
-   :mod:`inkstream.fair` order (:class:`encoder_service.prepare.FairPreparer`), so a small
-   request's page is prepared next, not after every admitted page of a long document. Bad bytes /
+   :mod:`inkstream.fair` order (:class:`encoder_service.prepare.FairPreparer`; after the priority
+   class, the request with the fewest pages in the encoder first), so a small request's page is
+   prepared next, after the page in progress, not after every admitted page of a long document. Bad bytes /
    unknown mode -> InvalidInput for this page only.
 3. **Queue** by ``PreparedPage.batch_key`` (pages whose tensors can be stacked), in a
    :class:`~encoder_service.batch_queue.BatchQueue`, each group in the same fair order.
@@ -26,6 +27,7 @@ removes all queued pages of one stream. This module never imports generated gRPC
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import math
@@ -58,7 +60,10 @@ class MicroBatcher:
         # Trip wire over forward passes (inkstream.fatal); set by the server, None in bare tests.
         self.forward_health: ForwardHealth | None = None
         self._half: EncoderHalf | None = None
-        self._queue = BatchQueue(limits.max_batch_size, limits.max_wait_ms / 1000.0)
+        # Pages per request id admitted and not yet answered: what orders the preprocessing thread
+        # and the batch queue after the priority class (inkstream.fair: the fewest in service first).
+        self._requests: collections.Counter[str] = collections.Counter()
+        self._queue = BatchQueue(limits.max_batch_size, limits.max_wait_ms / 1000.0, in_service=self._requests)
         self._pending = 0  # admitted, not yet inside a forward pass
         self._inflight = 0  # admitted, not yet answered
         self._wake = asyncio.Event()
@@ -66,7 +71,8 @@ class MicroBatcher:
         self._closed = False
         self._forward_ema_s: float | None = None
         self._running: list[QueuedPage] = []  # the batch inside the forward pass
-        self._preparer = FairPreparer(limits.max_image_bytes, limits.max_image_pixels)  # threads: at start
+        self._preparer = FairPreparer(limits.max_image_bytes, limits.max_image_pixels,
+                                      in_service=self._requests)  # threads: at start
         self._fwd_pool = ThreadPoolExecutor(1, thread_name_prefix="encoder-forward")
         # The heaps keep freed memory for the next page while pages keep coming (no page faults to
         # fill it again) and are trimmed once the replica has been idle (inkstream.malloc).
@@ -176,6 +182,7 @@ class MicroBatcher:
         start = loop.time()
         self._pending += 1
         self._inflight += 1
+        self._requests[key.request_id] += 1
         self.pace.started()
         encoded = False
         self.idle_trim.busy()
@@ -184,7 +191,7 @@ class MicroBatcher:
         item: QueuedPage | None = None
         try:
             assert self._half is not None  # running (checked at admission)
-            prepared = await self._preparer.prepare(self._half, image, mode, key)
+            prepared, thread_wait_s = await self._preparer.prepare(self._half, image, mode, key)
             if self._closed:
                 raise Unavailable("the encoder is shutting down; retry on another replica")
             item = QueuedPage(prepared, loop.create_future(), loop.time(), stream_id, key)
@@ -198,7 +205,7 @@ class MicroBatcher:
             self.metrics.pages.add(1, self.metrics.attrs)
             fwd_at = item.forward_at if item.forward_at is not None else now
             return TimedPage(page, seconds, prepare_s=item.enqueued_at - start, queue_s=fwd_at - item.enqueued_at,
-                             forward_s=now - fwd_at, batch_pages=item.batch_pages)
+                             forward_s=now - fwd_at, batch_pages=item.batch_pages, thread_wait_s=thread_wait_s)
         except Exception as exc:  # mapped to the error map (CancelledError passes)
             err = as_inkstream_error(exc)
             self.metrics.reject(err.code_name)
@@ -214,6 +221,9 @@ class MicroBatcher:
                 self._queue.remove(item)
                 self._release(item)
             self._inflight -= 1
+            self._requests[key.request_id] -= 1
+            if self._requests[key.request_id] <= 0:
+                del self._requests[key.request_id]
             if encoded:
                 self.pace.finished()
             else:

@@ -3,7 +3,8 @@
 A thread pool's own queue is FIFO across requests: with a long document's pages admitted, a small
 request's page would be prepared after all of them. :class:`FairPreparer` hands its
 ``preprocess_threads`` threads out in :mod:`inkstream.fair` order instead (priority class, then
-round-robin over requests, FIFO within one; :class:`inkstream.fair_window.FairWindow`), and gives a
+the request with the fewest pages in the encoder, round-robin over requests, FIFO within one;
+:class:`inkstream.fair_window.FairWindow`), and gives a
 thread's slot back when the thread is done with the page, not when a cancelled caller stops waiting.
 """
 
@@ -15,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from encoder_service.images import decode_page
-from inkstream.fair import WorkKey
+from inkstream.fair import InService, WorkKey
 from inkstream.fair_window import FairWindow
 from models.base import EncoderHalf, PreparedPage
 
@@ -24,15 +25,17 @@ class FairPreparer:
     """Bytes -> :class:`PreparedPage` on a few threads in fair order (module docstring); :meth:`use`
     sets how many (once the half, which knows what suits it, is loaded) before the first page.
 
-    ``max_image_bytes`` / ``max_image_pixels``: limits of :func:`encoder_service.images.decode_page`.
+    ``max_image_bytes`` / ``max_image_pixels``: limits of :func:`encoder_service.images.decode_page`;
+    ``in_service``: pages each request (by id) has in the encoder, admitted and not answered (the
+    batcher's count; the fewest go first, :mod:`inkstream.fair`); None: the threads each holds.
     """
 
-    def __init__(self, max_image_bytes: int, max_image_pixels: int):
+    def __init__(self, max_image_bytes: int, max_image_pixels: int, in_service: InService | None = None):
         self.max_image_bytes = max_image_bytes
         self.max_image_pixels = max_image_pixels
         self.threads = 0
         self._pool: ThreadPoolExecutor | None = None
-        self._slots = FairWindow(1)
+        self._slots = FairWindow(1, in_service=in_service)
         #: smoothed seconds one page takes on its thread (EWMA, weight 0.2); None before the first
         self.page_seconds: float | None = None
 
@@ -43,27 +46,30 @@ class FairPreparer:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="encoder-prep")
             self._slots.resize(self.threads)
 
-    async def prepare(self, half: EncoderHalf, image: bytes, mode: str, key: WorkKey) -> PreparedPage:
+    async def prepare(self, half: EncoderHalf, image: bytes, mode: str, key: WorkKey) -> tuple[PreparedPage, float]:
         """PNG/JPEG ``image`` -> ``half.preprocess`` in ``mode`` (``""`` = the half's default), on a
-        thread taken in ``key``'s turn. Raises what decode_page / preprocess raise (InvalidInput,
-        PayloadTooLarge, UnsupportedMediaType); cancellable while waiting for its turn.
+        thread taken in ``key``'s turn; returns the page and the seconds it waited for the thread.
+        Raises what decode_page / preprocess raise (InvalidInput, PayloadTooLarge,
+        UnsupportedMediaType); cancellable while waiting for its turn.
         """
         loop = asyncio.get_running_loop()
         if self._pool is None:
             raise RuntimeError("FairPreparer.prepare() before use()")
+        t0 = loop.time()
         await self._slots.acquire(key)
+        waited = loop.time() - t0
         try:
             work = self._pool.submit(self._prepare, half, image, mode)
         except BaseException:
-            self._slots.release()
+            self._slots.release(key)
             raise
 
         def done(_: object) -> None:  # on the preprocessing thread
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits for the slot
-                loop.call_soon_threadsafe(self._slots.release)
+                loop.call_soon_threadsafe(self._slots.release, key)
 
         work.add_done_callback(done)
-        return await asyncio.wrap_future(work)
+        return await asyncio.wrap_future(work), waited
 
     def _prepare(self, half: EncoderHalf, image: bytes, mode: str) -> PreparedPage:
         """Worker thread: bytes -> RGB page -> PreparedPage (CPU tensors)."""

@@ -165,6 +165,7 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
                     )
                 span.set_attributes({"inkstream.n_vision_tokens": res.page.n_vision_tokens,
                                      "inkstream.prepare_s": res.prepare_s, "inkstream.queue_s": res.queue_s,
+                                     "inkstream.thread_wait_s": res.thread_wait_s,
                                      "inkstream.forward_s": res.forward_s, "inkstream.batch_pages": res.batch_pages})
                 return resp
             except Exception as exc:  # converted into a per-page error (CancelledError passes)

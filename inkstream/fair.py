@@ -1,4 +1,4 @@
-"""The one fairness policy of inkstream: priority class, then round-robin over requests, FIFO within one.
+"""The one fairness policy of inkstream: priority class, fewest in service, round-robin over requests, FIFO.
 
 Every place where work queues (the gateway's replica windows, the encoder's preprocessing slots and
 batch queue, the decoder's admission to its running batch) orders waiting work the same way
@@ -6,13 +6,21 @@ batch queue, the decoder's admission to its running batch) orders waiting work t
 
 - by priority class first: :data:`INTERACTIVE` (a client waits on the connection: REST /v1/ocr,
   gRPC Recognize, the OpenAI route) before :data:`BATCH` (asynchronous jobs);
+- then, where the queue's owner knows what each request has *in service* (slots of a window held,
+  rows of the decoder's running batch), the request holding the fewest units first (max-min
+  fairness of the service itself: a request that just arrived, holding nothing, is served before
+  one that holds the whole window, instead of waiting for its turn behind that one's next unit);
 - then round-robin over the requests waiting in that class (deficit round-robin with a quantum of
   one unit, which is plain round-robin since every unit costs the same: one page, one segment;
   Shreedhar & Varghese, "Efficient Fair Queueing using Deficit Round Robin", SIGCOMM 1995);
 - FIFO within one request, so a document's pages keep their order.
 
 So with a 100-page document queued, the next unit served is a 1-page request's page that arrived a
-moment ago, not the document's next page. :class:`FairQueue` is that order as a plain data structure
+moment ago, not the document's next page. (Without the in-service count plain round-robin still
+served the document's page queued before the small request's, so a one-page request waited for a
+whole unit of the document before its own: measured with ``bench/fairness.py --spans``.)
+
+:class:`FairQueue` is that order as a plain data structure
 (no asyncio, no locks: its owner serialises access); :mod:`inkstream.fair_window` builds the async
 slots of the gateway and the encoder on it. A request's :class:`WorkKey` travels from the gateway
 to the replicas in gRPC metadata (:func:`key_metadata`, :func:`key_from_metadata`).
@@ -21,7 +29,7 @@ to the replicas in gRPC metadata (:func:`key_metadata`, :func:`key_from_metadata
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -50,6 +58,8 @@ class WorkKey:
 
 
 NO_KEY = WorkKey()  # work for no request in particular: interactive, one shared turn
+#: Units each request (by request id) has in service, as the queue's owner counts them (module docstring).
+InService = Mapping[str, int]
 
 
 def key_metadata(key: WorkKey) -> list[tuple[str, str]]:
@@ -78,8 +88,10 @@ def key_from_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> Wor
 class FairQueue(Generic[T]):
     """Items in the order of the module docstring: :meth:`pop` returns the next one.
 
-    Items are compared by identity for :meth:`remove`. Not thread-safe: the owner serialises calls
-    (one event loop, or one lock).
+    :meth:`peek` and :meth:`pop` take ``in_service`` (units in service per request id, missing = 0)
+    from an owner that counts them; without it the order is priority, round-robin, FIFO. Items are
+    compared by identity for :meth:`remove`. Not thread-safe: the owner serialises calls (one event
+    loop, or one lock).
     """
 
     def __init__(self) -> None:
@@ -103,27 +115,37 @@ class FairQueue(Generic[T]):
         queues.setdefault(key.request_id, collections.deque()).append(item)
         self._len += 1
 
-    def peek(self) -> T | None:
-        """The item :meth:`pop` would return, without taking it (None when empty)."""
-        for p in PRIORITIES:
-            for q in self._queues[p].values():
-                return q[0]  # every deque in the dicts is non-empty
-        return None
-
-    def pop(self) -> T | None:
-        """Take the next item (None when empty); its request goes to the end of its class's turn."""
+    def _turn(self, in_service: InService | None) -> tuple[dict[str, collections.deque[T]], str] | None:
+        """The class's queues and the request id whose item goes next; None when empty."""
         for p in PRIORITIES:
             queues = self._queues[p]
             if not queues:
                 continue
-            rid = next(iter(queues))
-            q = queues.pop(rid)
-            item = q.popleft()
-            if q:
-                queues[rid] = q  # queued again at the end of the round
-            self._len -= 1
-            return item
+            if not in_service:
+                return queues, next(iter(queues))
+            # The fewest units in service; among equals the first in the round-robin turn.
+            return queues, min(queues, key=lambda rid: in_service.get(rid, 0))
         return None
+
+    def peek(self, in_service: InService | None = None) -> T | None:
+        """The item :meth:`pop` (with the same ``in_service``) would return, without taking it (None
+        when empty).
+        """
+        turn = self._turn(in_service)
+        return turn[0][turn[1]][0] if turn is not None else None  # every deque in the dicts is non-empty
+
+    def pop(self, in_service: InService | None = None) -> T | None:
+        """Take the next item (None when empty); its request goes to the end of its class's turn."""
+        turn = self._turn(in_service)
+        if turn is None:
+            return None
+        queues, rid = turn
+        q = queues.pop(rid)
+        item = q.popleft()
+        if q:
+            queues[rid] = q  # queued again at the end of the round
+        self._len -= 1
+        return item
 
     def top_priority(self) -> int | None:
         """The best (lowest) priority class holding an item; None when empty."""

@@ -43,7 +43,7 @@ from inkstream.fair_window import FairWindow, KeyedSlots
 
 log = logging.getLogger("inkstream.gateway.router")
 
-# Express slots of each encoder's page window (inkstream.fair_window): a request with no page on the
+# Express slots of each encoder's page window (inkstream.fair_window): an interactive request with no page on the
 # replica sends one at once, beyond the window, so it waits only for the work in progress there.
 ENCODER_EXPRESS_PAGES = 1
 ReplicaKey = tuple[str, int]  # (address, incarnation): what "already tried" means

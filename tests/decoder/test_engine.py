@@ -317,13 +317,13 @@ class _LockCheckedQueue(FairQueue):
         self._check("push")
         super().push(key, item)
 
-    def peek(self):
+    def peek(self, in_service=None):
         self._check("peek")
-        return super().peek()
+        return super().peek(in_service)
 
-    def pop(self):
+    def pop(self, in_service=None):
         self._check("pop")
-        return super().pop()
+        return super().pop(in_service)
 
     def remove(self, item):
         self._check("remove")

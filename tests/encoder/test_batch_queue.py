@@ -36,6 +36,17 @@ async def test_a_small_request_rides_in_the_next_batch_beside_a_long_document():
     assert _tags(batch) == ["long3", "long4", "long5", "long6"]  # FIFO within the long document
 
 
+async def test_with_pages_in_service_counted_the_small_request_leads_the_batch():
+    loop = asyncio.get_running_loop()
+    in_service = {"long": 13, "small": 1}  # the batcher's count of pages in the encoder
+    q = BatchQueue(max_batch_size=1, max_wait_s=0.01, in_service=in_service)
+    for i in range(3):
+        q.push(_page(loop, f"long{i}", WorkKey("long"), 0.0))
+    q.push(_page(loop, "small", WorkKey("small"), 1.0))
+    batch, _ = q.pop_ready(now=1.0)
+    assert _tags(batch) == ["small"]  # plain round-robin: long0 (queued first)
+
+
 async def test_no_batch_job_batch_starts_while_an_interactive_page_waits():
     loop = asyncio.get_running_loop()
     q = BatchQueue(max_batch_size=2, max_wait_s=0.5)
@@ -65,7 +76,8 @@ async def test_cancelled_pages_are_popped_but_not_batched():
 
 async def test_preprocessing_threads_are_given_out_in_fair_order(patch_half: PatchHalf):
     """With the preprocessing threads busy with a long document, a small request's page is prepared
-    next, not after the document's queued pages (the thread pool's own queue is FIFO).
+    next, after the page in progress only, not after the document's queued pages (the thread
+    pool's own queue is FIFO).
     """
     order: list[str] = []
     gate = threading.Event()
@@ -91,4 +103,6 @@ async def test_preprocessing_threads_are_given_out_in_fair_order(patch_half: Pat
     finally:
         gate.set()
         await b.stop()
-    assert order.index("(99, 99)") == 2, order  # after the page in progress and one turn of "long"
+    # Right after the page in progress: "long" has six pages in the encoder, "small" one (plain
+    # round-robin gave "long" one more turn first, and the probe waited for two preparations).
+    assert order.index("(99, 99)") == 1, order

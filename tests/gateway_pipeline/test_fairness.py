@@ -17,13 +17,16 @@ from .test_pipeline import PageSource, cluster, make_pages  # noqa: F401 - clust
 pytestmark = pytest.mark.timeout(60)
 
 
-async def _grant_order(window: FairWindow, keys: list[WorkKey]) -> list[str]:
-    """Queue one waiter per key (in order) on a full window, then release slots one at a time."""
+async def _grant_order(window: FairWindow, holders: list[WorkKey], keys: list[WorkKey]) -> list[str]:
+    """Queue one waiter per key (in order) on a window full with ``holders``' slots, then release
+    slots one at a time, the oldest holder's first.
+    """
     order: list[str] = []
 
     async def one(k: WorkKey, tag: str):
         await window.acquire(k)
         order.append(tag)
+        holders.append(k)
 
     tasks = []
     for i, k in enumerate(keys):
@@ -31,27 +34,49 @@ async def _grant_order(window: FairWindow, keys: list[WorkKey]) -> list[str]:
         await asyncio.sleep(0)
     await asyncio.sleep(0)
     for _ in keys:
-        window.release()
+        window.release(holders.pop(0))
         await asyncio.sleep(0)
     await asyncio.gather(*tasks)
     return order
 
 
 async def test_freed_slots_go_round_robin_over_requests():
-    w = FairWindow(1)
+    w = FairWindow(2)
+    await w.acquire(WorkKey("big"))
     await w.acquire(WorkKey("big"))  # the window is full
     keys = [WorkKey("big")] * 4 + [WorkKey("small")]
-    order = await _grant_order(w, keys)
-    # FIFO would serve big1..big3 first; in turn, "small" waits for one page of "big" at most.
-    assert order.index("small4") <= 1, order
+    order = await _grant_order(w, [WorkKey("big")] * 2, keys)
+    # FIFO would serve big0..big3 first; "small" holds nothing, "big" the rest of the window: "small" is next.
+    assert order[0] == "small4", order
     assert [t for t in order if t.startswith("big")] == ["big0", "big1", "big2", "big3"]  # FIFO within a request
+
+
+async def test_freed_slots_go_to_the_request_holding_fewest_then_in_turn():
+    w = FairWindow(4)
+    for _ in range(3):
+        await w.acquire(WorkKey("big"))
+    await w.acquire(WorkKey("mid"))  # full: big holds 3, mid 1
+    waiters = [asyncio.ensure_future(w.acquire(WorkKey(k))) for k in ("big", "mid", "new", "mid")]
+    await asyncio.sleep(0)
+    w.release(WorkKey("big"))  # big 2, mid 1, new 0: "new" first although it queued after them
+    await asyncio.sleep(0)
+    assert [f.done() for f in waiters] == [False, False, True, False]
+    w.release(WorkKey("big"))  # big 1, mid 1, new 1: in turn, and big queued first
+    await asyncio.sleep(0)
+    assert [f.done() for f in waiters] == [True, False, True, False]
+    w.release(WorkKey("new"))  # big 2, mid 1, new 0 (none waiting): mid's first waiter
+    await asyncio.sleep(0)
+    assert [f.done() for f in waiters] == [True, True, True, False]
+    assert w.held(WorkKey("mid")) == 2 and w.held(WorkKey("new")) == 0 and w.used == 4
+    waiters[3].cancel()
+    await asyncio.gather(*waiters, return_exceptions=True)
 
 
 async def test_interactive_pages_go_before_batch_jobs():
     w = FairWindow(1)
     await w.acquire(WorkKey("job", BATCH))
     keys = [WorkKey("job", BATCH)] * 3 + [WorkKey("sync", INTERACTIVE)] * 2
-    order = await _grant_order(w, keys)
+    order = await _grant_order(w, [WorkKey("job", BATCH)], keys)
     assert order[:2] == ["sync3", "sync4"], order
 
 
@@ -63,12 +88,12 @@ async def test_a_cancelled_waiter_takes_no_slot_and_a_granted_one_passes_it_on()
     await asyncio.sleep(0)
     b.cancel()
     await asyncio.sleep(0)
-    w.release()  # goes to c, not to the cancelled b
+    w.release(WorkKey("a"))  # goes to c, not to the cancelled b
     await asyncio.wait_for(c, 1)
     assert w.used == 1 and w.waiting == 0
     d = asyncio.ensure_future(w.acquire(WorkKey("d")))
     await asyncio.sleep(0)
-    w.release()  # granted to d ...
+    w.release(WorkKey("c"))  # granted to d ...
     d.cancel()  # ... which is cancelled in the same moment: the slot is handed back
     await asyncio.gather(d, return_exceptions=True)
     assert w.used == 0
@@ -98,20 +123,44 @@ async def test_express_slot_lets_a_request_with_nothing_in_flight_in_at_once():
     queued = asyncio.ensure_future(w.acquire(big))
     await asyncio.sleep(0)
     await asyncio.wait_for(w.acquire(small), 1)  # nothing of "small" in flight: the express slot, at once
-    assert w.used == 3 and not queued.done()
+    assert (w.used, w.express_used) == (2, 1) and not queued.done()
     second = asyncio.ensure_future(w.acquire(small))  # "small" holds a slot now: it waits its turn
     third = asyncio.ensure_future(w.acquire(other))  # the express slot is taken: waits too
     await asyncio.sleep(0)
     assert not second.done() and not third.done()
-    w.release(big)  # 2 in flight again, below capacity + express but not below capacity: no grant
+    w.release(big)  # a slot of the window is free: "other" holds none, it goes first
     await asyncio.sleep(0)
-    assert not (queued.done() or second.done() or third.done())
-    w.release(small)  # below capacity: the next waiter in turn
+    assert third.done() and not (queued.done() or second.done())
+    w.release(small)  # the express slot: the window itself stays full, no grant
     await asyncio.sleep(0)
-    assert sum(f.done() for f in (queued, second, third)) == 1 and w.used == 2
-    for f in (queued, second, third):
-        f.cancel()
+    assert (w.used, w.express_used) == (2, 0) and not (queued.done() or second.done())
+    await asyncio.wait_for(w.acquire(small), 1)  # holds none again: the express slot again
+    w.release(other)  # big 1, small 1: in turn, big queued first
+    await asyncio.sleep(0)
+    assert queued.done() and not second.done()
+    second.cancel()
     await asyncio.gather(queued, second, third, return_exceptions=True)
+
+
+async def test_an_express_slot_does_not_take_a_slot_of_the_window_from_the_others():
+    """While a small request holds the express slot, the long document keeps all of the window
+    (it used to lose the next freed slot to it, and the replica idled)."""
+    w = FairWindow(2, express=1)
+    big, small = WorkKey("big"), WorkKey("small")
+    await w.acquire(big)
+    await w.acquire(big)
+    await w.acquire(small)  # express
+    nxt = asyncio.ensure_future(w.acquire(big))
+    await asyncio.sleep(0)
+    w.release(big)  # one of big's pages is done while small's is still in flight: big's next goes at once
+    await asyncio.wait_for(nxt, 1)
+    assert (w.used, w.express_used, w.held(big), w.held(small)) == (2, 1, 2, 1)
+    w.release(small)
+    job = asyncio.ensure_future(w.acquire(WorkKey("job", BATCH)))  # no express slot for a job: it waits
+    await asyncio.sleep(0)
+    assert not job.done() and w.express_used == 0
+    job.cancel()
+    await asyncio.gather(job, return_exceptions=True)
 
 
 async def test_a_window_without_express_slots_keeps_its_capacity():
@@ -119,7 +168,7 @@ async def test_a_window_without_express_slots_keeps_its_capacity():
     await w.acquire(WorkKey("big"))
     small = asyncio.ensure_future(w.acquire(WorkKey("small")))
     await asyncio.sleep(0)
-    assert not small.done()
+    assert not small.done() and w.express_used == 0
     w.release(WorkKey("big"))
     await asyncio.wait_for(small, 1)
     assert w.used == 1

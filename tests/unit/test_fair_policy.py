@@ -72,3 +72,25 @@ def test_metadata_round_trip_and_defaults():
     assert key_from_metadata([("x-inkstream-priority", b"Interactive")]) == WorkKey("", INTERACTIVE)
     assert key_from_metadata([("x-inkstream-priority", "urgent!")]).priority == BATCH
     assert key_from_metadata([("x-request-id", "bad id with spaces")]).request_id == ""
+
+
+def test_the_request_with_fewest_units_in_service_goes_first_then_in_turn():
+    q: FairQueue[str] = FairQueue()
+    for i in range(3):
+        q.push(WorkKey("big"), f"big{i}")
+    q.push(WorkKey("small"), "small0")
+    q.push(WorkKey("mid"), "mid0")
+    in_service = {"big": 5, "mid": 1}  # "small" holds nothing
+    assert q.peek(in_service) == "small0" and q.pop(in_service) == "small0"
+    assert q.pop(in_service) == "mid0"  # 1 < 5
+    assert q.pop({"big": 5}) == "big0"  # the only one left
+    # Equal counts: plain round-robin turn (big went to the end of it when served).
+    q.push(WorkKey("late"), "late0")
+    assert _drain(q) == ["big1", "late0", "big2"]
+
+
+def test_in_service_does_not_override_the_priority_class():
+    q: FairQueue[str] = FairQueue()
+    q.push(WorkKey("job", BATCH), "job0")
+    q.push(WorkKey("sync", INTERACTIVE), "sync0")
+    assert q.pop({"sync": 50}) == "sync0"
