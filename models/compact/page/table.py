@@ -5,8 +5,9 @@ Rows: lines whose vertical centres lie within half a line height of a row's mean
 (:attr:`models.compact.page.layout.PageLayout.rules`) spanning most of its height, the column boundaries
 are the rules (a line the detector ran across a rule is cut there, if the rule runs at the line's
 height: one region may hold two tables with different columns); otherwise they are the gutters
-that (almost) no line crosses. A line belongs to the column it starts in; several lines of one row
-in one column are one cell, read left to right / top to bottom. Each cell's first line gets the join
+that (almost) no line crosses. A line belongs to the column holding most of its width
+(:func:`column_of`); several lines of one row in one column are one cell, read left to right / top
+to bottom. Each cell's first line gets the join
 ``cell:T:R:C`` (:func:`inkstream.segments.cell_join`), its further lines ``space``; empty rows and
 columns are dropped, so row and column numbers are dense.
 """
@@ -69,6 +70,19 @@ def _gutter_boundaries(lines: list, med_h: float) -> list[float]:
     return out
 
 
+def column_of(box: Box, bounds: list[float]) -> int:
+    """The column (0-based) of a line with ``box`` (x0, y0, x1, y1 page pixels) between the sorted
+    column boundaries ``bounds`` (page x): the column that holds the most of its width (the first of
+    equals). Not the column it starts in: in a table without rules the gutter between two
+    right-aligned numeric columns is placed where (almost) no line crosses it, and a wide value of
+    the right column (``-119.57%``, ``9,363.90``) starts left of it -- it was put into the column
+    before and read as one cell with that column's number (``43,351 -119.57%``; issue 37).
+    """
+    edges = [-np.inf, *bounds, np.inf]
+    overlaps = [min(box[2], hi) - max(box[0], lo) for lo, hi in zip(edges, edges[1:], strict=False)]
+    return int(np.argmax(overlaps))
+
+
 #: Column gutters: (page x in pixels, indices of the table's lines that have ink there).
 Gutters = list[tuple[float, frozenset[int]]]
 
@@ -121,8 +135,7 @@ def table_lines(lines: list, rules: list[Box], table: int, med_h: float, make_pi
     cells: dict[tuple[int, int], list] = {}
     for r, row in enumerate(rows):
         for ln in sorted(row, key=lambda b: b.box[0]):
-            c = sum(1 for b in bounds if b < ln.box[0] + med_h / 2)
-            cells.setdefault((r, c), []).append(ln)
+            cells.setdefault((r, column_of(ln.box, bounds)), []).append(ln)
     used_cols = sorted({c for _, c in cells})
     col_no = {c: i for i, c in enumerate(used_cols)}
     out: list[tuple[object, str]] = []
