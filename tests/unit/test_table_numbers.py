@@ -83,3 +83,22 @@ def test_a_wide_value_of_a_right_aligned_column_is_its_own_cell():
     out = table_lines(lines, [], 1, 25.0, line_piece)
     joins = [j for _, j in out]
     assert joins == [cell_join(Cell(1, r, c)) for r in range(12) for c in range(3)], joins
+
+
+def test_blocks_within_the_table_join_it_whatever_their_size():
+    """A cell or two the page analysis left in blocks of their own, inside the table's box (a skewed
+    rule-less page: ``254``, ``(44,191)``), were read after the table, outside its grid."""
+    from dataclasses import dataclass, field
+
+    from models.compact.page.table import rows_beside
+
+    @dataclass
+    class Group:
+        box: tuple[float, float, float, float]
+        lines: list = field(default_factory=list)
+
+    table_lines_ = [Group((400, 100 + 40 * i, 500, 124 + 40 * i)) for i in range(10)]
+    inside = Group((420, 180, 470, 204), [Group((420, 180, 470, 204))])  # one line, in the table
+    edge = Group((495, 460, 560, 484), [Group((495, 460, 560, 484))])  # mostly outside on the right
+    below = Group((400, 600, 500, 624), [Group((400, 600, 500, 624))])
+    assert rows_beside((400, 100, 500, 484), table_lines_, [inside, edge, below], med_h=24.0) == [0]

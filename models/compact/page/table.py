@@ -129,7 +129,7 @@ def table_lines(lines: list, rules: list[Box], table: int, med_h: float, make_pi
     else:
         bounds = _gutter_boundaries(lines, med_h)
         found = gutters(lines) if gutters is not None else []
-        if len(found) > len(bounds):
+        if found and len(found) >= len(bounds):
             lines, bounds = _cut_at(lines, found, med_h, make_piece), [x for x, _ in found]
     rows = _rows(lines, med_h)
     cells: dict[tuple[int, int], list] = {}
@@ -170,6 +170,22 @@ BESIDE_MIN_LINES, BESIDE_MAX_WIDTH = 3, 12.0
 BESIDE_GAP = 5.0
 
 
+#: A block lies within a table when this share of its box is inside the table's box (grown by half
+#: a line height on every side).
+WITHIN_SHARE = 0.8
+
+
+def _within(box: Box, table_box: Box, med_h: float) -> bool:
+    """Whether at least :data:`WITHIN_SHARE` of ``box``'s area lies inside ``table_box`` grown by
+    half of ``med_h`` (page pixels).
+    """
+    m = med_h / 2
+    w = min(box[2], table_box[2] + m) - max(box[0], table_box[0] - m)
+    h = min(box[3], table_box[3] + m) - max(box[1], table_box[1] - m)
+    area = max(1e-6, (box[2] - box[0]) * (box[3] - box[1]))
+    return w > 0 and h > 0 and w * h >= WITHIN_SHARE * area
+
+
 def _centre_y(ln) -> float:
     return (ln.box[1] + ln.box[3]) / 2
 
@@ -182,13 +198,19 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
     beside the table (within :data:`BESIDE_GAP` line heights across, mostly within its height), holds
     at least :data:`BESIDE_MIN_LINES` short lines (median width <= :data:`BESIDE_MAX_WIDTH` line
     heights) and at least :data:`BESIDE_ROW_SHARE` of its lines lie on a row of the table (centres
-    within :data:`ROW_TOLERANCE` line heights of a table line's centre).
+    within :data:`ROW_TOLERANCE` line heights of a table line's centre). A candidate of any size
+    that lies within the table's box (:func:`_within`) is part of it too: cells the analysis left
+    in blocks of their own (one to three lines: a header, a few cells of a skewed page) were read
+    after the table, outside its grid.
     """
     x0, y0, x1, y1 = table_box
     centres = np.sort(np.array([_centre_y(ln) for ln in table_lines], dtype=np.float64))
     out = []
     for i, g in enumerate(candidates):
         gx0, gy0, gx1, gy1 = g.box
+        if _within(g.box, table_box, med_h):
+            out.append(i)
+            continue
         if len(g.lines) < BESIDE_MIN_LINES or not len(centres):
             continue
         across = max(gx0 - x1, x0 - gx1)
