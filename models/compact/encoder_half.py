@@ -210,10 +210,6 @@ class CompactEncoderHalf(EncoderHalf):
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
         tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
         cjk, latin = self.route([c for c, _ in tight])
-        if self._pp is not None:  # table cells: the PP tower's spikes read numbers best
-            from models.compact.line.towers import table_routes
-
-            cjk = table_routes(cjk, [ln.join for ln in lines])
         pieces = []
         for ln, (crop, box), pp, tokens in zip(lines, tight, cjk, latin, strict=True):  # first: the line's join
             parts = split_line(crop, box, self._pp.split_px if pp and self._pp else SPLIT_PX)

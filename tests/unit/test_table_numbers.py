@@ -102,16 +102,3 @@ def test_blocks_within_the_table_join_it_whatever_their_size():
     edge = Group((495, 460, 560, 484), [Group((495, 460, 560, 484))])  # mostly outside on the right
     below = Group((400, 600, 500, 624), [Group((400, 600, 500, 624))])
     assert rows_beside((400, 100, 500, 484), table_lines_, [inside, edge, below], med_h=24.0) == [0]
-
-
-def test_table_cells_go_to_the_pp_tower_with_their_further_lines():
-    import pytest
-
-    from models.compact.line.towers import table_routes
-
-    cell = cell_join(Cell(1, 0, 0))
-    routes = table_routes([False, False, False, False, True, False],
-                          ["line", cell, "space", "line", "line", "space"])
-    assert routes == [False, True, True, False, True, False]
-    with pytest.raises(ValueError):
-        table_routes([False], [])

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from PIL import Image, ImageOps
 
-from inkstream.segments import JOIN_CELL, JOIN_SPACE
 from models.compact import checkpoint as ckpt
 from models.compact.line.doubt import line_doubt
 from models.compact.line.image import LINE_HEIGHT, MAX_TOKENS, gray_percentiles, width_batches
@@ -103,27 +102,6 @@ def page_routes(cjk_lines: list[bool]) -> list[bool]:
     if n >= CJK_PAGE_MIN_LINES and n >= CJK_PAGE_SHARE * len(cjk_lines):
         return [True] * len(cjk_lines)
     return list(cjk_lines)
-
-
-def table_routes(routes: list[bool], joins: list[str]) -> list[bool]:
-    """``routes`` (True: PP tower) with every line of a table sent to the PP tower: a line whose join
-    (:mod:`inkstream.segments`) starts a table cell (``cell:...``), and the further lines of that
-    cell (``space`` joins right after it). Raises ValueError when the lists' lengths differ.
-
-    Why: table cells are short runs of digits and separators that the PP-OCRv6 recogniser reads by its
-    CTC spikes (:mod:`models.compact.decode.numbers`), where the Latin tower confused ``,`` with ``.``
-    and ``-`` with nothing in some fonts. On ``bench/table_pages.py`` (seed 1, 8 pages: 2,242 cells)
-    an English rule-less page read on the Latin tower kept 78 of 172 cells (``27,419`` -> ``27.419``,
-    ``Wages`` -> ``Waaes``), English pages the doubt rule had sent to the PP tower whole lost almost
-    none.
-    """
-    if len(routes) != len(joins):
-        raise ValueError(f"{len(routes)} routes for {len(joins)} joins")
-    out, in_cell = [], False
-    for route, join in zip(routes, joins, strict=True):
-        in_cell = join.startswith(JOIN_CELL + ":") or (in_cell and join == JOIN_SPACE)
-        out.append(route or in_cell)
-    return out
 
 
 def _bars(cfg: dict) -> tuple[float, float, float, float, float, float]:
