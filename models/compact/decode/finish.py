@@ -11,7 +11,10 @@ this order:
    ~9 ms for a 60-character line on one core);
 2. **unread repeats** (:func:`models.compact.decode.rereads.drop_unread_repeats`): a stretch written
    twice where the recogniser read it once is replaced by its reading;
-3. **spacing head** (:func:`models.compact.decode.spacing.respace`, checkpoints with a ``"spacing"``
+3. **numbers from the spikes** (:func:`models.compact.decode.numbers.numbers_from_spikes`, rules made
+   :meth:`FinishRules.from_vocab`): a segment that the spikes and the decoder both read as one number
+   takes the spikes' reading (the decoder's prior adds or changes digits on short table cells);
+4. **spacing head** (:func:`models.compact.decode.spacing.respace`, checkpoints with a ``"spacing"``
    entry only): the head's confident spaces and punctuation widths.
 
 :func:`finish_segment` owns the chain. The decoder half
@@ -32,6 +35,7 @@ from typing import NamedTuple
 import torch
 
 from models.compact.decode.copy_head import past_last_spike, repeated_tail, spike_frames, trim_overrun
+from models.compact.decode.numbers import number_vocab, numbers_from_spikes
 from models.compact.decode.rereads import drop_unread_repeats
 from models.compact.decode.spacing import FULL_TO_HALF, respace, spike_classes, width_pairs
 from models.compact.line.columns import character_spikes
@@ -57,7 +61,10 @@ class FinishRules:
     ``space_id`` (the space token, left out of the alignment to the spikes), ``pairs`` (token id -> the
     same punctuation mark in the other width, :func:`models.compact.decode.spacing.width_pairs`),
     ``full_ids`` (the full-width ones of them) and ``spacing_confidence`` (the spacing head's override
-    threshold, config ``spacing.confidence``; None: the spacing step is skipped).
+    threshold, config ``spacing.confidence``; None: the spacing step is skipped). ``number_ids``,
+    ``digit_ids``, ``number_like_ids``: the vocabulary's number characters, digits, and number
+    characters in either width (:func:`models.compact.decode.numbers.number_vocab`; empty: the numbers
+    step is skipped).
     """
 
     eos_ids: frozenset[int]
@@ -65,6 +72,9 @@ class FinishRules:
     pairs: Mapping[int, int] = field(default_factory=dict)
     full_ids: frozenset[int] = frozenset()
     spacing_confidence: float | None = None
+    number_ids: frozenset[int] = frozenset()
+    digit_ids: frozenset[int] = frozenset()
+    number_like_ids: frozenset[int] = frozenset()
 
     @classmethod
     def from_vocab(cls, vocab: Mapping[str, int], eos_ids: Collection[int],
@@ -73,7 +83,8 @@ class FinishRules:
         has no space (then no written token is taken for one).
         """
         return cls(frozenset(int(t) for t in eos_ids), vocab.get(" ", -1), width_pairs(dict(vocab)),
-                   frozenset(vocab[c] for c in FULL_TO_HALF if c in vocab), spacing_confidence)
+                   frozenset(vocab[c] for c in FULL_TO_HALF if c in vocab), spacing_confidence,
+                   *number_vocab(vocab))
 
 
 def finish_state(q: torch.Tensor, ids: torch.Tensor, space_id: int,
@@ -103,6 +114,7 @@ def finish_segment(state: FinishState | None, token_ids: list[int], rules: Finis
     if repeated_tail(written):
         kept = trim_overrun(written, past_last_spike(state.q, state.ids, written))
     kept = drop_unread_repeats(kept, state.spike_ids, rules.space_id)
+    kept = numbers_from_spikes(kept, state.spike_ids, rules.number_ids, rules.digit_ids, rules.number_like_ids)
     if state.spacing is not None and rules.spacing_confidence is not None:
         kept = respace(kept, state.spacing, state.spike_ids, rules.space_id, dict(rules.pairs),
                        set(rules.full_ids), rules.spacing_confidence)

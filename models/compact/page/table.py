@@ -5,8 +5,9 @@ Rows: lines whose vertical centres lie within half a line height of a row's mean
 (:attr:`models.compact.page.layout.PageLayout.rules`) spanning most of its height, the column boundaries
 are the rules (a line the detector ran across a rule is cut there, if the rule runs at the line's
 height: one region may hold two tables with different columns); otherwise they are the gutters
-that (almost) no line crosses. A line belongs to the column it starts in; several lines of one row
-in one column are one cell, read left to right / top to bottom. Each cell's first line gets the join
+that (almost) no line crosses. A line belongs to the column holding most of its width
+(:func:`column_of`); several lines of one row in one column are one cell, read left to right / top
+to bottom. Each cell's first line gets the join
 ``cell:T:R:C`` (:func:`inkstream.segments.cell_join`), its further lines ``space``; empty rows and
 columns are dropped, so row and column numbers are dense.
 """
@@ -69,6 +70,19 @@ def _gutter_boundaries(lines: list, med_h: float) -> list[float]:
     return out
 
 
+def column_of(box: Box, bounds: list[float]) -> int:
+    """The column (0-based) of a line with ``box`` (x0, y0, x1, y1 page pixels) between the sorted
+    column boundaries ``bounds`` (page x): the column that holds the most of its width (the first of
+    equals). Not the column it starts in: in a table without rules the gutter between two
+    right-aligned numeric columns is placed where (almost) no line crosses it, and a wide value of
+    the right column (``-119.57%``, ``9,363.90``) starts left of it -- it was put into the column
+    before and read as one cell with that column's number (``43,351 -119.57%``; issue 37).
+    """
+    edges = [-np.inf, *bounds, np.inf]
+    overlaps = [min(box[2], hi) - max(box[0], lo) for lo, hi in zip(edges, edges[1:], strict=False)]
+    return int(np.argmax(overlaps))
+
+
 #: Column gutters: (page x in pixels, indices of the table's lines that have ink there).
 Gutters = list[tuple[float, frozenset[int]]]
 
@@ -115,14 +129,13 @@ def table_lines(lines: list, rules: list[Box], table: int, med_h: float, make_pi
     else:
         bounds = _gutter_boundaries(lines, med_h)
         found = gutters(lines) if gutters is not None else []
-        if len(found) > len(bounds):
+        if found and len(found) >= len(bounds):
             lines, bounds = _cut_at(lines, found, med_h, make_piece), [x for x, _ in found]
     rows = _rows(lines, med_h)
     cells: dict[tuple[int, int], list] = {}
     for r, row in enumerate(rows):
         for ln in sorted(row, key=lambda b: b.box[0]):
-            c = sum(1 for b in bounds if b < ln.box[0] + med_h / 2)
-            cells.setdefault((r, c), []).append(ln)
+            cells.setdefault((r, column_of(ln.box, bounds)), []).append(ln)
     used_cols = sorted({c for _, c in cells})
     col_no = {c: i for i, c in enumerate(used_cols)}
     out: list[tuple[object, str]] = []
@@ -157,6 +170,22 @@ BESIDE_MIN_LINES, BESIDE_MAX_WIDTH = 3, 12.0
 BESIDE_GAP = 5.0
 
 
+#: A block lies within a table when this share of its box is inside the table's box (grown by half
+#: a line height on every side).
+WITHIN_SHARE = 0.8
+
+
+def _within(box: Box, table_box: Box, med_h: float) -> bool:
+    """Whether at least :data:`WITHIN_SHARE` of ``box``'s area lies inside ``table_box`` grown by
+    half of ``med_h`` (page pixels).
+    """
+    m = med_h / 2
+    w = min(box[2], table_box[2] + m) - max(box[0], table_box[0] - m)
+    h = min(box[3], table_box[3] + m) - max(box[1], table_box[1] - m)
+    area = max(1e-6, (box[2] - box[0]) * (box[3] - box[1]))
+    return w > 0 and h > 0 and w * h >= WITHIN_SHARE * area
+
+
 def _centre_y(ln) -> float:
     return (ln.box[1] + ln.box[3]) / 2
 
@@ -169,13 +198,19 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
     beside the table (within :data:`BESIDE_GAP` line heights across, mostly within its height), holds
     at least :data:`BESIDE_MIN_LINES` short lines (median width <= :data:`BESIDE_MAX_WIDTH` line
     heights) and at least :data:`BESIDE_ROW_SHARE` of its lines lie on a row of the table (centres
-    within :data:`ROW_TOLERANCE` line heights of a table line's centre).
+    within :data:`ROW_TOLERANCE` line heights of a table line's centre). A candidate of any size
+    that lies within the table's box (:func:`_within`) is part of it too: cells the analysis left
+    in blocks of their own (one to three lines: a header, a few cells of a skewed page) were read
+    after the table, outside its grid.
     """
     x0, y0, x1, y1 = table_box
     centres = np.sort(np.array([_centre_y(ln) for ln in table_lines], dtype=np.float64))
     out = []
     for i, g in enumerate(candidates):
         gx0, gy0, gx1, gy1 = g.box
+        if _within(g.box, table_box, med_h):
+            out.append(i)
+            continue
         if len(g.lines) < BESIDE_MIN_LINES or not len(centres):
             continue
         across = max(gx0 - x1, x0 - gx1)

@@ -6,7 +6,8 @@ boxes and :func:`models.compact.page.table.table_lines` found one column (``benc
 columns read as 1, cell recall 0 %). Here the gutters come from the ink: inside the table's box, ink
 is what :func:`models.compact.page.rowsplit.ink_mask` finds (bands, shading and rules are not ink),
 and a gutter is an interior run of pixel columns, at least :data:`MIN_WIDTH` line heights wide, where
-at most :data:`CROSSING` of the table's lines have ink. The caller cuts the lines that run across one.
+at most :data:`CROSSING` of the table's lines have ink. The caller cuts the lines that run across one
+(at the gutter's emptiest point, :data:`NEAR`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,17 @@ from models.compact.page.rowsplit import ink_mask
 MIN_WIDTH = 0.3
 #: ... and at most this share of the table's lines has ink in it.
 CROSSING = 0.1
+#: A gutter's cut lies where the fewest lines have ink in it (the middle of the longest such run); a line
+#: with ink within this many line heights of the cut is not cut there (a header spanning two columns).
+#: Not the gutter's whole width: the few lines allowed across it include a wide value of the right
+#: column that the detector joined with the number before it (``(57,941) -102.98%``, 14 px apart).
+NEAR = 0.1
 
 
 def ink_gutters(gray: np.ndarray, lines: list, med_h: float) -> list[tuple[float, frozenset[int]]]:
-    """The gutters between a table's columns: (page x in pixels, the indices of ``lines`` that have ink
-    in the gutter -- a header spanning two columns, not to be cut through) per gutter, left to right.
+    """The gutters between a table's columns: (page x in pixels of the gutter's emptiest point, the
+    indices of ``lines`` that have ink within :data:`NEAR` line heights of it -- a header spanning two
+    columns, not to be cut through) per gutter, left to right.
     ``gray`` uint8 [H, W] is the page (dark print), ``lines`` the table's lines (objects with ``box``
     (x0, y0, x1, y1) page pixels), ``med_h`` the page's median line height in pixels. [] for fewer
     than 4 lines.
@@ -43,10 +50,22 @@ def ink_gutters(gray: np.ndarray, lines: list, med_h: float) -> list[tuple[float
         a, b = max(0, int(ln.box[1]) - y0), max(0, int(ln.box[3]) - y0)
         if b > a:
             per_line[i] = ink[a:b].any(axis=0)
-    free = np.concatenate([[False], per_line.sum(axis=0) <= CROSSING * len(lines), [False]])
+    count = per_line.sum(axis=0)
+    free = np.concatenate([[False], count <= CROSSING * len(lines), [False]])
     edges = np.flatnonzero(free[1:] != free[:-1])
+    near = max(2, int(round(NEAR * med_h)))
     out = []
     for a, b in zip(edges[::2], edges[1::2], strict=True):
         if a > 0 and b < x1 - x0 and b - a >= MIN_WIDTH * med_h:
-            out.append((x0 + (a + b) / 2, frozenset(np.flatnonzero(per_line[:, a:b].any(axis=1)).tolist())))
+            x = a + _emptiest(count[a:b])
+            inked = per_line[:, max(0, x - near): x + near + 1].any(axis=1)
+            out.append((float(x0 + x), frozenset(np.flatnonzero(inked).tolist())))
     return out
+
+
+def _emptiest(count: np.ndarray) -> int:
+    """Index of the middle of the longest run of the smallest value in ``count`` (int [n], n >= 1)."""
+    low = np.concatenate([[False], count == count.min(), [False]])
+    edges = np.flatnonzero(low[1:] != low[:-1])
+    a, b = max(zip(edges[::2], edges[1::2], strict=True), key=lambda r: r[1] - r[0])
+    return int((a + b - 1) // 2)
