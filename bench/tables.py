@@ -79,6 +79,11 @@ def _others() -> tuple[object | None, object | None, object | None]:
     return tess, tess_zh, rapid
 
 
+def _share(kept: float, n: float, engine: object) -> str:
+    """``kept`` of ``n`` numbers as a percentage, or ``not run`` when ``engine`` is None (``--no-others``)."""
+    return "not run" if engine is None else f"{100 * kept / n:6.2f} %"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Read the pages, print per page and totals; last line the numbers-kept ratios."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -116,16 +121,19 @@ def main(argv: list[str] | None = None) -> int:
             tot[key] += v
         print(f"table_{k} seed {spec['seed']} {page.lang} {page.rules:10} {page.fill:5} rows {len(page.body):2}"
               f" cols {len(page.body[0]):2}: cell recall {100 * hit / n_cells:6.2f} %  numbers kept ours"
-              f" {100 * kept / n:6.2f} %  tesseract {100 * t_kept / n:6.2f} %  rapidocr {100 * r_kept / n:6.2f} %"
+              f" {100 * kept / n:6.2f} %  tesseract {_share(t_kept, n, engine)}  rapidocr {_share(r_kept, n, rapid)}"
               f"  TEDS {score:.3f}  warnings {','.join(res.warnings) or '-'}", flush=True)
     n = max(1.0, tot["numbers"])
     print(f"pages {args.pages}, numbers {int(tot['numbers'])}, cells {int(tot['cells'])}, ours {tot['s_ours']:.1f} s")
     print(f"cell_recall: {100 * tot['cells_hit'] / max(1.0, tot['cells']):.2f} %")
-    print(f"numbers_kept: ours {100 * tot['ours'] / n:.2f} %  tesseract {100 * tot['tess'] / n:.2f} %"
-          f"  rapidocr {100 * tot['rapid'] / n:.2f} %")
+    print(f"numbers_kept: ours {100 * tot['ours'] / n:.2f} %  tesseract {_share(tot['tess'], n, tess)}"
+          f"  rapidocr {_share(tot['rapid'], n, rapid)}")
     print(f"teds: {tot['teds'] / max(1, args.pages):.4f}")
-    print(f"numbers_kept_vs_tesseract: {tot['ours'] / max(1.0, tot['tess']):.3f}  "
-          f"numbers_kept_vs_rapidocr: {tot['ours'] / max(1.0, tot['rapid']):.3f}")
+    if args.no_others:  # no ratio against engines that were not run
+        print(f"numbers_kept_ours: {tot['ours'] / n:.4f}  (--no-others: Tesseract and RapidOCR not run)")
+    else:
+        print(f"numbers_kept_vs_tesseract: {tot['ours'] / max(1.0, tot['tess']):.3f}  "
+              f"numbers_kept_vs_rapidocr: {tot['ours'] / max(1.0, tot['rapid']):.3f}")
     return 0
 
 
