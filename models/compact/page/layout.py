@@ -21,7 +21,10 @@ import math
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
 from PIL import Image
+
+from models.compact.page.rule_band import rule_band
 
 Box = tuple[float, float, float, float]
 
@@ -127,6 +130,8 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> Im
     """A copy of ``image`` with each rule box (page pixels, grown by ``pad_px`` on every side, the
     anti-aliased edge of a rule) painted with the page's paper colour (its median edge colour), so
     that table borders and rules are not read as characters. ``image`` itself when ``rules`` is empty.
+    A thick box holding a slanted rule is painted only along the rule's own band
+    (:func:`models.compact.page.rule_band.rule_band`), sparing descenders and commas beside it.
     """
     if not rules:
         return image
@@ -138,8 +143,13 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> Im
     border.paste(rgb.crop((0, rgb.height - 1, rgb.width, rgb.height)), (0, 1))
     paper = tuple(int(v) for v in ImageStat.Stat(border).median)
     draw = ImageDraw.Draw(rgb)
+    gray = np.asarray(rgb.convert("L"))
     for x0, y0, x1, y1 in rules:
-        draw.rectangle((x0 - pad_px, y0 - pad_px, x1 + pad_px, y1 + pad_px), fill=paper)
+        band = rule_band(gray, (x0, y0, x1, y1), pad_px)  # a slanted rule: its own band, not its box
+        if band is not None:
+            draw.polygon(band, fill=paper)
+        else:
+            draw.rectangle((x0 - pad_px, y0 - pad_px, x1 + pad_px, y1 + pad_px), fill=paper)
     return rgb
 
 
