@@ -74,9 +74,20 @@ def test_searchable_pdf_of_the_scotus_page(stack, shared_dir, tmp_path):
     html = subprocess.run(["pdftotext", "-bbox", str(out), "-"], capture_output=True, text=True, check=True).stdout
     words = re.findall(r'xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)"', html)
     assert words
+    # A word may be widened into a too-wide gap beside it, so that poppler's default mode keeps a row in
+    # one block (gateway/output/text_band.py), but only as far as it keeps IoU >= 0.53 with its ink: at
+    # least half of each word's box lies inside its line's block.
     for x0, y0, x1, y1 in words:
-        cy = (float(y0) + float(y1)) / 2
-        assert any(b[0] - 1 <= float(x0) and float(x1) <= b[2] + 1 and b[1] - 1 <= cy <= b[3] + 1 for b in boxes)
+        w = (float(x0), float(y0), float(x1), float(y1))
+        assert max(_inside_share(w, b) for b in boxes) >= 0.5, (w, page["text"][:200])
+
+
+def _inside_share(word: tuple[float, float, float, float], box: list[float]) -> float:
+    """Share of ``word``'s area (points) inside ``box`` grown by 1 pt on every side."""
+    ix = min(word[2], box[2] + 1) - max(word[0], box[0] - 1)
+    iy = min(word[3], box[3] + 1) - max(word[1], box[1] - 1)
+    area = max(1e-9, (word[2] - word[0]) * (word[3] - word[1]))
+    return max(0.0, ix) * max(0.0, iy) / area
 
 
 def test_searchable_pdf_of_a_multipage_jpeg_tiff(stack, shared_dir, tmp_path):
