@@ -128,7 +128,8 @@ class Job(BaseModel):
     status: Literal["queued", "running", "done", "failed", "cancelled"]
     pages_done: int = Field(ge=0)
     pages_total: int = Field(ge=0, description="pages selected; 0 until a worker has opened the document")
-    error: PageError | None = Field(description="why a failed job failed ({code, message}), else null")
+    error: ErrorDetail | None = Field(description="why a failed job failed ({code, reason, message}, as the "
+                                                  "job's result answers it), else null")
     model_id: str = Field(description='the model reading it; "" until a worker has prepared the job')
     options: dict[str, str] = Field(description="the job's options (format, pages, mode, task; never the password)")
     created_at: float = Field(description="Unix time, seconds")

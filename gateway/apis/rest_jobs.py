@@ -31,7 +31,8 @@ def job_json(job: JobRecord, result_url: str = "") -> dict[str, Any]:
     """The REST view of a job (never its password)."""
     return {"job_id": job.job_id, "status": job.status, "pages_done": job.pages_done,
             "pages_total": job.pages_total,
-            "error": {"code": job.error_code, "message": job.error_message} if job.error_code else None,
+            "error": {"code": job.error_code, "reason": job.error_reason or job.error_code,
+                      "message": job.error_message} if job.error_code else None,
             "model_id": job.model_id, "options": job.options, "created_at": job.created_at,
             "updated_at": job.updated_at, "result_url": result_url, "webhook": job.webhook,
             "webhook_attempts": job.webhook_attempts, "attempts": job.attempts, "worker": job.worker}

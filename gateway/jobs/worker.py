@@ -142,20 +142,20 @@ class JobWorker:
             err = as_inkstream_error(exc)
             if not isinstance(exc, InkstreamError):
                 log.exception("job %s failed", job_id)
-            await self._fail(d, err.code_name, err.message)
+            await self._fail(d, err.code_name, err.message, err.reason)
         finally:
             beat.cancel()
             self.running -= 1
             self._on_running(-1)
             await asyncio.to_thread(shutil.rmtree, folder, ignore_errors=True)
 
-    async def _fail(self, d: Delivery, code: str, message: str) -> None:
+    async def _fail(self, d: Delivery, code: str, message: str, reason: str = "") -> None:
         """Record the job failed and acknowledge it; when the record cannot be written, log it and
         leave the delivery unacknowledged (see the module docstring).
         """
         for attempt in range(RECORD_TRIES):
             try:
-                await self.finish(d.job_id, "failed", error_code=code, error_message=message)
+                await self.finish(d.job_id, "failed", error_code=code, error_message=message, error_reason=reason)
                 await self._ack(d)
                 return
             except Exception as exc:  # noqa: BLE001 - reported below, never hidden

@@ -1,7 +1,8 @@
 """Job records and the two store interfaces (job records; blobs by name), no engine here.
 
-A :class:`JobRecord` carries a job's error as two fields, ``error_code`` (a gRPC status name, e.g.
-``"UNAVAILABLE"``) and ``error_message`` (for a person), never as one string parsed back later.
+A :class:`JobRecord` carries a job's error as three fields, ``error_code`` (a gRPC status name, e.g.
+``"UNAVAILABLE"``), ``error_message`` (for a person) and ``error_reason`` (the finer cause, e.g.
+``"PAYLOAD_TOO_LARGE"``; "" for records written before it was kept), never as one string parsed back later.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class JobRecord:
     pages_total: int = 0
     error_code: str = ""
     error_message: str = ""
+    error_reason: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str = ""
     doc_sha256: str = ""
@@ -59,11 +61,13 @@ class JobRecord:
 
     def failure(self) -> InkstreamError:
         """What asking for a failed job's result answers: the job's error as the InkstreamError of its
-        code, without a retry hint; a transient one (UNAVAILABLE, RESOURCE_EXHAUSTED: 503 / 429 would
-        invite retries of a call that can never succeed) as :class:`JobFailed` (409, reason
-        JOB_FAILED) whose message names the job's code and message.
+        code and reason (so a job refused by its worker answers the status ``/v1/ocr`` gives the same
+        document: 413 PAYLOAD_TOO_LARGE, 422 NOTHING_TO_READ), without a retry hint; a transient one
+        (UNAVAILABLE, RESOURCE_EXHAUSTED: 503 / 429 would invite retries of a call that can never
+        succeed) as :class:`JobFailed` (409, reason JOB_FAILED) whose message names the job's code and message.
         """
-        err = error_for_code(self.error_code or "INTERNAL", self.error_message or "the job failed")
+        err = error_for_code(self.error_code or "INTERNAL", self.error_message or "the job failed",
+                             reason=self.error_reason)
         if err.transient:
             return JobFailed(f"job {self.job_id} failed: {err.code_name}: {err.message}")
         err.retry_after_s = None

@@ -82,6 +82,32 @@ async def test_what_needs_the_document_fails_the_job_with_the_4xx_error(env):
     assert fake.pages_run == 0
 
 
+async def test_a_job_refused_by_its_worker_answers_the_same_status_and_reason_as_v1_ocr(env):
+    # Found trying the bad-input corpus: /v1/ocr answered a zero-page PDF 422 NOTHING_TO_READ, but the same
+    # document as a job failed and its result answered 400 with reason INVALID_ARGUMENT (the reason was lost).
+    c, _, _ = env
+    ocr = await c.post("/v1/ocr", files={"file": ("d.pdf", zero_page_pdf())})
+    assert ocr.status_code == 422 and ocr.json()["error"]["reason"] == "NOTHING_TO_READ"
+    job = (await submit(c, zero_page_pdf())).json()
+    failed = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert failed["status"] == "failed"
+    assert failed["error"] == {"code": "INVALID_ARGUMENT", "reason": "NOTHING_TO_READ",
+                               "message": ocr.json()["error"]["message"]}
+    res = await c.get(f"/v1/jobs/{job['job_id']}/result")
+    assert res.status_code == 422 and res.json()["error"] == ocr.json()["error"]
+
+
+def zero_page_pdf() -> bytes:
+    """A well-formed PDF whose page tree is empty."""
+    import io
+
+    import pikepdf
+
+    out = io.BytesIO()
+    pikepdf.new().save(out)
+    return out.getvalue()
+
+
 async def test_a_gateway_without_replicas_accepts_jobs_and_runs_them_once_one_is_up(env):
     c, fake, core = env
     fake.healthy = False  # no SERVING encoder or decoder replica

@@ -86,7 +86,8 @@ async def test_a_job_whose_document_is_gone_fails_clearly(gw_config):
         core.results.delete(document_blob(job_id))
     async with gateway(gw_config, fake) as (c, core):
         job = await wait_for(c, job_id, lambda j: j["status"] != "queued")
-        assert job["status"] == "failed" and job["error"] == {"code": DOCUMENT_LOST[0], "message": DOCUMENT_LOST[1]}
+        assert job["status"] == "failed" and job["error"] == {"code": DOCUMENT_LOST[0], "reason": DOCUMENT_LOST[0],
+                                                   "message": DOCUMENT_LOST[1]}
         r = await c.get(f"/v1/jobs/{job_id}/result")
         assert r.status_code == 409 and "retry-after" not in r.headers, r.text
         assert "no longer stored" in r.json()["error"]["message"]
