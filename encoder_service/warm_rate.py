@@ -5,9 +5,19 @@ A replica reports its busy seconds per encoded page in ``InfoResponse.seconds_pe
 pages, a gateway that starts with the stack has no rate at all, so it cannot tell that a 200-page
 synchronous request will not be read within its deadline (``gateway.routing.deadline_fit``). The
 warm-up already runs one page through the whole path (decode + preprocess on a preprocessing
-thread, then a forward pass of one page) and one forward pass at ``max_batch_size`` pages
-(:func:`encoder_service.server.warm_full_batch`); :func:`warmup_seconds_per_page` turns those
-timings into the busy seconds per page of a replica kept full.
+thread, then a forward pass of one page), then prepares it again and runs one forward pass at
+``max_batch_size`` pages (:func:`encoder_service.server.warm_full_batch`); the second, warm
+preprocessing (the first pays one-off set-up: 3.0-3.3 s against 2.6-2.8 s for the compact half)
+and the full forward pass are timed, and :func:`warmup_seconds_per_page` turns them into the busy
+seconds per page of a replica kept full.
+
+It is an estimate from one synthetic page on a machine whose load may change: with the compact
+half on 2 shared cores it was 4.0 s a page where a 24-page PDF then took 4.7 s a page through the
+stack (load 15-23), 3.2 s (first pass timed) where one took 2.3 s (load 11-12), and 1.8 s (warm pass)
+where one took 1.25 s (load 6-7): within a factor 1.5 either way, mostly above (the synthetic page's
+preprocessing costs ~15 % more than a scanned text page's, and the warm-up competes with the other
+services starting). The replica's measured rate replaces it after a few pages
+(:class:`inkstream.pace.ServiceRate`).
 
 Kept full, a page costs its share of a preprocessing thread (``prepare_s / threads``) and its share of
 a full forward pass (``batch_forward_s / batch_pages``). Whether the two stages overlap depends on the

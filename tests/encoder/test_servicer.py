@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import grpc
 import pytest
@@ -166,6 +167,28 @@ async def test_info_reports_the_warm_ups_seconds_per_page_before_any_page_is_ser
         info = await stub.Info(encoder_pb2.InfoRequest())
         assert not srv.batcher.pace.measured  # only the warm-up ran
     assert 0.4 / batch <= info.seconds_per_page < 0.4 / batch + 0.15
+
+
+class _ColdStartHalf(PatchHalf):
+    """Its first preprocessing takes 0.8 s more (lazy set-up), the later ones a few ms."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=0)
+        self.cold = True
+
+    def preprocess(self, image, mode):
+        if self.cold:
+            self.cold = False
+            time.sleep(0.8)
+        return super().preprocess(image, mode)
+
+
+async def test_the_warm_up_rate_leaves_out_the_first_preprocessings_set_up():
+    half = _ColdStartHalf()
+    half.delay_s = 0.4
+    async with running_encoder(half, max_batch_size=4, max_wait_ms=5.0, preprocess_threads=1) as (_srv, stub, _):
+        info = await stub.Info(encoder_pb2.InfoRequest())
+    assert 0.1 <= info.seconds_per_page < 0.4  # 0.1 s forward + a warm preprocessing; the cold one: 0.9 s
 
 
 async def test_info_declares_the_halfs_extra_token_columns(patch_half: PatchHalf):
