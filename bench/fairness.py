@@ -214,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         files = Files(line_pages(args.shared), tmp)
         traces = tmp / "spans.jsonl"
         env = {"INKSTREAM_TRACES_EXPORTER": "jsonl", "INKSTREAM_TRACES_FILE": str(traces)} if args.spans else {}
+        # The long documents are read synchronously whatever the machine's load: a loaded 2-core machine
+        # would otherwise refuse them at the encoder's warm-up rate (gateway.routing.deadline_fit).
+        env["INKSTREAM_GATEWAY__REQUEST_TIMEOUT_S"] = "3600"
         with LocalStack(pathlib.Path(args.model), gateway=True, env=env, startup_timeout_s=600) as stack:
             url = stack.gateway_url
 

@@ -201,7 +201,13 @@ def _http_failure(url: str, exc: httpx.HTTPError, timeout_s: float) -> str:
 
 
 @contextlib.contextmanager
-def _gateway(url: str | None, model: str | None) -> Iterator[str]:
+def _gateway(url: str | None, model: str | None, timeout_s: float = 3600.0) -> Iterator[str]:
+    """``url``, or the URL of a temporary local stack of ``model`` for the duration. That stack's
+    gateway gives a synchronous request as long as this command waits (``timeout_s``, ``--timeout``),
+    unless ``INKSTREAM_GATEWAY__REQUEST_TIMEOUT_S`` is set: a fresh stack otherwise refuses a long
+    document at once when its encoder's warm-up rate says it cannot be read in the gateway's default
+    600 s (``gateway.routing.deadline_fit``), though nothing else is waiting for this stack.
+    """
     if url:
         yield url
         return
@@ -209,7 +215,9 @@ def _gateway(url: str | None, model: str | None) -> Iterator[str]:
 
     print("inkstream ocr: starting a temporary local stack (encoder, decoder, gateway) ...",
           file=sys.stderr, flush=True)
-    with LocalStack(model) as stack:
+    key = "INKSTREAM_GATEWAY__REQUEST_TIMEOUT_S"
+    env = {} if key in os.environ else {key: f"{timeout_s:g}"}
+    with LocalStack(model, env=env) as stack:
         yield stack.gateway_url
 
 
@@ -237,7 +245,7 @@ def main(argv: list[str]) -> int:
                "task": args.task, "password": args.password}
     url = args.gateway or "the temporary local stack"
     try:
-        with _gateway(args.gateway, args.model) as url:
+        with _gateway(args.gateway, args.model, args.timeout) as url:
             pages, summary = stream_pages(url, path, options, api_key=args.api_key, timeout_s=args.timeout,
                                           progress=not args.no_progress)
             if fmt == "pdf":

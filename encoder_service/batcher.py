@@ -79,6 +79,8 @@ class MicroBatcher:
         self.idle_trim = IdleTrim()
         #: busy seconds per encoded page (inkstream.pace): busy while a page is admitted and unanswered
         self.pace = ServiceRate()
+        #: the warm-up's estimate of the same (encoder_service.warm_rate; None until the server's warm-up ran)
+        self.warmup_s: float | None = None
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self, half: EncoderHalf) -> None:
@@ -119,6 +121,18 @@ class MicroBatcher:
     def inflight(self) -> int:
         """Admitted pages not yet answered."""
         return self._inflight
+
+    @property
+    def preprocess_threads(self) -> int:
+        """Threads preparing pages (set at :meth:`start`; 1 before)."""
+        return max(1, self._preparer.threads)
+
+    def seconds_per_page(self) -> float | None:
+        """``InfoResponse.seconds_per_page``: measured busy seconds per page (:attr:`pace`), or the
+        warm-up's estimate (:attr:`warmup_s`) until enough pages were measured; None when neither.
+        """
+        measured = self.pace.seconds_per_unit
+        return measured if measured is not None else self.warmup_s
 
     def work_window_pages(self) -> int:
         """Pages this replica wants in flight, sized in time (``InfoResponse.work_window_pages``):

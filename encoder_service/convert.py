@@ -98,7 +98,8 @@ def error_response(page_index: int, exc: InkstreamError, *, model_id: str,
 def info_response(info: ServiceInfo, work_window_pages: int = 0,
                   seconds_per_page: float | None = None) -> encoder_pb2.InfoResponse:
     """ServiceInfo + the measured figures (``work_window_pages``: pages; ``seconds_per_page``:
-    busy seconds per page, None = not measured yet; :meth:`MicroBatcher.work_window_pages`) -> InfoResponse.
+    busy seconds per page, measured or the warm-up's estimate, None = unknown;
+    :meth:`MicroBatcher.work_window_pages`, :meth:`MicroBatcher.seconds_per_page`) -> InfoResponse.
     """
     return encoder_pb2.InfoResponse(
         model_id=info.model_id,

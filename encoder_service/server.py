@@ -2,8 +2,10 @@
 
 Start-up order (DESIGN.md, "Scaling and operations"): the gRPC port opens first with health
 NOT_SERVING (so a startup probe sees the process while weights load), the encoder half is loaded
-in a worker thread, one warm-up page runs through the full path (decode -> preprocess -> forward),
-then health turns SERVING. On drain (SIGTERM) health turns NOT_SERVING at once, new streams get
+in a worker thread, one warm-up page runs through the full path (decode -> preprocess -> forward)
+and one forward pass at ``max_batch_size`` pages, whose timings estimate the replica's seconds per
+page until it has measured served pages (:mod:`encoder_service.warm_rate`), then health turns
+SERVING. On drain (SIGTERM) health turns NOT_SERVING at once, new streams get
 UNAVAILABLE, in-flight pages finish within ``drain_grace_s``, then the server and batcher stop.
 
 Usage in tests::
@@ -20,6 +22,7 @@ import asyncio
 import io
 import logging
 import pathlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,6 +35,7 @@ from encoder_service.config import EncoderConfig
 from encoder_service.convert import ServiceInfo
 from encoder_service.metrics import EncoderMetrics
 from encoder_service.servicer import VisionEncoderServicer
+from encoder_service.warm_rate import warmup_seconds_per_page
 from inkstream import telemetry, tls, trace_interceptors
 from inkstream.errors import InvalidInput
 from inkstream.lifecycle import Lifecycle, in_daemon_thread, listener_options
@@ -74,8 +78,10 @@ def warmup_page_png(long_side_px: int, max_pixels: int) -> bytes:
     return buf.getvalue()
 
 
-def warm_full_batch(half: EncoderHalf, page_png: bytes, mode: str, batch_size: int) -> None:
-    """One forward pass at ``max_batch_size`` pages before turning SERVING.
+def warm_full_batch(half: EncoderHalf, page_png: bytes, mode: str, batch_size: int) -> tuple[float, float]:
+    """One forward pass at ``max_batch_size`` pages before turning SERVING. Returns (seconds the
+    page took to decode and preprocess, a second time: warm, unlike the warm-up page's first pass;
+    seconds of the forward pass); (0.0, 0.0) when ``batch_size`` <= 1: not run.
 
     The allocator then holds the activation memory of the largest batch from the start, so resident
     memory does not climb under the first burst of load, and a batch that does not fit in device
@@ -83,10 +89,13 @@ def warm_full_batch(half: EncoderHalf, page_png: bytes, mode: str, batch_size: i
     profiling run).
     """
     if batch_size <= 1:
-        return
+        return 0.0, 0.0
+    t0 = time.perf_counter()
     with Image.open(io.BytesIO(page_png)) as im:
         prepared = half.preprocess(im.convert("RGB"), mode)
+    t1 = time.perf_counter()
     half.encode_batch([prepared] * batch_size)
+    return t1 - t0, time.perf_counter() - t1
 
 
 @dataclass
@@ -145,7 +154,17 @@ class EncoderServer:
         page_png = warmup_page_png(long_side, cfg.max_image_pixels)
         res = await self.batcher.submit(page_png, half.default_mode)
         log.info("encoder warm-up page done", extra={"seconds": res.seconds, "vision_tokens": res.page.n_vision_tokens})
-        await in_daemon_thread(warm_full_batch, half, page_png, half.default_mode, cfg.max_batch_size)
+        prep_s, batch_s = await in_daemon_thread(warm_full_batch, half, page_png, half.default_mode,
+                                                 cfg.max_batch_size)
+        batch_pages = cfg.max_batch_size
+        if batch_s <= 0:  # no batch ran (max_batch_size 1): the warm-up page's own (cold) timings
+            prep_s, batch_s, batch_pages = res.prepare_s - res.thread_wait_s, res.forward_s, 1
+        # What Info reports as seconds_per_page until pages are measured (encoder_service.warm_rate).
+        on_cpu = str(getattr(half, "device", cfg.device)).startswith("cpu")
+        self.batcher.warmup_s = warmup_seconds_per_page(prep_s, self.batcher.preprocess_threads, batch_s,
+                                                        batch_pages, forward_on_cpu=on_cpu)
+        log.info("encoder warm-up rate", extra={"seconds_per_page": self.batcher.warmup_s, "prepare_s": prep_s,
+                                                "batch_forward_s": batch_s, "batch_pages": batch_pages})
         if not self.lifecycle.draining:
             await self.lifecycle.set_serving()
 

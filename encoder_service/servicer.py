@@ -68,7 +68,7 @@ class VisionEncoderServicer(encoder_pb2_grpc.VisionEncoderServicer):
         """
         if self.info is None:
             raise Unavailable("the encoder is still loading its model; retry shortly")
-        return info_response(self.info, self.batcher.work_window_pages(), self.batcher.pace.seconds_per_unit)
+        return info_response(self.info, self.batcher.work_window_pages(), self.batcher.seconds_per_page())
 
     @grpc_guard
     async def Encode(

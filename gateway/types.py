@@ -54,7 +54,8 @@ class EncoderInfo:
     ``max_batch_size``; 0 when it does not say), ``window`` (pages this gateway keeps open on one
     replica: see :func:`gateway.clients.encoder.encoder_window`) and weights ``revision``;
     ``hidden_size`` (columns of a vision token, 0 = not said), of which the first ``feature_columns``
-    are model features and the rest ``extra_columns``, in order.
+    are model features and the rest ``extra_columns``, in order; ``seconds_per_page``: the replica's
+    busy seconds per page, measured or estimated at its warm-up (0.0 = not said).
     """
 
     model_id: str
@@ -67,6 +68,7 @@ class EncoderInfo:
     hidden_size: int = 0
     feature_columns: int = 0
     extra_columns: tuple[TokenColumnsInfo, ...] = ()
+    seconds_per_page: float = 0.0
 
     def mode(self, name: str | None) -> ModeInfo:
         """The named mode (default when empty), matched case-insensitively like ``format`` and ``task``

@@ -75,9 +75,14 @@ class ServiceRate:
         self.inflight = max(0, self.inflight - n)
 
     @property
+    def measured(self) -> bool:
+        """Whether :attr:`seconds_per_unit` is measured (``min_units`` units completed), not ``prior_s``."""
+        return self._completed >= self.min_units and self._units > 0
+
+    @property
     def seconds_per_unit(self) -> float | None:
         """Measured busy seconds per unit; ``prior_s`` until ``min_units`` units completed."""
-        if self._completed < self.min_units or self._units <= 0:
+        if not self.measured:
             return self.prior_s
         return self._busy_s / self._units
 

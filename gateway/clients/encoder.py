@@ -97,7 +97,8 @@ def encoder_info_from_pb(resp: encoder_pb2.InfoResponse) -> EncoderInfo:
     return EncoderInfo(model_id=resp.model_id, modes=modes, default_mode=default,
                        max_image_bytes=int(resp.max_image_bytes), capacity=capacity, revision=resp.revision,
                        window=encoder_window(int(resp.max_batch_size), capacity, int(resp.work_window_pages)),
-                       hidden_size=int(resp.hidden_size), feature_columns=features, extra_columns=extra)
+                       hidden_size=int(resp.hidden_size), feature_columns=features, extra_columns=extra,
+                       seconds_per_page=max(0.0, float(resp.seconds_per_page)))
 
 
 def encoder_window(max_batch_size: int, capacity: int, work_window_pages: int = 0) -> int:

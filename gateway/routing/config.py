@@ -86,7 +86,8 @@ class PipelineConfig(BaseModel):
     seconds_per_page_prior: float | None = Field(
         None, gt=0, description="seconds a page is assumed to take (whole stack) until the gateway has measured "
         "it; synchronous documents that cannot be read within their deadline are refused (413) from then on. "
-        "None = refuse nothing until measured")
+        "None = the encoders' reported seconds per page (their warm-up's estimate until measured; "
+        "gateway.routing.deadline_fit)")
     window_refresh_s: Float = Field(
         5.0, gt=0, description="seconds between background re-reads of a replica's Info: its work window is "
         "sized in time from its measured rate, so it changes with load")

@@ -30,7 +30,7 @@ from gateway.clients.decoder import fetch_decoder_info
 from gateway.clients.encoder import fetch_encoder_info
 from gateway.routing.admission import Admission, Ticket
 from gateway.routing.config import PipelineConfig
-from gateway.routing.deadline_fit import DocumentLoad
+from gateway.routing.deadline_fit import DocumentLoad, stage_seconds_per_page
 from gateway.routing.metrics import PipelineStats, register_pipeline_metrics
 from gateway.routing.page_stages import PageStages
 from gateway.routing.replicas import ReplicaSet
@@ -73,7 +73,9 @@ class Pipeline:
         #: are checked with (gateway.routing.deadline_fit)
         self.pace = ServiceRate(prior_s=config.seconds_per_page_prior,
                                 min_inflight=max(1, config.max_pages_per_request))
-        self.load = DocumentLoad(self.pace)
+        #: before the rate is measured, the encoders' reported rates (gateway.routing.deadline_fit)
+        self.load = DocumentLoad(
+            self.pace, lambda: stage_seconds_per_page(*self.router.reported_seconds_per_page("encoder")))
         self._info: EncoderInfo | None = None
         self._info_at = 0.0
         self._tasks: tuple[str, ...] = ()

@@ -62,6 +62,7 @@ class _Route:
     info_ok: bool = False  # that try succeeded
     info_tried_at: float = -math.inf  # monotonic seconds
     info_task: asyncio.Task[None] | None = None
+    seconds_per_page: float = 0.0  # busy seconds per page its last Info reported (encoders; 0 = not said)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,19 @@ class Router:
     def eligible_views(self, stage: str) -> list[RouteView]:
         """Views of the stage's eligible replicas."""
         return [self.view(r) for r in self.stages[stage].eligible()]
+
+    def reported_seconds_per_page(self, stage: str) -> tuple[list[float], int]:
+        """(the seconds per page that the stage's eligible replicas reported in their current
+        incarnation's Info, > 0 only; how many replicas are eligible). Encoders report it
+        (``InfoResponse.seconds_per_page``: measured, or estimated at warm-up); decoders do not.
+        """
+        eligible = self.stages[stage].eligible()
+        rates = []
+        for r in eligible:
+            route = self._route(r)
+            if route.info_ok and route.info_incarnation == r.incarnation and route.seconds_per_page > 0:
+                rates.append(route.seconds_per_page)
+        return rates, len(eligible)
 
     def invalidate(self, replica: Replica) -> None:
         """Forget ``replica``'s Info (it refused work as running other weights): read it again."""
@@ -277,6 +291,7 @@ class Router:
             route.info_incarnation, route.info_ok, route.info_tried_at = incarnation, False, time.monotonic()
             return
         route.revision = info.revision
+        route.seconds_per_page = getattr(info, "seconds_per_page", 0.0)
         route.info_incarnation, route.info_ok, route.info_tried_at = incarnation, True, time.monotonic()
         if info.window:
             # Express pages only where the replica holds more than its window (its queue would refuse them).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import grpc
 import pytest
@@ -153,7 +154,41 @@ async def test_info_reports_model_and_limits(patch_half: PatchHalf):
     assert (info.max_batch_size, info.max_wait_ms, info.max_queue_pages) == (6, 7, 33)
     assert info.max_message_bytes == 8 * 1024 * 1024 and info.max_image_bytes == 1_000_000
     assert info.feature_columns == 24 and not info.extra_columns  # the double's tokens are all features
-    assert info.work_window_pages == 3 and info.seconds_per_page == 0.0  # 2 threads + 1 until measured
+    assert info.work_window_pages == 3  # 2 threads + 1 until measured
+    assert info.seconds_per_page > 0  # the warm-up's estimate until pages are measured
+
+
+@pytest.mark.parametrize("batch", [4, 1])
+async def test_info_reports_the_warm_ups_seconds_per_page_before_any_page_is_served(patch_half: PatchHalf, batch):
+    # A forward pass takes 0.4 s whatever its size: kept full at 4 pages a batch, a page costs
+    # 0.1 s of forward (plus its share of preprocessing: this double's is ~ms); one page a batch, 0.4 s.
+    patch_half.delay_s = 0.4
+    async with running_encoder(patch_half, max_batch_size=batch, max_wait_ms=5.0) as (srv, stub, _):
+        info = await stub.Info(encoder_pb2.InfoRequest())
+        assert not srv.batcher.pace.measured  # only the warm-up ran
+    assert 0.4 / batch <= info.seconds_per_page < 0.4 / batch + 0.15
+
+
+class _ColdStartHalf(PatchHalf):
+    """Its first preprocessing takes 0.8 s more (lazy set-up), the later ones a few ms."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=0)
+        self.cold = True
+
+    def preprocess(self, image, mode):
+        if self.cold:
+            self.cold = False
+            time.sleep(0.8)
+        return super().preprocess(image, mode)
+
+
+async def test_the_warm_up_rate_leaves_out_the_first_preprocessings_set_up():
+    half = _ColdStartHalf()
+    half.delay_s = 0.4
+    async with running_encoder(half, max_batch_size=4, max_wait_ms=5.0, preprocess_threads=1) as (_srv, stub, _):
+        info = await stub.Info(encoder_pb2.InfoRequest())
+    assert 0.1 <= info.seconds_per_page < 0.4  # 0.1 s forward + a warm preprocessing; the cold one: 0.9 s
 
 
 async def test_info_declares_the_halfs_extra_token_columns(patch_half: PatchHalf):

@@ -155,3 +155,32 @@ async def test_output_extension_picks_the_format(server, tmp_path, capsys):
     capsys.readouterr()
     assert ocr_cli.main([str(doc), "--gateway", url, "--format", "pdf"]) == 2
     assert "-o OUT.pdf" in capsys.readouterr().err
+
+
+def test_a_temporary_stack_gives_a_synchronous_request_as_long_as_the_command_waits(monkeypatch):
+    # Without it the fresh stack's gateway would refuse a long document at its encoder's warm-up rate
+    # against the default 600 s, though this command waits --timeout (3600 s) and nothing else uses the stack.
+    import launcher.local_stack
+
+    seen: list[dict] = []
+
+    class Recording:
+        gateway_url = "http://127.0.0.1:1"
+
+        def __init__(self, model, *, env=None):
+            seen.append(dict(env or {}))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    monkeypatch.setattr(launcher.local_stack, "LocalStack", Recording)
+    monkeypatch.delenv("INKSTREAM_GATEWAY__REQUEST_TIMEOUT_S", raising=False)
+    with ocr_cli._gateway(None, "model", 1234.5) as url:
+        assert url == Recording.gateway_url
+    monkeypatch.setenv("INKSTREAM_GATEWAY__REQUEST_TIMEOUT_S", "60")  # the user's own setting wins
+    with ocr_cli._gateway(None, "model", 1234.5):
+        pass
+    assert seen == [{"INKSTREAM_GATEWAY__REQUEST_TIMEOUT_S": "1234.5"}, {}]

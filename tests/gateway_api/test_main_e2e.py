@@ -5,6 +5,7 @@ decoder gRPC replicas (tests/gateway_pipeline/fakes.py, whose text is derived fr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import pathlib
@@ -42,15 +43,17 @@ async def rendered_pages(path, long_side: int) -> list[bytes]:
 HEADER_TIMEOUT_S = 3.0
 
 
-@pytest.fixture
-async def gateway_proc(tmp_path):
-    enc, dec = FakeEncoder(), FakeDecoder()
+@contextlib.asynccontextmanager
+async def running_gateway(tmp_path: pathlib.Path, enc: FakeEncoder, dec: FakeDecoder, **env_settings: str):
+    """``inkstream serve gateway`` as a process in front of ``enc`` and ``dec`` (served here), ready;
+    yields (REST URL, gRPC address, process). ``env_settings``: more environment variables.
+    """
     (es, eaddr), (ds, daddr) = await start_server(enc, "encoder"), await start_server(dec, "decoder")
     port, gport = free_port(), free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "INKSTREAM_LOG_FORMAT": "text",
            "INKSTREAM_GATEWAY__STORES__DATA_DIR": str(tmp_path / "data"),
            "INKSTREAM_GATEWAY__LIMITS__HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S),
-           PARENT_PID_ENV: str(os.getpid())}  # it dies with this test run, however that ends
+           PARENT_PID_ENV: str(os.getpid()), **env_settings}  # it dies with this test run, however that ends
     env.pop("INKSTREAM_API_KEYS", None)
     env.pop("INKSTREAM_API_KEYS_FILE", None)
     log = open(tmp_path / "gateway.log", "wb")  # noqa: SIM115 - the child's output; closed in the finally below
@@ -70,7 +73,7 @@ async def gateway_proc(tmp_path):
                 await asyncio.sleep(0.1)
             else:
                 raise AssertionError("gateway not ready:\n" + (tmp_path / "gateway.log").read_text())
-        yield url, f"127.0.0.1:{gport}", proc, dec
+        yield url, f"127.0.0.1:{gport}", proc
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -78,6 +81,13 @@ async def gateway_proc(tmp_path):
         log.close()
         await es.stop(None)
         await ds.stop(None)
+
+
+@pytest.fixture
+async def gateway_proc(tmp_path):
+    dec = FakeDecoder()
+    async with running_gateway(tmp_path, FakeEncoder(), dec) as (url, grpc_addr, proc):
+        yield url, grpc_addr, proc, dec
 
 
 async def test_cli_and_grpc_through_real_pipeline(gateway_proc, tmp_path, capsys):

@@ -60,6 +60,7 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
         self.revision = ""  # weights revision put on every EncodeResponse
         self.max_queue_pages = self.max_batch_size = 0  # capacity reported by Info (0: none)
         self.work_window_pages = 0  # window sized in time reported by Info (0: none)
+        self.seconds_per_page = 0.0  # busy seconds per page reported by Info (0: unknown)
         self.info_calls = 0
 
     async def Info(self, request, context):
@@ -70,7 +71,7 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
                    encoder_pb2.ModeInfo(name="small", page_long_side_px=640, max_vision_tokens=9)],
             default_mode="base", max_image_bytes=1 << 20, revision=self.revision,
             max_queue_pages=self.max_queue_pages, max_batch_size=self.max_batch_size,
-            work_window_pages=self.work_window_pages)
+            work_window_pages=self.work_window_pages, seconds_per_page=self.seconds_per_page)
 
     async def Encode(self, request_iterator, context):
         self.metadata.append(dict(context.invocation_metadata()))

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from gateway.routing.deadline_fit import DocumentLoad
+from gateway.routing.deadline_fit import DocumentLoad, stage_seconds_per_page
 from gateway.types import PipelineOptions
 from inkstream import errors
 from inkstream.fair import BATCH
@@ -86,3 +86,48 @@ async def test_a_300_page_request_that_fits_is_read_whole_at_the_measured_rate(c
     assert all(o.status == "ok" for o in outs), {o.error for o in outs if o.status != "ok"}
     with pytest.raises(errors.TooLongForDeadline):  # measured, not assumed: far too little time is refused
         await _read(c.pipeline, 300, "again", deadline_s=300 * per_page / 10)
+
+
+def test_a_stage_reads_as_many_pages_per_second_as_its_replicas_together():
+    assert stage_seconds_per_page([2.0], 1) == pytest.approx(2.0)
+    assert stage_seconds_per_page([2.0], 4) == pytest.approx(0.5)  # the others are assumed alike
+    assert stage_seconds_per_page([1.0, 3.0], 2) == pytest.approx(1 / (1 / 1.0 + 1 / 3.0))
+    assert stage_seconds_per_page([], 3) is None and stage_seconds_per_page([0.0], 1) is None
+    assert stage_seconds_per_page([2.0], 0) is None
+
+
+def test_before_measuring_the_configured_prior_then_the_replicas_rate_is_used():
+    reported: list[float | None] = [None]
+    load = DocumentLoad(ServiceRate(), lambda: reported[0])
+    assert load.seconds_per_page() == (None, "")
+    reported[0] = 3.0
+    assert load.seconds_per_page() == (3.0, "the encoders' reported")
+    with pytest.raises(errors.TooLongForDeadline, match=r"the encoders' reported 3\.00 s a page.*POST /v1/jobs"):
+        load.check("r", 201, 600.0)
+    load.check("r", 200, 600.0)
+    assert DocumentLoad(ServiceRate(prior_s=1.0), lambda: 3.0).seconds_per_page() == (1.0, "the configured")
+    assert DocumentLoad(_rate(0.5), lambda: 3.0).seconds_per_page() == (pytest.approx(0.5), "the measured")
+
+
+async def test_a_fresh_stack_refuses_a_big_request_at_the_rate_its_encoders_report(cluster):  # noqa: F811 - the fixture
+    # No page measured and no prior configured: the two encoders report 1 s a page each (their
+    # warm-up's estimate), 0.5 s a page for the stack, so 300 pages need 150 s.
+    c = await cluster.start(n_enc=2)
+    for e in c.encoders:
+        e.seconds_per_page = 1.0
+    assert c.pipeline.pace.seconds_per_unit is None
+    await c.pipeline.encoder_info()  # what the gateway reads before a request's pages (gateway.service)
+    with pytest.raises(errors.TooLongForDeadline, match=r"150 s at the encoders' reported 0\.50 s a page"):
+        await _read(c.pipeline, 300, "big", deadline_s=60.0)
+    assert sum(sum(e.calls.values()) for e in c.encoders) == 0  # refused before any page was sent
+    small = await _read(c.pipeline, 10, "small", deadline_s=60.0)  # 5 s at that rate: read
+    assert [o.status for o in small] == ["ok"] * 10
+    job = await _read(c.pipeline, 300, "job", deadline_s=60.0, priority=BATCH)  # a job: never refused for size
+    assert [o.index for o in job] == list(range(300)) and all(o.status == "ok" for o in job)
+
+
+async def test_replicas_that_report_no_rate_refuse_nothing_before_measuring(cluster):  # noqa: F811 - the fixture
+    c = await cluster.start()
+    await c.pipeline.encoder_info()
+    outs = await _read(c.pipeline, 40, "big", deadline_s=60.0)
+    assert len(outs) == 40
