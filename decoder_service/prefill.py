@@ -45,6 +45,9 @@ def prefill(half: DecoderHalf, embeds: Sequence[torch.Tensor]) -> tuple[torch.Te
     Returns (last-position logits [b, V] float32, the filled KV cache, attention mask [b, L] int64).
     Errors are those of ``half.forward``.
     """
+    packed = half.prefill_packed(list(embeds))  # e.g. deepseek_ocr2's packed prefill (no padding rows)
+    if packed is not None:
+        return packed
     x, mask, pos = left_pad(list(embeds))
     cache = half.new_cache()
     logits = half.forward(x, mask, pos, cache)

@@ -250,6 +250,16 @@ class DecoderHalf(abc.ABC):
         if s > self.max_positions:
             raise InvalidInput(f"sequence of {s} positions exceeds the model's {self.max_positions}")
 
+    def prefill_packed(self, embeds: list[torch.Tensor]) -> tuple[torch.Tensor, Any, torch.Tensor] | None:
+        """Prefill of several prompts ([L_i, H] each, model dtype and device) in the half's own
+        efficient way, or None (the default) when it has none and the caller runs one left-padded
+        :meth:`forward`. When not None: (last-position logits [b, V] float32, a cache from
+        :meth:`new_cache` whose layers hold keys / values [b, heads, L_max, d] with each prompt
+        right-aligned after zeros, attention mask [b, L_max] int64), the layout of a left-padded
+        prefill. Raises InvalidInput for a prompt longer than ``max_positions``.
+        """
+        return None
+
     @abc.abstractmethod
     def decode_text(self, token_ids: list[int]) -> str:
         """Token ids -> text (special tokens skipped)."""

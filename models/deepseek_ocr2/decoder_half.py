@@ -33,6 +33,7 @@ from models.base import DecoderHalf
 from models.deepseek_ocr2 import checkpoint as ckpt
 from models.deepseek_ocr2.decode_step import install_sorted_experts, lean_step_for
 from models.deepseek_ocr2.modes import modes_from_processor
+from models.deepseek_ocr2.prefill_step import LeanPrefill
 
 if TYPE_CHECKING:
     from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextModel
@@ -80,6 +81,8 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
         self._lean_step = lean_step_for(text_model, lm_head)
         if self._lean_step is not None:  # prefill's routed experts too: same numbers, less bookkeeping
             install_sorted_experts(text_model)
+        # Several prompts' prefill packed into one forward (models/deepseek_ocr2/prefill_step.py).
+        self._lean_prefill = None if self._lean_step is None else LeanPrefill(self._lean_step, self.new_cache)
 
     @classmethod
     def load(cls, checkpoint_dir: str | pathlib.Path, device: str = "cpu",
@@ -185,6 +188,21 @@ class DeepseekOcr2DecoderHalf(DecoderHalf):
             out = self._text(inputs_embeds=inputs_embeds.to(dev, self.dtype), attention_mask=attention_mask,
                              position_ids=position_ids.to(dev), past_key_values=past_key_values, use_cache=True)
             return self._lm_head(out.last_hidden_state[:, -1]).float()
+
+    def prefill_packed(self, embeds: list[torch.Tensor]) -> tuple[torch.Tensor, Any, torch.Tensor] | None:
+        """Packed prefill (:class:`~models.deepseek_ocr2.prefill_step.LeanPrefill`) where the lean
+        decode step applies, else None (the caller runs the left-padded forward); see
+        :meth:`DecoderHalf.prefill_packed`. Raises InvalidInput for a bad shape or a prompt longer
+        than ``max_positions``.
+        """
+        if self._lean_step is None or self._lean_prefill is None or not embeds:
+            return None
+        for e in embeds:
+            if e.ndim != 2 or e.shape[-1] != self.hidden_size or e.shape[0] < 1:
+                raise InvalidInput(f"prompt embeddings must be [L, {self.hidden_size}], got {list(e.shape)}")
+            if e.shape[0] > self.max_positions:
+                raise InvalidInput(f"sequence of {e.shape[0]} positions exceeds the model's {self.max_positions}")
+        return self._lean_prefill([e.to(self.device, self.dtype) for e in embeds])
 
     def decode_text(self, token_ids: list[int]) -> str:
         """Token ids -> text. Control tokens (BOS, EOS, pad, image) are dropped; the layout markup

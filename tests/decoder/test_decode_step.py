@@ -72,12 +72,24 @@ def test_bit_identical_to_transformers_on_a_padded_changing_batch(half):
         last = got.max(dim=-1).indices[:, None]
 
 
+@contextlib.contextmanager
+def _padded_prefill(half):
+    """Switch the packed prefill (models/deepseek_ocr2/prefill_step.py) off: prefill is one
+    left-padded forward."""
+    packed, half._lean_prefill = half._lean_prefill, None
+    try:
+        yield
+    finally:
+        half._lean_prefill = packed
+
+
 @torch.inference_mode()
 def test_prefill_with_sorted_experts_is_bit_identical(half):
     embeds = [half.embed_prompt(vision_tokens(half, n, seed=n), "markdown") for n in (30, 12, 21)]
-    logits, cache, mask = prefill(half, embeds)
-    with _transformers_only(half):
-        ref_logits, ref_cache, ref_mask = prefill(half, embeds)
+    with _padded_prefill(half):
+        logits, cache, mask = prefill(half, embeds)
+        with _transformers_only(half):
+            ref_logits, ref_cache, ref_mask = prefill(half, embeds)
     assert torch.equal(logits, ref_logits) and torch.equal(mask, ref_mask)
     assert _same_cache(cache, ref_cache)
 
