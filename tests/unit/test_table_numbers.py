@@ -54,9 +54,26 @@ def test_words_dates_and_two_cells_stay_with_the_decoder():
         assert _finish(read, written) == written, (read, written)
     same = [*_ids("1,234"), EOS_ID]
     assert finish_segment(_state("1,234"), same, SERVED) is same
-    nums, digits, like = number_vocab(VOCAB)
+    nums, digits, like, _ = number_vocab(VOCAB)
     assert numbers_from_spikes([], _ids("1"), nums, digits, like) == []
     assert numbers_from_spikes(_ids("1.5"), _ids(".,"), nums, digits, like) == _ids("1.5")  # no digit read
+
+
+def test_spikes_with_two_separators_side_by_side_are_no_number():
+    """A faded receipt's ``0.76``: the spikes read ``0..76``, the decoder ``0.76`` (seed 30009)."""
+    for read, written in [("0..76", "0.76"), ("1.,5", "1.5"), ("12,,000", "12,000")]:
+        assert _finish(read, written) == written, (read, written)
+    assert _finish("0.76", "0..76") == "0.76"  # a well-formed reading still replaces the decoder's
+
+
+def test_a_final_mark_or_doubled_digit_written_past_the_spikes_is_dropped():
+    """``Account no.:`` read ``Account no.:::::`` with one colon spike (seed 30007); ``6044`` read
+    ``6044444`` with spikes ending in two 4s (seed 30009)."""
+    assert _finish("Accountno.:", "Account no.:::::") == "Account no.:"
+    assert _finish("TEL971-538-6044", "TEL 971-538-6044444") == "TEL 971-538-6044"
+    assert _finish("Hal", "Hall") == "Hall"  # one spike for ll: the recogniser merged the run, kept
+    assert _finish("a...", "a...") == "a..."  # a mark read as often as written stays
+    assert _finish("Total:", "Total:::", TRAINER) == "Total:::"  # rules without the step leave it
 
 
 def _line(x0: float, y0: float, x1: float, y1: float) -> LineBox:

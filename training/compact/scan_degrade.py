@@ -66,7 +66,10 @@ def thermal(img: Image.Image, rng: random.Random) -> Image.Image:
 def dot_matrix(img: Image.Image, rng: random.Random) -> Image.Image:
     """Glyphs redrawn as printer dots: the ink sampled on a square grid of pitch 2 px (a cell
     holding a pixel below 128 of 255 is inked, so thin strokes keep their dots), each inked cell a
-    disk of radius 0.35-0.5 pitch; ribbon ink 20-90 of 255.
+    disk of radius 0.35-0.5 pitch, drawn as the cell's pixels whose centres it covers -- at least
+    the ``pitch`` x ``pitch`` cell's centre pixels, so a dot is never empty (at pitch 2 the pixel
+    centres lie 0.354 pitch from the cell's centre: a radius drawn below that left every cell blank,
+    a blank page, ``make_document(31010)``); ribbon ink 20-90 of 255.
     """
     pitch = 2
     a = _array(img)
@@ -76,7 +79,8 @@ def dot_matrix(img: Image.Image, rng: random.Random) -> Image.Image:
     padded[:h, :w] = a
     cells = padded.reshape(gh, pitch, gw, pitch).min(axis=(1, 3)) < 128  # a cell with ink prints a dot
     yy, xx = np.mgrid[:pitch, :pitch] - (pitch - 1) / 2
-    disk = (yy ** 2 + xx ** 2) <= (rng.uniform(0.35, 0.5) * pitch) ** 2
+    reach = (yy ** 2 + xx ** 2).min()  # the nearest pixel centres' squared distance from the cell's centre
+    disk = (yy ** 2 + xx ** 2) <= max((rng.uniform(0.35, 0.5) * pitch) ** 2, reach)
     dots = np.kron(cells, disk)[:h, :w]
     ink = rng.uniform(20, 90)
     out = np.where(dots, ink, 255.0).astype(np.float32)

@@ -9,6 +9,9 @@ this order:
    from the written tokens (:func:`models.compact.decode.copy_head.past_last_spike`), only when the
    text ends in a repeat (:func:`models.compact.decode.copy_head.repeated_tail`, the replay costs
    ~9 ms for a 60-character line on one core);
+   Then a final character the decoder wrote again past the last spike (``no.:::``, ``60444`` where
+   the spikes end ``44``) is dropped (:func:`models.compact.decode.rereads.drop_stuttered_marks`; the
+   pointer is replayed only when the text ends in the same character twice);
 2. **unread repeats** (:func:`models.compact.decode.rereads.drop_unread_repeats`): a stretch written
    twice where the recogniser read it once is replaced by its reading;
 3. **numbers from the spikes** (:func:`models.compact.decode.numbers.numbers_from_spikes`, rules made
@@ -28,6 +31,7 @@ delivered like one that drops them.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -36,7 +40,7 @@ import torch
 
 from models.compact.decode.copy_head import past_last_spike, repeated_tail, spike_frames, trim_overrun
 from models.compact.decode.numbers import number_vocab, numbers_from_spikes
-from models.compact.decode.rereads import drop_unread_repeats
+from models.compact.decode.rereads import drop_stuttered_marks, drop_unread_repeats
 from models.compact.decode.spacing import FULL_TO_HALF, respace, spike_classes, width_pairs
 from models.compact.line.columns import character_spikes
 
@@ -64,7 +68,9 @@ class FinishRules:
     threshold, config ``spacing.confidence``; None: the spacing step is skipped). ``number_ids``,
     ``digit_ids``, ``number_like_ids``: the vocabulary's number characters, digits, and number
     characters in either width (:func:`models.compact.decode.numbers.number_vocab`; empty: the numbers
-    step is skipped).
+    step is skipped), ``separator_ids`` (the decimal and group separators). ``mark_ids``: the
+    vocabulary's punctuation marks (Unicode category P*, :func:`mark_vocab`; empty: the stutter
+    step is skipped, as in the trainer's rules).
     """
 
     eos_ids: frozenset[int]
@@ -75,6 +81,8 @@ class FinishRules:
     number_ids: frozenset[int] = frozenset()
     digit_ids: frozenset[int] = frozenset()
     number_like_ids: frozenset[int] = frozenset()
+    separator_ids: frozenset[int] = frozenset()
+    mark_ids: frozenset[int] = frozenset()
 
     @classmethod
     def from_vocab(cls, vocab: Mapping[str, int], eos_ids: Collection[int],
@@ -84,7 +92,14 @@ class FinishRules:
         """
         return cls(frozenset(int(t) for t in eos_ids), vocab.get(" ", -1), width_pairs(dict(vocab)),
                    frozenset(vocab[c] for c in FULL_TO_HALF if c in vocab), spacing_confidence,
-                   *number_vocab(vocab))
+                   *number_vocab(vocab), mark_vocab(vocab))
+
+
+def mark_vocab(vocab: Mapping[str, int]) -> frozenset[int]:
+    """Ids of the one-character tokens of ``vocab`` that are punctuation (Unicode category P*: ``.``
+    ``:`` ``-`` ``，`` ...; not symbols such as ``$`` or ``%``).
+    """
+    return frozenset(int(i) for t, i in vocab.items() if len(t) == 1 and unicodedata.category(t).startswith("P"))
 
 
 def finish_state(q: torch.Tensor, ids: torch.Tensor, space_id: int,
@@ -113,8 +128,13 @@ def finish_segment(state: FinishState | None, token_ids: list[int], rules: Finis
     kept = written
     if repeated_tail(written):
         kept = trim_overrun(written, past_last_spike(state.q, state.ids, written))
+    if rules.mark_ids and len(kept) >= 2 and kept[-1] == kept[-2] \
+            and (kept[-1] in rules.mark_ids or state.spike_ids[-2:] == kept[-2:]):
+        kept = drop_stuttered_marks(kept, past_last_spike(state.q, state.ids, kept), rules.mark_ids,
+                                    state.spike_ids)
     kept = drop_unread_repeats(kept, state.spike_ids, rules.space_id)
-    kept = numbers_from_spikes(kept, state.spike_ids, rules.number_ids, rules.digit_ids, rules.number_like_ids)
+    kept = numbers_from_spikes(kept, state.spike_ids, rules.number_ids, rules.digit_ids, rules.number_like_ids,
+                               rules.separator_ids)
     if state.spacing is not None and rules.spacing_confidence is not None:
         kept = respace(kept, state.spacing, state.spike_ids, rules.space_id, dict(rules.pairs),
                        set(rules.full_ids), rules.spacing_confidence)

@@ -28,6 +28,8 @@ training fonts 2.80 -> 2.53 %; of the 3,268 lines 51 better, none worse. The bou
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
 from models.compact.decode.spacing import solid_opcodes
 
 #: Longest repeat unit (tokens) that counts as written twice: the decoder's slips repeat a few
@@ -75,3 +77,31 @@ def drop_unread_repeats(written: list[int], spike_ids: list[int], space_id: int,
             first -= 1  # "a XY b" -> "a b", not "a  b"
         out[first: last + 1] = read
     return out
+
+
+def drop_stuttered_marks(written: list[int], past: list[bool], mark_ids: Collection[int],
+                         spike_ids: Sequence[int] = ()) -> list[int]:
+    """``written`` (a segment's ids, ``</s>`` excluded) without the copies of its last character that
+    the decoder wrote after the recogniser's reading was used up: while the last token equals the
+    token before it, was written past the last spike (``past``, one flag per token:
+    :func:`models.compact.decode.copy_head.past_last_spike`) and is a punctuation mark (in
+    ``mark_ids``) or a class the recogniser itself read twice in a row at the end of the line (the
+    last two of ``spike_ids``, its classes at the character spikes), it is dropped. Returns
+    ``written`` itself when nothing is dropped, else a new list.
+
+    Why: :func:`models.compact.decode.copy_head.trim_overrun` leaves runs of one token alone (a digit
+    the recogniser merged, ``1000``), so a decoder that stutters on a final mark kept it: a form
+    label ``Account no.:`` read ``Account no.:::`` on generated scans (seeds 30,004-30,007), the
+    recogniser's spikes holding one colon. A mark printed twice has a spike for each copy (CTC
+    needs a blank between two equal classes, and a printed mark stands apart), so it is never past the
+    last spike; digits and letters, which CTC may merge (``1000`` read with one spike for ``000``),
+    are dropped only where the recogniser ended on two spikes of them: it told that run's copies apart,
+    so a copy it did not read is the decoder's (``TEL 971-538-6044`` read ``...60444``, spikes
+    ``...6044``, seed 30,009).
+    """
+    doubled = {spike_ids[-1]} if len(spike_ids) >= 2 and spike_ids[-1] == spike_ids[-2] else set()
+    n = len(written)
+    while n >= 2 and written[n - 1] == written[n - 2] and n - 1 < len(past) and past[n - 1] \
+            and (written[n - 1] in mark_ids or written[n - 1] in doubled):
+        n -= 1
+    return written if n == len(written) else written[:n]
