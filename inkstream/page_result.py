@@ -65,9 +65,12 @@ class PageError:
 class TableCell:
     """One cell of a ``table`` block: ``row`` and ``column`` (0-based, top to bottom / left to right),
     its ``text``, ``box`` in page pixels (the union of the boxes of the segments it was read from),
-    ``confidence`` in [0, 1] (token-weighted geometric mean over those segments, 0.0 when unknown),
-    and ``rowspan`` / ``colspan`` >= 1 (rows / columns the cell covers from ``row`` / ``column``;
-    1 unless the model says otherwise: the embedded ``compact`` model gives no spans).
+    ``confidence`` in [0, 1] (as a block's, over those segments: 1 - their expected CER for a
+    calibrated model, else their token-weighted geometric mean; 0.0 when unknown),
+    ``rowspan`` / ``colspan`` >= 1 (rows / columns the cell covers from ``row`` / ``column``;
+    1 unless the model says otherwise: the embedded ``compact`` model gives no spans) and ``warnings``
+    (stable codes, :data:`WARNING_CODES`: ``low_confidence`` when the cell is doubtful, e.g. a number
+    with a doubtful digit; :func:`gateway.output.signal.cell_signal`).
     """
 
     row: int
@@ -77,19 +80,22 @@ class TableCell:
     confidence: float = 0.0
     rowspan: int = 1
     colspan: int = 1
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form: ``{row, column, rowspan, colspan, text, box, confidence}``."""
+        """JSON form: ``{row, column, rowspan, colspan, text, box, confidence, warnings}``."""
         return {"row": self.row, "column": self.column, "rowspan": self.rowspan, "colspan": self.colspan,
-                "text": self.text, "box": _box_json(self.box), "confidence": round(self.confidence, 4)}
+                "text": self.text, "box": _box_json(self.box), "confidence": round(self.confidence, 4),
+                "warnings": list(self.warnings)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TableCell:
-        """Inverse of :meth:`to_dict` (spans default to 1, confidence to 0.0). Raises KeyError without
+        """Inverse of :meth:`to_dict` (spans default to 1, confidence to 0.0, warnings to none). Raises KeyError without
         ``row`` / ``column`` / ``box``, ValueError for a malformed box, a negative place or a span < 1.
         """
         cell = cls(int(d["row"]), int(d["column"]), str(d.get("text", "")), as_box(d["box"]),
-                   float(d.get("confidence", 0.0)), int(d.get("rowspan", 1)), int(d.get("colspan", 1)))
+                   float(d.get("confidence", 0.0)), int(d.get("rowspan", 1)), int(d.get("colspan", 1)),
+                   [str(w) for w in d.get("warnings") or []])
         if cell.row < 0 or cell.column < 0 or cell.rowspan < 1 or cell.colspan < 1:
             raise ValueError(f"table cell out of range (row, column >= 0; spans >= 1): {d!r}")
         return cell

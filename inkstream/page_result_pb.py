@@ -14,12 +14,13 @@ from inkstream.pb import gateway_pb2
 
 def _cell_to_pb(c: TableCell) -> gateway_pb2.TableCell:
     return gateway_pb2.TableCell(row=c.row, column=c.column, rowspan=c.rowspan, colspan=c.colspan, text=c.text,
-                                 x0=c.box[0], y0=c.box[1], x1=c.box[2], y1=c.box[3], confidence=c.confidence)
+                                 x0=c.box[0], y0=c.box[1], x1=c.box[2], y1=c.box[3], confidence=c.confidence,
+                                 warnings=c.warnings)
 
 
 def _cell_from_pb(m: gateway_pb2.TableCell) -> TableCell:
     return TableCell(m.row, m.column, m.text, (m.x0, m.y0, m.x1, m.y1), m.confidence,
-                     max(1, m.rowspan), max(1, m.colspan))
+                     max(1, m.rowspan), max(1, m.colspan), list(m.warnings))
 
 
 def _word_to_pb(w: Word) -> gateway_pb2.Word:

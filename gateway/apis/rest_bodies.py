@@ -22,8 +22,11 @@ class TableCell(BaseModel):
     colspan: int = Field(ge=1, description="columns the cell covers from its column (1 unless the model gives spans)")
     text: str
     box: list[float] = Field(min_length=4, max_length=4, description="[x0, y0, x1, y1] in page pixels")
-    confidence: float = Field(ge=0, le=1, description="token-weighted geometric mean of the model's token "
-                                                      "probabilities over the cell's segments")
+    confidence: float = Field(ge=0, le=1, description="as a block's, over the cell's segments: 1 - their expected "
+                                                      "CER for a calibrated model, else the token-weighted "
+                                                      "geometric mean of the model's token probabilities")
+    warnings: list[str] = Field(description='stable codes: "low_confidence" when the cell is doubtful (a number '
+                                            "with a doubtful digit)")
 
 
 class Word(BaseModel):

@@ -8,7 +8,7 @@ TABLES: dict[str, dict] = {
     'inkstream-compact': {
         "revision": '583c382639a8',
         "features": ['bias', 'nll', 'sqrt_nll', 'log_tokens', 'cjk', 'digits', 'nll_x_cjk'],
-        "weights": [-4.99017, -3.61753, 10.47872, -0.32603, -2.14376, 0.27783, 2.29792],
+        "weights": [-6.78552, -3.31017, 10.98302, 0.30919, -1.41248, 0.02855, 1.95525],
         "fitted_on": "training.compact.scan_docs seeds 0-47, and "
                      "0-47 printed cleanly",
         "page_ece": 0.0052,

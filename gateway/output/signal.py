@@ -51,7 +51,7 @@ from inkstream.confidence import expected_error, line_features
 from inkstream.page_result import LOW_CONFIDENCE, NO_TEXT_FOUND, UNREAD_REGION, UNSUPPORTED_SCRIPT, WARNING_CODES
 
 __all__ = ["LOW_CONFIDENCE", "NO_TEXT_FOUND", "UNREAD_REGION", "UNSUPPORTED_SCRIPT", "WARNING_CODES", "SegmentScore",
-           "page_confidence", "block_signal", "page_warnings"]
+           "page_confidence", "block_signal", "cell_signal", "page_warnings"]
 
 #: page confidence under which a page is ``low_confidence``: the eval pages the embedded model reads
 #: at <= 5 % CER score 0.98 and above; pages of junk (unseen script, inverted print) 0.2-0.75.
@@ -137,9 +137,33 @@ def block_signal(segment: SegmentScore, text: str, model_id: str = "") -> tuple[
     err = segment_expected_error(segment, table) if segment.generated_tokens > 0 else 1.0
     if not text.strip():
         return 1.0 - err, []
+    return 1.0 - err, [LOW_CONFIDENCE] if _doubtful(err, text) else []
+
+
+def _doubtful(err: float, text: str) -> bool:
+    """Calibrated: is a block or cell of expected CER ``err`` holding ``text`` ``low_confidence``?"""
     digits = sum(1 for c in text if c.isdigit())
-    doubtful = err > BLOCK_EXPECTED_CER_ABOVE or (digits > 0 and err * digits >= BLOCK_EXPECTED_WRONG_DIGITS)
-    return 1.0 - err, [LOW_CONFIDENCE] if doubtful else []
+    return err > BLOCK_EXPECTED_CER_ABOVE or (digits > 0 and err * digits >= BLOCK_EXPECTED_WRONG_DIGITS)
+
+
+def cell_signal(segments: Sequence[SegmentScore], text: str, model_id: str = "") -> tuple[float, list[str]]:
+    """(confidence, warnings) of one table cell read from ``segments`` (its pieces, in reading order)
+    with ``text``. Calibrated when ``model_id`` has a table: 1 - the cell's expected CER (its segments'
+    expected CERs weighted by their characters, :func:`calibrated_page`), ``low_confidence`` under
+    the block's rules (expected CER above :data:`BLOCK_EXPECTED_CER_ABOVE`, or expected wrong digits
+    reaching :data:`BLOCK_EXPECTED_WRONG_DIGITS`: a number with a doubtful digit marks its cell);
+    else the token-weighted geometric mean (:func:`page_confidence`) and the raw block bar. An empty
+    cell has no warning (the page's ``unread_region`` says so); a cell without generated tokens has
+    confidence 0.0.
+    """
+    table = calibration(model_id)
+    if table is None:
+        conf = page_confidence(segments)
+        return conf, block_warnings(conf, text)
+    if not any(s.generated_tokens > 0 for s in segments):
+        return 0.0, []
+    conf = calibrated_page(segments, table)
+    return conf, [LOW_CONFIDENCE] if text.strip() and _doubtful(1.0 - conf, text) else []
 
 
 def block_warnings(confidence: float, text: str) -> list[str]:

@@ -54,12 +54,12 @@ _FINISH_NOTES = {
 
 
 def _table_blocks(cleans: list[str], segments: list[Any], scores: list[SegmentScore], sx: float, sy: float,
-                  ) -> tuple[list[str], list[Block]]:
+                  model_id: str = "") -> tuple[list[str], list[Block]]:
     """(page text lines, ``table`` blocks in page pixels scaled by ``sx``/``sy``) from the segments'
-    texts, joins and scores (:func:`gateway.output.tables.page_lines`).
+    texts, joins and scores (:func:`gateway.output.tables.page_lines`; cells calibrated for ``model_id``).
     """
     joins = [s.join if is_known_join(s.join) else JOIN_LINE for s in segments]
-    lines, tables = page_lines(cleans, joins, [as_box(s.box) for s in segments], scores)
+    lines, tables = page_lines(cleans, joins, [as_box(s.box) for s in segments], scores, model_id)
     blocks = [Block("table", "\n".join(t.rows), _scale_box(t.box, sx, sy),
                     cells=[replace(c, box=_scale_box(c.box, sx, sy)) for c in t.cells])
               for t in tables]
@@ -156,7 +156,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
             if len(seg_blocks) == 1 and seg.words and [t for t, _ in seg.words] == seg_blocks[0].text.split():
                 seg_blocks[0].words = [Word(t, as_box(wb), seg_blocks[0].confidence) for t, wb in seg.words]
             blocks.extend(seg_blocks)
-        texts, tables = _table_blocks(cleans, segments, scores, sx, sy)
+        texts, tables = _table_blocks(cleans, segments, scores, sx, sy, model_id)
     else:
         clean, blocks = parse_grounding(outcome.text, page_box, "text")
         if clean:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gateway.output.signal import SegmentScore, page_confidence
+from gateway.output.signal import SegmentScore, cell_signal
 from inkstream.page_result import Box, TableCell
 from inkstream.segments import JOIN_DIRECT, JOIN_SPACE, join_lines, parse_cell, piece_separator
 
@@ -46,11 +46,11 @@ def _union(boxes: Sequence[Box]) -> Box:
     return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
-def _finish(cells: dict[tuple[int, int], _Open], scores: Sequence[SegmentScore] | None) -> Table:
+def _finish(cells: dict[tuple[int, int], _Open], scores: Sequence[SegmentScore] | None, model_id: str) -> Table:
     table = Table()
     for (r, c), (text, boxes, segs) in sorted(cells.items()):
-        conf = page_confidence([scores[i] for i in segs]) if scores is not None else 0.0
-        table.cells.append(TableCell(r, c, text, _union(boxes), conf))
+        conf, warnings = cell_signal([scores[i] for i in segs], text, model_id) if scores is not None else (0.0, [])
+        table.cells.append(TableCell(r, c, text, _union(boxes), conf, warnings=warnings))
     table.box = _union([c.box for c in table.cells])
     for r in sorted({c.row for c in table.cells}):
         texts = [c.text for c in table.cells if c.row == r and c.text]
@@ -60,11 +60,12 @@ def _finish(cells: dict[tuple[int, int], _Open], scores: Sequence[SegmentScore] 
 
 
 def page_lines(texts: Sequence[str], joins: Sequence[str], boxes: Sequence[Box],
-               scores: Sequence[SegmentScore] | None = None) -> tuple[list[str], list[Table]]:
+               scores: Sequence[SegmentScore] | None = None, model_id: str = "") -> tuple[list[str], list[Table]]:
     """(text lines of the page, its tables) from its segments' ``texts``, ``joins`` and ``boxes`` (page
     pixels) in reading order. Segments outside tables are joined by :func:`inkstream.segments.join_lines`;
     a table's rows take its place in the lines. With ``scores`` (one per segment) a cell's confidence
-    is :func:`gateway.output.signal.page_confidence` of its segments (else 0.0). Raises ValueError for
+    and warnings are :func:`gateway.output.signal.cell_signal` of its segments for the encoders' model
+    ``model_id`` (calibrated when it has a table; without ``scores``: 0.0 and none). Raises ValueError for
     lengths that differ or a malformed join.
     """
     if not len(texts) == len(joins) == len(boxes) or (scores is not None and len(scores) != len(texts)):
@@ -83,7 +84,7 @@ def page_lines(texts: Sequence[str], joins: Sequence[str], boxes: Sequence[Box],
 
     def flush_table() -> None:
         if cells:
-            table = _finish(cells, scores)
+            table = _finish(cells, scores, model_id)
             tables.append(table)
             lines.extend(table.rows)
             cells.clear()

@@ -147,3 +147,28 @@ def test_a_clean_print_of_a_document_has_its_text_and_layout():
     assert [t for t, _ in clean.pieces] == [t for t, _ in scanned.pieces]
     gray = np.asarray(clean.image.convert("L"))
     assert gray.min() < 60 and np.median(gray) == 255  # black ink on white paper, no noise
+
+
+def test_a_doubtful_digit_marks_its_table_cell(table):
+    # issue #38: "a number with a doubtful digit marks its cell" -- the cell carries the calibrated confidence
+    # of its segments and low_confidence, through JSON and gRPC; a word cell at the same doubt does not
+    from inkstream.page_result import PageResult
+    from inkstream.page_result_pb import page_from_pb, page_to_pb
+    from inkstream.segments import Cell, cell_join
+
+    nll = 0.25  # expected CER ~1.8 %: a word passes, nine digits (0.16 expected wrong digits) do not
+    texts = ["Invoices", "1,234,567.89", "Total"]
+    segs = [SegmentText(i, t, (60.0 * i, 0.0, 60.0 * i + 50, 10.0), join=cell_join(Cell(1, 0, i)), generated_tokens=8,
+                        confidence=math.exp(-nll if i < 2 else -0.001)) for i, t in enumerate(texts)]
+    res = page_result(PageOutcome(0, "ok", segments=segs, width=200, height=10), model_id=MODEL)
+    word, number, sure = res.blocks[-1].cells
+    assert number.warnings == [LOW_CONFIDENCE] and word.warnings == [] and sure.warnings == []
+    assert number.confidence == pytest.approx(1 - expected_error(TABLE["weights"], line_features(
+        math.exp(-nll), 8, "1,234,567.89")))
+    assert word.confidence < sure.confidence < 1.0
+    for back in (PageResult.from_dict(res.to_dict()), page_from_pb(page_to_pb(res))):
+        assert [c.warnings for c in back.blocks[-1].cells] == [[], [LOW_CONFIDENCE], []]
+    # a model without a table: the raw geometric mean and the raw block bar (0.8)
+    raw = page_result(PageOutcome(0, "ok", segments=segs, width=200, height=10)).blocks[-1].cells
+    assert raw[1].confidence == pytest.approx(math.exp(-nll))
+    assert [c.warnings for c in raw] == [[LOW_CONFIDENCE], [LOW_CONFIDENCE], []]

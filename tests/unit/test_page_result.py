@@ -41,7 +41,8 @@ def test_json_round_trip_keeps_cells_spans_and_confidences():
     page = _table_page()
     d = json.loads(json.dumps(page.to_dict()))
     assert d["blocks"][-1]["cells"][2] == {"row": 1, "column": 0, "rowspan": 1, "colspan": 2, "text": "Leidos | Inc",
-                                           "box": [10.0, 70.0, 550.0, 92.0], "confidence": 0.875}
+                                           "box": [10.0, 70.0, 550.0, 92.0], "confidence": 0.875,
+                                           "warnings": []}
     assert "cells" not in d["blocks"][0]  # only a table block has cells
     assert d["blocks"][1]["words"] == [{"text": "Name", "box": [12.5, 41.0, 60.0, 61.5], "confidence": 0.75}]
     assert d["blocks"][1]["angle"] == 90 and d["blocks"][0]["words"] == [] and d["blocks"][0]["angle"] == 0
