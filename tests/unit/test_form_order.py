@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.compact.page.bands import join_key_values, split_bands
+from models.compact.page.band_panels import regroup_panels
+from models.compact.page.bands import join_key_values, kv_list, split_bands
 from models.compact.page.boxes import LineBox
 from models.compact.page.layout import TABLE, TEXT
 from models.compact.page.order import Group, lines_box, xy_cut
@@ -113,3 +114,61 @@ def test_narrow_text_columns_at_one_pitch_are_not_label_and_value_blocks():
     cols = [_group(TEXT, [_line(x, r, 400 - (60 if r % 7 == 6 else 0)) for r in range(20)]) for x in (150, 650, 1150)]
     assert join_key_values(cols, 43) == cols
     assert split_bands(cols, 43) == cols
+
+
+def _pipeline(groups: list[Group]) -> list[Group]:
+    """The region groups as :func:`models.compact.page.regions.region_order` prepares them."""
+    return regroup_panels(split_bands(join_key_values(groups, H), H), H)
+
+
+def _read(groups: list[Group]) -> list[LineBox]:
+    return [ln for g in xy_cut(groups, H) for ln in reading_order(g.lines)]
+
+
+def test_panels_whose_values_end_alike_are_read_panel_by_panel():
+    """Generated form, seed 300 page 6: two key-value panels in one table block, values of one length
+    (`391-52040`, `336-91480`) so the rows' right edges align; a label and its value are sometimes one
+    box. Only the labels are ragged: the block was read as a table, row by row across both panels."""
+    left = [_line(130, 0, 430), _line(130, 1, 430), _line(130, 2, 76), _line(394, 2, 143)]
+    right = [_line(870, 0, 170), _line(1110, 0, 160), _line(870, 1, 385), _line(870, 2, 76), _line(1110, 2, 141)]
+    out = _pipeline([_group(TABLE, left + right)])
+    assert [g.kind for g in out] == [TEXT]
+    assert _ids(_read(out)) == _ids(left + right)
+
+
+def test_a_panel_cut_in_two_blocks_is_read_whole_before_the_panel_beside_it():
+    """Generated form, seed 300 page 6, section 2: the left panel's last two rows are a block of their
+    own under the block holding its first rows and the right panel: they were read after the right panel."""
+    head = _line(130, 0, 150)
+    top_left = [ln for r in (1, 2) for ln in (_line(130, r, 110 - 10 * r), _line(300, r, 160 + 20 * r))]
+    right = [ln for r in (1, 2) for ln in (_line(875, r, 215 - 40 * r), _line(1145, r, 175 - 30 * r))]
+    low_left = [ln for r in (3, 4) for ln in (_line(130, r, 135 - 10 * r), _line(300, r, 180 - 10 * r))]
+    title = _line(130, -3, 400)
+    declaration = _line(130, 7, 700)
+    groups = [_group(TEXT, [title]), _group(TABLE, [head, *top_left, *right]), _group(TEXT, low_left),
+              _group(TEXT, [declaration])]
+    out = _pipeline(groups)
+    assert sorted(_ids([ln for g in out for ln in g.lines])) == sorted(_ids([ln for g in groups for ln in g.lines]))
+    assert _ids(_read(out)) == _ids([title, head, *top_left, *low_left, *right, declaration])
+
+
+def test_a_table_block_that_is_one_key_value_panel_is_read_as_text():
+    """Generated form, seed 300 page 9: one column of key-value sections found as one table block; its
+    cells were read value first on one row (`¥1,397.14 申请金额：`). Each section is a text block now."""
+    sections = []
+    for top in (200, 560):
+        rows = [_line(130, 0, 180, top)]
+        rows += [ln for r in (1, 2, 3) for ln in (_line(130, r, 140 - 20 * r, top), _line(300, r, 150 + 40 * r, top))]
+        sections.append(rows)
+    out = split_bands([_group(TABLE, sections[0] + sections[1])], H)
+    assert [g.kind for g in out] == [TEXT, TEXT]
+    assert [_ids(reading_order(g.lines)) for g in out] == [_ids(s) for s in sections]
+
+
+def test_right_aligned_numbers_beside_labels_stay_a_table():
+    """A label column beside right-aligned numbers (one length or not) is a table, not a key-value panel."""
+    same = [ln for r in range(4) for ln in (_line(130, r, 100 + 30 * r), _box(500, 200 + 60 * r, 640, 236 + 60 * r))]
+    ragged = [ln for r in range(4) for ln in (_line(130, r, 100 + 30 * r),
+                                              _box(640 - 20 * r, 200 + 60 * r, 640, 236 + 60 * r))]
+    assert not kv_list(same, H) and not kv_list(ragged, H) and not is_panel(ragged, H)
+    assert [g.kind for g in split_bands([_group(TABLE, same)], H)] == [TABLE]

@@ -12,15 +12,16 @@ rows read across both panels). Blocks of labels and blocks of their values besid
   it (sharing some of its height, apart in x) is cut at every such gap within it (a table block's
   bands that are side-by-side panels become text blocks);
 * a table block's bands that are side-by-side panels (:func:`models.compact.page.xycut.panel_cut`)
-  are taken out of the table as text blocks of their own; its other bands stay one table (a table
-  block that is two panels, uncut, is a text block).
+  are taken out of the table as text blocks of their own, and so are its bands that are one key-value
+  panel (:func:`kv_list`: values left-aligned at one tab stop, not right-aligned numbers); its other
+  bands stay one table (a table block that is two panels, uncut, is a text block).
 """
 
 from __future__ import annotations
 
 from models.compact.page.layout import IMAGE, TABLE, TEXT, interval_gaps
 from models.compact.page.order import Group, lines_box
-from models.compact.page.xycut import PANEL_GAP, is_prose, panel_cut
+from models.compact.page.xycut import PANEL_GAP, VALUE_ALIGN, is_panel, is_prose, panel_cut, row_groups
 
 #: Gap across the page (in median line heights) that separates bands: above a text's interline gap
 #: (0.2-0.5) and a table's row gap, at or below a form's section gap or an invoice's band gap.
@@ -172,13 +173,13 @@ def _table_band(lines: list, med_h: float) -> bool:
 
 
 def _peel_panels(pieces: list[list], med_h: float) -> list[Group]:
-    """A table group's bands (``pieces``, top to bottom): each band of side-by-side panels a text
-    group, each run of other bands one table group.
+    """A table group's bands (``pieces``, top to bottom): each band of side-by-side panels, or that
+    is one key-value panel (:func:`kv_list`), a text group; each run of other bands one table group.
     """
     out: list[Group] = []
     run: list = []
     for p in pieces:
-        if panel_cut(p, med_h) is not None:
+        if panel_cut(p, med_h) is not None or kv_list(p, med_h):
             if run:
                 out.append(Group(TABLE, lines_box(run), run))
                 run = []
@@ -188,3 +189,20 @@ def _peel_panels(pieces: list[list], med_h: float) -> list[Group]:
     if run:
         out.append(Group(TABLE, lines_box(run), run))
     return out
+
+
+def kv_list(lines: list, med_h: float) -> bool:
+    """Whether ``lines`` (a band of a table block) are one key-value panel rather than a table: a
+    panel (:func:`models.compact.page.xycut.is_panel`) with at least two rows of a label and a value,
+    the values left-aligned (their left edges within :data:`models.compact.page.xycut.VALUE_ALIGN`
+    line heights) and more ragged on the right than on the left (a column of right-aligned numbers,
+    equal in length or not, is a table's). ``med_h``: the median line height in pixels.
+    """
+    if not is_panel(lines, med_h):
+        return False
+    values = [max(row, key=lambda ln: ln.box[0]).box for row in row_groups(lines, med_h) if len(row) == 2]
+    if len(values) < 2:
+        return False
+    left_spread = max(v[0] for v in values) - min(v[0] for v in values)
+    right_spread = max(v[2] for v in values) - min(v[2] for v in values)
+    return left_spread <= VALUE_ALIGN * med_h and right_spread > left_spread

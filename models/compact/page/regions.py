@@ -14,6 +14,7 @@ import numpy as np
 from models.compact.line.image import gray_percentiles
 from models.compact.page import order as layout_order
 from models.compact.page import table
+from models.compact.page.band_panels import regroup_panels
 from models.compact.page.bands import join_key_values, split_bands
 from models.compact.page.boxes import LineBox
 from models.compact.page.layout import IMAGE, TABLE, PageLayout
@@ -153,7 +154,7 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
     med_h = heights[len(heights) // 2]
     if layout_order.numbered_lines(groups, med_h):
         return reading_order(lines)
-    groups = split_bands(join_key_values(groups, med_h), med_h)
+    groups = regroup_panels(split_bands(join_key_values(groups, med_h), med_h), med_h)
     for t in [g for g in groups if g.kind == TABLE]:
         if t not in groups:  # merged into an earlier table
             continue

@@ -43,26 +43,37 @@ PANEL_MIN_HEAD = 1.5
 #: ... and no gap across both sides at least this many line heights tall (a gap between two bands of
 #: panels, or between panels and what follows: those are cut first, band by band).
 ROW_BAND_GAP = 1.0
+#: A panel's values (the second box of a key-value row) start within this many line heights of each
+#: other (one tab stop: measured 0.05-0.16 on generated forms, the detector's box edges and glyph side
+#: bearings; a right-aligned column's one-digit-longer number starts ~0.4 line heights further left).
+VALUE_ALIGN = 0.3
 
 
 def is_panel(side: list[LineBox], med_h: float) -> bool:
     """Whether ``side`` reads as one panel of a form or an invoice (an address block, a few key-value
     rows): 2 to :data:`PANEL_MAX_ROWS` rows (boxes whose centres lie within half a line height make a
     row) of at most two boxes each (a line, or a key and its value), left-aligned (the rows' left
-    edges within one line height) and ragged on the right (right edges spread over more than one
-    line height: a table's last column of right-aligned numbers, or a grid of equal cells, is not a
-    panel). ``med_h``: the median line height in pixels.
+    edges within one line height), ragged on the right (the rows' right edges, or those of their
+    first boxes -- the labels, or a label and its value found as one box --, spread over more than
+    one line height: a table's last column of right-aligned numbers, or a grid of equal cells, is
+    not a panel) and, where a row has a second box (a value at the panel's tab stop), those boxes
+    left-aligned within :data:`VALUE_ALIGN` line heights (a table's right-aligned numbers of
+    different lengths are not). ``med_h``: the median line height in pixels.
     """
-    rows = _row_groups(side, med_h)
+    rows = row_groups(side, med_h)
     if not 2 <= len(rows) <= PANEL_MAX_ROWS or any(len(row) > 2 for row in rows):
         return False
-    heads = sorted(min(row, key=lambda ln: ln.box[0]).box[2] - min(row, key=lambda ln: ln.box[0]).box[0]
-                   for row in rows)
+    firsts = [min(row, key=lambda ln: ln.box[0]) for row in rows]
+    heads = sorted(ln.box[2] - ln.box[0] for ln in firsts)
     if heads[len(heads) // 2] < PANEL_MIN_HEAD * med_h:  # line numbers or bullets: margin furniture
         return False
-    lefts = [min(ln.box[0] for ln in row) for row in rows]
+    lefts = [ln.box[0] for ln in firsts]
     rights = [max(ln.box[2] for ln in row) for row in rows]
-    return max(lefts) - min(lefts) <= med_h and max(rights) - min(rights) > med_h
+    head_rights = [ln.box[2] for ln in firsts]
+    values = [max(row, key=lambda ln: ln.box[0]).box[0] for row in rows if len(row) == 2]
+    ragged = max(rights) - min(rights) > med_h or max(head_rights) - min(head_rights) > med_h
+    tabbed = not values or max(values) - min(values) <= VALUE_ALIGN * med_h
+    return max(lefts) - min(lefts) <= med_h and ragged and tabbed
 
 
 def panel_cut(lines: list[LineBox], med_h: float,
@@ -134,7 +145,7 @@ def _cy(line: LineBox) -> float:
     return (line.box[1] + line.box[3]) / 2
 
 
-def _row_groups(lines: list[LineBox], med_h: float) -> list[list[LineBox]]:
+def row_groups(lines: list[LineBox], med_h: float) -> list[list[LineBox]]:
     """``lines`` in rows top to bottom: a box joins the row whose mean centre is within half a line
     height of its own (cells of one table row, whose centres differ by a few pixels of descenders).
     """
@@ -149,9 +160,9 @@ def _row_groups(lines: list[LineBox], med_h: float) -> list[list[LineBox]]:
 
 def _rows(lines: list[LineBox], med_h: float) -> list[LineBox]:
     """Boxes that overlap everywhere, read as rows top to bottom, each left to right (so cells of
-    one table row stay in one row, in x order; see :func:`_row_groups`).
+    one table row stay in one row, in x order; see :func:`row_groups`).
     """
-    return [ln for row in _row_groups(lines, med_h) for ln in sorted(row, key=lambda b: b.box[0])]
+    return [ln for row in row_groups(lines, med_h) for ln in sorted(row, key=lambda b: b.box[0])]
 
 
 def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
