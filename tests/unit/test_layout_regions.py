@@ -148,6 +148,19 @@ def test_strokes_inside_a_text_line_are_not_rules():
     assert character_strokes_dropped([top, underline], lines) == [underline]
 
 
+def test_a_column_rule_inside_a_box_over_several_rows_is_kept():
+    """A detection over many rows of two table columns (the detector's tall box that the row split
+    could not cut) holds the column rule between them from end to end: that rule is a rule, not a
+    stroke of the box's "characters" (seed 2 page 6 of bench/tables.py lost four column rules so)."""
+    from models.compact.page.regions import character_strokes_dropped
+
+    lines = [_line(100, 100 + 40 * i, 300, 130 + 40 * i) for i in range(20)]
+    tall = _line(400, 90, 600, 900)  # 810 px over 20 rows of two columns, 200 px wide
+    rule = (428.0, 95.0, 431.0, 895.0)  # the column rule inside it
+    stroke = (150.0, 114.0, 250.0, 116.0)  # a dash mid-height of a text line stays a stroke
+    assert character_strokes_dropped([rule, stroke], [*lines, tall]) == [rule]
+
+
 def test_rules_that_are_strokes_lined_up_are_not_erased():
     """Tesseract joins strokes that line up into one rule (the top strokes of a run of hanzi, the left
     strokes of three lines' first characters across the gaps between the lines); only a run of ink

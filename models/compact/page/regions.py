@@ -18,6 +18,7 @@ from models.compact.page.band_panels import regroup_panels
 from models.compact.page.bands import join_key_values, split_bands
 from models.compact.page.boxes import LineBox
 from models.compact.page.layout import IMAGE, TABLE, PageLayout
+from models.compact.page.table_find import promote_grids
 from models.compact.page.table_gutters import ink_gutters
 from models.compact.page.xycut import reading_order
 
@@ -61,13 +62,25 @@ STROKE_BAND = 0.2
 STROKE_MAX_EM = 2.5
 #: Share of a rule's length that must be ink for it to be a rule (:func:`unbroken_rules`).
 RULE_INK_SHARE = 0.9
+#: A detection over this many median line heights tall and over TALL_ASPECT times as tall as wide is
+#: a box over several rows of a table column (:mod:`models.compact.page.rowsplit` could not split it),
+#: not a line: the rules inside it are not its characters' strokes. Such a 958 x 201 px box over two
+#: columns of a skewed, vertically ruled table took four of its column rules for strokes and they were
+#: kept (``bench/tables.py`` seed 2 page 6: three columns read as one cell, cell recall 45 %).
+TALL_LINE = 2.0
+TALL_ASPECT = 1.5
 
 
 def character_strokes_dropped(rules: list[tuple[float, float, float, float]],
                               lines: list[LineBox]) -> list[tuple[float, float, float, float]]:
     """``rules`` without those that are strokes of the characters of a detected line (see
-    :data:`STROKE_BAND`); boxes in page pixels.
+    :data:`STROKE_BAND`); boxes in page pixels. Detections over several rows (:data:`TALL_LINE`) are
+    not lines here.
     """
+    heights = sorted(ln.box[3] - ln.box[1] for ln in lines)
+    med_h = heights[len(heights) // 2] if heights else 0.0
+    lines = [ln for ln in lines if not (ln.box[3] - ln.box[1] > TALL_LINE * med_h
+                                        and ln.box[3] - ln.box[1] > TALL_ASPECT * (ln.box[2] - ln.box[0]))]
     kept = []
     for r in rules:
         cy = (r[1] + r[3]) / 2
@@ -142,7 +155,8 @@ def line_piece(line: LineBox, x0: float, x1: float) -> LineBox:
 def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
                  gray: np.ndarray | None = None) -> list[LineBox]:
     """Lines in reading order by the page's regions (:mod:`models.compact.page.order`); table
-    regions (with a header row just above them) cell by cell, their lines carrying cell joins.
+    regions, and text blocks whose lines stand in a grid (:mod:`models.compact.page.table_find`), with a
+    header row just above them, cell by cell, their lines carrying cell joins.
     ``gray`` uint8 [H, W]: the page, for the column gutters of tables without column rules
     (:mod:`models.compact.page.table_gutters`). Falls back to :func:`reading_order` when the
     analysis found no region.
@@ -154,7 +168,8 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
     med_h = heights[len(heights) // 2]
     if layout_order.numbered_lines(groups, med_h):
         return reading_order(lines)
-    groups = regroup_panels(split_bands(join_key_values(groups, med_h), med_h), med_h)
+    groups = split_bands(join_key_values(groups, med_h), med_h)
+    groups = promote_grids(regroup_panels(groups, med_h), med_h)
     for t in [g for g in groups if g.kind == TABLE]:
         if t not in groups:  # merged into an earlier table
             continue

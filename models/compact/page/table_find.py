@@ -1,0 +1,64 @@
+"""Tables found from our own lines: a text block whose lines stand in a grid of rows and columns.
+
+Tesseract's layout analysis marks a table region only where it recognises one; a rule-less table on
+column bands and zebra rows came back as one text block per column (then joined into one text block
+of 290 lines by :func:`models.compact.page.bands.join_key_values`), and with no table block the page had
+no cells at all (``bench/tables.py`` seed 2 page 4: cell recall 0 %, TEDS 0) and its lines were read
+in the order of a text block. :func:`is_grid` tells such a block by its lines alone (after Kieninger &
+Dengel's T-Recs idea of tables as blocks of short words aligned in rows and columns, here on line
+boxes): many rows of at least :data:`MIN_CELLS` short lines, those lines in at least
+:data:`MIN_CELLS` different columns -- columns cut at the gutters that (almost) no line crosses,
+:func:`models.compact.page.table.column_of` -- and the block neither prose nor two side-by-side
+panels of a form (:func:`models.compact.page.xycut.panel_cut`). :func:`promote_grids` makes such
+text blocks table blocks; the table code (:mod:`models.compact.page.table`) then reads them cell by
+cell like Tesseract's own table regions.
+"""
+
+from __future__ import annotations
+
+from models.compact.page.layout import TABLE, TEXT
+from models.compact.page.order import Group
+from models.compact.page.table import _gutter_boundaries, _rows, column_of
+from models.compact.page.xycut import is_prose, panel_cut
+
+#: A grid row holds at least this many lines in that many different columns (a label and two values;
+#: a form's key-value row holds two, a numbered line two).
+MIN_CELLS = 3
+#: ... and a grid has at least this many such rows (a table, not a heading over a few figures) ...
+MIN_ROWS = 4
+#: ... holding at least this share of the block's lines (a paragraph with a small table in it stays
+#: text: its long lines are no cells).
+ROW_SHARE = 0.7
+#: The block's lines are cells: their median width is at most this many line heights (a numeric cell
+#: 1.5-4, a row label up to 6; lines of text columns side by side are over 10, :func:`is_prose`).
+MAX_CELL_WIDTH = 6.0
+
+
+def is_grid(lines: list, med_h: float) -> bool:
+    """Whether ``lines`` (objects with ``box`` (x0, y0, x1, y1) page pixels) stand in a table's grid:
+    at least :data:`MIN_ROWS` rows (:func:`models.compact.page.table._rows`) with lines in at least
+    :data:`MIN_CELLS` columns, holding :data:`ROW_SHARE` of the lines, the lines' median width at
+    most :data:`MAX_CELL_WIDTH` x ``med_h`` (the page's median line height, pixels), and the lines
+    neither prose nor side-by-side panels. False for fewer than ``MIN_CELLS * MIN_ROWS`` lines.
+    """
+    if len(lines) < MIN_CELLS * MIN_ROWS or med_h <= 0:
+        return False
+    widths = sorted(ln.box[2] - ln.box[0] for ln in lines)
+    if widths[len(widths) // 2] > MAX_CELL_WIDTH * med_h or is_prose(lines, med_h):
+        return False
+    bounds = _gutter_boundaries(lines, med_h)
+    if len(bounds) < MIN_CELLS - 1:
+        return False
+    grid_rows = [row for row in _rows(lines, med_h)
+                 if len({column_of(ln.box, bounds) for ln in row}) >= MIN_CELLS]
+    if len(grid_rows) < MIN_ROWS or sum(len(r) for r in grid_rows) < ROW_SHARE * len(lines):
+        return False
+    return panel_cut(lines, med_h) is None
+
+
+def promote_grids(groups: list[Group], med_h: float) -> list[Group]:
+    """``groups`` with every text group whose lines are a grid (:func:`is_grid`) made a table group
+    (same box, same lines, in its place); other groups unchanged. ``med_h``: the page's median line
+    height in pixels. Every line is kept exactly once.
+    """
+    return [Group(TABLE, g.box, g.lines) if g.kind == TEXT and is_grid(g.lines, med_h) else g for g in groups]

@@ -1,0 +1,78 @@
+"""Tables found from our own lines (models/compact/page/table_find.py): a text block whose short lines
+stand in rows and columns is read as a table, cell by cell; forms, panels and prose are not."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inkstream.segments import parse_cell
+from models.compact.page.boxes import LineBox
+from models.compact.page.layout import TABLE, TEXT, PageLayout, Region
+from models.compact.page.order import Group
+from models.compact.page.regions import region_order
+from models.compact.page.table_find import is_grid, promote_grids
+
+
+def _line(x0: float, y0: float, x1: float, y1: float) -> LineBox:
+    q = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], dtype=np.float32)
+    return LineBox(q, (x0, y0, x1, y1), 0.9)
+
+
+def _grid(rows: int, cols: list[tuple[float, float]], y0: float = 100.0, pitch: float = 40.0) -> list[LineBox]:
+    return [_line(a, y0 + r * pitch, b, y0 + r * pitch + 26) for r in range(rows) for a, b in cols]
+
+
+TABLE_COLS = [(100, 260), (330, 420), (470, 560), (610, 700), (750, 840)]  # label + 4 numbers
+
+
+def test_a_block_of_short_lines_in_rows_and_columns_is_a_grid():
+    assert is_grid(_grid(12, TABLE_COLS), 26.0)
+    assert is_grid(_grid(5, TABLE_COLS[:3]), 26.0)  # three columns, a few rows
+
+
+def test_forms_panels_prose_and_small_blocks_are_not_grids():
+    assert not is_grid(_grid(12, [(100, 260), (330, 500)]), 26.0)  # key-value rows: two per row
+    assert not is_grid(_grid(3, TABLE_COLS), 26.0)  # three rows: a heading over a few figures
+    prose = _grid(12, [(100, 700), (760, 1360), (1420, 2020)])  # three text columns, baselines aligned
+    assert not is_grid(prose, 26.0)
+    # a form's two key-value panels side by side (label, value | label, value), far apart
+    panels = _grid(5, [(100, 220), (260, 420), (700, 820), (860, 1020)])
+    assert not is_grid(panels, 26.0)
+    ragged = _grid(12, TABLE_COLS[:2]) + _grid(4, TABLE_COLS[2:], y0=1000.0)  # most rows two lines
+    assert not is_grid(ragged, 26.0)
+
+
+def test_promote_grids_turns_only_grid_text_blocks_into_tables_and_keeps_every_line():
+    grid = Group(TEXT, (100, 100, 840, 566), _grid(12, TABLE_COLS))
+    form = Group(TEXT, (100, 700, 500, 1166), _grid(12, [(100, 260), (330, 500)], y0=700.0))
+    out = promote_grids([grid, form], 26.0)
+    assert [g.kind for g in out] == [TABLE, TEXT]
+    assert out[0].lines is grid.lines and out[1] is form
+
+
+def test_a_rule_less_table_the_analysis_called_text_is_read_cell_by_cell():
+    """Regression (bench/tables.py seed 2 page 4: a rule-less table on colour bands that Tesseract
+    returned as text blocks, 0 cells): its lines come back once each, row by row, with cell joins."""
+    lines = _grid(10, TABLE_COLS)
+    order = region_order(lines[::-1], PageLayout(regions=[Region(TEXT, (95, 95, 845, 495), 0)]), 1000)
+    assert sorted(map(id, order)) == sorted(map(id, lines))  # every line exactly once
+    cells = [parse_cell(ln.join) for ln in order]
+    assert all(c is not None for c in cells)
+    assert [(c.row, c.column) for c in cells if c is not None] == [(r, k) for r in range(10) for k in range(5)]
+    assert order == lines
+
+
+def test_the_rule_less_table_page_reaches_the_segments_as_cells():
+    """Through the encoder's whole page preparation on the bench page (seed 2 page 4: Chinese, no
+    rules, column bands and zebra rows, skewed 1.9 degrees): every segment of the table carries a cell
+    join, and the grid has the page's rows and columns."""
+    from bench.table_pages import render_table_page
+    from bench.tables import page_spec
+    from evaluation.engines import default_model_dir
+    from models.compact.encoder_half import CompactEncoderHalf
+
+    page = render_table_page(**page_spec(2, 4))
+    prepared = CompactEncoderHalf.load(default_model_dir()).preprocess(page.image, "lines")
+    cells = [c for c in map(parse_cell, prepared.meta["joins"]) if c is not None]
+    assert len({c.row for c in cells}) >= len(page.body)
+    assert len({c.column for c in cells}) == len(page.body[0])
