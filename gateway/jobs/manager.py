@@ -230,7 +230,8 @@ class JobManager:
         if url := self.result_url(job):
             payload["result_url"] = url
         if job.error_code:
-            payload["error"] = {"code": job.error_code, "message": job.error_message}
+            payload["error"] = {"code": job.error_code, "reason": job.error_reason or job.error_code,
+                                "message": job.error_message}
         try:
             url = secret_box().open(job.callback_url)
         except FailedPrecondition as exc:  # sealed with a key this process lacks: record the failure

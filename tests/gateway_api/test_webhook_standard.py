@@ -90,6 +90,35 @@ async def test_job_webhook_verifies_with_the_standard_library(gw_config, receive
         Webhook("whsec_" + base64.b64encode(b"another key").decode()).verify(body, headers)
 
 
+async def test_a_failed_jobs_webhook_carries_the_same_error_as_its_status(gw_config, receiver, monkeypatch):
+    # Found in a new-user tryout: GET /v1/jobs/{id} shows error {code, reason, message}, but the webhook
+    # of the same failed job carried {code, message} only, so a receiver could not tell 422 NOTHING_TO_READ
+    # from any other INVALID_ARGUMENT.
+    from tests.gateway_api.test_jobs import zero_page_pdf
+
+    monkeypatch.setenv("INKSTREAM_WEBHOOK_SECRET", WHSEC)
+    monkeypatch.setenv("INKSTREAM_WEBHOOK_ALLOWED_HOSTS", "127.0.0.1")
+    fake = FakePipeline(delay_s=0.01)
+    core = GatewayCore(gw_config, fake)
+    core.start()
+    try:
+        app = create_app(gw_config, fake, core)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+            job = (await c.post("/v1/jobs", files={"file": ("d.pdf", zero_page_pdf())},
+                                data={"callback_url": receiver})).json()
+            for _ in range(400):
+                rec = (await c.get(f"/v1/jobs/{job['job_id']}")).json()
+                if rec["webhook"]:
+                    break
+                await asyncio.sleep(0.05)
+            assert rec["status"] == "failed" and rec["webhook"] == "delivered", rec
+    finally:
+        await core.close()
+    payload = Webhook(WHSEC).verify(*Receiver.seen[0])
+    assert payload["status"] == "failed" and payload["error"] == rec["error"]
+    assert payload["error"]["reason"] == "NOTHING_TO_READ"
+
+
 async def test_replay_with_an_old_timestamp_is_refused(receiver):
     """A delivery signed 10 minutes ago (a captured request sent again) fails the verifier's 5-minute
     tolerance although its signature is right; the same body signed now passes.
