@@ -56,7 +56,9 @@ def receiver():
         srv.server_close()
 
 
-async def test_job_webhook_verifies_with_the_standard_library(gw_config, receiver, monkeypatch):
+async def job_with_webhook(gw_config, receiver, monkeypatch, document: bytes) -> tuple[dict, dict]:
+    """Submits ``document`` as a job with ``receiver`` as its callback on an in-process gateway and waits
+    for its webhook's outcome; returns (the 202 body, the job's last status)."""
     monkeypatch.setenv("INKSTREAM_WEBHOOK_SECRET", WHSEC)
     monkeypatch.setenv("INKSTREAM_WEBHOOK_ALLOWED_HOSTS", "127.0.0.1")
     fake = FakePipeline(delay_s=0.01)
@@ -65,16 +67,21 @@ async def test_job_webhook_verifies_with_the_standard_library(gw_config, receive
     try:
         app = create_app(gw_config, fake, core)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
-            job = (await c.post("/v1/jobs", files={"file": ("d.pdf", marked_pdf([1, 2]))},
+            job = (await c.post("/v1/jobs", files={"file": ("d.pdf", document)},
                                 data={"callback_url": receiver})).json()
             for _ in range(400):
                 rec = (await c.get(f"/v1/jobs/{job['job_id']}")).json()
                 if rec["webhook"]:
                     break
                 await asyncio.sleep(0.05)
-            assert rec["webhook"] == "delivered", rec
     finally:
         await core.close()
+    return job, rec
+
+
+async def test_job_webhook_verifies_with_the_standard_library(gw_config, receiver, monkeypatch):
+    job, rec = await job_with_webhook(gw_config, receiver, monkeypatch, marked_pdf([1, 2]))
+    assert rec["webhook"] == "delivered", rec
     assert len(Receiver.seen) == 1
     body, headers = Receiver.seen[0]
     payload = Webhook(WHSEC).verify(body, headers)  # raises unless valid
@@ -96,24 +103,8 @@ async def test_a_failed_jobs_webhook_carries_the_same_error_as_its_status(gw_con
     # from any other INVALID_ARGUMENT.
     from tests.gateway_api.test_jobs import zero_page_pdf
 
-    monkeypatch.setenv("INKSTREAM_WEBHOOK_SECRET", WHSEC)
-    monkeypatch.setenv("INKSTREAM_WEBHOOK_ALLOWED_HOSTS", "127.0.0.1")
-    fake = FakePipeline(delay_s=0.01)
-    core = GatewayCore(gw_config, fake)
-    core.start()
-    try:
-        app = create_app(gw_config, fake, core)
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
-            job = (await c.post("/v1/jobs", files={"file": ("d.pdf", zero_page_pdf())},
-                                data={"callback_url": receiver})).json()
-            for _ in range(400):
-                rec = (await c.get(f"/v1/jobs/{job['job_id']}")).json()
-                if rec["webhook"]:
-                    break
-                await asyncio.sleep(0.05)
-            assert rec["status"] == "failed" and rec["webhook"] == "delivered", rec
-    finally:
-        await core.close()
+    _, rec = await job_with_webhook(gw_config, receiver, monkeypatch, zero_page_pdf())
+    assert rec["status"] == "failed" and rec["webhook"] == "delivered", rec
     payload = Webhook(WHSEC).verify(*Receiver.seen[0])
     assert payload["status"] == "failed" and payload["error"] == rec["error"]
     assert payload["error"]["reason"] == "NOTHING_TO_READ"
