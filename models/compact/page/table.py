@@ -34,7 +34,11 @@ GUTTER_MIN_WIDTH = 0.8
 HEADER_GAP = 1.5
 
 
-def _rows(lines: list, med_h: float) -> list[list]:
+def table_rows(lines: list, med_h: float) -> list[list]:
+    """``lines`` (objects with ``box`` (x0, y0, x1, y1), page pixels) grouped into rows top to bottom:
+    a line joins the row above when its centre lies within :data:`ROW_TOLERANCE` x ``med_h`` (the
+    page's median line height, pixels) of that row's mean centre; each row in the order of the centres.
+    """
     rows: list[list] = []
     for ln in sorted(lines, key=lambda b: (b.box[1] + b.box[3]) / 2):
         cy = (ln.box[1] + ln.box[3]) / 2
@@ -55,8 +59,10 @@ def _rule_boundaries(lines: list, rules: list[Box], box: Box) -> list[tuple[floa
     return [x for x in xs if x0 < x[0] < x1]
 
 
-def _gutter_boundaries(lines: list, med_h: float) -> list[float]:
-    """Midpoints of the x runs crossed by <= GUTTER_CROSSING of the lines, >= GUTTER_MIN_WIDTH wide."""
+def gutter_boundaries(lines: list, med_h: float) -> list[float]:
+    """Midpoints (page pixels, ascending) of the x runs crossed by <= GUTTER_CROSSING of ``lines`` and
+    >= GUTTER_MIN_WIDTH x ``med_h`` wide: the column gutters of a table without rules.
+    """
     lo, cover = line_cover(lines)
     low = np.append(cover <= GUTTER_CROSSING * len(lines), False)
     out, start = [], None
@@ -127,11 +133,11 @@ def table_lines(lines: list, rules: list[Box], table: int, med_h: float, make_pi
             cut += [ln] if not inner else [make_piece(ln, a, b) for a, b in zip(edges, edges[1:], strict=False)]
         lines = cut
     else:
-        bounds = _gutter_boundaries(lines, med_h)
+        bounds = gutter_boundaries(lines, med_h)
         found = gutters(lines) if gutters is not None else []
         if found and len(found) >= len(bounds):
             lines, bounds = _cut_at(lines, found, med_h, make_piece), [x for x, _ in found]
-    rows = _rows(lines, med_h)
+    rows = table_rows(lines, med_h)
     cells: dict[tuple[int, int], list] = {}
     for r, row in enumerate(rows):
         for ln in sorted(row, key=lambda b: b.box[0]):

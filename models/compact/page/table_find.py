@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from models.compact.page.layout import TABLE, TEXT
 from models.compact.page.order import Group
-from models.compact.page.table import _gutter_boundaries, _rows, column_of
+from models.compact.page.table import column_of, gutter_boundaries, table_rows
 from models.compact.page.xycut import is_prose, panel_cut
 
 #: A grid row holds at least this many lines in that many different columns (a label and two values;
@@ -36,7 +36,7 @@ MAX_CELL_WIDTH = 6.0
 
 def is_grid(lines: list, med_h: float) -> bool:
     """Whether ``lines`` (objects with ``box`` (x0, y0, x1, y1) page pixels) stand in a table's grid:
-    at least :data:`MIN_ROWS` rows (:func:`models.compact.page.table._rows`) with lines in at least
+    at least :data:`MIN_ROWS` rows (:func:`models.compact.page.table.table_rows`) with lines in at least
     :data:`MIN_CELLS` columns, holding :data:`ROW_SHARE` of the lines, the lines' median width at
     most :data:`MAX_CELL_WIDTH` x ``med_h`` (the page's median line height, pixels), and the lines
     neither prose nor side-by-side panels. False for fewer than ``MIN_CELLS * MIN_ROWS`` lines.
@@ -46,10 +46,10 @@ def is_grid(lines: list, med_h: float) -> bool:
     widths = sorted(ln.box[2] - ln.box[0] for ln in lines)
     if widths[len(widths) // 2] > MAX_CELL_WIDTH * med_h or is_prose(lines, med_h):
         return False
-    bounds = _gutter_boundaries(lines, med_h)
+    bounds = gutter_boundaries(lines, med_h)
     if len(bounds) < MIN_CELLS - 1:
         return False
-    grid_rows = [row for row in _rows(lines, med_h)
+    grid_rows = [row for row in table_rows(lines, med_h)
                  if len({column_of(ln.box, bounds) for ln in row}) >= MIN_CELLS]
     if len(grid_rows) < MIN_ROWS or sum(len(r) for r in grid_rows) < ROW_SHARE * len(lines):
         return False
