@@ -119,6 +119,24 @@ async def test_progress_clock_starts_when_the_request_is_sent(server, tmp_path, 
     assert bar["n"] / bar["elapsed"] < 1 / (PAGE_DELAY_S * 0.9)  # page/s as the page really took
 
 
+async def test_progress_line_before_the_page_count_is_known_says_what_it_waits_for(server, tmp_path, capsys):
+    """Found in the new-user tryout: until X-Pages-Total came, the bar read "one.pdf: 0page [00:00, ?page/s]".
+    Every frame it draws now is either the waiting line or a counted one ("n/total")."""
+    url, _ = server
+    doc = tmp_path / "two.pdf"
+    doc.write_bytes(marked_pdf([1, 2]))
+    pages, _ = await asyncio.to_thread(ocr_cli.stream_pages, url, doc, {"format": "text"}, progress=True)
+    assert len(pages) == 2
+    frames = [f.strip() for f in re.split(r"[\r\n]", capsys.readouterr().err) if f.strip()]
+    frames = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", f).strip() for f in frames]
+    frames = [f for f in frames if f]
+    assert frames, "no progress line was drawn"
+    assert frames[0] == "two.pdf: waiting for the first page [00:00]", frames
+    assert not any("0page" in f or "?page" in f for f in frames), frames
+    assert all(f.startswith("two.pdf: waiting") or re.search(r"\b[0-2]/2\b", f) for f in frames), frames
+    assert re.search(r"\b2/2\b.* page/s", frames[-1]), frames
+
+
 async def test_cached_answer_says_so(server, tmp_path, capsys):
     url, fake = server
     doc = tmp_path / "two.pdf"
