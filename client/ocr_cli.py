@@ -84,9 +84,12 @@ class GatewayRefused(RuntimeError):
 
 
 def _error_message(r: httpx.Response) -> str:
+    """``REASON: message`` of an error answer (the reason is the finer cause, e.g. NOTHING_TO_READ where
+    the code is INVALID_ARGUMENT; the code when there is none), as for an error line mid-stream.
+    """
     try:
         err = r.json()["error"]
-        return f"{err['code']}: {err['message']}"
+        return f"{err.get('reason') or err['code']}: {err['message']}"
     except (ValueError, KeyError, TypeError):
         return f"HTTP {r.status_code}: {r.text[:300]}"
 

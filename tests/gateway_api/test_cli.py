@@ -137,6 +137,19 @@ async def test_progress_line_before_the_page_count_is_known_says_what_it_waits_f
     assert re.search(r"\b2/2\b.* page/s", frames[-1]), frames
 
 
+async def test_a_refused_document_is_reported_with_its_reason(server, tmp_path, capsys):
+    # Found in the new-user tryout: a zero-page PDF (HTTP 422) printed "INVALID_ARGUMENT: the document has
+    # no pages", the code shared with every 400; the gateway's reason says which refusal it was.
+    import pikepdf
+
+    url, _ = server
+    doc = tmp_path / "zero.pdf"
+    pikepdf.new().save(doc)
+    assert await asyncio.to_thread(ocr_cli.main, [str(doc), "--gateway", url, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "inkstream ocr: NOTHING_TO_READ: the document has no pages" in err, err
+
+
 async def test_cached_answer_says_so(server, tmp_path, capsys):
     url, fake = server
     doc = tmp_path / "two.pdf"
