@@ -15,17 +15,10 @@ panel's and the right panel's, read one after the other (:func:`regroup_panels`)
 from __future__ import annotations
 
 from models.compact.page.bands import page_gaps, text_column
+from models.compact.page.boxes import centre_x, centre_y
 from models.compact.page.layout import IMAGE, TABLE, TEXT
 from models.compact.page.order import Group, lines_box
 from models.compact.page.xycut import panel_cut
-
-
-def _cy(line) -> float:
-    return (line.box[1] + line.box[3]) / 2
-
-
-def _cx(line) -> float:
-    return (line.box[0] + line.box[2]) / 2
 
 
 def regroup_panels(groups: list[Group], med_h: float) -> list[Group]:
@@ -39,17 +32,17 @@ def regroup_panels(groups: list[Group], med_h: float) -> list[Group]:
     edges = [float("-inf"), *cuts, float("inf")]
     out = list(groups)
     for lo, hi in zip(edges, edges[1:], strict=False):
-        members = [g for g in out if g.kind != IMAGE and any(lo <= _cy(ln) < hi for ln in g.lines)]
+        members = [g for g in out if g.kind != IMAGE and any(lo <= centre_y(ln) < hi for ln in g.lines)]
         if len(members) < 2 and not (members and members[0].kind == TABLE):
             continue  # one text block: its own reading order finds its panels
-        if any(not all(lo <= _cy(ln) < hi for ln in g.lines) or text_column(g.lines, med_h) for g in members):
+        if any(not all(lo <= centre_y(ln) < hi for ln in g.lines) or text_column(g.lines, med_h) for g in members):
             continue
         lines = [ln for g in members for ln in g.lines]
         x = panel_cut(lines, med_h)
         if x is None:
             continue
-        left = [ln for ln in lines if _cx(ln) < x]
-        right = [ln for ln in lines if _cx(ln) >= x]
+        left = [ln for ln in lines if centre_x(ln) < x]
+        right = [ln for ln in lines if centre_x(ln) >= x]
         at = out.index(members[0])
         out = [g for g in out if not any(g is m for m in members)]
         out[at:at] = [Group(TEXT, lines_box(left), left), Group(TEXT, lines_box(right), right)]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from inkstream.segments import JOIN_SPACE, Cell, cell_join
-from models.compact.page.boxes import line_cover
+from models.compact.page.boxes import centre_y, line_cover
 from models.compact.page.layout import Box
 
 #: Lines whose centres are within this many line heights of a row's mean centre share the row.
@@ -192,10 +192,6 @@ def _within(box: Box, table_box: Box, med_h: float) -> bool:
     return w > 0 and h > 0 and w * h >= WITHIN_SHARE * area
 
 
-def _centre_y(ln) -> float:
-    return (ln.box[1] + ln.box[3]) / 2
-
-
 def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: float) -> list[int]:
     """Indices of ``candidates`` (objects with ``box`` and ``lines``) that are more columns of the
     table (``table_box``, ``table_lines``): a table without rules is often cut by the page analysis
@@ -210,7 +206,7 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
     after the table, outside its grid.
     """
     x0, y0, x1, y1 = table_box
-    centres = np.sort(np.array([_centre_y(ln) for ln in table_lines], dtype=np.float64))
+    centres = np.sort(np.array([centre_y(ln) for ln in table_lines], dtype=np.float64))
     out = []
     for i, g in enumerate(candidates):
         gx0, gy0, gx1, gy1 = g.box
@@ -225,7 +221,7 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
         wide = widths[len(widths) // 2] > BESIDE_MAX_WIDTH * med_h
         if across > BESIDE_GAP * med_h or inside < 0.5 * (gy1 - gy0) or wide:
             continue
-        ys = np.array([_centre_y(ln) for ln in g.lines], dtype=np.float64)
+        ys = np.array([centre_y(ln) for ln in g.lines], dtype=np.float64)
         k = np.clip(np.searchsorted(centres, ys), 1, len(centres) - 1) if len(centres) > 1 else np.zeros(len(ys), int)
         near = np.minimum(np.abs(centres[k] - ys), np.abs(centres[np.maximum(k - 1, 0)] - ys))
         if (near < ROW_TOLERANCE * med_h).mean() >= BESIDE_ROW_SHARE:
