@@ -35,6 +35,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from models.compact.line.image import gray_percentiles
+
 #: a stroke is a hairline below this width, in H (see the module docstring: the held-out geometric
 #: face's strokes are 0.063-0.067 H, the thinnest of 18 other faces 0.075 H)
 HAIRLINE_STROKE = 0.071
@@ -47,22 +49,23 @@ INK_LEVEL = 0.5
 MIN_COMPONENTS = 4
 
 
-def _darkness(gray: np.ndarray) -> np.ndarray | None:
-    """Ink amount per pixel of a uint8 gray crop, float32 [H, W] in [0, 1] (paper its 90th percentile,
-    ink its 1st); None when the crop holds no print (the two within 32 gray levels).
+def _levels(gray: np.ndarray) -> tuple[float, float] | None:
+    """(paper, ink) gray levels of a uint8 crop: its 90th and 1st percentiles; None when the crop holds
+    no print (the two within 32 gray levels).
     """
-    paper, ink = (float(v) for v in np.percentile(gray, (90.0, 1.0)))
-    if paper - ink < 32:
-        return None
-    return np.clip((paper - gray.astype(np.float32)) / (paper - ink), 0.0, 1.0)
+    paper, ink = gray_percentiles(gray, (90.0, 1.0))
+    return None if paper - ink < 32 else (paper, ink)
 
 
-def _stroke(dark: np.ndarray, box: tuple[int, int, int, int], rows: tuple[int, int]) -> tuple[float, float]:
+def _stroke(gray: np.ndarray, levels: tuple[float, float], box: tuple[int, int, int, int],
+            rows: tuple[int, int]) -> tuple[float, float]:
     """(ink centroid x, width) of the stroke in ``box`` (x0, y0, x1, y1), over ``rows`` (y0, y1), in
-    pixels; a column either side is included, so a stroke's anti-aliased edge counts.
+    pixels: each pixel's ink amount is its gray level scaled so paper is 0 and ink 1 (``levels``), so an
+    anti-aliased edge counts for what it is; a column either side of the box is included.
     """
-    x0, x1 = max(0, box[0] - 1), min(dark.shape[1], box[2] + 1)
-    patch = dark[rows[0]: rows[1], x0:x1]
+    paper, ink = levels
+    x0, x1 = max(0, box[0] - 1), min(gray.shape[1], box[2] + 1)
+    patch = np.clip((paper - gray[rows[0]: rows[1], x0:x1].astype(np.float32)) / (paper - ink), 0.0, 1.0)
     mass = float(patch.sum())
     if mass <= 0:
         return float(x0), 0.0
@@ -75,11 +78,11 @@ def hairline_quotes(crop: Image.Image) -> int:
     without print or with fewer than :data:`MIN_COMPONENTS` ink components.
     """
     gray = np.asarray(crop.convert("L"))
-    dark = _darkness(gray)
-    if dark is None:
+    levels = _levels(gray) if gray.size else None
+    if levels is None:
         return 0
-    n, labels, stats, _ = cv2.connectedComponentsWithStats((dark > INK_LEVEL).astype(np.uint8), connectivity=8)
-    del labels
+    ink = (gray < levels[0] - INK_LEVEL * (levels[0] - levels[1])).astype(np.uint8)
+    n, _, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
     boxes = [(int(s[0]), int(s[1]), int(s[0] + s[2]), int(s[1] + s[3]), int(s[4])) for s in stats[1:n]]
     sized = [b for b in boxes if b[4] >= 4]
     if len(sized) < MIN_COMPONENTS:
@@ -100,7 +103,7 @@ def hairline_quotes(crop: Image.Image) -> int:
         if any(c[0] >= a[2] and c[2] <= b[0] for c in boxes if c is not a and c is not b):
             continue  # something stands between them: two marks, not one
         rows = (min(a[1], b[1]), max(a[3], b[3]))
-        (ca, wa), (cb, wb) = _stroke(dark, a[:4], rows), _stroke(dark, b[:4], rows)
+        (ca, wa), (cb, wb) = _stroke(gray, levels, a[:4], rows), _stroke(gray, levels, b[:4], rows)
         if max(wa, wb) < HAIRLINE_STROKE * h and cb - ca < HAIRLINE_PITCH * h:
             found += 1
     return found
