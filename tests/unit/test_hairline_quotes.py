@@ -69,3 +69,16 @@ def test_bilingual_encoder_routes_a_hairline_quote_line_to_pp():
     crops = [_line(book, QUOTED, 28), _line(sans, QUOTED, 28), *(_line(sans, t, 28) for t in prose)]
     routes, _ = enc.route(crops)
     assert routes == [True] + [False] * (len(crops) - 1)  # the Latin tower reads the rest
+
+
+def test_specks_above_the_text_are_no_quote():
+    """A fax's dotted rule above a line leaves short thin specks over its cap line (a generated faxed
+    form, bench/receipts.py seed 10,001, was moved to the PP tower for them): no quote strokes."""
+    img = _line(_font("DejaVuSans.ttf"), "Name: Pierre Garcia", 28)
+    pad = 14
+    canvas = Image.new("RGB", (img.width, img.height + pad), "white")
+    canvas.paste(img, (0, pad))
+    draw = ImageDraw.Draw(canvas)
+    for x in (30, 33, 90, 93, 150, 153):  # pairs of 1-px specks, 3 px tall, 2 px apart
+        draw.rectangle((x, 6, x, 8), fill="black")
+    assert hairline_quotes(canvas) == 0

@@ -11,7 +11,8 @@ line holding such a mark to the PP tower (bilingual checkpoints only).
 :func:`hairline_quotes` counts them, scale-free, from the line's own metrics: ``H`` is the height of
 its tall glyphs (the median bottom of its ink components, the baseline, minus the 5th percentile of
 their tops, the cap/ascender line). A *quote stroke* is an ink component above the middle of the
-x-height band, starting above the x-line, at least 1.5 x as tall as wide and at most 0.6 H tall; a
+x-height band, starting above the x-line but not above the cap line (:data:`STROKE_ABOVE`), at least
+1.5 x as tall as wide, at least :data:`STROKE_SHORTEST` and at most 0.6 H tall; a
 *double quote* is two neighbouring quote strokes side by side (rows overlapping by >= 70 % of the
 shorter, nothing between them, their boxes at most one stroke height apart). Each stroke's width is
 its ink mass (gray levels scaled so paper is 0 and ink 1, so anti-aliasing counts for what it is)
@@ -43,6 +44,12 @@ HAIRLINE_STROKE = 0.071
 #: ... and the two strokes of a hairline double quote are closer than this, centre to centre, in H
 #: (the geometric face 0.153 H; the 18 other faces 0.161-0.300 H)
 HAIRLINE_PITCH = 0.19
+#: a quote stroke is at least this tall, in H (the faces' quote strokes are 0.30-0.47 H: a speck of
+#: scan or fax noise is shorter) ...
+STROKE_SHORTEST = 0.2
+#: ... and starts at most this far above the cap line, in H (dots of a fax's dotted rule above the
+#: line's text are no quote)
+STROKE_ABOVE = 0.15
 #: a pixel is ink when it is darker than paper - this share of (paper - ink)
 INK_LEVEL = 0.5
 #: fewest ink components (of at least 4 px) for a line's metrics to mean anything
@@ -89,12 +96,14 @@ def hairline_quotes(crop: Image.Image) -> int:
         return 0
     base = float(np.median([b[3] for b in sized]))
     xline = float(np.median([b[1] for b in sized]))
-    h = base - float(np.percentile([b[1] for b in sized], 5))
+    cap = float(np.percentile([b[1] for b in sized], 5))
+    h = base - cap
     if base - xline < 3 or h < 6:
         return 0
     middle = (xline + base) / 2
-    strokes = sorted((b for b in boxes if b[3] <= middle and b[1] <= xline
-                      and b[3] - b[1] >= 1.5 * (b[2] - b[0]) and b[3] - b[1] <= 0.6 * h), key=lambda b: b[0])
+    strokes = sorted((b for b in boxes if b[3] <= middle and cap - STROKE_ABOVE * h <= b[1] <= xline
+                      and b[3] - b[1] >= max(1.5 * (b[2] - b[0]), STROKE_SHORTEST * h)
+                      and b[3] - b[1] <= 0.6 * h), key=lambda b: b[0])
     found = 0
     for a, b in zip(strokes, strokes[1:], strict=False):
         ha, hb = a[3] - a[1], b[3] - b[1]
