@@ -47,6 +47,7 @@ from models.compact.line.image import (
     width_batches,
 )
 from models.compact.line.onnx_runtime import OnnxLineEncoder
+from models.compact.line.quotes import hairline_quotes
 from models.compact.line.rules import erase_rules
 from models.compact.line.runners import load_torch_towers, open_onnx_towers
 from models.compact.line.split import SPLIT_PX, split_line
@@ -172,8 +173,9 @@ class CompactEncoderHalf(EncoderHalf):
         whole line (:meth:`models.compact.line.towers.PPTower.script_lines`), and a Chinese page sends every
         line to the PP tower (:func:`models.compact.line.towers.page_routes`), as do a page or a line the
         Latin tower reads with doubt, when the checkpoint has a read head
-        (:func:`models.compact.line.doubt.doubt_routes`); a Latin checkpoint keeps every line on the Latin
-        tower (no forward here).
+        (:func:`models.compact.line.doubt.doubt_routes`), and a line holding a hairline double quote
+        (:func:`models.compact.line.quotes.hairline_quotes`); a Latin checkpoint keeps every line on the
+        Latin tower (no forward here).
         """
         if self._pp is None:
             return [False] * len(crops), [None] * len(crops)
@@ -190,6 +192,8 @@ class CompactEncoderHalf(EncoderHalf):
             routes = doubt_routes(routes, doubts, doubtful, share, alone,
                                   [prepare.ink_contrast(c) for c in crops] if faint > 0 or scan > 0 else (), faint,
                                   scan, scan_doubt)
+        # a hairline double quote reads as an apostrophe on the Latin tower, right on the PP tower
+        routes = [r or hairline_quotes(c) > 0 for r, c in zip(routes, crops, strict=True)]
         return routes, list(tokens)
 
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
