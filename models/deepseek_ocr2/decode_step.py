@@ -14,7 +14,8 @@ with the batch is memory traffic: at 8 rows every expert is touched (weights rea
 (a cold 10 MB read took 1 ms); no code change removes that in float32. The glue is what this module
 cuts, and each weight of a product with few rows is streamed into cache before the product
 (:mod:`models.deepseek_ocr2.cache_warm`: MKL's small-row kernels read a cold weight at 5-8 GB/s, a
-linear pass at ~23 GB/s; same results; 8-row step ~20 -> ~16.5 ms, 1 row ~8 -> ~6 ms).
+linear pass at ~16-23 GB/s; same results; 8-row step 21.0-22.3 -> 18.2-19.3 ms, 1 row
+9.6-9.8 -> 7.7-8.1 ms).
 
 :class:`LeanDecodeStep` walks the layers with plain tensor calls on the model's own parameters (no
 copies) and performs, op for op, what transformers does with ``attn_implementation="sdpa"`` and
