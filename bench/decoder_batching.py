@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--concurrency", default="1,4,8,16")
-    ap.add_argument("--repeats", type=int, default=5,
+    ap.add_argument("--repeats", type=int, default=4,
                     help="(baseline, engine) pairs per level; the median of the per-pair ratios is reported")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
