@@ -40,10 +40,12 @@ WARM_MAX_ROWS = 16
 
 def warm(*weights: torch.Tensor) -> None:
     """Read ``weights`` once, sequentially (``Tensor.amax``, result discarded), so that a product
-    that follows finds them in cache. No effect on any value.
+    that follows finds them in cache. No effect on any value. Only CPU tensors are read: on an
+    accelerator the pass would be one more kernel launch and a full read of the weight for nothing.
     """
     for w in weights:
-        w.amax()
+        if w.device.type == "cpu":
+            w.amax()
 
 
 def linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:

@@ -64,3 +64,17 @@ def test_prefill_of_long_prompts_does_not_warm_its_large_products(half, warmed):
     prefill(half, embeds)
     attn = [m for layer in half._text.layers[:-1] for m in (layer.self_attn.q_proj, layer.self_attn.k_proj)]
     assert not {w.data_ptr() for w in warmed} & {m.weight.data_ptr() for m in attn}
+
+
+def test_only_cpu_weights_are_read_by_the_pass(monkeypatch):
+    """On an accelerator the pass would be an extra kernel and a full read for nothing: skipped."""
+    read: list[str] = []
+    real_amax = torch.Tensor.amax
+
+    def amax(self, *args, **kwargs):
+        read.append(self.device.type)
+        return real_amax(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "amax", amax)
+    cache_warm.warm(torch.ones(4, 4), torch.empty(4, 4, device="meta"))
+    assert read == ["cpu"]
