@@ -217,3 +217,40 @@ def test_panels_of_a_band_are_read_whole_when_a_block_runs_out_of_the_band():
     layout = PageLayout(regions=[Region(kind, box, k) for k, (kind, box) in enumerate(SEED400_BLOCKS)])
     order = region_order(lines[::-1], layout, 2200)
     assert [text[id(ln)] for ln in order] == [t for _, t in SEED400_FORM]
+
+
+#: Generated invoice, ``bench/doc_pages.py --seed 700`` page 7: the seller's address beside the
+#: invoice's details, then bill-to beside ship-to, 33 px (0.79 line heights) apart where the rows of
+#: each block are 0-10 px apart; the bill-to's last line ("Springfield") fell in the items table's block.
+SEED700_INVOICE = [
+    ((130, 126, 311, 172), "INVOICE"),
+    ((133, 198, 431, 236), "Northwind Supplies Ltd"), ((131, 240, 427, 281), "66 Mill Lane, Ashford"),
+    ((133, 291, 319, 324), "Tel: 438-1568"),
+    ((1038, 204, 1311, 240), "Invoice No: 88475165"), ((1038, 250, 1276, 287), "Date: 07/12/2019"),
+    ((1038, 296, 1332, 333), "Due date: 05/07/2016"),
+    ((127, 366, 222, 411), "Bill to:"), ((127, 413, 308, 458), "Maria Lopez"),
+    ((130, 459, 335, 501), "11 King Street"), ((129, 506, 287, 548), "Springfield"),
+    ((1036, 375, 1144, 419), "Ship to:"), ((1035, 421, 1206, 459), "Lena Novak"),
+    ((1035, 469, 1210, 507), "44 Mill Lane"),
+    ((134, 586, 291, 629), "Description"), ((755, 593, 814, 638), "Qty"),
+    ((1057, 591, 1191, 640), "Unit price"), ((1461, 597, 1569, 636), "Amount"),
+    ((134, 637, 318, 682), "Maintenance"), ((766, 645, 811, 687), "13"),
+    ((1120, 648, 1190, 690), "0.97"), ((1466, 650, 1569, 690), "899.78"),
+    ((134, 688, 380, 733), "Toner cartridge"), ((770, 696, 811, 738), "4"),
+    ((1120, 699, 1190, 741), "2.46"), ((1446, 701, 1569, 741), "9,504.76"),
+]
+SEED700_BLOCKS = [
+    (TEXT, (140, 135, 304, 164)), (TEXT, (136, 204, 427, 316)), (TEXT, (136, 377, 327, 494)),
+    (TEXT, (1043, 211, 1327, 325)), (TEXT, (1041, 383, 1206, 496)), (TABLE, (136, 513, 1568, 741)),
+]
+
+
+def test_two_bands_of_panels_closer_than_a_line_are_read_band_by_band():
+    """The gap between the bands is well above the blocks' own row gaps: a section gap. The seller's
+    address was read with bill-to below it as one left-hand panel, the details after both (16 % CER
+    on the page; 4 % before the bands' blocks were regrouped across the table block)."""
+    lines = [_box(*box) for box, _ in SEED700_INVOICE]
+    text = {id(ln): t for ln, (_, t) in zip(lines, SEED700_INVOICE, strict=True)}
+    layout = PageLayout(regions=[Region(kind, box, k) for k, (kind, box) in enumerate(SEED700_BLOCKS)])
+    order = [text[id(ln)] for ln in region_order(lines[::-1], layout, 2200)]
+    assert order == [t for _, t in SEED700_INVOICE]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.compact.page.layout import HEADING, IMAGE, TABLE, Box, PageLayout, interval_gaps
-from models.compact.page.xycut import PANEL_GAP, ROW_BAND_GAP, is_prose
+from models.compact.page.xycut import PANEL_GAP, ROW_BAND_GAP, SECTION_GAP, SECTION_RATIO, is_prose, median_row_gap
 
 #: Share of a line's width that must lie in each of two side-by-side regions for the line to be cut
 #: at their gutter (below it, the overhang is the detector's loose box, not a second column's text).
@@ -166,7 +166,8 @@ def xy_cut(groups: list[Group], med_h: float | None = None) -> list[Group]:
     (columns left to right, bands top to bottom); groups that overlap everywhere: top to bottom.
     A cut down the page is taken over a cut across it only when both sides read as text columns
     (:func:`models.compact.page.xycut.is_prose`), or when nothing cuts across but the gaps between
-    rows (under :data:`models.compact.page.xycut.ROW_BAND_GAP` line heights) and the cut down is a
+    rows (under :data:`models.compact.page.xycut.ROW_BAND_GAP` line heights, and no section gap
+    between stacked blocks, :data:`models.compact.page.xycut.SECTION_GAP`) and the cut down is a
     panels' gutter (:data:`models.compact.page.xycut.PANEL_GAP` line heights; a list's numbers beside
     their items are not cut off them): side-by-side panels of
     a form or an invoice (key-value pairs, addresses) are read band by band -- the panels of one band
@@ -178,13 +179,15 @@ def xy_cut(groups: list[Group], med_h: float | None = None) -> list[Group]:
     med_h = _median_height(groups) if med_h is None else med_h
     best = None  # (gap width, axis, position)
     down = None  # the widest cut down the page, columns or not
+    row_gap = median_row_gap([g.lines for g in groups], med_h)
     for k in (0, 1):
         for g0, g1 in interval_gaps([(g.box[k], g.box[k + 2]) for g in groups]):
             if k == 0 and (down is None or g1 - g0 > down[0]):
                 down = (g1 - g0, 0, (g0 + g1) / 2)
             if k == 0 and not _columns(groups, (g0 + g1) / 2, med_h):
                 continue
-            if k == 1 and g1 - g0 < ROW_BAND_GAP * med_h and down is not None and down[0] >= PANEL_GAP * med_h:
+            if (k == 1 and g1 - g0 < ROW_BAND_GAP * med_h and down is not None and down[0] >= PANEL_GAP * med_h
+                    and not (row_gap is not None and g1 - g0 >= max(SECTION_GAP * med_h, SECTION_RATIO * row_gap))):
                 continue  # a gap between two rows of side-by-side panels: the panels are cut first
             if best is None or g1 - g0 > best[0]:
                 best = (g1 - g0, k, (g0 + g1) / 2)
