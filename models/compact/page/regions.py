@@ -18,7 +18,7 @@ from models.compact.page.band_panels import regroup_panels
 from models.compact.page.bands import join_key_values, split_bands
 from models.compact.page.boxes import LineBox
 from models.compact.page.layout import IMAGE, TABLE, PageLayout
-from models.compact.page.table_find import promote_grids
+from models.compact.page.table_find import join_grid_columns, promote_grids
 from models.compact.page.table_gutters import ink_gutters
 from models.compact.page.xycut import reading_order
 
@@ -198,7 +198,7 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
     if layout_order.numbered_lines(groups, med_h):
         return reading_order(lines)
     groups = split_bands(join_key_values(groups, med_h), med_h)
-    groups = promote_grids(regroup_panels(groups, med_h), med_h)
+    groups = promote_grids(join_grid_columns(regroup_panels(groups, med_h), med_h), med_h)
     for t in [g for g in groups if g.kind == TABLE]:
         if t not in groups:  # merged into an earlier table
             continue
