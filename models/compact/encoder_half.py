@@ -220,7 +220,7 @@ class CompactEncoderHalf(EncoderHalf):
             # Read without a form's box edges and underlines; routed with them (line/rules.py: its doubt
             # is the page's sign of a scan), so a line they were erased from is encoded again.
             read = erase_rules(crop)
-            parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX)
+            parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX, tabs=not pp)
             whole = tokens if len(parts) == 1 and read is crop else None  # a Latin line read whole: routing encoded it
             pieces += [(parts[0][0], parts[0][1], ln.join, pp, whole), *((*part, pp, None) for part in parts[1:])]
         tensors, n_tokens, towers = {}, [], []

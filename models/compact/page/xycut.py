@@ -49,6 +49,26 @@ ROW_BAND_GAP = 1.0
 VALUE_ALIGN = 0.3
 
 
+#: Between blocks stacked one above the other, a gap at least this many line heights tall ...
+SECTION_GAP = 0.5
+#: ... and this many times the median gap between the rows inside the blocks is a section gap: an
+#: invoice's seller address beside its details, then bill-to beside ship-to, 0.79 line heights apart
+#: where the blocks' rows are 0-0.25 apart, are two bands of panels (read band by band), not two
+#: columns. Rows of a form at one pitch (every gap the same) have none.
+SECTION_RATIO = 2.5
+
+
+def median_row_gap(blocks: list[list[LineBox]], med_h: float) -> float | None:
+    """The median gap in pixels between consecutive rows (:func:`row_groups`) inside each of
+    ``blocks`` (lists of line boxes; rows that overlap count 0), or None when no block has two rows.
+    """
+    gaps: list[float] = []
+    for lines in blocks:
+        spans = [(min(ln.box[1] for ln in r), max(ln.box[3] for ln in r)) for r in row_groups(lines, med_h)]
+        gaps += [max(0.0, b[0] - a[1]) for a, b in zip(spans, spans[1:], strict=False)]
+    return float(np.median(gaps)) if gaps else None
+
+
 def is_panel(side: list[LineBox], med_h: float) -> bool:
     """Whether ``side`` reads as one panel of a form or an invoice (an address block, a few key-value
     rows): 2 to :data:`PANEL_MAX_ROWS` rows (boxes whose centres lie within half a line height make a
