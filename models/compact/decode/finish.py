@@ -98,10 +98,9 @@ class FinishRules:
         """Rules for a tokenizer's ``vocab`` (token string -> id); ``space_id`` is -1 when the vocabulary
         has no space (then no written token is taken for one).
         """
-        numbers = number_vocab(vocab)
         return cls(frozenset(int(t) for t in eos_ids), vocab.get(" ", -1), width_pairs(dict(vocab)),
                    frozenset(vocab[c] for c in FULL_TO_HALF if c in vocab), spacing_confidence,
-                   *numbers, mark_vocab(vocab), *quantity_vocab(vocab, numbers[2]))
+                   *number_vocab(vocab), mark_vocab(vocab), *quantity_vocab(vocab))
 
 
 def mark_vocab(vocab: Mapping[str, int]) -> frozenset[int]:

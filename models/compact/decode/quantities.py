@@ -14,14 +14,16 @@ multiplication sign, and the receipt faces' ``x`` between a count and a price is
 :func:`quantity_from_spikes` therefore writes a segment whose spikes read exactly one quantity --
 1-3 digits, ``x`` or ``×`` (:data:`SIGNS`), a price (digits, at most one decimal or group separator
 between digits) -- as ``count x price`` from the spikes, the sign as the letter x (an upper-case ``X``
-read as such stays), when the decoder wrote nothing but number characters, signs and spaces (it
-read the segment as a quantity too, not as words). A space on each side of the sign is written; the
-spacing head (the next step of the chain) removes one where it is confident there is none.
-Anything else -- an item name, a weight ``0.456kg``, a spike string with a letter -- is left alone.
+read as such stays), when the decoder wrote no letter but the signs (it read the segment as a
+quantity too, not as words; what it wrote for the sign may be any mark: ``¥`` on seed 30,030). A
+space on each side of the sign is written; the spacing head (the next step of the chain) removes
+one where it is confident there is none. Anything else -- an item name, a weight ``0.456kg``, a
+spike string with a letter -- is left alone.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Collection, Mapping
 
 #: What the recogniser reads the sign of a quantity line as: the letter and the multiplication sign
@@ -33,12 +35,11 @@ LETTER = "x"
 MAX_COUNT_DIGITS = 3
 
 
-def quantity_vocab(vocab: Mapping[str, int], number_like_ids: Collection[int]) -> tuple[dict[int, int], frozenset[int]]:
+def quantity_vocab(vocab: Mapping[str, int]) -> tuple[dict[int, int], frozenset[int]]:
     """The ids :func:`quantity_from_spikes` needs from a tokenizer's ``vocab`` (token -> id): (sign id
     -> the id it is written as: ``x`` and ``×`` -> ``x``, ``X`` -> ``X``; the ids a decoder's quantity
-    may hold: ``number_like_ids`` (number characters in either width,
-    :func:`models.compact.decode.numbers.number_vocab`), the signs and the space). An empty map and
-    set when the vocabulary lacks the letter x.
+    may hold: every one-character token that is no letter (Unicode category L*: Latin letters, hanzi),
+    and the signs). An empty map and set when the vocabulary lacks the letter x.
     """
     if LETTER not in vocab:
         return {}, frozenset()
@@ -46,7 +47,8 @@ def quantity_vocab(vocab: Mapping[str, int], number_like_ids: Collection[int]) -
     signs = {int(vocab[c]): x for c in SIGNS if c in vocab}
     if "X" in vocab:
         signs[int(vocab["X"])] = int(vocab["X"])
-    allowed = frozenset(number_like_ids) | frozenset(signs) | ({int(vocab[" "])} if " " in vocab else set())
+    allowed = frozenset(int(i) for t, i in vocab.items() if len(t) == 1 and not unicodedata.category(t).startswith("L"))
+    allowed |= frozenset(signs)
     return signs, allowed
 
 
