@@ -28,7 +28,8 @@ from typing import Any
 from gateway.output.hocr import render_hocr
 from gateway.output.signal import SegmentScore, block_signal, page_warnings
 from gateway.output.tables import Table, markdown_body, page_lines
-from gateway.types import PageOutcome
+from gateway.types import PageOutcome, SegmentText
+from inkstream.decimal_marks import page_mark, with_mark
 from inkstream.page_result import Block, Box, PageError, PageResult, Word, as_box, document_json
 from inkstream.segments import JOIN_LINE, is_known_join
 
@@ -106,6 +107,21 @@ def parse_grounding(text: str, seg_box: Box, default_type: str) -> tuple[str, li
     return "\n\n".join(pieces) if matches else lead, blocks
 
 
+def _one_mark(segments: list[SegmentText]) -> list[SegmentText]:
+    """The page's segments with their prices, and their words', written with the page's decimal mark
+    (:mod:`inkstream.decimal_marks`, as the in-process path does); a segment with nothing to change
+    is the same object.
+    """
+    mark = page_mark([s.text for s in segments])
+    if mark is None:
+        return segments
+    out = []
+    for s in segments:
+        text = with_mark(s.text, mark)
+        out.append(s if text == s.text else replace(s, text=text, words=[(with_mark(t, mark), b) for t, b in s.words]))
+    return out
+
+
 def _clip(v: float) -> float:
     return min(max(v, 0.0), GRID)
 
@@ -121,10 +137,12 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
     rendered size); boxes are scaled to it from the encoder's image (``outcome.width/height``).
     Segments are taken in reading order (``SegmentText.index``); the pieces of one text line that
     the encoder cut apart are joined as it marked them (``SegmentText.join``: with a space or
-    directly, :func:`inkstream.segments.join_lines`), lines by newlines. A segment read as one block
-    gives it its words' boxes (``SegmentText.words``, when they match the block's words). Each block gets its
-    segment's confidence, the page its confidence and warnings (:mod:`gateway.output.signal`;
-    calibrated when ``model_id``, the encoders' model id, has a calibration table).
+    directly, :func:`inkstream.segments.join_lines`), lines by newlines; prices read with the
+    other decimal mark than the page's are written with the page's (:mod:`inkstream.decimal_marks`).
+    A segment read as one block gives it its words' boxes (``SegmentText.words``, when they match the
+    block's words). Each block gets its segment's confidence, the page its confidence and warnings
+    (:mod:`gateway.output.signal`; calibrated when ``model_id``, the encoders' model id, has a
+    calibration table).
     """
     if outcome.status != "ok":
         err = outcome.error or PageError("INTERNAL", "the page failed without a reason")
@@ -140,7 +158,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
     texts: list[str] = []
     blocks: list[Block] = []
     tables: list[Block] = []
-    segments = sorted(outcome.segments, key=lambda s: s.index)
+    segments = _one_mark(sorted(outcome.segments, key=lambda s: s.index))
     scores = [SegmentScore(s.text, s.confidence, s.generated_tokens) for s in segments]
     if segments:
         cleans: list[str] = []

@@ -166,6 +166,14 @@ class CompactEncoderHalf(EncoderHalf):
             out.append(padded)
         return out
 
+    def _reads_forward(self, crops: list[Image.Image]) -> list[bool]:
+        """Faint-band line crops -> whether each reads the right way round on the PP tower
+        (:func:`models.compact.line.show_through.reads_forward`; a bilingual checkpoint only).
+        """
+        from models.compact.line.show_through import reads_forward
+
+        return reads_forward(self._pp, crops)
+
     def route(self, crops: list[Image.Image]) -> tuple[list[bool], list[np.ndarray | None]]:
         """Line crops of one page -> (the tower of each line, True: PP tower; the Latin tower's vision
         tokens [W/16, hidden] float32 of each line, from the routing forward, None without a PP tower).
@@ -211,7 +219,8 @@ class CompactEncoderHalf(EncoderHalf):
             raise InvalidInput(f"page of {image.width}x{image.height} px is too small "
                                f"(min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
         upright, lines, rotation = self._detector.detect(prepare.positive(image))  # light-on-dark inverted
-        lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln))  # faint bleed-through is no text
+        lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln),  # faint bleed-through is no text
+                                    self._reads_forward if self._pp is not None else None)
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
         tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
         cjk, latin = self.route([c for c, _ in tight])
