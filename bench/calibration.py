@@ -90,7 +90,7 @@ def score_record(rec: dict, model_id: str) -> tuple[float, float, float, list[st
     """(calibrated confidence, raw confidence, order-free CER, warnings) of one page record
     (:func:`read_record`), as the gateway would give them for ``model_id``.
     """
-    segs = [SegmentScore(ln["text"], ln["confidence"], ln["tokens"]) for ln in rec["lines"]]
+    segs = [SegmentScore(ln["text"], ln["confidence"], ln["tokens"], ln.get("tower", "")) for ln in rec["lines"]]
     text = "\n".join(ln["text"] for ln in rec["lines"])
     conf, warnings = page_warnings(segs, text, model_id)
     edits, n = order_free_edits(text, rec["truth"])

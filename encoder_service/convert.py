@@ -78,6 +78,7 @@ def encode_response(
                 box=tensor_pb2.Box(x0=x0, y0=y0, x1=x1, y1=y1),
                 join=join,
                 rotation=int(seg.rotation),
+                tower=seg.tower,
                 cell=encoder_pb2.TableCell(table=cell.table, row=cell.row, column=cell.column) if cell else None,
             )
         )

@@ -91,8 +91,9 @@ class SegmentText:
     the decoder's geometric mean of the probabilities of the ``generated_tokens`` tokens
     (``Usage.confidence``; 0.0 when none were generated); ``rotation``: degrees counter-clockwise
     (0, 90, 180, 270) that turn the segment's text upright (the encoder found the page sideways or
-    upside down); ``words``: each word of ``text`` with its box in page pixels, found on the page's
-    ink (:mod:`gateway.output.word_boxes`; empty when not found).
+    upside down); ``tower``: the model's line encoder that read it (``Segment.tower``; "" when not
+    said), which picks its calibration; ``words``: each word of ``text`` with its box in page pixels,
+    found on the page's ink (:mod:`gateway.output.word_boxes`; empty when not found).
     """
 
     index: int
@@ -103,6 +104,7 @@ class SegmentText:
     join: str = "line"
     confidence: float = 0.0
     rotation: int = 0
+    tower: str = ""
     words: list[tuple[str, tuple[float, float, float, float]]] = field(default_factory=list)
 
 

@@ -59,13 +59,16 @@ class SegmentTokens:
     segment's (:data:`inkstream.segments.JOINS`: a line of its own, or the next piece of a line
     that was cut in pieces, at a word gap or inside a word); ``rotation``: the quarter turn (0, 90,
     180 or 270 degrees counter-clockwise) that makes the segment's text upright (a page read sideways
-    or upside down; its ``box`` stays in the received page's pixels).
+    or upside down; its ``box`` stays in the received page's pixels); ``tower``: which of the family's
+    line encoders read it (the compact family: "latin" or "pp"; "" for a family with one), so the
+    gateway can calibrate each tower's confidence on its own (:mod:`gateway.output.signal`).
     """
 
     vision_tokens: torch.Tensor | np.ndarray
     box: tuple[float, float, float, float]
     join: str = "line"
     rotation: int = 0
+    tower: str = ""
 
 
 @dataclass

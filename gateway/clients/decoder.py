@@ -204,7 +204,7 @@ async def decode_segments(
                         seg = want[sid]
                         attempt.done[sid] = SegmentText(index=sid, text="".join(text[sid]), box=seg.box,
                                                         join=seg.join, finish_reason=reason,
-                                                        rotation=seg.rotation,
+                                                        rotation=seg.rotation, tower=seg.tower,
                                                         generated_tokens=int(resp.usage.generated_tokens),
                                                         confidence=float(resp.usage.confidence))
                     open_ids.discard(sid)

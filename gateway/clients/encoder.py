@@ -28,7 +28,9 @@ class VisionSegment:
     ``data``: raw little-endian row-major bytes (``n_tokens * hidden * itemsize`` bytes);
     ``box``: (x0, y0, x1, y1) in page pixels; ``index``: reading order within the page; ``join``:
     how its text goes on from the previous segment's (:data:`inkstream.segments.JOINS`); ``rotation``:
-    degrees counter-clockwise (0, 90, 180, 270) that turn the segment's text upright.
+    degrees counter-clockwise (0, 90, 180, 270) that turn the segment's text upright; ``tower``: the
+    model's line encoder that read it (``Segment.tower``: "latin" / "pp" for the compact family, "" when
+    the family has one or the encoder predates the field).
     """
 
     index: int
@@ -38,6 +40,7 @@ class VisionSegment:
     box: tuple[float, float, float, float]
     join: str = JOIN_LINE
     rotation: int = 0
+    tower: str = ""
 
     @property
     def n_tokens(self) -> int:
@@ -141,6 +144,7 @@ def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
             box=(s.box.x0, s.box.y0, s.box.x1, s.box.y1),
             join=join_from_wire(s.join, s.cell.table, s.cell.row, s.cell.column),
             rotation=int(s.rotation) % 360,
+            tower=s.tower,
         )
         for s in resp.segments
     ]

@@ -9,9 +9,12 @@ Definitions (README "Confidence and warnings"):
   the encoders' model id; the embedded ``inkstream-compact``), confidences are *calibrated*: a
   block's confidence is 1 - its expected character error rate (:mod:`inkstream.confidence`: a
   logistic model of the raw confidence, the tokens and the text, fitted on generated held-out pages),
-  and a page's is 1 - the expected CER of its text, the mean of its segments' weighted by their
-  characters (:func:`calibrated_page`). ``confidence`` 0.97 then means "about 3 % of these characters
-  are wrong". ``low_confidence`` marks a page whose expected CER is above :data:`PAGE_EXPECTED_CER_ABOVE`
+  with the weights of the tower that read the segment (``SegmentText.tower``, the table's ``towers``:
+  the compact family's Latin and PP towers mean different error rates by the same raw confidence;
+  the table's pooled ``weights`` when the tower is not said or has none), and a page's is 1 - the
+  expected CER of its text, the mean of its segments' weighted by their characters
+  (:func:`calibrated_page`). ``confidence`` 0.97 then means "about 3 % of these characters are
+  wrong". ``low_confidence`` marks a page whose expected CER is above :data:`PAGE_EXPECTED_CER_ABOVE`
   (2 %), a block above :data:`BLOCK_EXPECTED_CER_ABOVE`, and a block holding digits whose expected
   wrong digits (expected CER x digits) reach :data:`BLOCK_EXPECTED_WRONG_DIGITS` (a doubtful number:
   a table cell's own line block carries it).
@@ -74,13 +77,15 @@ BLOCK_EXPECTED_WRONG_DIGITS = 0.1
 
 @dataclass(frozen=True)
 class SegmentScore:
-    """One decoded segment as the signal sees it: its ``text``, ``confidence`` in [0, 1] and
-    ``generated_tokens`` (the weight of its confidence in the page's).
+    """One decoded segment as the signal sees it: its ``text``, ``confidence`` in [0, 1],
+    ``generated_tokens`` (the weight of its confidence in the page's) and the ``tower`` that read it
+    (``SegmentText.tower``: picks the calibration weights; "" when not said).
     """
 
     text: str
     confidence: float
     generated_tokens: int
+    tower: str = ""
 
 
 def page_confidence(segments: Sequence[SegmentScore]) -> float:
@@ -107,10 +112,19 @@ def calibration(model_id: str) -> dict | None:
     return TABLES.get(model_id) if model_id else None
 
 
+def tower_weights(table: dict, tower: str) -> list[float]:
+    """The weights of ``table`` for a segment read by ``tower``: the tower's own (``table["towers"]``)
+    when it has them, else the pooled ``table["weights"]`` (a tower not said, or one not fitted).
+    """
+    return (table.get("towers") or {}).get(tower) or table["weights"]
+
+
 def segment_expected_error(segment: SegmentScore, table: dict) -> float:
-    """Expected CER of one segment under ``table`` (:func:`inkstream.confidence.expected_error`)."""
+    """Expected CER of one segment under ``table`` with its tower's weights (:func:`tower_weights`,
+    :func:`inkstream.confidence.expected_error`).
+    """
     feats = line_features(segment.confidence, segment.generated_tokens, segment.text)
-    return expected_error(table["weights"], feats)
+    return expected_error(tower_weights(table, segment.tower), feats)
 
 
 def calibrated_page(segments: Sequence[SegmentScore], table: dict) -> float:

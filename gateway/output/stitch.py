@@ -159,7 +159,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
     blocks: list[Block] = []
     tables: list[Block] = []
     segments = _one_mark(sorted(outcome.segments, key=lambda s: s.index))
-    scores = [SegmentScore(s.text, s.confidence, s.generated_tokens) for s in segments]
+    scores = [SegmentScore(s.text, s.confidence, s.generated_tokens, s.tower) for s in segments]
     if segments:
         cleans: list[str] = []
         for seg in segments:

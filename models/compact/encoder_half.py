@@ -262,7 +262,9 @@ class CompactEncoderHalf(EncoderHalf):
         return done
 
     def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
-        """Encode all lines of ``pages`` (grouped by width across pages); one EncodedPage per page."""
+        """Encode all lines of ``pages`` (grouped by width across pages); one EncodedPage per page, each
+        segment marked with the tower that read it (``SegmentTokens.tower``: "latin" or "pp").
+        """
         flat, ntok, owner, kinds = [], [], [], []
         for p, page in enumerate(pages):
             n = page.meta["n_tokens"]
@@ -277,13 +279,15 @@ class CompactEncoderHalf(EncoderHalf):
         tokens = self._encode_routed(flat, ntok, kinds) if flat else []
         result = [EncodedPage(segments=[], width=pg.width, height=pg.height) for pg in pages]
         per_page_index = [0] * len(pages)
-        for t, p in zip(tokens, owner, strict=True):
+        for t, p, kind in zip(tokens, owner, kinds, strict=True):
             i = per_page_index[p]
             box, join = pages[p].meta["boxes"][i], pages[p].meta["joins"][i]
+            tower = "pp" if kind == "pp" else "latin"  # "line" / "tokens": through the Latin tower
             per_page_index[p] += 1
             x0, y0, x1, y1 = (float(v) for v in box)
             turn = int(round(float(pages[p].meta.get("rotation", 0)) / 90.0)) % 4 * 90
-            result[p].segments.append(SegmentTokens(vision_tokens=t, box=(x0, y0, x1, y1), join=join, rotation=turn))
+            result[p].segments.append(SegmentTokens(vision_tokens=t, box=(x0, y0, x1, y1), join=join, rotation=turn,
+                                                    tower=tower))
         return result
 
     def _encode_routed(self, flat: list[Any], ntok: list[int], kinds: list[str]) -> list[Any]:

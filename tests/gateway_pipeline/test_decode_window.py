@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import grpc
 import torch
@@ -117,5 +118,19 @@ async def test_failed_call_returns_the_replica_slots_and_leaves_no_task():
         assert slots._value == 8
         # No task of the client's call is left (the grpc server's own handler tasks come and go).
         assert not [t for t in asyncio.all_tasks() if "decode_segments" in getattr(t.get_coro(), "__qualname__", "")]
+    finally:
+        await server.stop(None)
+
+
+async def test_a_decoded_segment_keeps_the_tower_that_read_it():
+    """issue #38: the tower the encoder read a segment with (VisionSegment.tower) reaches its decoded
+    text (SegmentText.tower), where the gateway picks the calibration of that tower."""
+    servicer = _CountingDecoder(per_call=3)
+    server, port = await _serve(servicer)
+    try:
+        segs = [dataclasses.replace(s, tower=t) for s, t in zip(_segments(3), ["latin", "pp", ""], strict=True)]
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+            attempt = await decode_segments(ch, segs, task="ocr", max_new_tokens=8, timeout_s=30)
+        assert [attempt.done[i].tower for i in range(3)] == ["latin", "pp", ""]
     finally:
         await server.stop(None)

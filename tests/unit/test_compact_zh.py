@@ -118,6 +118,8 @@ def test_lines_are_routed_by_script(halves, held_out_font):
     page = _page(["The quick brown fox jumps over the lazy dog", "本公司董事会保证报告内容真实"], held_out_font)
     prepared = enc.preprocess(page, "lines")
     assert prepared.meta["towers"] == ["latin", "pp"]
+    # each segment says the tower that read it (the gateway calibrates each tower on its own, issue #38)
+    assert [s.tower for s in enc.encode_batch([prepared])[0].segments] == ["latin", "pp"]
 
 
 def test_long_chinese_line_is_cut_and_joined_without_spaces(halves, held_out_font):

@@ -15,7 +15,16 @@ from gateway.output.signal import LOW_CONFIDENCE, SegmentScore, block_signal, pa
 from gateway.output.stitch import page_result
 from gateway.types import PageOutcome, SegmentText
 from inkstream.confidence import FEATURES, expected_error, line_features
-from training.compact.fit_confidence import fit_logistic, line_groups, line_targets, page_ece, page_figures
+from training.compact.fit_confidence import (
+    fit_lines,
+    fit_logistic,
+    fit_towers,
+    line_groups,
+    line_targets,
+    page_ece,
+    page_figures,
+    write_table,
+)
 
 MODEL = "test-model"
 # expected CER = sigmoid(-6 + 8 * nll): a sure line (nll ~0) ~0.25 %, nll 0.5 ~12 %, nll 0.8 ~60 %
@@ -172,3 +181,63 @@ def test_a_doubtful_digit_marks_its_table_cell(table):
     raw = page_result(PageOutcome(0, "ok", segments=segs, width=200, height=10)).blocks[-1].cells
     assert raw[1].confidence == pytest.approx(math.exp(-nll))
     assert [c.warnings for c in raw] == [[LOW_CONFIDENCE], [LOW_CONFIDENCE], []]
+
+
+def test_each_tower_is_calibrated_with_its_own_weights(monkeypatch):
+    # issue #38: the PP tower's short receipt lines read right at raw confidences where the Latin tower's
+    # are wrong, so a table carries weights per tower; a segment whose tower is not said (or has none)
+    # gets the pooled weights
+    pooled = [-6.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    table = {"weights": pooled, "revision": "x",
+             "towers": {"latin": [-4.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0], "pp": [-8.0, 8.0, 0.0, 0.0, 0.0, 0.0, 0.0]}}
+    monkeypatch.setitem(signal.TABLES, MODEL, table)
+    conf = math.exp(-0.3)
+    feats = line_features(conf, 6, "CEREAL")
+    for tower, w in [("latin", table["towers"]["latin"]), ("pp", table["towers"]["pp"]), ("", pooled),
+                     ("other", pooled)]:
+        got, _ = block_signal(SegmentScore("CEREAL", conf, 6, tower), "CEREAL", MODEL)
+        assert got == pytest.approx(1 - expected_error(w, feats)), tower
+    # the page: its lines' expected CERs, each under its tower's weights, weighted by their characters
+    segs = [SegmentScore("CEREAL", conf, 6, "pp"), SegmentScore("MILK", conf, 4, "latin")]
+    e_pp, e_latin = (expected_error(table["towers"][t], line_features(conf, n, s))
+                     for t, n, s in [("pp", 6, "CEREAL"), ("latin", 4, "MILK")])
+    assert page_warnings(segs, "CEREAL\nMILK", MODEL)[0] == pytest.approx(1 - (6 * e_pp + 4 * e_latin) / 10)
+    assert page_warnings(segs[:1], "CEREAL", MODEL)[1] == []  # the PP tower: ~0.6 % expected, not flagged
+    assert page_warnings(segs[1:], "MILK", MODEL)[1] == [LOW_CONFIDENCE]  # the Latin tower: ~15 %
+    # page_result takes each segment's tower from the decoder client's SegmentText
+    texts = [SegmentText(index=i, text=t, box=(0.0, 20.0 * i, 100.0, 20.0 * i + 18), generated_tokens=n,
+                         confidence=conf, tower=tw) for i, (t, n, tw) in enumerate([("CEREAL", 6, "pp"),
+                                                                                     ("MILK", 4, "latin")])]
+    res = page_result(PageOutcome(index=0, status="ok", segments=texts, width=100, height=40), model_id=MODEL)
+    assert [b.confidence for b in res.blocks] == [pytest.approx(1 - e_pp), pytest.approx(1 - e_latin)]
+    assert res.confidence == pytest.approx(1 - (6 * e_pp + 4 * e_latin) / 10)
+
+
+def test_the_fit_gives_each_tower_its_own_weights(tmp_path):
+    # two towers whose lines are wrong at different rates for the same raw confidence: the per-tower fit
+    # tells them apart, the pooled weights lie between; the table written holds both
+    rng = np.random.default_rng(1)
+    docs = []
+    for k in range(40):
+        lines, pieces = [], []
+        for i in range(20):
+            tower = "pp" if i % 2 else "latin"
+            nll = float(rng.uniform(0.0, 0.4))
+            truth = "ABCDEFGHIJ"
+            wrong = rng.binomial(10, 1 / (1 + math.exp(-((-7.0 if tower == "pp" else -3.0) + 8 * nll))))
+            text = "Z" * wrong + truth[wrong:]
+            lines.append({"text": text, "truth": truth, "confidence": math.exp(-nll), "tokens": 11, "tower": tower})
+        docs.append({"seed": k, "lines": lines, "missed": [], "pieces": pieces})
+    towers = fit_towers(docs, min_lines=100)
+    assert set(towers) == {"latin", "pp"}
+    assert towers["latin"][0] == pytest.approx(-3.0, abs=0.6) and towers["pp"][0] == pytest.approx(-7.0, abs=1.5)
+    assert fit_towers(docs, min_lines=1000) == {}  # too few lines: the pooled weights serve every tower
+    pooled = fit_lines(docs)
+    assert towers["pp"][0] < pooled[0] < towers["latin"][0]
+    path = tmp_path / "tables.py"
+    write_table("m", "rev", pooled, range(40), range(0), 0.01, towers, path=path)
+    space: dict = {}
+    exec(path.read_text(), space)
+    entry = space["TABLES"]["m"]
+    assert entry["weights"] == [round(v, 5) for v in pooled]
+    assert entry["towers"]["pp"] == [round(v, 5) for v in towers["pp"]]

@@ -1,4 +1,5 @@
-"""The encoder's piece marks (SegmentTokens.join) reach the gateway's segments over the wire."""
+"""The encoder's piece marks (SegmentTokens.join), quarter turns and towers reach the gateway's segments over
+the wire."""
 
 from __future__ import annotations
 
@@ -29,3 +30,14 @@ def test_a_segments_quarter_turn_survives_the_encode_response():
                            model_id="m", seconds=0.1)
     got = encoded_from_pb(encoder_pb2.EncodeResponse.FromString(resp.SerializeToString()))
     assert [s.rotation for s in got.segments] == [90, 0]
+
+
+def test_the_tower_that_read_a_segment_survives_the_encode_response():
+    # issue #38: the gateway calibrates each tower's confidence on its own, so it must know the tower
+    segs = [SegmentTokens(torch.zeros(3, 4), (0, 0, 10, 5), tower="latin"),
+            SegmentTokens(torch.zeros(2, 4), (0, 5, 10, 10), tower="pp"),
+            SegmentTokens(torch.zeros(2, 4), (0, 10, 10, 15))]  # a family with one tower says none
+    resp = encode_response(0, EncodedPage(segments=segs, width=10, height=15), wire_dtype="float32",
+                           model_id="m", seconds=0.1)
+    got = encoded_from_pb(encoder_pb2.EncodeResponse.FromString(resp.SerializeToString()))
+    assert [s.tower for s in got.segments] == ["latin", "pp", ""]

@@ -11,14 +11,17 @@
    The lines are cached as JSON lines (``--cache``), so a refit needs no reading.
 2. Fits :func:`inkstream.confidence.expected_error` per line: a logistic model of the line's CER on
    :func:`inkstream.confidence.line_features`, by iteratively reweighted least squares with a small
-   ridge (:func:`fit_logistic`). The CER is counted as the benches count it (no whitespace, reading
-   order free) and lines the detector cut out of one printed piece are scored together against it
-   (:func:`line_targets`): scoring "29." and "82" each against "29.82" alone (the first 40 % wrong,
-   the second 100 %) taught the calibration that short number lines are wrong when they were right,
-   and flagged receipts read at under 1 % CER.
+   ridge (:func:`fit_logistic`), once over all lines (the pooled weights, for a segment whose tower
+   is not said) and once per tower over the lines it read (:func:`fit_towers`: the PP tower's short
+   receipt lines read right at raw confidences where the Latin tower's are wrong). The CER is
+   counted as the benches count it (no whitespace, reading order free) and lines the detector cut
+   out of one printed piece are scored together against it (:func:`line_targets`): scoring "29."
+   and "82" each against "29.82" alone (the first 40 % wrong, the second 100 %) taught the
+   calibration that short number lines are wrong when they were right, and flagged receipts read at
+   under 1 % CER.
 3. Prints the page-level calibration on the fitted documents (:func:`page_ece`) and, with ``--write``,
    writes the table into ``gateway/output/calibration_tables.py`` (the checkpoint's model id and revision,
-   the weights, the seeds fitted on).
+   the pooled weights, each tower's, the seeds fitted on).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import json
 import pathlib
 import sys
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -37,6 +40,9 @@ from inkstream.confidence import FEATURES, expected_error, line_features
 
 TABLE = pathlib.Path(__file__).resolve().parents[2] / "gateway" / "output" / "calibration_tables.py"
 RIDGE = 1e-5  # on the weights but the intercept, relative to the total weight (keeps IRLS stable)
+#: a tower gets weights of its own when it read at least this many of the fitted lines (else the pooled
+#: ones serve it): 96 fitted documents hold ~1,300 Latin-tower and ~1,900 PP-tower lines
+TOWER_MIN_LINES = 300
 
 
 def read_documents(seeds: Iterable[int], model: str | None, clean: bool = False) -> Iterator[dict]:
@@ -155,16 +161,42 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, iters: int = 200) 
     return b
 
 
-def page_figures(doc: dict, weights: Sequence[float]) -> tuple[float, float]:
+def fit_lines(docs: Sequence[dict], tower: str | None = None) -> list[float]:
+    """Weights of :data:`inkstream.confidence.FEATURES` fitted (:func:`fit_logistic`) on the lines of
+    ``docs`` (records of :func:`read_documents`) against their targets (:func:`line_targets`): every
+    line, or with ``tower`` only the lines that tower read. Raises ValueError when there is no such line.
+    """
+    x, yw = [], []
+    for d in docs:
+        for ln, t in zip(d["lines"], line_targets(d), strict=True):
+            if tower is None or ln.get("tower", "") == tower:
+                x.append(line_features(ln["confidence"], ln["tokens"], ln["text"]))
+                yw.append(t)
+    if not x:
+        raise ValueError(f"no fitted line read by tower {tower!r}")
+    y = np.array(yw)
+    return [float(v) for v in fit_logistic(np.array(x), y[:, 0], y[:, 1])]
+
+
+def fit_towers(docs: Sequence[dict], min_lines: int = TOWER_MIN_LINES) -> dict[str, list[float]]:
+    """Per tower that read at least ``min_lines`` lines of ``docs``: its own weights (:func:`fit_lines`)."""
+    counts = collections.Counter(ln.get("tower", "") for d in docs for ln in d["lines"])
+    return {t: fit_lines(docs, t) for t, n in sorted(counts.items()) if t and n >= min_lines}
+
+
+def page_figures(doc: dict, weights: Sequence[float],
+                 towers: Mapping[str, Sequence[float]] | None = None) -> tuple[float, float]:
     """(the page's calibrated confidence: 1 - the expected CER of its lines weighted by their written
-    characters; its order-free CER: the edits between the multisets of the lines' characters and of
-    the printed characters, missed pieces included, over the printed characters; no whitespace, as
+    characters, each line under its tower's weights when ``towers`` has them, else ``weights``; its
+    order-free CER: the edits between the multisets of the lines' characters and of the printed
+    characters, missed pieces included, over the printed characters; no whitespace, as
     ``bench/receipts.py`` and ``bench/calibration.py`` count).
     """
     exp_num = exp_den = 0.0
     for ln in doc["lines"]:
         n = max(1, len(_chars(ln["text"])))
-        exp_num += n * expected_error(weights, line_features(ln["confidence"], ln["tokens"], ln["text"]))
+        w = (towers or {}).get(ln.get("tower", "")) or weights
+        exp_num += n * expected_error(w, line_features(ln["confidence"], ln["tokens"], ln["text"]))
         exp_den += n
     hyp = "".join(_chars(ln["text"]) for ln in doc["lines"])
     ref = "".join(_chars(ln["truth"]) for ln in doc["lines"]) + "".join(_chars(t) for t in doc["missed"])
@@ -184,20 +216,29 @@ def page_ece(pairs: Sequence[tuple[float, float]], bins: int = 10) -> float:
                      for b in range(bins) if np.any(idx == b)))
 
 
+def _rounded(weights: Sequence[float]) -> list[float]:
+    return [round(float(v), 5) for v in weights]
+
+
 def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: range, clean_seeds: range,
-                ece: float) -> None:
-    """Rewrite :data:`TABLE` with one entry for ``model_id``."""
+                ece: float, towers: Mapping[str, Sequence[float]] | None = None, path: pathlib.Path = TABLE) -> None:
+    """Rewrite ``path`` (:data:`TABLE`) with one entry for ``model_id``: the pooled ``weights`` and, per
+    tower, its own (``towers``; :func:`gateway.output.signal.tower_weights` picks them).
+    """
+    tower_lines = "".join(f"            {t!r}: {_rounded(w)!r},\n" for t, w in sorted((towers or {}).items()))
     body = (f'"""Confidence calibration tables, written by ``python -m training.compact.fit_confidence --write``\n'
             f'(see :mod:`inkstream.confidence` for the model): per model id, the checkpoint revision fitted\n'
-            f'on, the weights of :data:`inkstream.confidence.FEATURES`, the generated documents fitted on and\n'
-            f'the page ECE there.\n"""\n\n'
+            f'on, the weights of :data:`inkstream.confidence.FEATURES` fitted on every line (``weights``: for a\n'
+            f'segment whose tower is not said) and on each tower\'s lines (``towers``), the generated documents\n'
+            f'fitted on and the page ECE there.\n"""\n\n'
             f"TABLES: dict[str, dict] = {{\n    {model_id!r}: {{\n        \"revision\": {revision!r},\n"
             f"        \"features\": {list(FEATURES)!r},\n"
-            f"        \"weights\": {[round(float(v), 5) for v in weights]!r},\n"
+            f"        \"weights\": {_rounded(weights)!r},\n"
+            f"        \"towers\": {{\n{tower_lines}        }},\n"
             f"        \"fitted_on\": \"training.compact.scan_docs seeds {seeds.start}-{seeds.stop - 1}, and \"\n"
             f"                     \"{clean_seeds.start}-{clean_seeds.stop - 1} printed cleanly\",\n"
             f"        \"page_ece\": {round(ece, 4)!r},\n    }},\n}}\n")
-    TABLE.write_text(body, encoding="utf-8")
+    path.write_text(body, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,20 +269,21 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
     docs = [d for d in docs if d["seed"] in (clean_seeds if d.get("clean") else seeds)]
     lines = [ln for d in docs for ln in d["lines"]]
-    x = np.array([line_features(ln["confidence"], ln["tokens"], ln["text"]) for ln in lines])
-    yw = np.array([t for d in docs for t in line_targets(d)])
-    weights = [float(v) for v in fit_logistic(x, yw[:, 0], yw[:, 1])]
-    pairs = [page_figures(d, weights) for d in docs]
+    weights = fit_lines(docs)
+    towers = fit_towers(docs)
+    pairs = [page_figures(d, weights, towers) for d in docs]
     ece = page_ece(pairs)
-    named = dict(zip(FEATURES, np.round(weights, 3).tolist(), strict=True))
-    print(f"{len(docs)} documents, {len(lines)} lines; weights {named}")
-    print(f"page ECE on the fitted documents: {ece:.4f}")
+    print(f"{len(docs)} documents, {len(lines)} lines")
+    for name, w in [("pooled", weights), *towers.items()]:
+        print(f"weights {name}: {dict(zip(FEATURES, np.round(w, 3).tolist(), strict=True))}")
+    print(f"page ECE on the fitted documents: {ece:.4f} (pooled weights alone "
+          f"{page_ece([page_figures(d, weights) for d in docs]):.4f})")
     if args.write:
         from models.compact import checkpoint as ckpt
         from models.compact import default_checkpoint_dir
 
         model_id, revision = ckpt.checkpoint_identity(args.model or default_checkpoint_dir())
-        write_table(model_id, revision, [float(v) for v in weights], seeds, clean_seeds, ece)
+        write_table(model_id, revision, weights, seeds, clean_seeds, ece, towers)
         print(f"wrote {TABLE}")
     return 0
 
