@@ -1,7 +1,7 @@
 """Table-level votes on cell texts: what one cell read ambiguously, its table (or column) settles.
 
 A table prints one convention throughout; a recogniser reads each cell alone and may break it in
-one cell. Two such misreadings are corrected here, each only where the table's other cells make
+one cell. Three such misreadings are corrected here, each only where the table's other cells make
 the answer unambiguous (issue 37, ``bench/table_losses.py``):
 
 * **decimal mark** (:func:`decimal_mark_vote`): the cells whose number shows its decimal mark
@@ -12,6 +12,9 @@ the answer unambiguous (issue 37, ``bench/table_losses.py``):
   position beyond doubt takes the table's: ``-0,0153`` -> ``-0.0153``, ``1.234,56`` -> ``1,234.56``.
   ``1,234`` (exactly three digits after a single mark) could be a thousands group and is left. A
   column whose own cells elect the other mark clearly (a column in another convention) is left.
+* **number form** (:func:`number_form_vote`): an accounting negative left open (``(16,228``) or
+  closed in the other width (``(75,867）``) gets the close the table's other negatives have; a
+  number with a full stop after it that no other number of the table has (``-9,262.``) loses it.
 * **capital I** (:func:`leading_capital_vote`): in most sans-serif faces capital ``I`` and small
   ``l`` are one glyph, and a recogniser reading a cell alone cannot tell ``Iowa`` from ``lowa``.
   When at least :data:`CASE_MIN_CELLS` of a column's other cells (those not starting with ``l`` and
@@ -19,7 +22,7 @@ the answer unambiguous (issue 37, ``bench/table_losses.py``):
   upper-case (a column of names, labels), a cell starting with ``l`` followed by a small letter gets
   ``I``. No dictionary: the column's case alone decides.
 
-Both take and return ``{(row, column): text}`` and change nothing else (spaces, other characters).
+Each takes and returns ``{(row, column): text}`` and changes nothing but the characters named.
 """
 
 from __future__ import annotations
@@ -134,8 +137,44 @@ def _ambiguous_l(text: str) -> bool:
     return len(text) >= 2 and text[0] == "l" and text[1].islower()
 
 
-def vote_cells(cells: Mapping[tuple[int, int], str]) -> dict[tuple[int, int], str]:
-    """Both votes (:func:`decimal_mark_vote`, then :func:`leading_capital_vote`) on one table's
-    ``cells`` ({(row, column): text}).
+#: Number-cell punctuation is voted on with at least this many number cells showing the table's form.
+FORM_MIN_CELLS = 3
+_CLOSE_OF = {"(": ")", "（": "）"}
+
+
+def number_form_vote(cells: Mapping[tuple[int, int], str]) -> dict[tuple[int, int], str]:
+    """``cells`` ({(row, column): text}) with the punctuation around a number that no other number of
+    its table has, in two forms: an accounting negative opened and not closed (``(16,228``: the
+    recogniser lost a ``)`` that touches a rule or the cell's edge) or closed in the other width
+    (``(75,867）``) gets the close of its open when at least :data:`FORM_MIN_CELLS` numbers of the
+    table are closed that way; a number followed by a ``.`` (``-9,262.``: a speck or the rule's end
+    read as a full stop) loses it when at least :data:`FORM_MIN_CELLS` numbers of the table end
+    and none of them ends in ``.`` (a column of ``1.`` ``2.`` ``3.`` item numbers keeps its stops).
     """
-    return leading_capital_vote(decimal_mark_vote(cells))
+    parts = {key: _NUMBER.match(text.strip().removesuffix(".")) for key, text in cells.items()}
+    numbers = {key: m for key, m in parts.items() if m is not None}
+    closed = sum(1 for m in numbers.values() if _closes(m) and _closes(m) == _CLOSE_OF.get(m.group(1)[-1:]))
+    stops = sum(1 for key in numbers if cells[key].strip().endswith("."))
+    out = dict(cells)
+    for key, m in numbers.items():
+        text = cells[key].strip()
+        if text.endswith(".") and stops == 1 and len(numbers) >= FORM_MIN_CELLS:
+            text = text[:-1]
+        want = _CLOSE_OF.get(m.group(1)[-1:])
+        if want is not None and closed >= FORM_MIN_CELLS and _closes(m) != want:
+            text = text[: m.start(3)] + m.group(3).rstrip(")）") + want
+        if text != cells[key].strip():
+            out[key] = text
+    return out
+
+
+def _closes(m: re.Match) -> str:
+    """The closing parenthesis of a number matched by ``_NUMBER`` (``)`` / ``）``), or ``""``."""
+    return m.group(3)[-1:] if m.group(3)[-1:] in (")", "）") else ""
+
+
+def vote_cells(cells: Mapping[tuple[int, int], str]) -> dict[tuple[int, int], str]:
+    """The votes (:func:`decimal_mark_vote`, :func:`number_form_vote`, then
+    :func:`leading_capital_vote`) on one table's ``cells`` ({(row, column): text}).
+    """
+    return leading_capital_vote(number_form_vote(decimal_mark_vote(cells)))

@@ -4,7 +4,7 @@ through :func:`gateway.output.tables.page_lines` (the page text and the JSON cel
 
 from __future__ import annotations
 
-from gateway.output.table_votes import decimal_mark_of, decimal_mark_vote, leading_capital_vote
+from gateway.output.table_votes import decimal_mark_of, decimal_mark_vote, leading_capital_vote, number_form_vote
 from gateway.output.tables import page_lines
 from inkstream.segments import Cell, cell_join
 
@@ -76,3 +76,17 @@ def test_the_case_vote_leaves_lower_case_columns_and_other_letters():
         assert leading_capital_vote(_grid(column)) == _grid(column), odd
     half = [["lowa"], ["Ohio"], ["Utah"], ["Maine"], ["texas"], ["peru"]]  # 3 of 5 upper: no vote
     assert leading_capital_vote(_grid(half)) == _grid(half)
+
+
+def test_a_number_takes_the_tables_closing_parenthesis_and_loses_a_lone_stop():
+    rows = [["Item", "(1,234)", "12"], ["Iowa", "(5,678)", "-9,262."], ["Ohio", "(9,012)", "(16,228"],
+            ["Utah", "(75,867）", "(12.5%）"]]
+    out = number_form_vote(_grid(rows))
+    assert out[(1, 2)] == "-9,262" and out[(2, 2)] == "(16,228)" and out[(3, 1)] == "(75,867)"
+    assert out[(3, 2)] == "(12.5%)" and out[(0, 1)] == "(1,234)" and out[(0, 0)] == "Item"
+    lines, _ = _page(rows)
+    assert "Ohio  (9,012)  (16,228)" in lines
+    numbered = [["1.", "a"], ["2.", "b"], ["3.", "c"], ["4", "d"]]  # item numbers keep their stops
+    assert number_form_vote(_grid(numbered)) == _grid(numbered)
+    unclosed = [["(1,234"], ["(5,678)"], ["12"]]  # one closed parenthesis: too few to vote
+    assert number_form_vote(_grid(unclosed)) == _grid(unclosed)
