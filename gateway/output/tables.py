@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.output.signal import SegmentScore, cell_signal
+from gateway.output.table_votes import vote_cells
 from inkstream.page_result import Box, TableCell
 from inkstream.segments import JOIN_DIRECT, JOIN_SPACE, join_lines, parse_cell, piece_separator
 
@@ -48,7 +49,9 @@ def _union(boxes: Sequence[Box]) -> Box:
 
 def _finish(cells: dict[tuple[int, int], _Open], scores: Sequence[SegmentScore] | None, model_id: str) -> Table:
     table = Table()
-    for (r, c), (text, boxes, segs) in sorted(cells.items()):
+    voted = vote_cells({key: text for key, (text, _, _) in cells.items()})
+    for (r, c), (_, boxes, segs) in sorted(cells.items()):
+        text = voted[(r, c)]
         conf, warnings = cell_signal([scores[i] for i in segs], text, model_id) if scores is not None else (0.0, [])
         table.cells.append(TableCell(r, c, text, _union(boxes), conf, warnings=warnings))
     table.box = _union([c.box for c in table.cells])

@@ -64,6 +64,21 @@ def test_table_region_with_header_row_gets_cell_joins():
     assert order[3].join == "cell:1:1:0" and order[-1].join == "cell:1:5:2"
 
 
+def test_table_last_row_left_below_its_closing_rule_joins_it_and_a_note_does_not():
+    """A booktabs / horizontally ruled table whose last row the analysis left in a block of its own
+    below the table (issue 37, bench/tables.py seeds 1-3: that row's cells were read as loose lines
+    after the table); a one-line note under it stays outside."""
+    rows = [[_line(100, 300 + 40 * r, 220, 328 + 40 * r), _line(400, 300 + 40 * r, 520, 328 + 40 * r),
+             _line(560, 300 + 40 * r, 600, 328 + 40 * r)] for r in range(5)]
+    last = [_line(100, 510, 210, 538), _line(400, 510, 500, 538), _line(560, 510, 610, 538)]
+    note = _line(100, 560, 480, 588)
+    layout = PageLayout(regions=[Region(TABLE, (95, 295, 650, 490), 0), Region(TEXT, (95, 505, 650, 542), 1),
+                                 Region(TEXT, (95, 555, 650, 592), 2)])
+    order = region_order([*[c for r in rows for c in r], *last, note], layout, 1200)
+    assert [ln.join for ln in order[15:18]] == ["cell:1:5:0", "cell:1:5:1", "cell:1:5:2"]
+    assert order[-1] is note and note.join != "cell:1:6:0"
+
+
 def test_skew_is_measured_from_the_lines():
     lines = []
     for i in range(8):  # lines rising to the right by 5 degrees

@@ -215,6 +215,15 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
             head = groups.pop(i)
             t.lines += head.lines
             t.box = (min(t.box[0], head.box[0]), head.box[1], max(t.box[2], head.box[2]), t.box[3])
+        while True:  # its last row(s), left below the rule that closes it
+            others = [g for g in groups if g is not t and g.kind != IMAGE and g.lines]
+            feet = [others[i] for i in table.row_below(t.box, others, med_h)]
+            if not feet:
+                break
+            for foot in feet:
+                groups.remove(foot)
+                t.lines += foot.lines
+                t.box = (min(t.box[0], foot.box[0]), t.box[1], max(t.box[2], foot.box[2]), max(t.box[3], foot.box[3]))
     out: list[LineBox] = []
     n_tables = 0
     for g in layout_order.order_groups(groups, page_height):

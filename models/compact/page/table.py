@@ -167,6 +167,24 @@ def header_row_above(table_box: Box, candidates: list, med_h: float) -> list[int
     return out
 
 
+def row_below(table_box: Box, candidates: list, med_h: float) -> list[int]:
+    """Indices of ``candidates`` (objects with ``box`` and ``lines``) that are the table's last row,
+    left out of it by the page analysis (below a rule that closes a booktabs or horizontally ruled
+    table, ``bench/tables.py`` seeds 1-3: one row of 5-11 cells read as loose lines after the table):
+    the mirror of :func:`header_row_above` -- one line high, just below the table (gap <
+    :data:`HEADER_GAP` line heights), within its width (± 2 line heights) and cut into at least 3
+    detected lines (its cells). A caption or a note below a table is one line, not three.
+    """
+    x0, _, x1, y1 = table_box
+    out = []
+    for i, g in enumerate(candidates):
+        gx0, gy0, gx1, gy1 = g.box
+        if (gy0 >= y1 - med_h / 2 and gy0 - y1 < HEADER_GAP * med_h and gy1 - gy0 <= 1.6 * med_h
+                and gx0 >= x0 - 2 * med_h and gx1 <= x1 + 2 * med_h and len(g.lines) >= 3):
+            out.append(i)
+    return out
+
+
 #: A group beside a table joins it when at least this share of its lines sit on the table's rows ...
 BESIDE_ROW_SHARE = 0.7
 #: ... it has at least this many lines, its lines' median width is at most this many line heights

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from models.compact.page.layout import TABLE, TEXT
 from models.compact.page.order import Group, lines_box
-from models.compact.page.table import column_of, gutter_boundaries, table_rows
+from models.compact.page.table import column_of, gutter_boundaries, rows_beside, table_rows
 from models.compact.page.xycut import is_prose, panel_cut
 
 #: A grid row holds at least this many lines in that many different columns (a label and two values;
@@ -59,12 +59,29 @@ def is_grid(lines: list, med_h: float) -> bool:
     return panel_cut(lines, med_h) is None
 
 
-def promote_grids(groups: list[Group], med_h: float) -> list[Group]:
-    """``groups`` with every text group whose lines are a grid (:func:`is_grid`) made a table group
-    (same box, same lines, in its place); other groups unchanged. ``med_h``: the page's median line
-    height in pixels. Every line is kept exactly once.
+def grid_with_beside(group: Group, groups: list[Group], med_h: float) -> bool:
+    """Whether the text ``group`` and the text groups beside it on its rows
+    (:func:`models.compact.page.table.rows_beside` among ``groups``) stand in a grid together
+    (:func:`is_grid`): a rule-less table on column bands that the page analysis cut into one text
+    block per band or two (labels; two numeric columns each), none of them a grid of
+    :data:`MIN_CELLS` columns alone (``bench/tables.py`` seed 4 page 4: no table, cell recall 0 %).
     """
-    return [Group(TABLE, g.box, g.lines) if g.kind == TEXT and is_grid(g.lines, med_h) else g for g in groups]
+    if group.kind != TEXT or len(group.lines) < MIN_ROWS:
+        return False
+    others = [g for g in groups if g is not group and g.kind == TEXT and g.lines]
+    beside = rows_beside(group.box, group.lines, others, med_h)
+    return bool(beside) and is_grid(group.lines + [ln for i in beside for ln in others[i].lines], med_h)
+
+
+def promote_grids(groups: list[Group], med_h: float) -> list[Group]:
+    """``groups`` with every text group whose lines are a grid (:func:`is_grid`), alone or with the
+    text groups beside it on its rows (:func:`grid_with_beside`), made a table group (same box, same
+    lines, in its place; the table code then takes the groups beside it in). Other groups unchanged.
+    ``med_h``: the page's median line height in pixels. Every line is kept exactly once.
+    """
+    return [Group(TABLE, g.box, g.lines)
+            if g.kind == TEXT and (is_grid(g.lines, med_h) or grid_with_beside(g, groups, med_h)) else g
+            for g in groups]
 
 
 #: A block beside another is one of its table's columns when at least this share of its lines sit on
