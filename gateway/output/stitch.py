@@ -55,16 +55,26 @@ _FINISH_NOTES = {
 
 
 def _table_blocks(cleans: list[str], segments: list[Any], scores: list[SegmentScore], sx: float, sy: float,
-                  model_id: str = "") -> tuple[list[str], list[Block]]:
-    """(page text lines, ``table`` blocks in page pixels scaled by ``sx``/``sy``) from the segments'
-    texts, joins and scores (:func:`gateway.output.tables.page_lines`; cells calibrated for ``model_id``).
+                  model_id: str = "") -> tuple[list[str], list[Block], dict[int, str]]:
+    """(page text lines, ``table`` blocks in page pixels scaled by ``sx``/``sy``, segment index -> voted
+    text of a one-segment cell the table's votes changed) from the segments' texts, joins and scores
+    (:func:`gateway.output.tables.page_lines`; cells calibrated for ``model_id``).
     """
     joins = [s.join if is_known_join(s.join) else JOIN_LINE for s in segments]
     lines, tables = page_lines(cleans, joins, [as_box(s.box) for s in segments], scores, model_id)
     blocks = [Block("table", "\n".join(t.rows), _scale_box(t.box, sx, sy),
                     cells=[replace(c, box=_scale_box(c.box, sx, sy)) for c in t.cells])
               for t in tables]
-    return lines, blocks
+    return lines, blocks, {i: text for t in tables for i, text in t.voted.items()}
+
+
+def _revote(block: Block, text: str) -> None:
+    """``block`` (a table cell's one ``line`` block) made to say its cell's voted ``text``; its words
+    follow one for one when the vote kept the word count (it changes marks inside a word, not words).
+    """
+    if block.words and len(block.words) == len(text.split()):
+        block.words = [replace(w, text=t) for w, t in zip(block.words, text.split(), strict=True)]
+    block.text = text
 
 
 def error_page(index0: int, code: str, message: str) -> PageResult:
@@ -162,6 +172,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
     scores = [SegmentScore(s.text, s.confidence, s.generated_tokens, s.tower) for s in segments]
     if segments:
         cleans: list[str] = []
+        own: list[list[Block]] = []  # each segment's blocks
         for seg in segments:
             whole = w and h and (seg.box[2] - seg.box[0]) * (seg.box[3] - seg.box[1]) >= 0.9 * w * h
             seg_box = as_box(seg.box)
@@ -174,7 +185,11 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
             if len(seg_blocks) == 1 and seg.words and [t for t, _ in seg.words] == seg_blocks[0].text.split():
                 seg_blocks[0].words = [Word(t, as_box(wb), seg_blocks[0].confidence) for t, wb in seg.words]
             blocks.extend(seg_blocks)
-        texts, tables = _table_blocks(cleans, segments, scores, sx, sy, model_id)
+            own.append(seg_blocks)
+        texts, tables, voted = _table_blocks(cleans, segments, scores, sx, sy, model_id)
+        for i, text in voted.items():
+            if len(own[i]) == 1 and own[i][0].text == cleans[i].strip():
+                _revote(own[i][0], text)
     else:
         clean, blocks = parse_grounding(outcome.text, page_box, "text")
         if clean:
