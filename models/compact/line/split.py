@@ -29,6 +29,7 @@ from PIL import Image
 
 from inkstream.segments import JOIN_DIRECT, JOIN_LINE, JOIN_SPACE
 from models.compact.line.image import LINE_HEIGHT, gray_percentiles
+from models.compact.runs import true_runs
 
 #: Longest piece, in pixels at the 32-pixel line height: 40 vision tokens, about 57 characters at
 #: the model's ~1.43 characters per token, inside the lengths most seen in training. Measured on
@@ -90,15 +91,7 @@ def tab_points(crop: Image.Image) -> list[int]:
 
 def _blank_runs(ink: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
     """(start, end) of the runs of ink-free columns within [lo, hi)."""
-    runs, start = [], None
-    for x in range(lo, hi + 1):
-        blank = x < hi and not ink[x]
-        if blank and start is None:
-            start = x
-        elif not blank and start is not None:
-            runs.append((start, x))
-            start = None
-    return runs
+    return [(lo + a, lo + b) for a, b in true_runs(~np.asarray(ink[lo:hi], dtype=bool))]
 
 
 def split_points(crop: Image.Image, max_px: int = SPLIT_PX) -> list[int]:

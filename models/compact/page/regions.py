@@ -21,6 +21,7 @@ from models.compact.page.layout import IMAGE, TABLE, PageLayout
 from models.compact.page.table_find import join_grid_columns, promote_grids
 from models.compact.page.table_gutters import ink_gutters
 from models.compact.page.xycut import reading_order
+from models.compact.runs import true_runs
 
 #: Skew below this (degrees) is left alone: a line then drifts < 1/4 of its height over 1,500 px.
 MIN_SKEW_DEG = 0.4
@@ -174,11 +175,7 @@ def gutter_gap(gray: np.ndarray, line: LineBox, x0: float, x1: float) -> bool:
     if paper - ink < 32:
         return True  # no ink there at all
     dark = np.asarray((patch < (paper + ink) / 2.0).any(axis=0), dtype=bool)
-    run = best = 0
-    for d in dark.tolist():
-        run = 0 if d else run + 1
-        best = max(best, run)
-    return best >= GUTTER_GAP * h
+    return max((b - a for a, b in true_runs(~dark)), default=0) >= GUTTER_GAP * h
 
 
 def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
