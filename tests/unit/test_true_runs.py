@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.compact.line.runs import true_runs
 from models.compact.line.split import _blank_runs
-from models.compact.runs import true_runs
 
 
 def test_runs_of_true_with_exclusive_ends():

@@ -24,7 +24,7 @@ import numpy as np
 from PIL import Image
 
 from models.compact.line.image import gray_percentiles
-from models.compact.runs import true_runs
+from models.compact.line.runs import true_runs
 
 #: a box edge lies in this outer share of the crop's width, at either end ...
 EDGE_ZONE = 0.15

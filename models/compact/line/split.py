@@ -29,7 +29,7 @@ from PIL import Image
 
 from inkstream.segments import JOIN_DIRECT, JOIN_LINE, JOIN_SPACE
 from models.compact.line.image import LINE_HEIGHT, gray_percentiles
-from models.compact.runs import true_runs
+from models.compact.line.runs import true_runs
 
 #: Longest piece, in pixels at the 32-pixel line height: 40 vision tokens, about 57 characters at
 #: the model's ~1.43 characters per token, inside the lengths most seen in training. Measured on

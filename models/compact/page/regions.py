@@ -12,6 +12,7 @@ from functools import partial
 import numpy as np
 
 from models.compact.line.image import gray_percentiles
+from models.compact.line.runs import true_runs
 from models.compact.page import order as layout_order
 from models.compact.page import table
 from models.compact.page.band_panels import regroup_panels
@@ -21,7 +22,6 @@ from models.compact.page.layout import IMAGE, TABLE, PageLayout
 from models.compact.page.table_find import join_grid_columns, promote_grids
 from models.compact.page.table_gutters import ink_gutters
 from models.compact.page.xycut import reading_order
-from models.compact.runs import true_runs
 
 #: Skew below this (degrees) is left alone: a line then drifts < 1/4 of its height over 1,500 px.
 MIN_SKEW_DEG = 0.4

@@ -21,8 +21,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from models.compact.line.runs import true_runs
 from models.compact.page.boxes import L, _same_line
-from models.compact.runs import true_runs
 
 #: A detection at least this many times the page's median detection height may hold several rows
 #: (two rows 1.35 text heights apart in one box measured 1.2-1.5 median heights on dense pages).
