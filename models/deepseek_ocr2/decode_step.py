@@ -134,11 +134,19 @@ def mlp_forward(mlp: Any, x: torch.Tensor) -> torch.Tensor:
     each weight streamed into cache first when ``x`` has few rows (:func:`cache_warm.linear
     <models.deepseek_ocr2.cache_warm.linear>`; same results); any other module is called as is.
     """
-    from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextMLP
-
-    if type(mlp) is not DeepseekOcr2TextMLP:
+    if type(mlp) is not _dense_mlp_type():
         return mlp(x)
     return linear(mlp.down_proj, mlp.act_fn(linear(mlp.gate_proj, x)) * linear(mlp.up_proj, x))
+
+
+@functools.cache
+def _dense_mlp_type() -> Any:
+    """The class ``DeepseekOcr2TextMLP`` of transformers, imported once (an import statement in the
+    step itself ran on every dense block of every decode step).
+    """
+    from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextMLP
+
+    return DeepseekOcr2TextMLP
 
 
 def install_sorted_experts(text: Any) -> int:
