@@ -31,6 +31,17 @@ would launch two matmuls per expert touched and wait for the expert counts on th
 configurations it does not reproduce exactly (grouped-query attention, ``group_limited_greedy``
 routing, biases on experts, another attention or experts implementation) make :func:`lean_step_for`
 return None and the caller keeps using the transformers forward.
+
+Tried on the bench model and not kept (#39 item 5; one thread, paired in one process, load 10-18 on
+2 cores; 8-row step with ~290-position prompts, thread CPU): ``torch.compile`` (inductor) of the
+RMSNorm and rotary glue 22.0 -> 24.3 ms (``dynamic=False``) or 21.7 -> 26.5 ms (``dynamic=True``),
+1 row 6.8 -> 7.7 ms, logits off by 2e-3; an inductor-generated decode attention 4.5 -> 4.7 ms per
+4 layers (80 s to compile); KV cache in bfloat16 through SDPA 4.5 -> 10.5 ms per 4 layers (the CPU
+kernel's reduced-precision path); one SDPA call per row 4.6 -> 5.6 ms; ``q @ k^T`` / softmax / ``@ v``
+with bmm 4.6 -> 5.2 ms; all routed experts as one ``[E * 2I, H]`` product plus a ``bmm`` (no sort)
+19.4 -> 23.8 ms; ``torch.rms_norm`` for the RMSNorm modules (bit-identical) 22.5 -> 23.3 ms;
+expert products as ``W @ x^T`` for <= 4 rows 19.8 -> 20.5 ms; two torch threads on the 2 shared
+cores: SDPA 4.6 ms -> over 100 ms wall (OpenMP waits for a busy core).
 """
 
 from __future__ import annotations
@@ -134,11 +145,19 @@ def mlp_forward(mlp: Any, x: torch.Tensor) -> torch.Tensor:
     each weight streamed into cache first when ``x`` has few rows (:func:`cache_warm.linear
     <models.deepseek_ocr2.cache_warm.linear>`; same results); any other module is called as is.
     """
-    from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextMLP
-
-    if type(mlp) is not DeepseekOcr2TextMLP:
+    if type(mlp) is not _dense_mlp_type():
         return mlp(x)
     return linear(mlp.down_proj, mlp.act_fn(linear(mlp.gate_proj, x)) * linear(mlp.up_proj, x))
+
+
+@functools.cache
+def _dense_mlp_type() -> Any:
+    """The class ``DeepseekOcr2TextMLP`` of transformers, imported once (an import statement in the
+    step itself ran on every dense block of every decode step).
+    """
+    from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextMLP
+
+    return DeepseekOcr2TextMLP
 
 
 def install_sorted_experts(text: Any) -> int:

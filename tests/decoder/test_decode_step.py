@@ -124,3 +124,27 @@ def test_unsupported_configurations_keep_the_transformers_forward(half, change, 
         assert lean_step_for(text, lm_head) is None
         return
     assert lean_step_for(text, half._lm_head) is None
+
+
+def test_a_decode_step_runs_no_import_statement(half, monkeypatch):
+    """The step is the engine's hot path: module look-ups belong to load time, not to every step
+    (mlp_forward imported transformers' MLP class on each dense block of each step)."""
+    import builtins
+
+    _, cache, mask = prefill(half, [half.embed_prompt(vision_tokens(half, 5, seed=3), "ocr")])
+    kv = BatchedKVCache()
+    kv.add(cache, mask)
+    step_mask, pos = kv.step_inputs()
+    x = half.embed_tokens(torch.tensor([[7]]))
+    imported: list[str] = []
+    real_import = builtins.__import__
+
+    def spy(name, *args, **kwargs):
+        imported.append(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", spy)
+    with torch.inference_mode():
+        half.forward(x, step_mask, pos, kv.cache)
+    monkeypatch.undo()
+    assert imported == []
