@@ -128,3 +128,5 @@ def test_words_whose_boxes_touch_are_still_read_as_two_words(seed, tmp_path):
     text_layer([page], [(1600 * 72 / 300, 400 * 72 / 300)], tmp_path / "layer.pdf")
     assert fold(pdftotext(tmp_path / "layer.pdf", "-raw")) == line
     assert fold(pdftotext(tmp_path / "layer.pdf")) == line
+    hocr_pdf(page, tmp_path / "page.hocr", tmp_path / "hocr.pdf", 300.0)  # our hOCR, OCRmyPDF's renderer
+    assert fold(pdftotext(tmp_path / "hocr.pdf", "-raw")) == line
