@@ -1,4 +1,5 @@
-r"""Document type detection by magic bytes (never by file name or declared content type).
+r"""Document type detection by magic bytes (never by file name or declared content type):
+:func:`inkstream.doc_types.detect_type`, re-exported here with the kinds and their media types.
 
 Signatures from the format specifications: PDF 1.7 (ISO 32000-1 §7.5.2; readers accept the
 ``%PDF-`` header anywhere in the first 1,024 bytes), PNG (RFC 2083 §3.1), JPEG/JFIF (SOI marker
