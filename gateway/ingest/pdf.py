@@ -77,7 +77,8 @@ def _open_error(exc: pdfium.PdfiumError, password: str, path: pathlib.Path) -> E
     if code == pdfium_c.FPDF_ERR_PASSWORD:
         if password:
             return InvalidInput("the password given for this PDF is wrong")
-        return PasswordRequired("the PDF is password-protected; send its password in the 'password' option")
+        return PasswordRequired("the PDF is password-protected; send its password in the 'password' option "
+                                "(inkstream ocr --password)")
     if code == pdfium_c.FPDF_ERR_SECURITY:
         return Unprocessable("the PDF uses an unsupported security handler and cannot be opened")
     log.info("PDF could not be opened: %s: %s", type(exc).__name__, exc)
