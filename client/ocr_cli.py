@@ -31,7 +31,8 @@ from typing import Any
 import httpx
 
 from client.results import FORMATS, PageResult, document_json
-from inkstream.doc_types import accepted_list
+from inkstream.doc_types import SNIFF_BYTES, accepted_list, detect_type
+from inkstream.errors import InvalidInput
 
 #: what each output format is (``--format``; the same names as the gateway's ``format``).
 FORMAT_HELP = {"markdown": "Markdown (.md), pages marked by <!-- page N --> comments",
@@ -246,6 +247,14 @@ def main(argv: list[str]) -> int:
     if not path.is_file():
         print(f"inkstream ocr: {path}: no such file", file=sys.stderr)
         return 2
+    if not args.gateway:
+        # no stack reads it: refused now, not after a temporary stack started (tens of seconds)
+        try:
+            with path.open("rb") as f:
+                detect_type(f.read(SNIFF_BYTES))
+        except InvalidInput as exc:
+            print(f"inkstream ocr: {exc.reason_name}: {exc}", file=sys.stderr)
+            return 2
     fmt = args.format or format_for(args.output)
     if fmt == "pdf" and not args.output:
         print("inkstream ocr: format pdf is a binary document: give the output file with -o OUT.pdf", file=sys.stderr)

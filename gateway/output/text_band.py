@@ -28,7 +28,9 @@ so that words of a line come out after a line below it or after a margin column 
   two lines of a row too, so a numbered row reads as one block where its words allow; a column gap
   (over :data:`MAX_CLOSE` more font sizes) is left;
 * all lines of a row share the band, so a reader sees them at one height and orders them left to
-  right.
+  right;
+* a gap narrower than :data:`BREAK` font sizes (word boxes that touch) is opened to it by trimming
+  the words beside it (:func:`_opened`), so a reader does not join two words into one.
 
 A line without located words keeps its loose box; only its too-wide gaps are closed
 (:func:`close_gaps`).
@@ -54,6 +56,13 @@ MIN_IOU = 0.62
 MIN_WORD_IOU = 0.53
 #: widest gap, in font sizes beyond :data:`JOIN`, that widening closes (a wider one separates columns)
 MAX_CLOSE = 3.0
+#: narrowest word gap, in font sizes as the reader sees them, that the text layer leaves: poppler's
+#: TextOutputDev joins two glyph runs into one word when the gap between them is under 0.1 font sizes
+#: (``minWordBreakSpace``); 0.3 leaves room for the hOCR's whole-pixel boxes as OCRmyPDF's renderer
+#: sets them (0.2 still joined 7 of 226 lines of a 300 dpi page there, 0.3 none)
+BREAK = 0.3
+#: largest share of a word's width that opening a gap to :data:`BREAK` may trim from each side of it
+MAX_TRIM = 0.15
 _FONT = pathlib.Path(str(ocrmypdf.__file__)).parent / "data" / "NotoSans-Regular.ttf"
 
 
@@ -172,6 +181,25 @@ def _widened(along: np.ndarray, fit: np.ndarray, font: float) -> tuple[np.ndarra
     return out, still_open
 
 
+def _opened(along: np.ndarray, font: float) -> np.ndarray:
+    """The words' ``along`` spans (N x 2, in reading order along a row) with each gap narrower than
+    :data:`BREAK` ``font`` sizes (word boxes that touch or overlap: two words whose ink nearly meets,
+    or a located word that took its neighbour's first letter) opened to that width by trimming the
+    two words beside it equally, each by at most :data:`MAX_TRIM` of its width, so a reader still
+    sees two words where the text has two (``inputto`` otherwise).
+    """
+    out = along.copy()
+    cut = MAX_TRIM * np.clip(along[:, 1] - along[:, 0], 0.0, None)
+    lack = np.clip(BREAK * font - (along[1:, 0] - along[:-1, 1]), 0.0, None)
+    # only words that follow each other along the line (a word set out of order is left as it is)
+    lack[(along[1:, 0] <= along[:-1, 0]) | (along[1:, 1] <= along[:-1, 1])] = 0.0
+    for k in np.flatnonzero(lack > 0):
+        take = min(lack[k] / 2, float(cut[k]), float(cut[k + 1]))
+        out[k, 1] -= take
+        out[k + 1, 0] += take
+    return out
+
+
 def _set(spans: np.ndarray, located: np.ndarray, along: np.ndarray,
          height: float) -> tuple[float, np.ndarray, int, float]:
     """(band top, widened ``along`` spans, gaps left open, smallest IoU of a located word) of a row
@@ -217,7 +245,8 @@ def set_row(lines: Sequence[Sequence[LaidWord]], angle: int) -> list[tuple[Box, 
     270). Every line box spans its words along the line and, across it, the one band of the module
     docstring set from the row's located words (one band: a reader sees the row's lines side by
     side at one height and orders them left to right); each word box is the word's own, widened
-    along the line into a gap the band leaves too wide (:func:`_widened`). Raises ValueError when
+    along the line into a gap the band leaves too wide (:func:`_widened`) or trimmed from one too
+    narrow to read as a word break (:func:`_opened`). Raises ValueError when
     the row has no located word.
     """
     turn = angle % 360
@@ -230,8 +259,9 @@ def set_row(lines: Sequence[Sequence[LaidWord]], angle: int) -> list[tuple[Box, 
     located = np.concatenate([m for _, m in laid])
     # the row's words in one run: a gap between two of its lines is closed as one inside a line is
     shown_top, height, along = _chosen(across, located, np.concatenate(alongs))
-    above, below, _ = reader_geometry()
+    above, below, size = reader_geometry()
     h = height / (above + below)
+    along = _opened(along, size * h)
     bottom = shown_top + height - below * h
     out: list[tuple[Box, list[Box]]] = []
     first = 0
@@ -258,6 +288,7 @@ def close_gaps(words: Sequence[LaidWord], box: Box, angle: int) -> list[Box]:
     across = _upright(np.array(box, dtype=np.float64), turn)[0]
     font = reader_geometry()[2] * float(across[0, 1] - across[0, 0])
     along, _ = _widened(along, np.zeros(len(along)), font)
+    along = _opened(along, font)
     return [_paged(w[1], float(a), float(b), turn) for w, (a, b) in zip(words, along, strict=True)]
 
 

@@ -208,5 +208,14 @@ class S3ResultStore:
 
     @s3_errors
     def ping(self) -> None:
-        """See :meth:`ResultStore.ping` (HEAD of the bucket)."""
-        self.client.head_bucket(Bucket=self.bucket)
+        """See :meth:`ResultStore.ping` (HEAD of the bucket). Raises Unavailable; a bucket that does
+        not exist (HTTP 404 to the HEAD) is named as such, since retrying never helps: create it.
+        """
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except botocore.exceptions.ClientError as exc:
+            if not _missing(exc):
+                raise
+            log.warning("object store bucket missing (%s)", self.where)
+            raise Unavailable("the object store's bucket (stores.s3_url) does not exist; create it",
+                              retry_after_s=RETRY_AFTER_S) from exc

@@ -215,3 +215,25 @@ def test_a_temporary_stack_gives_a_synchronous_request_as_long_as_the_command_wa
     with ocr_cli._gateway(None, "model", 1234.5):
         pass
     assert seen == [{"INKSTREAM_GATEWAY__REQUEST_TIMEOUT_S": "1234.5"}, {}]
+
+
+@pytest.mark.parametrize(("content", "reason", "words"), [
+    (b"# notes\njust text, not a scan\n", "UNSUPPORTED_MEDIA_TYPE", "unsupported file type"),
+    (b"", "INVALID_ARGUMENT", "empty"),
+])
+def test_a_file_no_stack_could_read_is_refused_before_a_temporary_stack_starts(monkeypatch, tmp_path, capsys,
+                                                                              content, reason, words):
+    # Before: `inkstream ocr notes.md` started an encoder, a decoder and a gateway (30-40 s on a
+    # loaded 2-core machine) only for the gateway to answer 415; the type is known from the first bytes.
+    import launcher.local_stack
+
+    class NoStack:
+        def __init__(self, *a, **k):
+            raise AssertionError("a temporary stack was started for a file no stack reads")
+
+    monkeypatch.setattr(launcher.local_stack, "LocalStack", NoStack)
+    doc = tmp_path / "notes.md"
+    doc.write_bytes(content)
+    assert ocr_cli.main([str(doc), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{reason}: " in err and words in err and "starting a temporary local stack" not in err

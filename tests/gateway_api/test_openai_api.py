@@ -210,3 +210,17 @@ def test_honoured_values_of_those_parameters_are_answered(server):
         client.chat.completions.create(model=MODEL_ID, messages=_message(png_bytes(marked_page(1))),
                                        max_tokens=0)
     assert info.value.body["param"] == "max_tokens"
+
+
+def test_a_password_protected_pdf_does_not_point_to_an_option_the_api_lacks(server):
+    # Before: "send its password in the 'password' option" -- the chat completions API has no such
+    # option, so a person could not act on it; the message now says where a password can be sent.
+    from tests.gateway_api.test_password_unused import encrypted
+    url, _ = server
+    data = encrypted(marked_pdf([1]), "s3cret-user")
+    r = httpx.post(f"{url}/v1/chat/completions", json={"model": MODEL_ID, "messages": _message(data)}, timeout=30,
+                   headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "messages[0].content[0].image_url" and err["code"] == "invalid_argument", err
+    assert "password-protected" in err["message"] and "/v1/ocr" in err["message"], err

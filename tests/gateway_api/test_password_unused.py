@@ -90,3 +90,12 @@ async def test_a_jobs_result_carries_it_too(client):
 
 def test_it_is_a_listed_warning_code():
     assert PASSWORD_UNUSED in WARNING_CODES
+
+
+async def test_a_pdf_sent_without_its_password_names_the_option_of_each_client(client):
+    # Before: only "send its password in the 'password' option"; a person at `inkstream ocr` (whose
+    # flag is --password) got the REST field name.
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", encrypted(marked_pdf([1]), PASSWORD))})
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]["message"]
+    assert "password-protected" in message and "'password'" in message and "--password" in message

@@ -104,3 +104,29 @@ def test_transcript_pages_are_seeded():
     assert [ln.words for ln in a.lines] == [ln.words for ln in b.lines]
     numbers = [int(ln.words[0]) for ln in a.lines if len(ln.words) == 1 and ln.words[0].isdigit()]
     assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 20
+
+
+@needs_poppler
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_words_whose_boxes_touch_are_still_read_as_two_words(seed, tmp_path):
+    # Word boxes 0-2 px apart (the located ink of two words whose letters nearly touch, or a word box
+    # that took a neighbour's first letter: "input" [378, 446] and "to" [447, 467] on a 300 dpi
+    # page): poppler joins two glyph runs into one word when the gap between them is under 0.1 font
+    # sizes, so the text layer must open each gap wide enough to be read as a word break.
+    rng = __import__("random").Random(seed)
+    texts = ["attack", "sensor", "input", "to", "the", "flight", "FCC", "A", "and", "large", "angle"]
+    rng.shuffle(texts)
+    words, x = [], 100.0
+    for t in texts:
+        width = 13.0 * len(t)
+        top = 100.0 + rng.choice([0.0, 3.0, -4.0])
+        words.append(Word(t, (x, top, x + width, top + 22.0 + rng.choice([0.0, 6.0])), 0.9))
+        x += width + rng.choice([0.0, 1.0, 2.0])
+    line = " ".join(texts)
+    block = Block(type="line", text=line, box=(90.0, 90.0, x + 10.0, 140.0), confidence=0.9, words=words)
+    page = PageResult(index=1, status="ok", width=1600, height=400, text=line, blocks=[block])
+    text_layer([page], [(1600 * 72 / 300, 400 * 72 / 300)], tmp_path / "layer.pdf")
+    assert fold(pdftotext(tmp_path / "layer.pdf", "-raw")) == line
+    assert fold(pdftotext(tmp_path / "layer.pdf")) == line
+    hocr_pdf(page, tmp_path / "page.hocr", tmp_path / "hocr.pdf", 300.0)  # our hOCR, OCRmyPDF's renderer
+    assert fold(pdftotext(tmp_path / "hocr.pdf", "-raw")) == line
