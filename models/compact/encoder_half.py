@@ -52,6 +52,7 @@ from models.compact.line.rules import erase_rules
 from models.compact.line.runners import load_torch_towers, open_onnx_towers
 from models.compact.line.split import SPLIT_PX, split_line
 from models.compact.line.token_columns import columns_of_width
+from models.compact.line.tracking import close_tracking
 from models.compact.page import prepare
 from models.compact.page.boxes import crop_line
 from models.compact.page.detect import LineDetector
@@ -223,6 +224,7 @@ class CompactEncoderHalf(EncoderHalf):
                                     self._reads_forward if self._pp is not None else None)
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
         tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
+        tight = [(close_tracking(c), b) for c, b in tight]  # letter-spaced display type closed up, then routed
         cjk, latin = self.route([c for c, _ in tight])
         pieces = []
         for ln, (crop, box), pp, tokens in zip(lines, tight, cjk, latin, strict=True):  # first: the line's join
