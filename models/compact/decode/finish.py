@@ -13,7 +13,9 @@ this order:
    the spikes end ``44``) is dropped (:func:`models.compact.decode.rereads.drop_stuttered_marks`; the
    pointer is replayed only when the text ends in the same character twice);
 2. **unread repeats** (:func:`models.compact.decode.rereads.drop_unread_repeats`): a stretch written
-   twice where the recogniser read it once is replaced by its reading;
+   twice where the recogniser read it once is replaced by its reading; then a punctuation mark
+   written first or last where the recogniser read none, the rest read alike, is dropped
+   (:func:`models.compact.decode.rereads.drop_unread_edge_marks`: ``76.84 '`` -> ``76.84``);
 3. **numbers from the spikes** (:func:`models.compact.decode.numbers.numbers_from_spikes`, rules made
    :meth:`FinishRules.from_vocab`): a segment that the spikes and the decoder both read as one number
    takes the spikes' reading (the decoder's prior adds or changes digits on short table cells);
@@ -44,7 +46,7 @@ import torch
 from models.compact.decode.copy_head import past_last_spike, repeated_tail, spike_frames, trim_overrun
 from models.compact.decode.numbers import number_vocab, numbers_from_spikes
 from models.compact.decode.quantities import quantity_from_spikes, quantity_vocab
-from models.compact.decode.rereads import drop_stuttered_marks, drop_unread_repeats
+from models.compact.decode.rereads import drop_stuttered_marks, drop_unread_edge_marks, drop_unread_repeats
 from models.compact.decode.spacing import FULL_TO_HALF, respace, spike_classes, width_pairs
 from models.compact.line.columns import character_spikes
 
@@ -141,6 +143,7 @@ def finish_segment(state: FinishState | None, token_ids: list[int], rules: Finis
         kept = drop_stuttered_marks(kept, past_last_spike(state.q, state.ids, kept), rules.mark_ids,
                                     state.spike_ids)
     kept = drop_unread_repeats(kept, state.spike_ids, rules.space_id)
+    kept = drop_unread_edge_marks(kept, state.spike_ids, rules.mark_ids, rules.space_id)
     kept = numbers_from_spikes(kept, state.spike_ids, rules.number_ids, rules.digit_ids, rules.number_like_ids,
                                rules.separator_ids)
     kept = quantity_from_spikes(kept, state.spike_ids, rules.digit_ids, rules.separator_ids, rules.sign_ids,
