@@ -109,8 +109,9 @@ def drop_stuttered_marks(written: list[int], past: list[bool], mark_ids: Collect
 
 def drop_unread_edge_marks(written: list[int], spike_ids: Sequence[int], mark_ids: Collection[int],
                            space_id: int) -> list[int]:
-    """``written`` (a segment's ids, ``</s>`` excluded) without a punctuation mark (in ``mark_ids``) that
-    the decoder wrote first or last where the recogniser read none: the written characters (spaces,
+    """``written`` (a segment's ids, ``</s>`` excluded) without a mark (in ``mark_ids``; the chain passes
+    the quotation marks, :func:`models.compact.decode.finish.quote_vocab`) that the decoder wrote first
+    or last where the recogniser read none: the written characters (spaces,
     ``space_id``, left out as the spikes leave them out) are the recogniser's ``spike_ids`` exactly,
     plus that one mark at the start or the end. The mark and the spaces between it and the text go.
     Returns ``written`` itself when nothing is dropped, else a new list.
@@ -120,7 +121,8 @@ def drop_unread_edge_marks(written: list[int], spike_ids: Sequence[int], mark_id
     generated receipts of ``bench/receipts.py``, seeds 30,000 and 30,021): a printed mark stands
     apart from its neighbours and is a spike of its own (CTC), so an edge mark without one is the
     decoder's. Only the edges and only one mark: a line whose spikes differ elsewhere too is left to
-    the steps before.
+    the steps before. Quotation marks only: with every punctuation mark, a form label's colon the
+    recogniser missed beside the full stop went too (``Account no.:`` -> ``Account no.``, seed 31,009).
     """
     solid = [k for k, t in enumerate(written) if t != space_id]
     if not spike_ids or len(solid) != len(spike_ids) + 1:
