@@ -13,7 +13,8 @@ page writes; the page does:
   :data:`MIN_SHARE` of them use one mark; else None (too few to vote, or a page that uses both);
 * :func:`with_mark`: a text with its prices written with that mark, and a number with the same mark
   twice or more whose last group holds two digits (``74.580.27``: the decimal mark appears once in a
-  number, so the earlier ones are group separators) with those written as the other mark.
+  number, so the earlier ones are group separators) with those written as the other mark -- on a
+  page without a vote too (a form's one amount: seeds 30,019, 30,022 and 31,009 read ``$85.215.85``).
 
 Both the gateway's stitcher (``gateway/output/stitch.py``) and the in-process path
 (``models/inprocess.py``) apply it to a page's segments, so the served text stays the in-process text.
@@ -52,13 +53,16 @@ def page_mark(texts: Sequence[str]) -> str | None:
 
 def with_mark(text: str, mark: str | None) -> str:
     """``text`` with each price (:data:`PRICE`) written with ``mark`` and each number of
-    :data:`DOUBLED` with its earlier marks as the other one; ``text`` itself for ``mark`` None.
+    :data:`DOUBLED` whose repeated mark is ``mark`` with its earlier marks as the other one. For
+    ``mark`` None (no page vote: a form holds one or two amounts) the prices are left as written, but a
+    number of :data:`DOUBLED` is still mended: its last mark before two digits is its decimal mark
+    whatever the page writes, so the same mark before it cannot be one (``$85.215.85`` ->
+    ``$85,215.85``, ``1,234,56`` is not matched: its last group is not preceded by three digits).
     """
-    if mark is None:
-        return text
-    text = PRICE.sub(lambda m: f"{m.group(1)}{mark}{m.group(3)}", text)
-    return DOUBLED.sub(lambda m: f"{m.group(1)}{m.group(2).replace(m.group(3), OTHER[m.group(3)])}{mark}{m.group(4)}"
-                       if m.group(3) == mark else m.group(0), text)
+    if mark is not None:
+        text = PRICE.sub(lambda m: f"{m.group(1)}{mark}{m.group(3)}", text)
+    return DOUBLED.sub(lambda m: f"{m.group(1)}{m.group(2).replace(m.group(3), OTHER[m.group(3)])}{m.group(3)}"
+                       f"{m.group(4)}" if mark in (None, m.group(3)) else m.group(0), text)
 
 
 def one_mark(texts: Sequence[str]) -> list[str]:

@@ -119,12 +119,10 @@ def parse_grounding(text: str, seg_box: Box, default_type: str) -> tuple[str, li
 
 def _one_mark(segments: list[SegmentText]) -> list[SegmentText]:
     """The page's segments with their prices, and their words', written with the page's decimal mark
-    (:mod:`inkstream.decimal_marks`, as the in-process path does); a segment with nothing to change
-    is the same object.
+    (:mod:`inkstream.decimal_marks`, as the in-process path does; a number with its decimal mark
+    doubled is mended without a vote too); a segment with nothing to change is the same object.
     """
     mark = page_mark([s.text for s in segments])
-    if mark is None:
-        return segments
     out = []
     for s in segments:
         text = with_mark(s.text, mark)

@@ -28,6 +28,20 @@ def test_pages_without_a_clear_mark_and_other_numbers_are_left_alone():
     assert with_mark("2 x 1,87", None) == "2 x 1,87"
 
 
+def test_a_group_separator_read_as_the_decimal_mark_is_mended_without_a_vote():
+    """A form writes one amount: no page vote, but ``$85.215.85`` (seed 31,009) has two decimal marks,
+    so the first is the group separator (was left as read)."""
+    form = ["Name: Grace Smith", "Amount:", "$85.215.85", "Date:", "04/07/2020"]
+    assert page_mark(form) is None
+    assert one_mark(form)[2] == "$85,215.85"
+    assert with_mark("1,234,567,89", None) == "1.234.567,89" and with_mark("$85.215.85", ",") == "$85.215.85"
+    assert [with_mark(t, None) for t in ("1.234.567,89", "12.05.2024", "v1.2.3", "555.123.4567")] == \
+        ["1.234.567,89", "12.05.2024", "v1.2.3", "555.123.4567"]
+    segs = [SegmentText(index=i, text=t, box=(0.0, 10.0 * i, 100.0, 10.0 * i + 9)) for i, t in enumerate(form)]
+    page = page_result(PageOutcome(index=0, status="ok", segments=segs, width=100, height=100))
+    assert page.text.splitlines() == one_mark(form)
+
+
 def test_the_gateway_stitches_the_same_text_and_words():
     segs = [SegmentText(index=i, text=t, box=(0.0, 10.0 * i, 100.0, 10.0 * i + 9)) for i, t in enumerate(RECEIPT)]
     segs[1].words = [("2", (0.0, 10.0, 5.0, 19.0)), ("x", (7.0, 10.0, 9.0, 19.0)), ("1,87", (11.0, 10.0, 30.0, 19.0))]

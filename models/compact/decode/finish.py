@@ -13,7 +13,9 @@ this order:
    the spikes end ``44``) is dropped (:func:`models.compact.decode.rereads.drop_stuttered_marks`; the
    pointer is replayed only when the text ends in the same character twice);
 2. **unread repeats** (:func:`models.compact.decode.rereads.drop_unread_repeats`): a stretch written
-   twice where the recogniser read it once is replaced by its reading;
+   twice where the recogniser read it once is replaced by its reading; then a quotation mark
+   written first or last where the recogniser read none, the rest read alike, is dropped
+   (:func:`models.compact.decode.rereads.drop_unread_edge_marks`: ``76.84 '`` -> ``76.84``);
 3. **numbers from the spikes** (:func:`models.compact.decode.numbers.numbers_from_spikes`, rules made
    :meth:`FinishRules.from_vocab`): a segment that the spikes and the decoder both read as one number
    takes the spikes' reading (the decoder's prior adds or changes digits on short table cells);
@@ -44,7 +46,7 @@ import torch
 from models.compact.decode.copy_head import past_last_spike, repeated_tail, spike_frames, trim_overrun
 from models.compact.decode.numbers import number_vocab, numbers_from_spikes
 from models.compact.decode.quantities import quantity_from_spikes, quantity_vocab
-from models.compact.decode.rereads import drop_stuttered_marks, drop_unread_repeats
+from models.compact.decode.rereads import drop_stuttered_marks, drop_unread_edge_marks, drop_unread_repeats
 from models.compact.decode.spacing import FULL_TO_HALF, respace, spike_classes, width_pairs
 from models.compact.line.columns import character_spikes
 
@@ -77,6 +79,8 @@ class FinishRules:
     step is skipped, as in the trainer's rules). ``sign_ids`` (a quantity's sign -> the id written for
     it) and ``quantity_like_ids`` (what a decoder's quantity may hold):
     :func:`models.compact.decode.quantities.quantity_vocab`; empty: the quantities step is skipped.
+    ``quote_ids``: the vocabulary's quotation marks (:func:`quote_vocab`; empty: the edge-quote step
+    is skipped).
     """
 
     eos_ids: frozenset[int]
@@ -91,6 +95,7 @@ class FinishRules:
     mark_ids: frozenset[int] = frozenset()
     sign_ids: Mapping[int, int] = field(default_factory=dict)
     quantity_like_ids: frozenset[int] = frozenset()
+    quote_ids: frozenset[int] = frozenset()
 
     @classmethod
     def from_vocab(cls, vocab: Mapping[str, int], eos_ids: Collection[int],
@@ -100,7 +105,16 @@ class FinishRules:
         """
         return cls(frozenset(int(t) for t in eos_ids), vocab.get(" ", -1), width_pairs(dict(vocab)),
                    frozenset(vocab[c] for c in FULL_TO_HALF if c in vocab), spacing_confidence,
-                   *number_vocab(vocab), mark_vocab(vocab), *quantity_vocab(vocab))
+                   *number_vocab(vocab), mark_vocab(vocab), *quantity_vocab(vocab), quote_vocab(vocab))
+
+
+#: Quotation marks: the apostrophe, straight and typographic quotes, guillemets, the backtick.
+QUOTES = "'\"`\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a"
+
+
+def quote_vocab(vocab: Mapping[str, int]) -> frozenset[int]:
+    """Ids of the one-character tokens of ``vocab`` that are quotation marks (:data:`QUOTES`)."""
+    return frozenset(int(i) for t, i in vocab.items() if len(t) == 1 and t in QUOTES)
 
 
 def mark_vocab(vocab: Mapping[str, int]) -> frozenset[int]:
@@ -141,6 +155,7 @@ def finish_segment(state: FinishState | None, token_ids: list[int], rules: Finis
         kept = drop_stuttered_marks(kept, past_last_spike(state.q, state.ids, kept), rules.mark_ids,
                                     state.spike_ids)
     kept = drop_unread_repeats(kept, state.spike_ids, rules.space_id)
+    kept = drop_unread_edge_marks(kept, state.spike_ids, rules.quote_ids, rules.space_id)
     kept = numbers_from_spikes(kept, state.spike_ids, rules.number_ids, rules.digit_ids, rules.number_like_ids,
                                rules.separator_ids)
     kept = quantity_from_spikes(kept, state.spike_ids, rules.digit_ids, rules.separator_ids, rules.sign_ids,

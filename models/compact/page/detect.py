@@ -241,6 +241,7 @@ class LineDetector:
             MAX_SKEW_DEG,
             MIN_SKEW_DEG,
             character_strokes_dropped,
+            erased_ink,
             inside_rule,
             line_skew_deg,
             region_order,
@@ -259,7 +260,8 @@ class LineDetector:
             image, rotation = _deskewed(image, skew), rotation - skew
             lines = self._detect(np.asarray(image))
             page = self.layout.analyse(image)
-        page.rules = unbroken_rules(character_strokes_dropped(page.rules, lines), np.asarray(image.convert("L")))
+        gray = np.asarray(image.convert("L"))
+        page.rules = unbroken_rules(character_strokes_dropped(page.rules, lines), gray)
         if page.rules:
             image = erase_rules(image, page.rules)
             if rotation % 90:
@@ -267,8 +269,11 @@ class LineDetector:
                 # two rows' cells found as one box and read as a stray mark (the shared report page at
                 # 2 degrees lost `70.22%` and `-111.96%`). With the rules erased the cells come apart.
                 lines = self._detect(np.asarray(image))
-            lines = [ln for ln in lines if not inside_rule(ln, page.rules)]
-        return image, region_order(lines, page, image.height, np.asarray(image.convert("L"))), rotation
+            erased = np.asarray(image.convert("L"))
+            dark = erased_ink(gray, erased)  # text typed on a slanted underline is not the rule
+            lines = [ln for ln in lines if not inside_rule(ln, page.rules, dark=dark)]
+            gray = erased
+        return image, region_order(lines, page, image.height, gray), rotation
 
 
 def _deskewed(image: Image.Image, skew_deg: float) -> Image.Image:

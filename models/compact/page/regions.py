@@ -128,16 +128,51 @@ def unbroken_rules(rules: list[tuple[float, float, float, float]],
     return kept
 
 
-def inside_rule(line: LineBox, rules: list[tuple[float, float, float, float]], pad: float = 2.0) -> bool:
-    """Whether ``line`` lies at least RULE_COVER inside one rule box (grown by ``pad`` pixels)."""
+def inside_rule(line: LineBox, rules: list[tuple[float, float, float, float]], pad: float = 2.0,
+                dark: np.ndarray | None = None) -> bool:
+    """Whether ``line`` lies at least RULE_COVER inside one rule box (grown by ``pad`` pixels) and,
+    given ``dark`` (bool [H, W]: the page's ink once its rules are erased, :func:`erased_ink`), holds
+    no text there (:func:`holds_text`). A slanted underline's box is as tall as the text typed on it
+    (a photographed form: 34 px for a 43 px line), so the box alone took the typed value for the rule.
+    """
     x0, y0, x1, y1 = line.box
     area = max(1e-6, (x1 - x0) * (y1 - y0))
     for r in rules:
         w = min(x1, r[2] + pad) - max(x0, r[0] - pad)
         h = min(y1, r[3] + pad) - max(y0, r[1] - pad)
         if w > 0 and h > 0 and w * h >= RULE_COVER * area:
-            return True
+            return dark is None or not holds_text(dark, line.box)
     return False
+
+
+#: A box holds text when ink is left, once the rules are erased, in at least this share of its
+#: columns (a typed value on an underline: 0.95-0.99 on photographed forms) ...
+TEXT_COLUMNS = 0.5
+#: ... and of its rows (the same values: 0.63-0.67; a rule's unerased edge is a thin band).
+TEXT_ROWS = 0.3
+
+
+def erased_ink(gray: np.ndarray, erased: np.ndarray) -> np.ndarray:
+    """Ink of the page ``erased`` (uint8 [H, W], its rules painted paper) as bool [H, W]: darker than
+    halfway from the paper to the ink of ``gray`` (uint8 [H, W], the page before the erasure; its 90th
+    and 1st gray percentiles, as :func:`unbroken_rules` measures them).
+    """
+    paper, ink = gray_percentiles(gray, (90.0, 1.0))
+    return erased < (paper + ink) / 2.0
+
+
+def holds_text(dark: np.ndarray, box: tuple[float, float, float, float]) -> bool:
+    """Whether the page pixels of ``box`` (x0, y0, x1, y1) in ``dark`` (bool [H, W], :func:`erased_ink`)
+    hold ink in at least :data:`TEXT_COLUMNS` of the columns and :data:`TEXT_ROWS` of the rows: text
+    left once the rules are erased, not a rule detected as a line. False for a box off the page.
+    """
+    h, w = dark.shape
+    x0, y0 = max(0, int(round(box[0]))), max(0, int(round(box[1])))
+    x1, y1 = min(w, int(round(box[2]))), min(h, int(round(box[3])))
+    if x1 <= x0 or y1 <= y0:
+        return False
+    patch = dark[y0:y1, x0:x1]
+    return bool(patch.any(axis=0).mean() >= TEXT_COLUMNS and patch.any(axis=1).mean() >= TEXT_ROWS)
 
 
 def line_piece(line: LineBox, x0: float, x1: float) -> LineBox:
