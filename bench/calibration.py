@@ -1,7 +1,7 @@
 """Is the page confidence a probability you can act on? ECE and the flag rates of ``low_confidence``.
 
 Pages: ``--docs`` generated documents (:func:`training.compact.scan_docs.make_document`, seeds from
-``--seed``, default 20,000: never fitted on, :mod:`training.compact.fit_confidence` fits seeds 0-47),
+``--seed``, default 20,000: never fitted on, :mod:`training.compact.fit_confidence` fits seeds 0-95),
 the first ``--clean-docs`` of them printed cleanly too (``degrade=False``) and, with
 ``--eval-pages``, the single pages of ../shared/eval/pages. Each is read in this process as
 the stack reads it (:func:`training.compact.read_scored.read_scored`: each line's text, raw confidence
@@ -25,7 +25,7 @@ read it, the printed text it covers) with the page's truth, keyed by the page's 
 with the same cache re-scores without reading (the reading is deterministic), so a change of the
 calibration or of the warnings is compared on the same readings.
 
-Defaults: 96 scanned documents and 48 of them printed cleanly (144 pages: 9 above 5 % CER, 51 at or below
+Defaults: 96 scanned documents and 48 of them printed cleanly (144 pages: 9 above 5 % CER, 59 at or below
 1 % with the embedded model; about 3 s a page on one thread), enough to tell a flag rate of 5 % from 20 %.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/calibration.py [--docs 96] [--eval-pages] [--cache F]``.

@@ -1,6 +1,6 @@
 """Fit the confidence calibration of a compact checkpoint on generated held-out documents.
 
-``python -m training.compact.fit_confidence --seeds 0 60 [--model DIR] [--cache F.jsonl] [--write]``
+``python -m training.compact.fit_confidence [--seeds 0 96] [--clean-seeds 0 96] [--model DIR] [--cache F] [--write]``
 
 1. Reads documents ``make_document(seed)`` for the seeds (:mod:`training.compact.scan_docs`: receipts and
    forms, printed and scanned; never the seeds ``bench/receipts.py`` and ``bench/calibration.py`` score,
@@ -244,8 +244,8 @@ def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: r
 def main(argv: list[str] | None = None) -> int:
     """Read (or load the cached) documents, fit, print the calibration, optionally write the table."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, nargs=2, default=(0, 48), metavar=("FIRST", "STOP"))
-    ap.add_argument("--clean-seeds", type=int, nargs=2, default=(0, 48), metavar=("FIRST", "STOP"),
+    ap.add_argument("--seeds", type=int, nargs=2, default=(0, 96), metavar=("FIRST", "STOP"))
+    ap.add_argument("--clean-seeds", type=int, nargs=2, default=(0, 96), metavar=("FIRST", "STOP"),
                     help="documents also read printed cleanly (make_document(seed, degrade=False))")
     ap.add_argument("--model", default=None)
     ap.add_argument("--cache", default="runs/confidence_lines.jsonl")
