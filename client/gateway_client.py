@@ -24,7 +24,7 @@ from typing import IO
 
 import grpc
 
-from client.results import DocumentSummary, JobStatus, PageResult, RecognizeResult
+from client.results import DocumentSummary, JobError, JobStatus, PageResult, RecognizeResult
 from inkstream.errors import from_rpc_error
 from inkstream.lifecycle import client_options
 from inkstream.page_result_pb import page_from_pb
@@ -42,7 +42,9 @@ def _item(msg: gateway_pb2.RecognizeResponse) -> PageResult | DocumentSummary:
 
 
 def _job(msg: gateway_pb2.Job) -> JobStatus:
-    return JobStatus(msg.job_id, msg.status, msg.pages_done, msg.pages_total, msg.error)
+    err = JobError(msg.error.code, msg.error.reason or msg.error.code, msg.error.message) \
+        if msg.HasField("error") and msg.error.code else None
+    return JobStatus(msg.job_id, msg.status, msg.pages_done, msg.pages_total, err)
 
 
 def _requests(document: Document, options: gateway_pb2.OcrOptions, chunk_bytes: int,

@@ -84,11 +84,20 @@ class GatewayRefused(RuntimeError):
 
 
 def _error_message(r: httpx.Response) -> str:
+    """``REASON: message`` of an error answer (the reason is the finer cause, e.g. NOTHING_TO_READ where
+    the code is INVALID_ARGUMENT; the code when there is none), as for an error line mid-stream.
+    """
     try:
         err = r.json()["error"]
-        return f"{err['code']}: {err['message']}"
+        return f"{err.get('reason') or err['code']}: {err['message']}"
     except (ValueError, KeyError, TypeError):
         return f"HTTP {r.status_code}: {r.text[:300]}"
+
+
+BAR_WAITING = "{desc}: waiting for the first page [{elapsed}]"
+"""The progress line before the gateway has answered (the page count is not known yet)."""
+BAR_UNCOUNTED = "{desc}: {n_fmt} pages read [{elapsed}, {rate_fmt}]"
+"""The progress line of an answer without ``X-Pages-Total``."""
 
 
 def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_key: str = "",
@@ -110,9 +119,11 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
     timeout = httpx.Timeout(timeout_s, connect=10.0)
     # The bar exists before the request is sent, so its clock (elapsed, page/s) counts the whole
     # request: upload, and the wait for the first page, which comes with the response headers. Its
-    # total is unknown until X-Pages-Total arrives. A bar of a refused request is cleared on close.
+    # total is unknown until X-Pages-Total arrives: until then it says what it waits for (tqdm's own
+    # line for an unknown total read "0page [00:00, ?page/s]"). A bar of a refused request is cleared on close.
     with open(path, "rb") as f, httpx.Client(timeout=timeout) as client, \
-            tqdm(total=None, unit="page", file=sys.stderr, disable=not progress, desc=path.name) as bar:
+            tqdm(total=None, unit=" page", file=sys.stderr, disable=not progress, desc=path.name,
+                 bar_format=BAR_WAITING) as bar:
         files = {"file": (path.name, f, "application/octet-stream")}
         request = client.build_request("POST", url.rstrip("/") + "/v1/ocr", files=files, data=options, headers=headers)
         try:
@@ -130,9 +141,9 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
                 r.read()
                 raise GatewayRefused(_error_message(r), r.status_code)
             total = int(r.headers.get("x-pages-total", "0")) or None
-            if total is not None:
-                bar.total = total
-                bar.refresh()
+            bar.total = total
+            bar.bar_format = None if total is not None else BAR_UNCOUNTED  # None: tqdm's "2/5 [..., 0.7 page/s]"
+            bar.refresh()
             for line in r.iter_lines():
                 if not line.strip():
                     continue

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from inkstream.page_result import WARNING_CODES, Block, Box, PageError, PageResult, TableCell, document_json
 
-__all__ = ["FORMATS", "WARNING_CODES", "Block", "Box", "DocumentSummary", "JobStatus", "PageError", "PageResult",
-           "RecognizeResult", "TableCell", "document_json"]
+__all__ = ["FORMATS", "WARNING_CODES", "Block", "Box", "DocumentSummary", "JobError", "JobStatus", "PageError",
+           "PageResult", "RecognizeResult", "TableCell", "document_json"]
 
 FORMATS = ("markdown", "text", "json", "hocr", "pdf")
 """Output formats the gateway renders (REST ``format`` / gRPC ``OcrOptions.format``)."""
@@ -52,12 +52,26 @@ class RecognizeResult:
 
 
 @dataclass
+class JobError:
+    """Why a job failed: ``code`` (gRPC status name, e.g. ``"INVALID_ARGUMENT"``), ``reason`` (the finer
+    cause, e.g. ``"NOTHING_TO_READ"``; the code when there is none) and ``message`` (for a person) — the
+    REST job's ``error`` object.
+    """
+
+    code: str
+    reason: str
+    message: str
+
+
+@dataclass
 class JobStatus:
-    """A job's state: ``status`` queued | running | done | failed | cancelled, progress in pages."""
+    """A job's state: ``status`` queued | running | done | failed | cancelled, progress in pages;
+    ``error`` is set only for a failed job.
+    """
 
     job_id: str
     status: str
     pages_done: int
     pages_total: int
-    error: str
+    error: JobError | None = None
 

@@ -32,7 +32,8 @@ class QueuedPage:
     ``stream_id``: the request stream it belongs to; ``key``: its request and priority class (from
     the call's metadata, :func:`inkstream.fair.key_from_metadata`); ``released``: its admission slot
     was given back (it entered a forward pass or left the queue); ``forward_at`` (``loop.time()``
-    seconds) and ``batch_pages``: when its forward pass started and how many pages it held.
+    seconds) and ``batch_pages``: when its forward pass started and how many pages it held;
+    ``paced``: its forward pass ended and counted it in the replica's rate (``Batcher.pace``).
     """
 
     prepared: PreparedPage
@@ -43,6 +44,7 @@ class QueuedPage:
     released: bool = False
     forward_at: float | None = None
     batch_pages: int = 0
+    paced: bool = False
 
 
 class BatchQueue:

@@ -77,8 +77,12 @@ class MicroBatcher:
         # The heaps keep freed memory for the next page while pages keep coming (no page faults to
         # fill it again) and are trimmed once the replica has been idle (inkstream.malloc).
         self.idle_trim = IdleTrim()
-        #: busy seconds per encoded page (inkstream.pace): busy while a page is admitted and unanswered
-        self.pace = ServiceRate()
+        #: busy seconds per encoded page with the replica kept full (inkstream.pace): busy while at least
+        #: :attr:`full_inflight` pages are admitted and unanswered (set at :meth:`start`). Pages served
+        #: with fewer in flight (one at a time) each take a whole forward pass alone: counted, they made
+        #: the rate their latency (0.4 s a page where a full batch gave 0.1), so a gateway sizing a
+        #: deadline with it refused documents that would have been read in time.
+        self.pace = ServiceRate(min_inflight=self.full_inflight)
         #: the warm-up's estimate of the same (encoder_service.warm_rate; None until the server's warm-up ran)
         self.warmup_s: float | None = None
 
@@ -87,6 +91,7 @@ class MicroBatcher:
         """Attach the loaded half and start the scheduler task (call on the serving event loop)."""
         self._half = half
         self._preparer.use(self.limits.preprocess_threads or half.preprocess_threads)
+        self.pace.min_inflight = self.full_inflight
         self._task = asyncio.get_running_loop().create_task(self._schedule(), name="encoder-batcher")
 
     async def stop(self) -> None:
@@ -127,9 +132,18 @@ class MicroBatcher:
         """Threads preparing pages (set at :meth:`start`; 1 before)."""
         return max(1, self._preparer.threads)
 
+    @property
+    def full_inflight(self) -> int:
+        """Pages in flight that keep this replica full: every preprocessing thread busy and one page in
+        the forward stage (``preprocess_threads + 1``); the floor of :meth:`work_window_pages`, and
+        what :attr:`pace` counts from.
+        """
+        return self.preprocess_threads + 1
+
     def seconds_per_page(self) -> float | None:
-        """``InfoResponse.seconds_per_page``: measured busy seconds per page (:attr:`pace`), or the
-        warm-up's estimate (:attr:`warmup_s`) until enough pages were measured; None when neither.
+        """``InfoResponse.seconds_per_page``: measured busy seconds per page with the replica kept full
+        (:attr:`pace`), or the warm-up's estimate of the same (:attr:`warmup_s`) until enough pages were
+        measured that way (pages served one at a time never are); None when neither.
         """
         measured = self.pace.seconds_per_unit
         return measured if measured is not None else self.warmup_s
@@ -147,7 +161,7 @@ class MicroBatcher:
         request beside a long document then waited ~5 s in the gateway for a slot, longer than its
         ~3.3 s in the encoder (compact, 1 thread, traces of ``bench/fairness.py``).
         """
-        floor = max(1, self._preparer.threads) + 1
+        floor = self.full_inflight
         ceiling = max(floor, self.limits.max_queue_pages + self.limits.max_batch_size)
         prep, fwd = self._preparer.page_seconds, self._forward_ema_s
         through = prep + fwd if prep is not None and fwd is not None else 0.0
@@ -198,7 +212,6 @@ class MicroBatcher:
         self._inflight += 1
         self._requests[key.request_id] += 1
         self.pace.started()
-        encoded = False
         self.idle_trim.busy()
         self.metrics.queue_depth.add(1, self.metrics.attrs)
         self.metrics.inflight.add(1, self.metrics.attrs)
@@ -212,7 +225,6 @@ class MicroBatcher:
             self._queue.push(item)
             self._wake.set()
             page = await item.future
-            encoded = True
             now = loop.time()
             seconds = now - start
             self.metrics.latency.record(seconds, self.metrics.attrs)
@@ -238,9 +250,7 @@ class MicroBatcher:
             self._requests[key.request_id] -= 1
             if self._requests[key.request_id] <= 0:
                 del self._requests[key.request_id]
-            if encoded:
-                self.pace.finished()
-            else:
+            if item is None or not item.paced:  # else its forward pass counted it (_forward)
                 self.pace.abandoned()
             self.metrics.inflight.add(-1, self.metrics.attrs)
             if self._inflight == 0:
@@ -324,9 +334,15 @@ class MicroBatcher:
             self.forward_health.success()
         elif self.forward_health is not None and ok is False:
             self.forward_health.failure(error)
-        for it, res in zip(batch, results, strict=True):  # one result per page (encode_isolated)
-            if it.future.done():
-                continue
+        # The batch's pages finish together: one completion for the rate (inkstream.pace), judged full
+        # or not on the pages in flight before it. Counted page by page, the pages after the first few
+        # of a batch that took the replica below full were dropped while their time was kept.
+        answered = [(it, res) for it, res in zip(batch, results, strict=True) if not it.future.done()]
+        n_ok = sum(not isinstance(res, BaseException) for _, res in answered)
+        self.pace.finished(n_ok)
+        self.pace.abandoned(len(answered) - n_ok)
+        for it, res in answered:  # one result per page (encode_isolated)
+            it.paced = True
             if isinstance(res, BaseException):
                 if not isinstance(res, InkstreamError):
                     log.error("encode_batch failed", exc_info=res)

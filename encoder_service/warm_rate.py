@@ -16,8 +16,12 @@ half on 2 shared cores it was 4.0 s a page where a 24-page PDF then took 4.7 s a
 stack (load 15-23), 3.2 s (first pass timed) where one took 2.3 s (load 11-12), and 1.8 s (warm pass)
 where one took 1.25 s (load 6-7): within a factor 1.5 either way, mostly above (the synthetic page's
 preprocessing costs ~15 % more than a scanned text page's, and the warm-up competes with the other
-services starting). The replica's measured rate replaces it after a few pages
-(:class:`inkstream.pace.ServiceRate`).
+services starting). The replica's measured rate replaces it after a few pages served while it was
+kept full (``Batcher.full_inflight`` pages in flight, :class:`inkstream.pace.ServiceRate`); pages sent
+one at a time never replace it: each takes a whole forward pass alone, so their busy time per page is
+one page's latency (0.4 s where a batch of 4 in one 0.4 s forward gives 0.1 s a page), not the
+throughput a long document gets, and a gateway sizing deadlines with it refused documents that
+would have been read in time.
 
 Kept full, a page costs its share of a preprocessing thread (``prepare_s / threads``) and its share of
 a full forward pass (``batch_forward_s / batch_pages``). Whether the two stages overlap depends on the

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from PIL import Image
 
+from inkstream.decimal_marks import one_mark
 from inkstream.segments import join_lines
 from models.base import DecoderHalf, EncoderHalf, left_pad
 from models.images import to_rgb
@@ -79,7 +80,8 @@ def ocr_page(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, mode: str |
              max_new_tokens: int = 256) -> InProcessPage:
     """Encode one page and greedily decode all its segments; its text is assembled as the gateway
     does it: the image converted to RGB like the encoder service does (alpha over white, 16-bit
-    rescaled), pieces of a cut line joined as marked (:func:`inkstream.segments.join_lines`), lines
+    rescaled), prices written with the page's decimal mark (:func:`inkstream.decimal_marks.one_mark`),
+    pieces of a cut line joined as marked (:func:`inkstream.segments.join_lines`), lines
     by newlines. Raises InvalidInput for an image mode a page cannot have.
     """
     t0 = time.perf_counter()
@@ -87,7 +89,7 @@ def ocr_page(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, mode: str |
     page = enc.encode_batch([prepared])[0]
     t1 = time.perf_counter()
     ids = greedy_segments(dec, [s.vision_tokens for s in page.segments], max_new_tokens=max_new_tokens)
-    texts, joins = [dec.decode_text(i).strip() for i in ids], [s.join for s in page.segments]
+    texts, joins = one_mark([dec.decode_text(i).strip() for i in ids]), [s.join for s in page.segments]
     lines = join_lines(texts, joins)
     t2 = time.perf_counter()
     return InProcessPage(text="\n".join(lines), lines=lines, boxes=[s.box for s in page.segments],

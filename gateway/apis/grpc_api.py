@@ -62,8 +62,12 @@ def summary_to_pb(pages: list[PageResult], model_id: str, fmt: str, seconds: flo
 
 def job_to_pb(job: JobRecord) -> gateway_pb2.Job:
     """JobRecord -> gateway.v1.Job."""
-    return gateway_pb2.Job(job_id=job.job_id, status=job.status, pages_done=job.pages_done,
-                           pages_total=job.pages_total, error=job.error)
+    msg = gateway_pb2.Job(job_id=job.job_id, status=job.status, pages_done=job.pages_done,
+                          pages_total=job.pages_total, error_text=job.error)
+    if job.error_code:  # the same {code, reason, message} as the REST job (rest_jobs.job_json)
+        msg.error.code, msg.error.message = job.error_code, job.error_message
+        msg.error.reason = job.error_reason or job.error_code
+    return msg
 
 
 # ---- servicer ----------------------------------------------------------------------------------

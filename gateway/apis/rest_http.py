@@ -83,6 +83,11 @@ class Received:
     callback_url: str = ""
 
 
+NO_DOCUMENT = ("no document in the request: send it as the multipart field 'file' (curl -F file=@doc.pdf), "
+               "as the raw body (curl --data-binary @doc.pdf), or name an uploaded object with "
+               "source=s3://BUCKET/KEY (POST /v1/uploads gives one)")
+
+
 async def receive_upload(request: Request, core: GatewayCore, directory: Any,
                          extra_fields: tuple[str, ...] = ("source",)) -> Received:
     """Stream the body into ``directory``; returns the upload and the options (form fields, then query).
@@ -134,7 +139,9 @@ async def receive_upload(request: Request, core: GatewayCore, directory: Any,
         sink.abort()
         raise
     upload = sink.finish()
-    return await _received(request, core, directory, upload, form.fields if form is not None else {}, known)
+    if form is None:
+        return await _received(request, core, directory, upload, {}, known)
+    return await _received(request, core, directory, upload, form.fields, known, has_document=form.has_file)
 
 
 async def _form_fields(request: Request, core: GatewayCore, directory: Any, known: tuple[str, ...]) -> Received:
@@ -158,12 +165,15 @@ async def _form_fields(request: Request, core: GatewayCore, directory: Any, know
             raise InvalidInput(given_twice(name, fields[name], value, "form field"))
         fields[name] = value
     empty = UploadSink(directory, core.config.limits.max_upload_bytes).finish()
-    return await _received(request, core, directory, empty, fields, known)
+    return await _received(request, core, directory, empty, fields, known, has_document=False)
 
 
 async def _received(request: Request, core: GatewayCore, directory: Any, upload: UploadedFile,
-                    fields: dict[str, str], known: tuple[str, ...]) -> Received:
-    """Options from ``fields`` then the query; a ``source`` object is fetched into ``directory``."""
+                    fields: dict[str, str], known: tuple[str, ...], has_document: bool = True) -> Received:
+    """Options from ``fields`` then the query; a ``source`` object is fetched into ``directory``.
+    ``has_document``: the body held a document (a raw body, or a multipart ``file`` part, even empty);
+    a form without one and without ``source`` (field or query) raises InvalidInput naming the three ways.
+    """
     limits = core.config.limits
     for k in known:
         if k in fields and k in request.query_params and fields[k] != request.query_params[k]:
@@ -172,6 +182,8 @@ async def _received(request: Request, core: GatewayCore, directory: Any, upload:
     values: dict[str, Any] = {k: fields.get(k, request.query_params.get(k, "")) for k in known}
     source = values.pop("source", "").strip()
     callback = values.pop("callback_url", "").strip()
+    if not source and not has_document:
+        raise InvalidInput(NO_DOCUMENT)
     if source:
         if upload.size:
             raise InvalidInput("send the document either in 'file' / the body or as source=s3://..., not both")

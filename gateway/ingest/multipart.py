@@ -126,10 +126,9 @@ class MultipartUpload:
             raise
 
     def close(self) -> None:
-        """Finish parsing; raises InvalidInput for a body cut short, or without a file part and without
-        a ``source`` field (``curl -F source=s3://...`` names the document instead of sending it).
+        """Finish parsing; raises InvalidInput for a body cut short. A body without a file part is the
+        caller's to judge (:attr:`has_file`): ``source=s3://...`` may name the document instead, as a
+        field or as a query parameter.
         """
         if not self._done:
             raise InvalidInput("the multipart/form-data body ended before its closing boundary")
-        if not self.has_file and not self.fields.get("source", "").strip():
-            raise InvalidInput(f"no document in the request: send it as the multipart field '{FILE_FIELD}'")

@@ -28,7 +28,8 @@ from typing import Any
 from gateway.output.hocr import render_hocr
 from gateway.output.signal import SegmentScore, block_signal, page_warnings
 from gateway.output.tables import Table, markdown_body, page_lines
-from gateway.types import PageOutcome
+from gateway.types import PageOutcome, SegmentText
+from inkstream.decimal_marks import page_mark, with_mark
 from inkstream.page_result import Block, Box, PageError, PageResult, Word, as_box, document_json
 from inkstream.segments import JOIN_LINE, is_known_join
 
@@ -54,16 +55,26 @@ _FINISH_NOTES = {
 
 
 def _table_blocks(cleans: list[str], segments: list[Any], scores: list[SegmentScore], sx: float, sy: float,
-                  model_id: str = "") -> tuple[list[str], list[Block]]:
-    """(page text lines, ``table`` blocks in page pixels scaled by ``sx``/``sy``) from the segments'
-    texts, joins and scores (:func:`gateway.output.tables.page_lines`; cells calibrated for ``model_id``).
+                  model_id: str = "") -> tuple[list[str], list[Block], dict[int, str]]:
+    """(page text lines, ``table`` blocks in page pixels scaled by ``sx``/``sy``, segment index -> voted
+    text of a one-segment cell the table's votes changed) from the segments' texts, joins and scores
+    (:func:`gateway.output.tables.page_lines`; cells calibrated for ``model_id``).
     """
     joins = [s.join if is_known_join(s.join) else JOIN_LINE for s in segments]
     lines, tables = page_lines(cleans, joins, [as_box(s.box) for s in segments], scores, model_id)
     blocks = [Block("table", "\n".join(t.rows), _scale_box(t.box, sx, sy),
                     cells=[replace(c, box=_scale_box(c.box, sx, sy)) for c in t.cells])
               for t in tables]
-    return lines, blocks
+    return lines, blocks, {i: text for t in tables for i, text in t.voted.items()}
+
+
+def _revote(block: Block, text: str) -> None:
+    """``block`` (a table cell's one ``line`` block) made to say its cell's voted ``text``; its words
+    follow one for one when the vote kept the word count (it changes marks inside a word, not words).
+    """
+    if block.words and len(block.words) == len(text.split()):
+        block.words = [replace(w, text=t) for w, t in zip(block.words, text.split(), strict=True)]
+    block.text = text
 
 
 def error_page(index0: int, code: str, message: str) -> PageResult:
@@ -106,6 +117,21 @@ def parse_grounding(text: str, seg_box: Box, default_type: str) -> tuple[str, li
     return "\n\n".join(pieces) if matches else lead, blocks
 
 
+def _one_mark(segments: list[SegmentText]) -> list[SegmentText]:
+    """The page's segments with their prices, and their words', written with the page's decimal mark
+    (:mod:`inkstream.decimal_marks`, as the in-process path does); a segment with nothing to change
+    is the same object.
+    """
+    mark = page_mark([s.text for s in segments])
+    if mark is None:
+        return segments
+    out = []
+    for s in segments:
+        text = with_mark(s.text, mark)
+        out.append(s if text == s.text else replace(s, text=text, words=[(with_mark(t, mark), b) for t, b in s.words]))
+    return out
+
+
 def _clip(v: float) -> float:
     return min(max(v, 0.0), GRID)
 
@@ -121,10 +147,12 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
     rendered size); boxes are scaled to it from the encoder's image (``outcome.width/height``).
     Segments are taken in reading order (``SegmentText.index``); the pieces of one text line that
     the encoder cut apart are joined as it marked them (``SegmentText.join``: with a space or
-    directly, :func:`inkstream.segments.join_lines`), lines by newlines. A segment read as one block
-    gives it its words' boxes (``SegmentText.words``, when they match the block's words). Each block gets its
-    segment's confidence, the page its confidence and warnings (:mod:`gateway.output.signal`;
-    calibrated when ``model_id``, the encoders' model id, has a calibration table).
+    directly, :func:`inkstream.segments.join_lines`), lines by newlines; prices read with the
+    other decimal mark than the page's are written with the page's (:mod:`inkstream.decimal_marks`).
+    A segment read as one block gives it its words' boxes (``SegmentText.words``, when they match the
+    block's words). Each block gets its segment's confidence, the page its confidence and warnings
+    (:mod:`gateway.output.signal`; calibrated when ``model_id``, the encoders' model id, has a
+    calibration table).
     """
     if outcome.status != "ok":
         err = outcome.error or PageError("INTERNAL", "the page failed without a reason")
@@ -140,10 +168,11 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
     texts: list[str] = []
     blocks: list[Block] = []
     tables: list[Block] = []
-    segments = sorted(outcome.segments, key=lambda s: s.index)
+    segments = _one_mark(sorted(outcome.segments, key=lambda s: s.index))
     scores = [SegmentScore(s.text, s.confidence, s.generated_tokens, s.tower) for s in segments]
     if segments:
         cleans: list[str] = []
+        own: list[list[Block]] = []  # each segment's blocks
         for seg in segments:
             whole = w and h and (seg.box[2] - seg.box[0]) * (seg.box[3] - seg.box[1]) >= 0.9 * w * h
             seg_box = as_box(seg.box)
@@ -156,7 +185,11 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
             if len(seg_blocks) == 1 and seg.words and [t for t, _ in seg.words] == seg_blocks[0].text.split():
                 seg_blocks[0].words = [Word(t, as_box(wb), seg_blocks[0].confidence) for t, wb in seg.words]
             blocks.extend(seg_blocks)
-        texts, tables = _table_blocks(cleans, segments, scores, sx, sy, model_id)
+            own.append(seg_blocks)
+        texts, tables, voted = _table_blocks(cleans, segments, scores, sx, sy, model_id)
+        for i, text in voted.items():
+            if len(own[i]) == 1 and own[i][0].text == cleans[i].strip():
+                _revote(own[i][0], text)
     else:
         clean, blocks = parse_grounding(outcome.text, page_box, "text")
         if clean:

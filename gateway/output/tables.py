@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.output.signal import SegmentScore, cell_signal
+from gateway.output.table_votes import vote_cells
 from inkstream.page_result import Box, TableCell
 from inkstream.segments import JOIN_DIRECT, JOIN_SPACE, join_lines, parse_cell, piece_separator
 
@@ -29,13 +30,16 @@ _Open = tuple[str, list[Box], list[int]]  # an open cell: its text so far, its s
 
 @dataclass
 class Table:
-    """A table of a page: its ``cells`` (row-major), ``box`` (their union) and ``rows`` (the text
-    lines it reads as, see the module docstring).
+    """A table of a page: its ``cells`` (row-major), ``box`` (their union), ``rows`` (the text
+    lines it reads as, see the module docstring) and ``voted`` (segment index -> text: the cells of
+    one segment whose text the table's votes changed, :mod:`gateway.output.table_votes`, so that the
+    cell's own ``line`` block can say the same).
     """
 
     cells: list[TableCell] = field(default_factory=list)
     box: Box = (0.0, 0.0, 0.0, 0.0)
     rows: list[str] = field(default_factory=list)
+    voted: dict[int, str] = field(default_factory=dict)
 
     def n_columns(self) -> int:
         """Columns of the table (1 + the largest column number; 0 without cells)."""
@@ -48,7 +52,11 @@ def _union(boxes: Sequence[Box]) -> Box:
 
 def _finish(cells: dict[tuple[int, int], _Open], scores: Sequence[SegmentScore] | None, model_id: str) -> Table:
     table = Table()
-    for (r, c), (text, boxes, segs) in sorted(cells.items()):
+    voted = vote_cells({key: text for key, (text, _, _) in cells.items()})
+    for (r, c), (read, boxes, segs) in sorted(cells.items()):
+        text = voted[(r, c)]
+        if text != read and len(segs) == 1:
+            table.voted[segs[0]] = text
         conf, warnings = cell_signal([scores[i] for i in segs], text, model_id) if scores is not None else (0.0, [])
         table.cells.append(TableCell(r, c, text, _union(boxes), conf, warnings=warnings))
     table.box = _union([c.box for c in table.cells])

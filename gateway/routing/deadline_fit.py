@@ -19,8 +19,8 @@ refused with :class:`~inkstream.errors.TooLongForDeadline` (HTTP 413, gRPC INVAL
 Before the gateway has measured its rate (a fresh stack, or a gateway that only read small
 requests, which never fill a window), the seconds per page are, in this order: the configured prior
 (``pipeline.seconds_per_page_prior``), else the encoder replicas' own rates from their ``Info``
-(``InfoResponse.seconds_per_page``: measured on the pages they served, or estimated from their
-warm-up, :mod:`encoder_service.warm_rate`) combined over the replicas
+(``InfoResponse.seconds_per_page``: measured on the pages they served while kept full, or estimated
+from their warm-up, :mod:`encoder_service.warm_rate`) combined over the replicas
 (:func:`stage_seconds_per_page`). That is the encoder stage alone, a lower bound of the stack's time
 (the decoders' share is not known before pages are read): a document refused on it could not be
 read in time even if decoding cost nothing. Only when no replica reports a rate is nothing refused.

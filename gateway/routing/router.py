@@ -33,10 +33,11 @@ from collections.abc import AsyncIterator, Callable, Set
 from dataclasses import dataclass
 
 from gateway.clients.calls import CallFailure
-from gateway.clients.decoder import fetch_decoder_info
+from gateway.clients.decoder import DecoderInfo, fetch_decoder_info
 from gateway.clients.encoder import fetch_encoder_info
 from gateway.routing.config import PipelineConfig
 from gateway.routing.replicas import Replica, ReplicaSet
+from gateway.types import EncoderInfo
 from inkstream.errors import Unavailable
 from inkstream.fair import WorkKey
 from inkstream.fair_window import FairWindow, KeyedSlots
@@ -285,18 +286,18 @@ class Router:
         incarnation = r.incarnation
         fetch = fetch_encoder_info if stage == "encoder" else fetch_decoder_info
         try:
-            info = await fetch(r.channel, self.config.info_timeout_s)
+            info: EncoderInfo | DecoderInfo = await fetch(r.channel, self.config.info_timeout_s)
         except CallFailure as exc:
             log.warning("replica %s Info failed: %s", r.address, exc)
             route.info_incarnation, route.info_ok, route.info_tried_at = incarnation, False, time.monotonic()
             return
         route.revision = info.revision
-        route.seconds_per_page = getattr(info, "seconds_per_page", 0.0)
+        # Only an encoder reports a rate (busy seconds per page); a decoder's Info has none.
+        route.seconds_per_page = info.seconds_per_page if isinstance(info, EncoderInfo) else 0.0
         route.info_incarnation, route.info_ok, route.info_tried_at = incarnation, True, time.monotonic()
         if info.window:
             # Express pages only where the replica holds more than its window (its queue would refuse them).
-            capacity = getattr(info, "capacity", 0)
-            express = ENCODER_EXPRESS_PAGES if stage == "encoder" and capacity > info.window else 0
+            express = ENCODER_EXPRESS_PAGES if stage == "encoder" and info.capacity > info.window else 0
             if route.window is None:
                 route.window = FairWindow(info.window, express=express)
             elif route.window.capacity != info.window:

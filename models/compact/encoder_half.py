@@ -47,6 +47,7 @@ from models.compact.line.image import (
     width_batches,
 )
 from models.compact.line.onnx_runtime import OnnxLineEncoder
+from models.compact.line.quotes import hairline_quotes
 from models.compact.line.rules import erase_rules
 from models.compact.line.runners import load_torch_towers, open_onnx_towers
 from models.compact.line.split import SPLIT_PX, split_line
@@ -165,6 +166,14 @@ class CompactEncoderHalf(EncoderHalf):
             out.append(padded)
         return out
 
+    def _reads_forward(self, crops: list[Image.Image]) -> list[bool]:
+        """Faint-band line crops -> whether each reads the right way round on the PP tower
+        (:func:`models.compact.line.show_through.reads_forward`; a bilingual checkpoint only).
+        """
+        from models.compact.line.show_through import reads_forward
+
+        return reads_forward(self._pp, crops)
+
     def route(self, crops: list[Image.Image]) -> tuple[list[bool], list[np.ndarray | None]]:
         """Line crops of one page -> (the tower of each line, True: PP tower; the Latin tower's vision
         tokens [W/16, hidden] float32 of each line, from the routing forward, None without a PP tower).
@@ -172,8 +181,9 @@ class CompactEncoderHalf(EncoderHalf):
         whole line (:meth:`models.compact.line.towers.PPTower.script_lines`), and a Chinese page sends every
         line to the PP tower (:func:`models.compact.line.towers.page_routes`), as do a page or a line the
         Latin tower reads with doubt, when the checkpoint has a read head
-        (:func:`models.compact.line.doubt.doubt_routes`); a Latin checkpoint keeps every line on the Latin
-        tower (no forward here).
+        (:func:`models.compact.line.doubt.doubt_routes`), and a line holding a hairline double quote
+        (:func:`models.compact.line.quotes.hairline_quotes`); a Latin checkpoint keeps every line on the
+        Latin tower (no forward here).
         """
         if self._pp is None:
             return [False] * len(crops), [None] * len(crops)
@@ -190,6 +200,8 @@ class CompactEncoderHalf(EncoderHalf):
             routes = doubt_routes(routes, doubts, doubtful, share, alone,
                                   [prepare.ink_contrast(c) for c in crops] if faint > 0 or scan > 0 else (), faint,
                                   scan, scan_doubt)
+        # a hairline double quote reads as an apostrophe on the Latin tower, right on the PP tower
+        routes = [r or hairline_quotes(c) > 0 for r, c in zip(routes, crops, strict=True)]
         return routes, list(tokens)
 
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
@@ -207,7 +219,8 @@ class CompactEncoderHalf(EncoderHalf):
             raise InvalidInput(f"page of {image.width}x{image.height} px is too small "
                                f"(min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
         upright, lines, rotation = self._detector.detect(prepare.positive(image))  # light-on-dark inverted
-        lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln))  # faint bleed-through is no text
+        lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln),  # faint bleed-through is no text
+                                    self._reads_forward if self._pp is not None else None)
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
         tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
         cjk, latin = self.route([c for c, _ in tight])
@@ -216,7 +229,7 @@ class CompactEncoderHalf(EncoderHalf):
             # Read without a form's box edges and underlines; routed with them (line/rules.py: its doubt
             # is the page's sign of a scan), so a line they were erased from is encoded again.
             read = erase_rules(crop)
-            parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX)
+            parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX, tabs=not pp)
             whole = tokens if len(parts) == 1 and read is crop else None  # a Latin line read whole: routing encoded it
             pieces += [(parts[0][0], parts[0][1], ln.join, pp, whole), *((*part, pp, None) for part in parts[1:])]
         tensors, n_tokens, towers = {}, [], []

@@ -12,7 +12,10 @@ took 37 ms per MoE layer where the same matmuls one expert after another take 32
 with the batch is memory traffic: at 8 rows every expert is touched (weights read per step 35 ->
 62 MB) and the KV cache is read whole (5 -> 42 MB), at ~10 GB/s for one core of the bench machine
 (a cold 10 MB read took 1 ms); no code change removes that in float32. The glue is what this module
-cuts.
+cuts, and each weight of a product with few rows is streamed into cache before the product
+(:mod:`models.deepseek_ocr2.cache_warm`: MKL's small-row kernels read a cold weight at 5-8 GB/s, a
+linear pass at ~16-23 GB/s; same results; 8-row step 21.0-22.3 -> 18.2-19.3 ms, 1 row
+9.6-9.8 -> 7.7-8.1 ms).
 
 :class:`LeanDecodeStep` walks the layers with plain tensor calls on the model's own parameters (no
 copies) and performs, op for op, what transformers does with ``attn_implementation="sdpa"`` and
@@ -38,6 +41,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from models.deepseek_ocr2 import cache_warm
+from models.deepseek_ocr2.cache_warm import linear
 
 
 class LeanDecodeStep:
@@ -66,30 +72,30 @@ class LeanDecodeStep:
             h = h + self._attention(layer.self_attn, layer.input_layernorm(h), cos, sin, mask, cache, i)
             mlp = layer.mlp
             x = layer.post_attention_layernorm(h)
-            h = h + (self._moe(mlp, x) if hasattr(mlp, "experts") else mlp(x))
+            h = h + (self._moe(mlp, x) if hasattr(mlp, "experts") else mlp_forward(mlp, x))
         h = self.text.norm(h)
-        return self.lm_head(h[:, -1]).float()
+        return linear(self.lm_head, h[:, -1]).float()
 
     def _attention(self, attn: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    mask: torch.Tensor, cache: Any, idx: int) -> torch.Tensor:
         B, T = x.shape[:2]
         shape = (B, T, -1, attn.head_dim)
-        q = attn.q_proj(x).view(shape).transpose(1, 2)
-        k = attn.k_proj(x).view(shape).transpose(1, 2)
-        v = attn.v_proj(x).view(shape).transpose(1, 2)
+        q = linear(attn.q_proj, x).view(shape).transpose(1, 2)
+        k = linear(attn.k_proj, x).view(shape).transpose(1, 2)
+        v = linear(attn.v_proj, x).view(shape).transpose(1, 2)
         q, k = self._rotary(q, k, cos, sin)
         k, v = cache.update(k, v, idx)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0, scale=attn.scaling,
                                              is_causal=False)
         out = out.transpose(1, 2).contiguous().reshape(B, T, -1).contiguous()
-        return attn.o_proj(out)
+        return linear(attn.o_proj, out)
 
     @staticmethod
     def _moe(moe: Any, x: torch.Tensor) -> torch.Tensor:
         """Router, routed experts (:func:`experts_forward`) and shared experts of one MoE block."""
         _, weights, top = moe.gate(x)
         routed = experts_forward(moe.experts, x.view(-1, x.shape[-1]), top, weights).view(x.shape)
-        return routed + moe.shared_experts(x)
+        return routed + mlp_forward(moe.shared_experts, x)
 
 
 def experts_forward(ex: Any, hidden: torch.Tensor, top: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -98,22 +104,41 @@ def experts_forward(ex: Any, hidden: torch.Tensor, top: torch.Tensor, weights: t
     ``grouped_mm`` path does and each expert touched runs one gate/up and one down matmul on its slice,
     the matmuls ``_grouped_mm`` runs per group on a CPU, so results are bit-identical to that path
     without its per-call bookkeeping (``histc``, ``cumsum``, capability checks, inverse permutation).
+    An expert with at most ``WARM_MAX_ROWS`` tokens has its weights streamed into cache first
+    (:mod:`models.deepseek_ocr2.cache_warm`; same results) The gather, routing-weight product and
+    un-permutation are done in place or by ``index_select`` / ``index_copy_`` (the same values
+    moved and multiplied, without advanced-indexing temporaries: 61 -> 59 ms per MoE layer of an
+    8-prompt prefill, 2292 tokens).
     """
     k = top.shape[-1]
     ids_sorted, perm = torch.sort(top.reshape(-1))
-    xs = hidden[perm // k]
+    xs = hidden.index_select(0, perm // k)
     counts = torch.bincount(ids_sorted, minlength=ex.num_experts).tolist()
     proj = xs.new_empty(xs.shape[0], ex.down_proj.shape[1])
     start = 0
     for e, n in enumerate(counts):
         if n:
+            if n <= cache_warm.WARM_MAX_ROWS:
+                cache_warm.warm(ex.gate_up_proj[e], ex.down_proj[e])
             gate, up = F.linear(xs[start:start + n], ex.gate_up_proj[e]).chunk(2, dim=-1)
-            proj[start:start + n] = F.linear(ex.act_fn(gate) * up, ex.down_proj[e])
+            torch.mm(ex.act_fn(gate) * up, ex.down_proj[e].t(), out=proj[start:start + n])
             start += n
-    proj = proj * weights.reshape(-1)[perm].unsqueeze(-1)
-    unsorted = torch.empty_like(proj)
-    unsorted[perm] = proj
+    proj.mul_(weights.reshape(-1)[perm].unsqueeze(-1))
+    unsorted = torch.empty_like(proj).index_copy_(0, perm, proj)
     return unsorted.view(hidden.shape[0], k, -1).sum(dim=1).to(hidden.dtype)
+
+
+def mlp_forward(mlp: Any, x: torch.Tensor) -> torch.Tensor:
+    """A dense MLP block (a layer's MLP or an MoE's shared experts) on ``x`` [..., H]: for
+    transformers' ``DeepseekOcr2TextMLP`` its own operations, ``down(act(gate(x)) * up(x))``, with
+    each weight streamed into cache first when ``x`` has few rows (:func:`cache_warm.linear
+    <models.deepseek_ocr2.cache_warm.linear>`; same results); any other module is called as is.
+    """
+    from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextMLP
+
+    if type(mlp) is not DeepseekOcr2TextMLP:
+        return mlp(x)
+    return linear(mlp.down_proj, mlp.act_fn(linear(mlp.gate_proj, x)) * linear(mlp.up_proj, x))
 
 
 def install_sorted_experts(text: Any) -> int:

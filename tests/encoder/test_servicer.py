@@ -10,7 +10,9 @@ import grpc
 import pytest
 import torch
 
+from gateway.routing.deadline_fit import DocumentLoad
 from inkstream.errors import retry_after_of
+from inkstream.pace import ServiceRate
 from inkstream.pb import encoder_pb2, tensor_pb2
 from inkstream.wire import from_wire
 from models.base import TokenColumns
@@ -167,6 +169,29 @@ async def test_info_reports_the_warm_ups_seconds_per_page_before_any_page_is_ser
         info = await stub.Info(encoder_pb2.InfoRequest())
         assert not srv.batcher.pace.measured  # only the warm-up ran
     assert 0.4 / batch <= info.seconds_per_page < 0.4 / batch + 0.15
+
+
+async def test_pages_served_one_at_a_time_do_not_make_the_rate_a_latency(patch_half: PatchHalf):
+    # A forward pass takes 0.4 s whatever its size (a batch of 4 is one forward): kept full, a page costs
+    # ~0.1 s. Pages sent one at a time each took the whole 0.4 s alone, and that latency used to become
+    # the replica's reported seconds_per_page, 4x its throughput: a gateway that had not measured the
+    # stack itself then refused a document (TOO_LONG_FOR_DEADLINE) that would have been read in time.
+    patch_half.delay_s = 0.4
+    async with running_encoder(patch_half, max_batch_size=4, max_wait_ms=5.0) as (srv, stub, _):
+        warm = (await stub.Info(encoder_pb2.InfoRequest())).seconds_per_page
+        assert 0.1 <= warm < 0.25
+        for i in range(6):  # more than ServiceRate's min_units, each page alone in the replica
+            await encode_all(stub, requests([(i, page_png(60 + i), "")]))
+        alone = (await stub.Info(encoder_pb2.InfoRequest())).seconds_per_page
+        assert alone < 0.25, f"{alone:.2f} s a page after single pages: their latency, not the throughput"
+        # A gateway that has not measured the stack: 40 pages in 10 s fit at ~0.1-0.25 s a page (not at 0.4).
+        DocumentLoad(ServiceRate(), lambda: alone).check("doc", pages=40, time_left_s=10.0)
+        # Kept full (four streams of four pages), the measured rate takes over, at its throughput.
+        await asyncio.gather(*(encode_all(stub, requests([(i, page_png(80 + s * 4 + i), "")]))
+                               for s in range(4) for i in range(4)))
+        assert srv.batcher.pace.measured
+        full = (await stub.Info(encoder_pb2.InfoRequest())).seconds_per_page
+    assert 0.05 < full < 0.25, full
 
 
 class _ColdStartHalf(PatchHalf):

@@ -119,6 +119,37 @@ async def test_progress_clock_starts_when_the_request_is_sent(server, tmp_path, 
     assert bar["n"] / bar["elapsed"] < 1 / (PAGE_DELAY_S * 0.9)  # page/s as the page really took
 
 
+async def test_progress_line_before_the_page_count_is_known_says_what_it_waits_for(server, tmp_path, capsys):
+    """Found in the new-user tryout: until X-Pages-Total came, the bar read "one.pdf: 0page [00:00, ?page/s]".
+    Every frame it draws now is either the waiting line or a counted one ("n/total")."""
+    url, _ = server
+    doc = tmp_path / "two.pdf"
+    doc.write_bytes(marked_pdf([1, 2]))
+    pages, _ = await asyncio.to_thread(ocr_cli.stream_pages, url, doc, {"format": "text"}, progress=True)
+    assert len(pages) == 2
+    frames = [f.strip() for f in re.split(r"[\r\n]", capsys.readouterr().err) if f.strip()]
+    frames = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", f).strip() for f in frames]
+    frames = [f for f in frames if f]
+    assert frames, "no progress line was drawn"
+    assert frames[0] == "two.pdf: waiting for the first page [00:00]", frames
+    assert not any("0page" in f or "?page" in f for f in frames), frames
+    assert all(f.startswith("two.pdf: waiting") or re.search(r"\b[0-2]/2\b", f) for f in frames), frames
+    assert re.search(r"\b2/2\b.* page/s", frames[-1]), frames
+
+
+async def test_a_refused_document_is_reported_with_its_reason(server, tmp_path, capsys):
+    # Found in the new-user tryout: a zero-page PDF (HTTP 422) printed "INVALID_ARGUMENT: the document has
+    # no pages", the code shared with every 400; the gateway's reason says which refusal it was.
+    import pikepdf
+
+    url, _ = server
+    doc = tmp_path / "zero.pdf"
+    pikepdf.new().save(doc)
+    assert await asyncio.to_thread(ocr_cli.main, [str(doc), "--gateway", url, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "inkstream ocr: NOTHING_TO_READ: the document has no pages" in err, err
+
+
 async def test_cached_answer_says_so(server, tmp_path, capsys):
     url, fake = server
     doc = tmp_path / "two.pdf"

@@ -86,6 +86,32 @@ async def test_sync_client_jobs(grpc_env, tmp_path):
     await asyncio.to_thread(run_jobs)
 
 
+async def test_get_job_reports_a_failed_jobs_error_as_rest_does(grpc_env):
+    # Found in the new-user tryout: GetJob gave a failed job's error as one string "CODE: message" (no
+    # reason), where GET /v1/jobs/{id} has {code, reason, message}; a client could not tell 422
+    # NOTHING_TO_READ from any other INVALID_ARGUMENT without parsing the text.
+    from client.results import JobError
+    from inkstream.errors import Unprocessable
+    from tests.gateway_api.test_jobs import zero_page_pdf
+
+    target, _, _ = grpc_env
+    async with AsyncGatewayClient(target, timeout_s=30) as c:
+        with pytest.raises(Unprocessable) as direct:
+            await c.recognize(zero_page_pdf())
+        job = await c.submit_job(zero_page_pdf())
+        assert job.error is None
+        for _ in range(400):
+            st = await c.get_job(job.job_id)
+            if st.status in ("failed", "done"):
+                break
+            await asyncio.sleep(0.05)
+        assert st.status == "failed"
+        assert st.error == JobError("INVALID_ARGUMENT", "NOTHING_TO_READ", direct.value.message)
+        with pytest.raises(Unprocessable) as res:  # the result answers the same error
+            await c.job_result(job.job_id)
+        assert res.value.message == st.error.message
+
+
 async def test_cancel_job_and_health(grpc_env):
     target, fake, _ = grpc_env
     fake.delay_s = 0.3

@@ -97,6 +97,20 @@ async def test_a_job_refused_by_its_worker_answers_the_same_status_and_reason_as
     assert res.status_code == 422 and res.json()["error"] == ocr.json()["error"]
 
 
+async def test_a_request_without_a_document_says_the_three_ways_to_send_one(env):
+    # Found in the new-user tryout: urlencoded options without a document (`curl -d format=text`) were
+    # answered "the upload is empty (0 bytes)", and a multipart form without 'file' named only 'file'.
+    c, _, _ = env
+    for route in ("/v1/ocr", "/v1/jobs"):
+        for kw in ({"data": {"format": "text"}}, {"files": {"format": (None, "text")}}, {"data": {"source": ""}}):
+            r = await c.post(route, **kw)
+            assert r.status_code == 400, (route, kw, r.text)
+            msg = r.json()["error"]["message"]
+            assert msg.startswith("no document in the request") and "'file'" in msg and "source=s3://" in msg, msg
+    empty = await c.post("/v1/ocr", files={"file": ("d.pdf", b"")})  # a document was sent: it is empty
+    assert empty.status_code == 400 and "empty (0 bytes)" in empty.json()["error"]["message"]
+
+
 def zero_page_pdf() -> bytes:
     """A well-formed PDF whose page tree is empty."""
     import io

@@ -230,6 +230,20 @@ async def test_presigned_upload_then_source(pair, engines):
         assert r.status_code in (400, 403, 404), (bad, r.text)
 
 
+async def test_source_as_a_query_parameter_beside_multipart_options(pair):
+    # Found in the new-user tryout: `curl -F format=text "/v1/ocr?source=s3://..."` was refused "no
+    # document in the request" (the multipart parser judged the form alone), while the same source
+    # with urlencoded options or a bare POST was read.
+    (a, _, _), _ = pair
+    up = (await a.post("/v1/uploads")).json()
+    assert httpx.put(up["upload_url"], content=marked_pdf([3])).status_code == 200
+    r = await a.post("/v1/ocr", params={"source": up["source"]}, files={"format": (None, "text")})
+    assert r.status_code == 200, r.text
+    assert r.text.strip() == expected_text(3)
+    job = await a.post("/v1/jobs", params={"source": up["source"]}, files={"format": (None, "text")})
+    assert job.status_code == 202, job.text
+
+
 async def test_redis_down_means_not_ready_and_503(engines, tmp_path):
     redis_srv, s3 = engines
     cfg = shared_config(redis_srv, s3, tmp_path, "c", "down")

@@ -65,3 +65,17 @@ def test_light_text_on_a_dark_background_is_cut_at_its_gaps():
     inverted = Image.eval(im, lambda v: 255 - v)
     cuts = split_points(inverted)
     assert cuts and all(not any(a <= c < b for a, b in spans) for c in cuts)
+
+
+def test_a_short_line_is_cut_at_a_tab_gap_into_pieces_joined_by_a_space():
+    """A form's label and its value found as one box (``Account number:    599-48033``, the gap 2.5
+    ink heights): read whole, the recogniser filled the gap with a stray ``_``. Word gaps are kept."""
+    im, spans = _words_line(2, word_px=120, gap_px=10, height=32)  # the label: two words, ink 20 px tall
+    line = Image.new("RGB", (im.width + 50 + 150, 32), (255, 255, 255))
+    line.paste(im, (0, 0))
+    ImageDraw.Draw(line).rectangle((im.width + 50, 6, im.width + 50 + 139, 25), fill=(0, 0, 0))  # the value
+    assert line.width < SPLIT_PX and split_points(line) == []
+    (label, lbox, j0), (value, vbox, j1) = split_line(line, (100.0, 50.0, 100.0 + line.width, 82.0))
+    assert (j0, j1) == ("line", "space")
+    assert spans[-1][1] < lbox[2] - 100.0 == vbox[0] - 100.0 < im.width + 50  # cut inside the gap
+    assert label.width + value.width == line.width and vbox[2] == 100.0 + line.width

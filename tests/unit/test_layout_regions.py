@@ -64,6 +64,21 @@ def test_table_region_with_header_row_gets_cell_joins():
     assert order[3].join == "cell:1:1:0" and order[-1].join == "cell:1:5:2"
 
 
+def test_table_last_row_left_below_its_closing_rule_joins_it_and_a_note_does_not():
+    """A booktabs / horizontally ruled table whose last row the analysis left in a block of its own
+    below the table (issue 37, bench/tables.py seeds 1-3: that row's cells were read as loose lines
+    after the table); a one-line note under it stays outside."""
+    rows = [[_line(100, 300 + 40 * r, 220, 328 + 40 * r), _line(400, 300 + 40 * r, 520, 328 + 40 * r),
+             _line(560, 300 + 40 * r, 600, 328 + 40 * r)] for r in range(5)]
+    last = [_line(100, 510, 210, 538), _line(400, 510, 500, 538), _line(560, 510, 610, 538)]
+    note = _line(100, 560, 480, 588)
+    layout = PageLayout(regions=[Region(TABLE, (95, 295, 650, 490), 0), Region(TEXT, (95, 505, 650, 542), 1),
+                                 Region(TEXT, (95, 555, 650, 592), 2)])
+    order = region_order([*[c for r in rows for c in r], *last, note], layout, 1200)
+    assert [ln.join for ln in order[15:18]] == ["cell:1:5:0", "cell:1:5:1", "cell:1:5:2"]
+    assert order[-1] is note and note.join != "cell:1:6:0"
+
+
 def test_skew_is_measured_from_the_lines():
     lines = []
     for i in range(8):  # lines rising to the right by 5 degrees
@@ -176,3 +191,34 @@ def test_rules_that_are_strokes_lined_up_are_not_erased():
         draw.rectangle((60, y, 62, y + 30), fill=0)
     border, strokes, column = (50.0, 20.0, 550.0, 22.0), (100.0, 60.0, 369.0, 62.0), (60.0, 100.0, 62.0, 250.0)
     assert unbroken_rules([border, strokes, column], np.asarray(img)) == [border]
+
+
+def _inked(lines: list[LineBox], size: tuple[int, int], pitch: int = 40, glyph: int = 36) -> np.ndarray:
+    """A white page (uint8 [H, W]) with each line's box filled with black "glyphs" ``glyph`` px wide
+    every ``pitch`` px (hanzi set solid: 4 px between them, no word spaces)."""
+    im = Image.new("L", size, 255)
+    d = ImageDraw.Draw(im)
+    for ln in lines:
+        x0, y0, x1, y1 = (int(v) for v in ln.box)
+        for x in range(x0, x1 - glyph + 1, pitch):
+            d.rectangle((x, y0 + 3, x + glyph - 1, y1 - 3), fill=0)
+    return np.asarray(im)
+
+
+def test_a_line_across_two_blocks_without_a_gutter_joins_them_and_is_kept_whole():
+    """Generated Chinese report, ``bench/doc_pages.py --seed 700`` page 5: Tesseract cut a paragraph of
+    hanzi into side-by-side blocks; its lines were cut between them and read as two columns, the
+    last line first (13 % CER, 0 % order-free). A line with ink all across the gap between two
+    blocks is one block's line; with a blank gutter it is still cut (test above)."""
+    para = [_line(140, 285, 1350, 326), _line(140, 343, 1575, 387), _line(140, 406, 383, 444)]
+    layout = PageLayout(regions=[Region(TEXT, (144, 287, 617, 321), 0), Region(TEXT, (144, 348, 617, 439), 1),
+                                 Region(TEXT, (875, 287, 1568, 381), 2)])
+    order = region_order(para[::-1], layout, 2200, _inked(para, (1700, 2200)))
+    assert order == para
+    left, right = _column(100, 480, 150, 10), _column(540, 920, 150, 10)
+    across = _line(100, 550, 920, 578)
+    page = _inked(left + right, (1200, 1200)).copy()
+    page[550:578, 100:480], page[550:578, 540:920] = 0, 0  # the line's ink stops at the gutter
+    layout = PageLayout(regions=[Region(TEXT, (95, 145, 485, 590), 0), Region(TEXT, (535, 145, 925, 590), 1)])
+    order = region_order([*right, across, *left], layout, 1200, page)
+    assert len(order) == 22 and order[:10] == left and order[10].box[2] == pytest.approx(510.0)

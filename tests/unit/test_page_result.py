@@ -125,3 +125,18 @@ def test_stitched_table_cells_carry_confidence_and_scaled_boxes():
     table = page.blocks[-1]
     assert table.type == "table" and [c.confidence for c in table.cells] == pytest.approx([0.6, 0.7])
     assert table.cells[1].box == pytest.approx((120, 0, 200, 20))
+
+
+def test_a_cell_the_tables_vote_changed_says_the_same_in_its_line_block():
+    """A table's decimal-mark vote (gateway/output/table_votes.py) reaches the cell's own ``line`` block,
+    words included, so hOCR and the searchable PDF say what the cell and the page text say."""
+    rows = [["Iowa", "-0.0153"], ["Ohio", "-0,0153"], ["Utah", "0.1406"], ["Chad", "0.0871"], ["Fiji", "-0.1102"]]
+    segs = [SegmentText(2 * r + c, text, (100.0 * c, 30.0 * r, 100.0 * c + 80, 30.0 * r + 20),
+                        join=cell_join(Cell(1, r, c)), generated_tokens=4, confidence=0.9,
+                        words=[(text, (100.0 * c, 30.0 * r, 100.0 * c + 80, 30.0 * r + 20))])
+            for r, row in enumerate(rows) for c, text in enumerate(row)]
+    page = page_result(PageOutcome(0, "ok", segments=segs, width=200, height=150))
+    lines = [b for b in page.blocks if b.type == "line"]
+    assert len(lines) == 10 and lines[3].text == "-0.0153" and [w.text for w in lines[3].words] == ["-0.0153"]
+    assert "Ohio  -0.0153" in page.text and page.blocks[-1].cells[3].text == "-0.0153"
+    assert "-0,0153" not in json.dumps(dataclasses.asdict(page))

@@ -17,7 +17,10 @@ this order:
 3. **numbers from the spikes** (:func:`models.compact.decode.numbers.numbers_from_spikes`, rules made
    :meth:`FinishRules.from_vocab`): a segment that the spikes and the decoder both read as one number
    takes the spikes' reading (the decoder's prior adds or changes digits on short table cells);
-4. **spacing head** (:func:`models.compact.decode.spacing.respace`, checkpoints with a ``"spacing"``
+4. **quantities from the spikes** (:func:`models.compact.decode.quantities.quantity_from_spikes`): a
+   segment that the spikes read as a receipt's ``count x price`` is written so from them, the sign as
+   the letter x (the recogniser reads it ``×``, the decoder drops or garbles it);
+5. **spacing head** (:func:`models.compact.decode.spacing.respace`, checkpoints with a ``"spacing"``
    entry only): the head's confident spaces and punctuation widths.
 
 :func:`finish_segment` owns the chain. The decoder half
@@ -40,6 +43,7 @@ import torch
 
 from models.compact.decode.copy_head import past_last_spike, repeated_tail, spike_frames, trim_overrun
 from models.compact.decode.numbers import number_vocab, numbers_from_spikes
+from models.compact.decode.quantities import quantity_from_spikes, quantity_vocab
 from models.compact.decode.rereads import drop_stuttered_marks, drop_unread_repeats
 from models.compact.decode.spacing import FULL_TO_HALF, respace, spike_classes, width_pairs
 from models.compact.line.columns import character_spikes
@@ -70,7 +74,9 @@ class FinishRules:
     characters in either width (:func:`models.compact.decode.numbers.number_vocab`; empty: the numbers
     step is skipped), ``separator_ids`` (the decimal and group separators). ``mark_ids``: the
     vocabulary's punctuation marks (Unicode category P*, :func:`mark_vocab`; empty: the stutter
-    step is skipped, as in the trainer's rules).
+    step is skipped, as in the trainer's rules). ``sign_ids`` (a quantity's sign -> the id written for
+    it) and ``quantity_like_ids`` (what a decoder's quantity may hold):
+    :func:`models.compact.decode.quantities.quantity_vocab`; empty: the quantities step is skipped.
     """
 
     eos_ids: frozenset[int]
@@ -83,6 +89,8 @@ class FinishRules:
     number_like_ids: frozenset[int] = frozenset()
     separator_ids: frozenset[int] = frozenset()
     mark_ids: frozenset[int] = frozenset()
+    sign_ids: Mapping[int, int] = field(default_factory=dict)
+    quantity_like_ids: frozenset[int] = frozenset()
 
     @classmethod
     def from_vocab(cls, vocab: Mapping[str, int], eos_ids: Collection[int],
@@ -92,7 +100,7 @@ class FinishRules:
         """
         return cls(frozenset(int(t) for t in eos_ids), vocab.get(" ", -1), width_pairs(dict(vocab)),
                    frozenset(vocab[c] for c in FULL_TO_HALF if c in vocab), spacing_confidence,
-                   *number_vocab(vocab), mark_vocab(vocab))
+                   *number_vocab(vocab), mark_vocab(vocab), *quantity_vocab(vocab))
 
 
 def mark_vocab(vocab: Mapping[str, int]) -> frozenset[int]:
@@ -135,6 +143,8 @@ def finish_segment(state: FinishState | None, token_ids: list[int], rules: Finis
     kept = drop_unread_repeats(kept, state.spike_ids, rules.space_id)
     kept = numbers_from_spikes(kept, state.spike_ids, rules.number_ids, rules.digit_ids, rules.number_like_ids,
                                rules.separator_ids)
+    kept = quantity_from_spikes(kept, state.spike_ids, rules.digit_ids, rules.separator_ids, rules.sign_ids,
+                                rules.quantity_like_ids, rules.space_id)
     if state.spacing is not None and rules.spacing_confidence is not None:
         kept = respace(kept, state.spacing, state.spike_ids, rules.space_id, dict(rules.pairs),
                        set(rules.full_ids), rules.spacing_confidence)

@@ -24,6 +24,7 @@ import numpy as np
 from PIL import Image
 
 from models.compact.line.image import gray_percentiles
+from models.compact.line.runs import true_runs
 
 #: a box edge lies in this outer share of the crop's width, at either end ...
 EDGE_ZONE = 0.15
@@ -54,20 +55,13 @@ def _ink(gray: np.ndarray) -> tuple[np.ndarray, float]:
     return gray < paper - INK_LEVEL * (paper - ink), float(paper)
 
 
-def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of each run of True in a 1-D bool array."""
-    padded = np.concatenate([[False], flags, [False]]).astype(np.int8)
-    d = np.diff(padded)
-    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist(), strict=True))
-
-
 def edge_columns(ink: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) column runs of ``ink`` [H, W] (bool) that are box edges (module docstring)."""
     h, w = ink.shape
     share = ink.mean(axis=0)
     zone = max(1, int(round(EDGE_ZONE * w)))
     out = []
-    for a, b in _runs(share >= EDGE_MIN_ROWS):
+    for a, b in true_runs(share >= EDGE_MIN_ROWS):
         while a > 0 and share[a - 1] >= EDGE_HALO:  # the blurred sides of the stroke
             a -= 1
         while b < w and share[b] >= EDGE_HALO:
@@ -98,7 +92,7 @@ def rule_rows(ink: np.ndarray) -> list[tuple[int, int]]:
     h, w = ink.shape
     wide = ink.mean(axis=1) >= RULE_MIN_SPAN
     zone, thick = max(1, int(round(RULE_ZONE * h))), max(1, int(round(RULE_MAX_ROWS * h)))
-    return [(a, b) for a, b in _runs(wide) if b - a <= thick and (b <= zone or a >= h - zone)]
+    return [(a, b) for a, b in true_runs(wide) if b - a <= thick and (b <= zone or a >= h - zone)]
 
 
 def erase_rules(crop: Image.Image) -> Image.Image:

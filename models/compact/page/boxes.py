@@ -69,6 +69,22 @@ class LineLike(Protocol):
     score: float
 
 
+class Boxed(Protocol):
+    """Anything with an axis-aligned ``box`` (x0, y0, x1, y1) in page pixels: a line, a group, a block."""
+
+    box: tuple[float, float, float, float]
+
+
+def centre_x(item: Boxed) -> float:
+    """The horizontal centre of ``item.box``, page pixels (which side of a gutter a line lies on)."""
+    return (item.box[0] + item.box[2]) / 2
+
+
+def centre_y(item: Boxed) -> float:
+    """The vertical centre of ``item.box``, page pixels (which row or band a line belongs to)."""
+    return (item.box[1] + item.box[3]) / 2
+
+
 #: a line type the caller chose (:class:`LineBox`, or a detector's own record)
 L = TypeVar("L", bound=LineLike)
 

@@ -2,7 +2,9 @@
 
 1. Each line goes to the text / heading / caption / table region holding most of its area; a line
    that the detector ran across a gutter (large parts in two side-by-side regions) is cut at the
-   gutter first. Regions that overlap much (a drop cap's block and its paragraph) are merged.
+   gutter first -- where the page image shows a gutter's gap in it; a line with ink all across the
+   gap between two side-by-side regions makes them one region (:func:`assign`).
+   Regions that overlap much (a drop cap's block and its paragraph) are merged.
 2. Lines in no such region but inside an image region (figure labels, text in a photo) are that
    region's group, read after the block just above the figure; any other line is a region of its own.
 3. A page with a margin column of line numbers (a transcript) keeps its line-level order: the
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from models.compact.page.layout import HEADING, IMAGE, TABLE, Box, PageLayout, interval_gaps
-from models.compact.page.xycut import PANEL_GAP, ROW_BAND_GAP, is_prose
+from models.compact.page.xycut import PANEL_GAP, ROW_BAND_GAP, SECTION_GAP, SECTION_RATIO, is_prose, median_row_gap
 
 #: Share of a line's width that must lie in each of two side-by-side regions for the line to be cut
 #: at their gutter (below it, the overhang is the detector's loose box, not a second column's text).
@@ -93,26 +95,59 @@ def _merge_overlapping(groups: list[Group]) -> list[Group]:
 
 def _split_at_gutters(line, groups: list[Group], make_piece: Callable) -> list:
     """``line`` cut where it runs across side-by-side groups (each holding >= SPLIT_SHARE of its
-    width, disjoint in x); [line] when it does not. ``make_piece(line, x0, x1)`` builds a piece.
+    width, disjoint in x, :func:`_gutter_hits`); [line] when it does not. ``make_piece(line, x0, x1)``
+    builds a piece.
     """
-    x0, y0, x1, y1 = line.box
-    w = max(1.0, x1 - x0)
-    hits = [g for g in groups if g.kind != IMAGE and _area(_inter(line.box, g.box)) > 0
-            and (min(x1, g.box[2]) - max(x0, g.box[0])) >= SPLIT_SHARE * w]
-    hits.sort(key=lambda g: g.box[0])
-    cuts = [(a.box[2] + b.box[0]) / 2 for a, b in zip(hits, hits[1:], strict=False) if a.box[2] <= b.box[0]]
+    x0, _, x1, _ = line.box
+    cuts = [(a.box[2] + b.box[0]) / 2 for a, b in _gutter_hits(line, groups)]
     if not cuts:
         return [line]
     edges = [x0, *cuts, x1]
     return [make_piece(line, a, b) for a, b in zip(edges, edges[1:], strict=False) if b - a >= 2]
 
 
-def assign(lines: list, layout: PageLayout, make_piece: Callable) -> list[Group]:
+def _gutter_hits(line, groups: list[Group]) -> list[tuple[Group, Group]]:
+    """The pairs of side-by-side groups (disjoint in x, left first) that ``line`` runs across, each
+    holding at least SPLIT_SHARE of its width.
+    """
+    x0, _, x1, _ = line.box
+    w = max(1.0, x1 - x0)
+    hits = sorted((g for g in groups if g.kind != IMAGE and _area(_inter(line.box, g.box)) > 0
+                   and (min(x1, g.box[2]) - max(x0, g.box[0])) >= SPLIT_SHARE * w), key=lambda g: g.box[0])
+    return [(a, b) for a, b in zip(hits, hits[1:], strict=False) if a.box[2] <= b.box[0]]
+
+
+def _join_spanned(lines: list, groups: list[Group], blank: Callable) -> list[Group]:
+    """``groups`` (without lines yet) with each pair of side-by-side groups that a line runs across
+    without a gutter's gap (``blank(line, x0, x1)`` False between them) made one group (the union of
+    the boxes; a table if either is): the analysis cut one block in two, the line shows it is one.
+    """
+    out = list(groups)
+    joined = True
+    while joined:
+        joined = False
+        for line in lines:
+            pair = next(((a, b) for a, b in _gutter_hits(line, out) if not blank(line, a.box[2], b.box[0])), None)
+            if pair is not None:
+                a, b = pair
+                out[out.index(a)] = Group(TABLE if TABLE in (a.kind, b.kind) else a.kind, _union(a.box, b.box))
+                out.remove(b)
+                joined = True
+                break
+    return out
+
+
+def assign(lines: list, layout: PageLayout, make_piece: Callable, blank: Callable | None = None) -> list[Group]:
     """Groups of the page with their lines (an image region's lines, e.g. a figure's labels, are a
     group of kind ``image`` at the region's place in the flow). Lines are objects with a
     ``box`` (x0, y0, x1, y1); ``make_piece(line, x0, x1)`` cuts one (see :func:`_split_at_gutters`).
+    ``blank(line, x0, x1)``: whether the line's pixels there hold a gutter's gap; where given, a line
+    is cut at a gutter between two blocks only where it has one (Tesseract cuts a paragraph of
+    hanzi, no spaces, into side-by-side blocks: its lines were cut and read as two columns).
     """
     text_groups = _merge_overlapping([Group(r.kind, r.box) for r in layout.regions if r.kind != IMAGE])
+    if blank is not None:
+        text_groups = _merge_overlapping(_join_spanned(lines, text_groups, blank))
     images = [r.box for r in layout.regions if r.kind == IMAGE]
     in_images: dict[int, list] = {}  # image region -> its lines
     loose: list[Group] = []
@@ -166,7 +201,8 @@ def xy_cut(groups: list[Group], med_h: float | None = None) -> list[Group]:
     (columns left to right, bands top to bottom); groups that overlap everywhere: top to bottom.
     A cut down the page is taken over a cut across it only when both sides read as text columns
     (:func:`models.compact.page.xycut.is_prose`), or when nothing cuts across but the gaps between
-    rows (under :data:`models.compact.page.xycut.ROW_BAND_GAP` line heights) and the cut down is a
+    rows (under :data:`models.compact.page.xycut.ROW_BAND_GAP` line heights, and no section gap
+    between stacked blocks, :data:`models.compact.page.xycut.SECTION_GAP`) and the cut down is a
     panels' gutter (:data:`models.compact.page.xycut.PANEL_GAP` line heights; a list's numbers beside
     their items are not cut off them): side-by-side panels of
     a form or an invoice (key-value pairs, addresses) are read band by band -- the panels of one band
@@ -178,13 +214,15 @@ def xy_cut(groups: list[Group], med_h: float | None = None) -> list[Group]:
     med_h = _median_height(groups) if med_h is None else med_h
     best = None  # (gap width, axis, position)
     down = None  # the widest cut down the page, columns or not
+    row_gap = median_row_gap([g.lines for g in groups], med_h)
     for k in (0, 1):
         for g0, g1 in interval_gaps([(g.box[k], g.box[k + 2]) for g in groups]):
             if k == 0 and (down is None or g1 - g0 > down[0]):
                 down = (g1 - g0, 0, (g0 + g1) / 2)
             if k == 0 and not _columns(groups, (g0 + g1) / 2, med_h):
                 continue
-            if k == 1 and g1 - g0 < ROW_BAND_GAP * med_h and down is not None and down[0] >= PANEL_GAP * med_h:
+            if (k == 1 and g1 - g0 < ROW_BAND_GAP * med_h and down is not None and down[0] >= PANEL_GAP * med_h
+                    and not (row_gap is not None and g1 - g0 >= max(SECTION_GAP * med_h, SECTION_RATIO * row_gap))):
                 continue  # a gap between two rows of side-by-side panels: the panels are cut first
             if best is None or g1 - g0 > best[0]:
                 best = (g1 - g0, k, (g0 + g1) / 2)

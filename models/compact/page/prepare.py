@@ -14,7 +14,10 @@ The recogniser was trained on dark ink on light paper (:mod:`models.compact.line
   than 10 % of its box blank) minus its ink level (the 1st percentile, the darkest 1 % of the crop's
   pixels), in 8-bit gray levels. Print, even light
   gray print, has a contrast of 90 levels and more; text from the back of the sheet showing through
-  (mirrored, 88-95 % white) has 13-31. A line below :data:`MIN_INK_CONTRAST` is not read.
+  (mirrored, 88-95 % white) has 13-31. A line below :data:`MIN_INK_CONTRAST` is not read, unless
+  the page's print is that faint too; and where contrast cannot tell faint print from show-through
+  (the *faint band*, :data:`SHOW_MIN_CONTRAST`), the recogniser decides: show-through reads
+  mirrored (:mod:`models.compact.line.show_through`).
 * :func:`tighten` trims a large line crop (display type, whose detector box holds a wide paper
   margin) to its ink with a margin, as the recogniser's training lines were cut; body-text crops
   (under :data:`TIGHTEN_MIN_PX` tall) are left exactly as detected.
@@ -29,6 +32,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from models.compact.line.image import gray_percentiles
+from models.compact.line.show_through import forward_page
 
 #: A page whose median gray (0 black .. 255 white) is below this has dark paper and light text.
 DARK_PAPER_BELOW = 110.0
@@ -40,9 +44,18 @@ MIN_INK_CONTRAST = 56.0
 #: FADED_MIN_CONTRAST levels (above the 31 of bleed-through at 88 % white, so a page of bleed-through
 #: alone stays empty) is print when it has at least FADED_SHARE of the contrast of the page's
 #: strong lines (the 90th percentile of its lines' contrasts; bleed-through beside black print has a
-#: fifth of it).
+#: fifth of it). The rule of a checkpoint without a PP tower; one with reads the faint band instead.
 FADED_MIN_CONTRAST = 40.0
 FADED_SHARE = 0.6
+#: The faint band: a line below MIN_INK_CONTRAST but of at least SHOW_MIN_CONTRAST levels (above the
+#: 13 of show-through at 95 % white; the faintest lines of the faded receipts of ``bench/receipts.py``'s
+#: tune seeds 30,000-30,035 measure 27-28) and SHOW_SHARE of the page's strong lines (the faded
+#: receipts' faintest lines hold 0.49-0.56 of it: blotches halve the ink; show-through beside black
+#: print a fifth) is print or show-through; :func:`inked_lines` asks ``reads_forward`` which, of at
+#: most SHOW_SAMPLE of them spread over the band (the page decides, not each line).
+SHOW_MIN_CONTRAST = 20.0
+SHOW_SHARE = 0.4
+SHOW_SAMPLE = 12
 #: Pixels of ink that are print enough (a stroke of a small digit): the ink level of a crop is at most
 #: the gray of its this-many-th darkest pixel (:func:`ink_contrast`).
 MIN_INK_PIXELS = 24
@@ -121,16 +134,34 @@ def ink_contrast(crop: Image.Image) -> float:
     return float(paper - min(ink, float(np.partition(a.ravel(), k)[k])))
 
 
-def inked_lines(lines: Sequence[T], crop: Callable[[T], Image.Image]) -> list[T]:
-    """The ``lines`` whose crop (``crop(line)``) has an :func:`ink_contrast` of at least
-    :data:`MIN_INK_CONTRAST` gray levels -- or, on a page of faint print, at least
-    :data:`FADED_MIN_CONTRAST` and :data:`FADED_SHARE` of the 90th percentile of the lines' contrasts
-    -- in their order: faint marks beside print, and bleed-through, are not read as text.
+def inked_lines(lines: Sequence[T], crop: Callable[[T], Image.Image],
+                reads_forward: Callable[[list[Image.Image]], list[bool]] | None = None) -> list[T]:
+    """The ``lines`` that are print, in their order: faint marks beside print, and show-through, are
+    not read as text. A line whose crop (``crop(line)``) has an :func:`ink_contrast` of at least
+    :data:`MIN_INK_CONTRAST` gray levels is print. The fainter lines of the band
+    (:data:`SHOW_MIN_CONTRAST`, :data:`SHOW_SHARE` of the 90th percentile of the lines' contrasts) are
+    print when ``reads_forward`` (dark-on-light crops -> per crop, whether it reads the right way
+    round rather than mirrored: :func:`models.compact.line.show_through.reads_forward`), asked of at
+    most :data:`SHOW_SAMPLE` of them, says so of more than half
+    (:func:`models.compact.line.show_through.forward_page`). Without ``reads_forward`` (a checkpoint
+    without a PP tower) contrast alone decides: a line of at least :data:`FADED_MIN_CONTRAST` and
+    :data:`FADED_SHARE` of that percentile is print.
     """
     contrasts = [ink_contrast(crop(ln)) for ln in lines]
     strong = float(np.percentile(contrasts, 90)) if contrasts else 0.0
-    faded = max(FADED_MIN_CONTRAST, FADED_SHARE * strong)
-    return [ln for ln, c in zip(lines, contrasts, strict=True) if c >= MIN_INK_CONTRAST or c >= faded]
+    keep = [c >= MIN_INK_CONTRAST for c in contrasts]
+    if reads_forward is None:
+        faded = max(FADED_MIN_CONTRAST, FADED_SHARE * strong)
+        keep = [k or c >= faded for k, c in zip(keep, contrasts, strict=True)]
+    else:
+        band = [i for i, c in enumerate(contrasts)
+                if not keep[i] and c >= SHOW_MIN_CONTRAST and c >= SHOW_SHARE * strong]
+        sample = [band[round(k * (len(band) - 1) / max(1, SHOW_SAMPLE - 1))] for k in range(SHOW_SAMPLE)] \
+            if len(band) > SHOW_SAMPLE else band
+        if band and forward_page(reads_forward([dark_on_light(crop(lines[i])) for i in sample])):
+            for i in band:
+                keep[i] = True
+    return [ln for ln, k in zip(lines, keep, strict=True) if k]
 
 
 def tighten(crop: Image.Image, box: tuple[float, float, float, float]

@@ -12,13 +12,14 @@ from functools import partial
 import numpy as np
 
 from models.compact.line.image import gray_percentiles
+from models.compact.line.runs import true_runs
 from models.compact.page import order as layout_order
 from models.compact.page import table
 from models.compact.page.band_panels import regroup_panels
 from models.compact.page.bands import join_key_values, split_bands
 from models.compact.page.boxes import LineBox
 from models.compact.page.layout import IMAGE, TABLE, PageLayout
-from models.compact.page.table_find import promote_grids
+from models.compact.page.table_find import join_grid_columns, promote_grids
 from models.compact.page.table_gutters import ink_gutters
 from models.compact.page.xycut import reading_order
 
@@ -152,6 +153,31 @@ def line_piece(line: LineBox, x0: float, x1: float) -> LineBox:
     return LineBox(quad.astype(np.float32), (float(x0), y0, float(x1), y1), line.score)
 
 
+#: A line crosses a column gutter only where it holds a blank run at least this many times its
+#: height wide (a gutter is 1-3 em; a space between words is ~0.3 em, between hanzi ~0.1 em).
+GUTTER_GAP = 0.7
+
+
+def gutter_gap(gray: np.ndarray, line: LineBox, x0: float, x1: float) -> bool:
+    """Whether ``line``'s pixels in ``gray`` (uint8 [H, W], the page, dark ink on light paper), between
+    page x ``x0`` and ``x1`` (the facing edges of two side-by-side blocks, widened by the line's
+    height: the blocks' edges are loose), hold a run of columns without ink at least
+    :data:`GUTTER_GAP` times the line's height wide. Ink: darker than halfway from the crop's paper
+    (90th percentile) to its ink (1st).
+    """
+    bx0, by0, bx1, by1 = line.box
+    h = max(1.0, by1 - by0)
+    lo, hi = int(max(bx0, x0 - h, 0)), int(min(bx1, x1 + h, gray.shape[1]))
+    patch = gray[int(max(0, by0)):int(min(gray.shape[0], by1)), lo:hi]
+    if patch.size == 0:
+        return True
+    paper, ink = gray_percentiles(patch, (90.0, 1.0))
+    if paper - ink < 32:
+        return True  # no ink there at all
+    dark = np.asarray((patch < (paper + ink) / 2.0).any(axis=0), dtype=bool)
+    return max((b - a for a, b in true_runs(~dark)), default=0) >= GUTTER_GAP * h
+
+
 def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
                  gray: np.ndarray | None = None) -> list[LineBox]:
     """Lines in reading order by the page's regions (:mod:`models.compact.page.order`); table
@@ -163,13 +189,13 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
     """
     if not page.regions or not lines:
         return reading_order(lines)
-    groups = layout_order.assign(lines, page, line_piece)
+    groups = layout_order.assign(lines, page, line_piece, None if gray is None else partial(gutter_gap, gray))
     heights = sorted(ln.box[3] - ln.box[1] for g in groups for ln in g.lines) or [1.0]
     med_h = heights[len(heights) // 2]
     if layout_order.numbered_lines(groups, med_h):
         return reading_order(lines)
     groups = split_bands(join_key_values(groups, med_h), med_h)
-    groups = promote_grids(regroup_panels(groups, med_h), med_h)
+    groups = promote_grids(join_grid_columns(regroup_panels(groups, med_h), med_h), med_h)
     for t in [g for g in groups if g.kind == TABLE]:
         if t not in groups:  # merged into an earlier table
             continue
@@ -186,6 +212,15 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
             head = groups.pop(i)
             t.lines += head.lines
             t.box = (min(t.box[0], head.box[0]), head.box[1], max(t.box[2], head.box[2]), t.box[3])
+        while True:  # its last row(s), left below the rule that closes it
+            others = [g for g in groups if g is not t and g.kind != IMAGE and g.lines]
+            feet = [others[i] for i in table.row_below(t.box, others, med_h)]
+            if not feet:
+                break
+            for foot in feet:
+                groups.remove(foot)
+                t.lines += foot.lines
+                t.box = (min(t.box[0], foot.box[0]), t.box[1], max(t.box[2], foot.box[2]), max(t.box[3], foot.box[3]))
     out: list[LineBox] = []
     n_tables = 0
     for g in layout_order.order_groups(groups, page_height):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from models.compact.line.runs import true_runs
 from models.compact.page.boxes import L, _same_line
 
 #: A detection at least this many times the page's median detection height may hold several rows
@@ -68,19 +69,12 @@ def _ink_threshold(diff: np.ndarray) -> float:
     return max(32.0, 0.35 * float(np.percentile(diff, 99.5))) if diff.size else 255.0
 
 
-def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
-    """(start, end) of the runs of True in a 1-D bool array, end exclusive."""
-    padded = np.concatenate([[False], flags.astype(bool), [False]])
-    edges = np.flatnonzero(padded[1:] != padded[:-1])
-    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
-
-
 def row_bands(ink: np.ndarray) -> list[tuple[int, int]]:
     """Text rows of an ink mask [H, W]: (y0, y1) runs of rows with at least :data:`MIN_ROW_INK` ink
     pixels; a run under :data:`MIN_BAND_SHARE` of the median run's height joins its nearest neighbour
     (its gap to it the smaller), so a row is never cut through its characters' strokes.
     """
-    bands = _runs((ink.sum(axis=1) >= MIN_ROW_INK) if ink.size else np.zeros(0, bool))
+    bands = true_runs((ink.sum(axis=1) >= MIN_ROW_INK) if ink.size else np.zeros(0, bool))
     while len(bands) > 1:
         heights = [b - a for a, b in bands]
         small = [i for i, h in enumerate(heights) if h < MIN_BAND_SHARE * float(np.median(heights))]
@@ -103,7 +97,7 @@ def _pieces(ink: np.ndarray, y0: int, y1: int, top: int, bottom: int, cell_gap: 
     least ``cell_gap`` pixels wide, each widened by the margin and kept within rows [top, bottom).
     """
     spans: list[list[int]] = []
-    for a, b in _runs(np.asarray(ink[y0:y1].any(axis=0))):
+    for a, b in true_runs(np.asarray(ink[y0:y1].any(axis=0))):
         if spans and a - spans[-1][1] < cell_gap:
             spans[-1][1] = b
         else:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from inkstream.segments import JOIN_SPACE, Cell, cell_join
-from models.compact.page.boxes import line_cover
+from models.compact.page.boxes import centre_y, line_cover
 from models.compact.page.layout import Box
 
 #: Lines whose centres are within this many line heights of a row's mean centre share the row.
@@ -167,6 +167,24 @@ def header_row_above(table_box: Box, candidates: list, med_h: float) -> list[int
     return out
 
 
+def row_below(table_box: Box, candidates: list, med_h: float) -> list[int]:
+    """Indices of ``candidates`` (objects with ``box`` and ``lines``) that are the table's last row,
+    left out of it by the page analysis (below a rule that closes a booktabs or horizontally ruled
+    table, ``bench/tables.py`` seeds 1-3: one row of 5-11 cells read as loose lines after the table):
+    the mirror of :func:`header_row_above` -- one line high, just below the table (gap <
+    :data:`HEADER_GAP` line heights), within its width (± 2 line heights) and cut into at least 3
+    detected lines (its cells). A caption or a note below a table is one line, not three.
+    """
+    x0, _, x1, y1 = table_box
+    out = []
+    for i, g in enumerate(candidates):
+        gx0, gy0, gx1, gy1 = g.box
+        if (gy0 >= y1 - med_h / 2 and gy0 - y1 < HEADER_GAP * med_h and gy1 - gy0 <= 1.6 * med_h
+                and gx0 >= x0 - 2 * med_h and gx1 <= x1 + 2 * med_h and len(g.lines) >= 3):
+            out.append(i)
+    return out
+
+
 #: A group beside a table joins it when at least this share of its lines sit on the table's rows ...
 BESIDE_ROW_SHARE = 0.7
 #: ... it has at least this many lines, its lines' median width is at most this many line heights
@@ -192,10 +210,6 @@ def _within(box: Box, table_box: Box, med_h: float) -> bool:
     return w > 0 and h > 0 and w * h >= WITHIN_SHARE * area
 
 
-def _centre_y(ln) -> float:
-    return (ln.box[1] + ln.box[3]) / 2
-
-
 def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: float) -> list[int]:
     """Indices of ``candidates`` (objects with ``box`` and ``lines``) that are more columns of the
     table (``table_box``, ``table_lines``): a table without rules is often cut by the page analysis
@@ -210,7 +224,7 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
     after the table, outside its grid.
     """
     x0, y0, x1, y1 = table_box
-    centres = np.sort(np.array([_centre_y(ln) for ln in table_lines], dtype=np.float64))
+    centres = np.sort(np.array([centre_y(ln) for ln in table_lines], dtype=np.float64))
     out = []
     for i, g in enumerate(candidates):
         gx0, gy0, gx1, gy1 = g.box
@@ -225,7 +239,7 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
         wide = widths[len(widths) // 2] > BESIDE_MAX_WIDTH * med_h
         if across > BESIDE_GAP * med_h or inside < 0.5 * (gy1 - gy0) or wide:
             continue
-        ys = np.array([_centre_y(ln) for ln in g.lines], dtype=np.float64)
+        ys = np.array([centre_y(ln) for ln in g.lines], dtype=np.float64)
         k = np.clip(np.searchsorted(centres, ys), 1, len(centres) - 1) if len(centres) > 1 else np.zeros(len(ys), int)
         near = np.minimum(np.abs(centres[k] - ys), np.abs(centres[np.maximum(k - 1, 0)] - ys))
         if (near < ROW_TOLERANCE * med_h).mean() >= BESIDE_ROW_SHARE:

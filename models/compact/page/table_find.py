@@ -11,14 +11,17 @@ boxes): many rows of at least :data:`MIN_CELLS` short lines, those lines in at l
 :func:`models.compact.page.table.column_of` -- and the block neither prose nor two side-by-side
 panels of a form (:func:`models.compact.page.xycut.panel_cut`). :func:`promote_grids` makes such
 text blocks table blocks; the table code (:mod:`models.compact.page.table`) then reads them cell by
-cell like Tesseract's own table regions.
+cell like Tesseract's own table regions. Columns of a rule-less table far apart (an invoice's items:
+item names, then quantities, prices and amounts each a block or loose lines, ten line heights
+apart, too far for :func:`models.compact.page.bands.join_key_values`) are first made one text block
+when together they are a grid (:func:`join_grid_columns`).
 """
 
 from __future__ import annotations
 
 from models.compact.page.layout import TABLE, TEXT
-from models.compact.page.order import Group
-from models.compact.page.table import column_of, gutter_boundaries, table_rows
+from models.compact.page.order import Group, lines_box
+from models.compact.page.table import column_of, gutter_boundaries, rows_beside, table_rows
 from models.compact.page.xycut import is_prose, panel_cut
 
 #: A grid row holds at least this many lines in that many different columns (a label and two values;
@@ -56,9 +59,62 @@ def is_grid(lines: list, med_h: float) -> bool:
     return panel_cut(lines, med_h) is None
 
 
-def promote_grids(groups: list[Group], med_h: float) -> list[Group]:
-    """``groups`` with every text group whose lines are a grid (:func:`is_grid`) made a table group
-    (same box, same lines, in its place); other groups unchanged. ``med_h``: the page's median line
-    height in pixels. Every line is kept exactly once.
+def grid_with_beside(group: Group, groups: list[Group], med_h: float) -> bool:
+    """Whether the text ``group`` and the text groups beside it on its rows
+    (:func:`models.compact.page.table.rows_beside` among ``groups``) stand in a grid together
+    (:func:`is_grid`): a rule-less table on column bands that the page analysis cut into one text
+    block per band or two (labels; two numeric columns each), none of them a grid of
+    :data:`MIN_CELLS` columns alone (``bench/tables.py`` seed 4 page 4: no table, cell recall 0 %).
     """
-    return [Group(TABLE, g.box, g.lines) if g.kind == TEXT and is_grid(g.lines, med_h) else g for g in groups]
+    if group.kind != TEXT or len(group.lines) < MIN_ROWS:
+        return False
+    others = [g for g in groups if g is not group and g.kind == TEXT and g.lines]
+    beside = rows_beside(group.box, group.lines, others, med_h)
+    return bool(beside) and is_grid(group.lines + [ln for i in beside for ln in others[i].lines], med_h)
+
+
+def promote_grids(groups: list[Group], med_h: float) -> list[Group]:
+    """``groups`` with every text group whose lines are a grid (:func:`is_grid`), alone or with the
+    text groups beside it on its rows (:func:`grid_with_beside`), made a table group (same box, same
+    lines, in its place; the table code then takes the groups beside it in). Other groups unchanged.
+    ``med_h``: the page's median line height in pixels. Every line is kept exactly once.
+    """
+    return [Group(TABLE, g.box, g.lines)
+            if g.kind == TEXT and (is_grid(g.lines, med_h) or grid_with_beside(g, groups, med_h)) else g
+            for g in groups]
+
+
+#: A block beside another is one of its table's columns when at least this share of its lines sit on
+#: the other's rows (centres within half a line height; as
+#: :data:`models.compact.page.bands.KV_ROW_SHARE`).
+COLUMN_ROW_SHARE = 0.7
+
+
+def _on_rows(lines: list, others: list, med_h: float) -> float:
+    """Share of ``lines`` whose centre lies within half a line height of the centre of one of ``others``."""
+    cy = [(ln.box[1] + ln.box[3]) / 2 for ln in others]
+    return sum(1 for ln in lines if any(abs((ln.box[1] + ln.box[3]) / 2 - c) < med_h / 2 for c in cy)) / len(lines)
+
+
+def join_grid_columns(groups: list[Group], med_h: float) -> list[Group]:
+    """``groups`` with each set of side-by-side text groups that are the columns of one table made one
+    text group, in the place of the first: a group of at least :data:`MIN_ROWS` lines and every text
+    group beside it (apart in x, sharing its height) with :data:`COLUMN_ROW_SHARE` of its lines on
+    its rows, when there are at least :data:`MIN_CELLS` of them together and their lines are a grid
+    (:func:`is_grid`). ``med_h``: the page's median line height in pixels. Every line is kept once.
+    """
+    out = list(groups)
+    for a in sorted((g for g in groups if g.kind == TEXT and len(g.lines) >= MIN_ROWS), key=lambda g: g.box[0]):
+        if not any(a is g for g in out):
+            continue
+        cols = [a] + [g for g in out if g is not a and g.kind == TEXT and g.lines
+                      and (g.box[0] >= a.box[2] or g.box[2] <= a.box[0])
+                      and min(g.box[3], a.box[3]) > max(g.box[1], a.box[1])
+                      and _on_rows(g.lines, a.lines, med_h) >= COLUMN_ROW_SHARE]
+        lines = [ln for g in cols for ln in g.lines]
+        if len(cols) < MIN_CELLS or not is_grid(lines, med_h):
+            continue
+        at = min(i for i, g in enumerate(out) if any(g is c for c in cols))
+        out = [g for g in out if not any(g is c for c in cols)]
+        out.insert(at, Group(TEXT, lines_box(lines), lines))
+    return out

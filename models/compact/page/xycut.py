@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.compact.page.boxes import LineBox, line_cover
+from models.compact.page.boxes import LineBox, centre_y, line_cover
 from models.compact.page.layout import interval_gaps
 
 
@@ -47,6 +47,26 @@ ROW_BAND_GAP = 1.0
 #: other (one tab stop: measured 0.05-0.16 on generated forms, the detector's box edges and glyph side
 #: bearings; a right-aligned column's one-digit-longer number starts ~0.4 line heights further left).
 VALUE_ALIGN = 0.3
+
+
+#: Between blocks stacked one above the other, a gap at least this many line heights tall ...
+SECTION_GAP = 0.5
+#: ... and this many times the median gap between the rows inside the blocks is a section gap: an
+#: invoice's seller address beside its details, then bill-to beside ship-to, 0.79 line heights apart
+#: where the blocks' rows are 0-0.25 apart, are two bands of panels (read band by band), not two
+#: columns. Rows of a form at one pitch (every gap the same) have none.
+SECTION_RATIO = 2.5
+
+
+def median_row_gap(blocks: list[list[LineBox]], med_h: float) -> float | None:
+    """The median gap in pixels between consecutive rows (:func:`row_groups`) inside each of
+    ``blocks`` (lists of line boxes; rows that overlap count 0), or None when no block has two rows.
+    """
+    gaps: list[float] = []
+    for lines in blocks:
+        spans = [(min(ln.box[1] for ln in r), max(ln.box[3] for ln in r)) for r in row_groups(lines, med_h)]
+        gaps += [max(0.0, b[0] - a[1]) for a, b in zip(spans, spans[1:], strict=False)]
+    return float(np.median(gaps)) if gaps else None
 
 
 def is_panel(side: list[LineBox], med_h: float) -> bool:
@@ -121,28 +141,24 @@ def _straddler_cut(lines: list[LineBox], x_mid: float, med_h: float) -> float | 
     gaps = [(g0 + g1) / 2 for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines])]
     best = None
     for y in gaps:
-        above = [ln for ln in lines if _cy(ln) < y]
-        side = above if all(_cy(c) < y for c in cross) else (
-            [ln for ln in lines if _cy(ln) >= y] if all(_cy(c) >= y for c in cross) else None)
+        above = [ln for ln in lines if centre_y(ln) < y]
+        side = above if all(centre_y(c) < y for c in cross) else (
+            [ln for ln in lines if centre_y(ln) >= y] if all(centre_y(c) >= y for c in cross) else None)
         if side is not None and (best is None or len(side) < best[0]):
             best = (len(side), y)
     if best is None:
         # Straddlers above and below the columns (a title and a centred page number): cut off the
         # top ones or the bottom ones, whichever takes fewer lines; the recursion does the rest.
-        top, bottom = min(_cy(c) for c in cross), max(_cy(c) for c in cross)
+        top, bottom = min(centre_y(c) for c in cross), max(centre_y(c) for c in cross)
         below_top = [y for y in gaps if y > top]
         above_bottom = [y for y in gaps if y < bottom]
         for y_cut, keep in ((min(below_top, default=None), "above"), (max(above_bottom, default=None), "below")):
             if y_cut is None:
                 continue
-            n = sum(1 for ln in lines if (_cy(ln) < y_cut) == (keep == "above"))
+            n = sum(1 for ln in lines if (centre_y(ln) < y_cut) == (keep == "above"))
             if best is None or n < best[0]:
                 best = (n, y_cut)
     return None if best is None else best[1]
-
-
-def _cy(line: LineBox) -> float:
-    return (line.box[1] + line.box[3]) / 2
 
 
 def row_groups(lines: list[LineBox], med_h: float) -> list[list[LineBox]]:
@@ -150,8 +166,8 @@ def row_groups(lines: list[LineBox], med_h: float) -> list[list[LineBox]]:
     height of its own (cells of one table row, whose centres differ by a few pixels of descenders).
     """
     rows: list[list[LineBox]] = []
-    for ln in sorted(lines, key=_cy):
-        if rows and abs(_cy(ln) - sum(_cy(r) for r in rows[-1]) / len(rows[-1])) < 0.5 * med_h:
+    for ln in sorted(lines, key=centre_y):
+        if rows and abs(centre_y(ln) - sum(centre_y(r) for r in rows[-1]) / len(rows[-1])) < 0.5 * med_h:
             rows[-1].append(ln)
         else:
             rows.append([ln])
