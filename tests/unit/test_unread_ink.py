@@ -1,7 +1,7 @@
 """Text the detector missed is measured on the page (models/compact/page/unread_ink.py): a field printed
 on its underline and left out of every segment counts as unread ink in proportion to its characters,
-while rules, underlines, form boxes, a dashed separator, a logo, scan noise and photo grain outside
-the segments count as none (issue #38 item 3)."""
+while rules, underlines, form boxes, a dashed separator, a logo, shaded table rows, scan noise, photo
+grain and a halftone photo's dots outside the segments count as none (issue #38 item 3)."""
 
 from __future__ import annotations
 
@@ -88,3 +88,18 @@ def test_a_page_without_segments_measures_nothing():
     img, _, _ = _form()
     assert ink_split(_gray(img), []) == (0.0, 0.0)
     assert unread_ink(_gray(img), []) == 0.0
+
+
+def test_the_dots_of_a_halftone_photo_in_a_bilevel_scan_are_no_text():
+    # a photo dithered to black and white: a solid dark mass fraying into dots of text size in rows
+    img, draw, boxes = _form()
+    rng = np.random.default_rng(1)
+    draw.ellipse((300, 1000, 900, 1700), fill=0)
+    for _ in range(600):  # over the mass and out to its rim, as a photo's lighter edge dithers
+        t, rad = rng.uniform(0, 2 * np.pi), np.sqrt(rng.uniform(0, 1)) * 1.05
+        x, y = int(600 + 300 * rad * np.cos(t)), int(1350 + 350 * rad * np.sin(t))
+        r = int(rng.integers(5, 12))
+        draw.rectangle((x, y, x + r, y + 2 * r), fill=0)
+    read, unread = ink_split(_gray(img.convert("1").convert("L")), boxes)
+    assert read > 0
+    assert unread / read < 0.01, unread / read

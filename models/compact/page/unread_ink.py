@@ -16,8 +16,9 @@ page itself, after its segments are known:
    :data:`GLYPH_MIN_EM` and :data:`GLYPH_MAX_EM`, width at most :data:`GLYPH_MAX_WIDTH_EM` line
    heights and area at least :data:`GLYPH_MIN_AREA_EM2` of a squared line height (a line height: the
    median height of the segments' boxes), and not a dash (at most :data:`DASH_ASPECT` times wider
-   than tall: a dashed rule is no text). Stamps, logos and photos are larger; scan noise and photo
-   grain smaller.
+   than tall: a dashed rule is no text), nor near a solid mass of ink (a photo or logo:
+   :data:`MASS_SOLID_EM`, :data:`MASS_MARGIN_EM`; a halftone photo's dots are of text size). Stamps,
+   logos and photos are larger; scan noise and photo grain smaller.
 4. *Words, not specks*: a component counts only with at least :data:`ROW_NEIGHBOURS` others of text
    size on its row (vertical centres within half a line height) within :data:`ROW_GAP_EM` line
    heights, one of them at least :data:`ROW_TALL_EM` tall: text comes in words with a digit, a
@@ -62,6 +63,12 @@ GLYPH_MAX_WIDTH_EM = 3.0
 #: The smallest text-size component's pixel count, in squared line heights (a dot of an i is not counted:
 #: it is too small to matter either way).
 GLYPH_MIN_AREA_EM2 = 0.01
+#: A *solid mass* of ink (a photo, a logo, a stamp's fill, a black scan edge) is dark over a square of
+#: this many line heights (a body-text stroke is about 0.1, display type at 3x its size 0.3) ...
+MASS_SOLID_EM = 0.5
+#: ... and claims the text-size components within this many line heights of it: a halftone photo's
+#: dots and grain in a bilevel scan are of text size and lie in rows.
+MASS_MARGIN_EM = 1.0
 #: A component this many times wider than tall is a dash (of a dashed rule), not counted.
 DASH_ASPECT = 2.5
 #: A text-size component counts only with at least this many others on its row ...
@@ -104,9 +111,24 @@ def text_ink(gray: np.ndarray, em: float) -> np.ndarray:
     return np.asarray(ink, dtype=np.uint8) * (1 - np.maximum(across, down)).astype(np.uint8)
 
 
-def glyph_components(ink: np.ndarray, em: float) -> np.ndarray:
-    """Text-size components of ``ink`` (step 3): [N, 5] float64 rows of (x0, y0, x1, y1, pixel
-    count), pixels of the ink map.
+def picture_mask(gray: np.ndarray, em: float) -> np.ndarray:
+    """Where a page ``gray`` holds pictures: its dark pixels (below its Otsu threshold) that are dark
+    over a square of :data:`MASS_SOLID_EM` line heights (a photo's or logo's mass, a black scan edge;
+    strokes of text and rules are thinner), grown back and by :data:`MASS_MARGIN_EM` line heights:
+    [H, W] uint8, 1 in a picture. The local threshold of :func:`text_ink` hollows a solid mass out to
+    its rim, so masses are found on a global one.
+    """
+    _, dark = cv2.threshold(gray, 0, 1, cv2.THRESH_BINARY_INV | cv2.THRESH_OTSU)
+    k = max(3, int(round(MASS_SOLID_EM * em)))
+    solid = cv2.erode(dark, np.ones((k, k), np.uint8))
+    grow = k + 2 * max(1, int(round(MASS_MARGIN_EM * em)))
+    return np.asarray(cv2.dilate(solid, np.ones((grow, grow), np.uint8)), dtype=np.uint8)
+
+
+def glyph_components(ink: np.ndarray, em: float, pics: np.ndarray | None = None) -> np.ndarray:
+    """Text-size components of ``ink`` (step 3) whose centre lies outside the picture mask ``pics``
+    (:func:`picture_mask`, same shape; None: no pictures): [N, 5] float64 rows of (x0, y0, x1, y1,
+    pixel count), pixels of the ink map.
     """
     n, _, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
     s = stats[1:n].astype(np.float64)
@@ -117,6 +139,10 @@ def glyph_components(ink: np.ndarray, em: float) -> np.ndarray:
     x0, y0 = s[:, cv2.CC_STAT_LEFT], s[:, cv2.CC_STAT_TOP]
     comps = np.stack([x0, y0, x0 + s[:, cv2.CC_STAT_WIDTH], y0 + s[:, cv2.CC_STAT_HEIGHT],
                       s[:, cv2.CC_STAT_AREA]], axis=1) if len(s) else np.zeros((0, 5))
+    if len(comps) and pics is not None:  # grain of a picture: at a solid mass of ink
+        cx = np.clip(((comps[:, 0] + comps[:, 2]) / 2).astype(int), 0, pics.shape[1] - 1)
+        cy = np.clip(((comps[:, 1] + comps[:, 3]) / 2).astype(int), 0, pics.shape[0] - 1)
+        comps = comps[pics[cy, cx] == 0]
     return comps
 
 
@@ -166,7 +192,7 @@ def split_components(gray: np.ndarray, boxes: Sequence[Box]) -> tuple[float, np.
         size = (max(1, round(g.shape[1] * f)), max(1, round(g.shape[0] * f)))
         g = np.asarray(cv2.resize(g, size, interpolation=cv2.INTER_AREA), dtype=np.uint8)
     em *= f
-    comps = glyph_components(text_ink(g, em), em)
+    comps = glyph_components(text_ink(g, em), em, picture_mask(g, em))
     if not len(comps):
         return f, empty, empty
     contrast = _contrasts(g, comps, em)
