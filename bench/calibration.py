@@ -1,7 +1,7 @@
 """Is the page confidence a probability you can act on? ECE and the flag rates of ``low_confidence``.
 
 Pages: ``--docs`` generated documents (:func:`training.compact.scan_docs.make_document`, seeds from
-``--seed``, default 20,000: never fitted on, :mod:`training.compact.fit_confidence` fits seeds 0-47),
+``--seed``, default 20,000: never fitted on, :mod:`training.compact.fit_confidence` fits seeds 0-95),
 the first ``--clean-docs`` of them printed cleanly too (``degrade=False``) and, with
 ``--eval-pages``, the single pages of ../shared/eval/pages. Each is read in this process as
 the stack reads it (:func:`training.compact.read_scored.read_scored`: each line's text, raw confidence
@@ -20,12 +20,18 @@ that carry ``low_confidence``; goal >= 0.9) and ``flagged_at_most_1pct`` (share 
 that do; goal <= 0.05). Last line: ``calibration: ece E flagged_above_5pct A flagged_at_most_1pct B
 raw_ece R``.
 
+Each page's ``unread_ink`` (text-like ink outside every segment per ink inside, which the encoder
+sends the gateway: :func:`training.compact.fit_unread.measure`, here on the page as drawn with the
+boxes of its lines) enters its confidence and warnings as in the gateway; the mean time the measure
+takes per page is printed (``unread_ink_ms``).
+
 ``--cache F.jsonl`` keeps each page's lines as read (text, raw confidence, tokens, box, the tower that
-read it, the printed text it covers) with the page's truth, keyed by the page's name: a second run
+read it, the printed text it covers) and its ``unread_ink`` with the page's truth, keyed by the page's
+name (a cached page without ``unread_ink`` is drawn again and measured, and the cache rewritten): a second run
 with the same cache re-scores without reading (the reading is deterministic), so a change of the
 calibration or of the warnings is compared on the same readings.
 
-Defaults: 96 scanned documents and 48 of them printed cleanly (144 pages: 9 above 5 % CER, 51 at or below
+Defaults: 96 scanned documents and 48 of them printed cleanly (144 pages: 9 above 5 % CER, 59 at or below
 1 % with the embedded model; about 3 s a page on one thread), enough to tell a flag rate of 5 % from 20 %.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/calibration.py [--docs 96] [--eval-pages] [--cache F]``.
@@ -37,6 +43,7 @@ import argparse
 import json
 import pathlib
 import sys
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -86,13 +93,24 @@ def read_record(halves, name: str, image, truth: str, pieces) -> dict:
                        "box": [round(v, 1) for v in ln.box], "truth": ln.truth} for ln in lines]}
 
 
+def _measure(rec: dict, page) -> float:
+    """Measure ``rec``'s ``unread_ink`` on ``page`` with its lines' boxes and keep it in ``rec``; returns
+    the seconds the measure took.
+    """
+    from training.compact.fit_unread import measure
+
+    t0 = time.perf_counter()
+    rec["unread_ink"] = measure(page, [ln["box"] for ln in rec["lines"]])
+    return time.perf_counter() - t0
+
+
 def score_record(rec: dict, model_id: str) -> tuple[float, float, float, list[str]]:
     """(calibrated confidence, raw confidence, order-free CER, warnings) of one page record
     (:func:`read_record`), as the gateway would give them for ``model_id``.
     """
     segs = [SegmentScore(ln["text"], ln["confidence"], ln["tokens"], ln.get("tower", "")) for ln in rec["lines"]]
     text = "\n".join(ln["text"] for ln in rec["lines"])
-    conf, warnings = page_warnings(segs, text, model_id)
+    conf, warnings = page_warnings(segs, text, model_id, float(rec.get("unread_ink", 0.0)))
     edits, n = order_free_edits(text, rec["truth"])
     return conf, page_confidence(segs), edits / max(1, n), warnings
 
@@ -129,15 +147,19 @@ def main(argv: list[str] | None = None) -> int:
     if cache and cache.is_file():
         cached = {r["name"]: r for r in map(json.loads, cache.read_text(encoding="utf-8").splitlines())}
     halves = None
-    rows = []
+    rows, measured = [], []
     for name, image, truth, pieces in _pages(args):
         rec = cached.get(name)
+        if rec is not None and rec["truth"] == truth and "unread_ink" not in rec:
+            measured.append(_measure(rec, image()))
         if rec is None or rec["truth"] != truth:
             if halves is None:
                 from training.compact.read_scored import load_halves
 
                 halves = load_halves(args.model)
-            rec = read_record(halves, name, image(), truth, pieces)
+            page = image()
+            rec = read_record(halves, name, page, truth, pieces)
+            measured.append(_measure(rec, page))
             if cache:
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 with cache.open("a", encoding="utf-8") as fh:
@@ -146,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((conf, raw, cer, LOW_CONFIDENCE in warnings))
         print(f"{name:<42} CER {100 * cer:6.2f}%  confidence {conf:.3f} (raw {raw:.3f})  {','.join(warnings)}",
               flush=True)
+    if cache and measured and cached:  # cached pages measured now: kept, so a rerun draws no page
+        recs = {r["name"]: r for r in map(json.loads, cache.read_text(encoding="utf-8").splitlines())}
+        recs.update({k: v for k, v in cached.items() if "unread_ink" in v})
+        cache.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs.values()), encoding="utf-8")
+    if measured:
+        print(f"unread_ink_ms {1000 * sum(measured) / len(measured):.1f} per page ({len(measured)} pages measured)")
     s = summary(rows)
     print(f"pages {len(rows)}: CER > 5 % {s['bad']}, CER <= 1 % {s['good']}")
     print(f"calibration: ece {s['ece']:.4f} flagged_above_5pct {s['flagged_above_5pct']:.3f} "

@@ -11,8 +11,8 @@ Exit codes: 0 every page read; 3 the document came back but some pages carry err
 stderr); 1 the request failed (the gateway's message on stderr: unreachable, overloaded, 5xx) or
 the stack did not start; 2 bad command line, unreadable FILE, or the gateway refused the request's
 document or options (HTTP 4xx other than 408 / 429, e.g. ``--pages 5`` of a 1-page file).
-Pages read with warnings (``no_text_found``, ``unread_region``, ``unsupported_script``, ``low_confidence``,
-``password_unused``) are listed
+Pages read with warnings (``no_text_found``, ``unread_region``, ``unread_ink``, ``unsupported_script``,
+``low_confidence``, ``password_unused``) are listed
 on stderr with their confidence and counted in the last line ("N/M pages read, K with warnings");
 they do not change the exit code.
 """

@@ -67,6 +67,7 @@ def encode_response(
         model_id=model_id,
         revision=revision,
         encode_seconds=seconds,
+        unread_ink=float(page.unread_ink),
     )
     for i, seg in enumerate(page.segments):
         x0, y0, x1, y1 = (float(v) for v in seg.box)

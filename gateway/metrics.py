@@ -37,7 +37,8 @@ class GatewayMetrics:
         self.page_warnings = m.create_counter(
             "inkstream.gateway.page_warnings", unit="{warning}",
             description="warnings on returned pages, by code "
-                        "(no_text_found, unread_region, unsupported_script, low_confidence, password_unused)")
+                        "(no_text_found, unread_region, unread_ink, unsupported_script, low_confidence, "
+                        "password_unused)")
         self.duration = m.create_histogram(
             "inkstream.gateway.request.duration", unit="s", description="wall time of a whole OCR request",
             explicit_bucket_boundaries_advisory=[0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600])

@@ -125,6 +125,7 @@ class PageOutcome:
     width: int = 0
     height: int = 0
     error: PageError | None = None
+    unread_ink: float = 0.0  # the encoder's EncodeResponse.unread_ink (0.0 not measured)
 
 
 @dataclass(frozen=True)

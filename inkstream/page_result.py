@@ -26,13 +26,16 @@ LOW_CONFIDENCE = "low_confidence"
 #: a segment (a region the encoder found ink in) came back empty: text lost, flagged (issue 37)
 UNREAD_REGION = "unread_region"
 UNSUPPORTED_SCRIPT = "unsupported_script"
+#: text-like ink lies outside every segment the page was read in (text the detector missed, e.g. a form
+#: field printed on its underline): at least 1 % of the page's characters are expected missing
+UNREAD_INK = "unread_ink"
 #: a password was sent with a document that opens without one (an image, a PDF that is not
 #: encrypted or has an owner password only): it was not needed; carried by the first selected page
 #: only (``gateway/service.py``)
 PASSWORD_UNUSED = "password_unused"
 #: every warning code a page or block can carry, in the order they are listed on a page (the rules
 #: that set them: ``gateway/output/signal.py``, README "Confidence and warnings")
-WARNING_CODES = (NO_TEXT_FOUND, UNREAD_REGION, UNSUPPORTED_SCRIPT, LOW_CONFIDENCE, PASSWORD_UNUSED)
+WARNING_CODES = (NO_TEXT_FOUND, UNREAD_REGION, UNREAD_INK, UNSUPPORTED_SCRIPT, LOW_CONFIDENCE, PASSWORD_UNUSED)
 
 #: ``PageResult.status`` values
 STATUS_OK, STATUS_ERROR = "ok", "error"

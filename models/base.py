@@ -73,13 +73,18 @@ class SegmentTokens:
 
 @dataclass
 class EncodedPage:
-    """Encoder output for one page: segments in reading order, page size in pixels, tile grid."""
+    """Encoder output for one page: segments in reading order, page size in pixels, tile grid, and
+    ``unread_ink``: text-like ink outside every segment per ink inside (about the characters the
+    segments miss per character they hold; :mod:`models.compact.page.unread_ink`; 0.0 when the
+    family does not measure it).
+    """
 
     segments: list[SegmentTokens]
     width: int
     height: int
     tile_rows: int = 0
     tile_cols: int = 0
+    unread_ink: float = 0.0
 
     @property
     def n_vision_tokens(self) -> int:

@@ -78,7 +78,7 @@ class Page(BaseModel):
     error: PageError | None = Field(description="null, or why the page has no text")
     confidence: float = Field(ge=0, le=1, description="geometric mean of every token probability of the page "
                                                       "(0 for an error page or a page without text)")
-    warnings: list[str] = Field(description='stable codes: "no_text_found", "unread_region", '
+    warnings: list[str] = Field(description='stable codes: "no_text_found", "unread_region", "unread_ink", '
                                             '"unsupported_script", "low_confidence", "password_unused" '
                                             '(first page only: a password was sent that the document '
                                             'did not need)')

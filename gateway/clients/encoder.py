@@ -67,6 +67,7 @@ class EncodedTokens:
     model_id: str = ""
     encode_seconds: float = 0.0
     revision: str = ""
+    unread_ink: float = 0.0  # EncodeResponse.unread_ink: unread / read text-like ink of the page
 
 
 def token_columns_from_pb(resp: encoder_pb2.InfoResponse) -> tuple[int, tuple[TokenColumnsInfo, ...]]:
@@ -152,7 +153,8 @@ def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
     n = int(resp.n_vision_tokens) or sum(s.n_tokens for s in segs)
     return EncodedTokens(page_index=int(resp.page_index), segments=segs, width=int(resp.width),
                          height=int(resp.height), n_vision_tokens=n, model_id=resp.model_id,
-                         encode_seconds=float(resp.encode_seconds), revision=resp.revision)
+                         encode_seconds=float(resp.encode_seconds), revision=resp.revision,
+                         unread_ink=float(resp.unread_ink))
 
 
 async def encode_page(

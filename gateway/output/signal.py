@@ -13,11 +13,14 @@ Definitions (README "Confidence and warnings"):
   the compact family's Latin and PP towers mean different error rates by the same raw confidence;
   the table's pooled ``weights`` when the tower is not said or has none), and a page's is 1 - the
   expected CER of its text, the mean of its segments' weighted by their characters
-  (:func:`calibrated_page`). ``confidence`` 0.97 then means "about 3 % of these characters are
-  wrong". ``low_confidence`` marks a page whose expected CER is above :data:`PAGE_EXPECTED_CER_ABOVE`
-  (2 %), a block above :data:`BLOCK_EXPECTED_CER_ABOVE`, and a block holding digits whose expected
-  wrong digits (expected CER x digits) reach :data:`BLOCK_EXPECTED_WRONG_DIGITS` (a doubtful number:
-  a table cell's own line block carries it).
+  (:func:`calibrated_page`), with the characters no segment holds counted in: the encoder's
+  ``unread_ink`` (text-like ink outside every segment per ink inside) under the table's
+  ``unread_ink`` term gives the share ``s`` of the page's characters missed (:func:`missed_share`),
+  and the page's expected CER is ``(1 - s) * lines' + s``. ``confidence`` 0.97 then means "about 3 %
+  of these characters are wrong". ``low_confidence`` marks a page whose expected CER is above
+  :data:`PAGE_EXPECTED_CER_ABOVE` (2 %), a block above :data:`BLOCK_EXPECTED_CER_ABOVE`, and a block
+  holding digits whose expected wrong digits (expected CER x digits) reach
+  :data:`BLOCK_EXPECTED_WRONG_DIGITS` (a doubtful number: a table cell's own line block carries it).
 * Without a table (other families): a page's confidence is the token-weighted geometric mean over
   its segments, ``exp(sum_s n_s ln c_s / sum_s n_s)`` with ``n_s`` the segment's generated tokens,
   a block has its segment's raw confidence, and the bars below apply. A page or block without
@@ -34,6 +37,9 @@ same for every model family:
   segment is a region the encoder found ink in (a detected text line, a table cell): an empty one is
   text lost, so it is flagged rather than dropped in silence (issue 37: whole table columns vanished
   without a warning).
+* ``unread_ink``: calibrated, the share of the page's characters expected missed (:func:`missed_share`:
+  text the line detector did not find) is above :data:`UNREAD_INK_ABOVE`; nothing is dropped, the
+  page's confidence counts them (so such a page is usually ``low_confidence`` too).
 * ``unsupported_script``: at least :data:`SCRIPT_MIN_LINES` lines were detected (the page's ink is
   laid out as text) and the page's raw confidence is below :data:`SCRIPT_CONFIDENCE_BELOW`: the model cannot
   write what it sees, which is what a script outside its vocabulary looks like (measured with the
@@ -51,10 +57,17 @@ from gateway.output.calibration_tables import TABLES
 from inkstream.confidence import expected_error, line_features
 
 # the codes are part of the page-result contract (every code, in the order listed on a page)
-from inkstream.page_result import LOW_CONFIDENCE, NO_TEXT_FOUND, UNREAD_REGION, UNSUPPORTED_SCRIPT, WARNING_CODES
+from inkstream.page_result import (
+    LOW_CONFIDENCE,
+    NO_TEXT_FOUND,
+    UNREAD_INK,
+    UNREAD_REGION,
+    UNSUPPORTED_SCRIPT,
+    WARNING_CODES,
+)
 
-__all__ = ["LOW_CONFIDENCE", "NO_TEXT_FOUND", "UNREAD_REGION", "UNSUPPORTED_SCRIPT", "WARNING_CODES", "SegmentScore",
-           "page_confidence", "block_signal", "cell_signal", "page_warnings"]
+__all__ = ["LOW_CONFIDENCE", "NO_TEXT_FOUND", "UNREAD_INK", "UNREAD_REGION", "UNSUPPORTED_SCRIPT", "WARNING_CODES",
+           "SegmentScore", "page_confidence", "block_signal", "cell_signal", "page_warnings", "missed_share"]
 
 #: page confidence under which a page is ``low_confidence``: the eval pages the embedded model reads
 #: at <= 5 % CER score 0.98 and above; pages of junk (unseen script, inverted print) 0.2-0.75.
@@ -73,6 +86,9 @@ BLOCK_EXPECTED_CER_ABOVE = 0.05
 #: calibrated: a block holding digits is ``low_confidence`` when its expected CER times its digits
 #: reaches this (a one-in-ten chance that one of its digits is wrong)
 BLOCK_EXPECTED_WRONG_DIGITS = 0.1
+#: calibrated: a page is ``unread_ink`` when the expected share of its characters that no segment
+#: holds (:func:`missed_share`) is above this (one character in 100)
+UNREAD_INK_ABOVE = 0.01
 
 
 @dataclass(frozen=True)
@@ -141,6 +157,21 @@ def calibrated_page(segments: Sequence[SegmentScore], table: dict) -> float:
     return 1.0 - num / den if den else 0.0
 
 
+def missed_share(unread_ink: float, table: dict) -> float:
+    """Expected share of a page's characters that no segment holds, in [0, 1), from its ``unread_ink``
+    (unread / read text-like ink, the encoder's ``EncodeResponse.unread_ink``:
+    :func:`models.compact.page.unread_ink.unread_ink`) under ``table["unread_ink"]`` = ``{"slope",
+    "floor"}`` (fitted by :mod:`training.compact.fit_confidence`): ``m = slope * max(0, unread_ink -
+    floor)`` characters missed per character read, ``m / (1 + m)`` of the page's. 0.0 when the
+    table has no such entry.
+    """
+    fit = table.get("unread_ink")
+    if not fit:
+        return 0.0
+    m = float(fit["slope"]) * max(0.0, unread_ink - float(fit["floor"]))
+    return m / (1.0 + m)
+
+
 def block_signal(segment: SegmentScore, text: str, model_id: str = "") -> tuple[float, list[str]]:
     """(confidence, warnings) of one block (a line or a layout region) with ``text`` read as
     ``segment``; calibrated when ``model_id`` has a table (see the module docstring).
@@ -187,17 +218,26 @@ def block_warnings(confidence: float, text: str) -> list[str]:
     return [LOW_CONFIDENCE] if confidence < BLOCK_LOW_CONFIDENCE_BELOW else []
 
 
-def page_warnings(segments: Sequence[SegmentScore], text: str, model_id: str = "") -> tuple[float, list[str]]:
-    """(confidence, warnings) of a page read without error, from its ``segments`` in reading order
-    and its stitched ``text``; calibrated when ``model_id`` has a table. See the module docstring.
+def page_warnings(segments: Sequence[SegmentScore], text: str, model_id: str = "",
+                  unread_ink: float = 0.0) -> tuple[float, list[str]]:
+    """(confidence, warnings) of a page read without error, from its ``segments`` in reading order,
+    its stitched ``text`` and its ``unread_ink`` (text-like ink outside every segment per ink inside,
+    the encoder's ``EncodeResponse.unread_ink``; 0.0 when not measured); calibrated when
+    ``model_id`` has a table: the page's expected CER counts the characters its segments missed
+    (:func:`missed_share` ``s``: ``1 - ((1 - s) * lines' expected CER + s)``), and ``unread_ink``
+    marks a page where ``s`` is above :data:`UNREAD_INK_ABOVE`. See the module docstring.
     """
     if not text.strip():
         return 0.0, [NO_TEXT_FOUND]
     raw = page_confidence(segments)
     table = calibration(model_id)
     conf = calibrated_page(segments, table) if table is not None else raw
+    missed = missed_share(unread_ink, table) if table is not None else 0.0
+    conf = (1.0 - missed) * conf
     lines = sum(1 for s in segments if s.generated_tokens > 0)
     out: list[str] = [UNREAD_REGION] if any(not s.text.strip() for s in segments) else []
+    if missed > UNREAD_INK_ABOVE:
+        out.append(UNREAD_INK)
     if lines >= SCRIPT_MIN_LINES and raw < SCRIPT_CONFIDENCE_BELOW:
         out.append(UNSUPPORTED_SCRIPT)
     low = 1.0 - conf > PAGE_EXPECTED_CER_ABOVE if table is not None else conf < LOW_CONFIDENCE_BELOW

@@ -198,7 +198,7 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
     joiner = "\n" if len(segments) > 1 and all(b.type == "line" for b in blocks) else "\n\n"
     blocks += tables
     text = joiner.join(texts)
-    confidence, warnings = page_warnings(scores, text, model_id)
+    confidence, warnings = page_warnings(scores, text, model_id, outcome.unread_ink)
     return PageResult(
         index=outcome.index + 1, status="ok", text=text, blocks=blocks,
         finish_reason=outcome.finish_reason or "stop", vision_tokens=outcome.vision_tokens,

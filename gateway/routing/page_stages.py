@@ -78,7 +78,7 @@ class PageStages:
             index=index, status="ok", text="\n".join(s.text for s in segments), segments=segments,
             finish_reason=finish, vision_tokens=encoded.n_vision_tokens,
             generated_tokens=sum(s.generated_tokens for s in segments),
-            width=encoded.width, height=encoded.height,
+            width=encoded.width, height=encoded.height, unread_ink=encoded.unread_ink,
         )
 
     async def _encode(self, page: PageInput, options: PipelineOptions) -> EncodedTokens:

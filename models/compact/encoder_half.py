@@ -56,6 +56,7 @@ from models.compact.line.tracking import close_tracking
 from models.compact.page import prepare
 from models.compact.page.boxes import crop_line
 from models.compact.page.detect import LineDetector
+from models.compact.page.unread_ink import unread_ink
 from models.compact.page.unrotate import unrotate_box
 
 log = logging.getLogger("inkstream.models.compact")
@@ -211,7 +212,9 @@ class CompactEncoderHalf(EncoderHalf):
         or ``tensors["tokens_<i>"]`` [n_tokens, hidden] float32 (a whole Latin line of a bilingual
         checkpoint: its vision tokens already, from the routing forward, :meth:`route`) and ``meta`` holding
         ``n_tokens`` (list[int]), ``boxes`` (page pixels), ``joins`` (how each piece goes on from the
-        previous one, :func:`models.compact.line.split.split_line`) and ``rotation``. Raises InvalidInput
+        previous one, :func:`models.compact.line.split.split_line`), ``rotation`` and ``unread_ink``
+        (text-like ink outside every detected line per ink inside, on the upright page:
+        :func:`models.compact.page.unread_ink.unread_ink`). Raises InvalidInput
         for an unknown mode or a page smaller than 8 x 8 pixels.
         """
         if mode not in MODES:
@@ -220,10 +223,12 @@ class CompactEncoderHalf(EncoderHalf):
             raise InvalidInput(f"page of {image.width}x{image.height} px is too small "
                                f"(min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
         upright, lines, rotation = self._detector.detect(prepare.positive(image))  # light-on-dark inverted
+        detected = [ln.box for ln in lines]  # show-through dropped below is not text the detector missed
         lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln),  # faint bleed-through is no text
                                     self._reads_forward if self._pp is not None else None)
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
         tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
+        unread = unread_ink(np.asarray(upright.convert("L")), [*detected, *(b for _, b in tight)])
         tight = [(close_tracking(c), b) for c, b in tight]  # letter-spaced display type closed up, then routed
         cjk, latin = self.route([c for c, _ in tight])
         pieces = []
@@ -248,7 +253,7 @@ class CompactEncoderHalf(EncoderHalf):
         boxes = [unrotate_box(box, rotation, image.width, image.height) for _, box, _, _, _ in pieces]
         return PreparedPage(batch_key="compact-lines", tensors=tensors, width=image.width, height=image.height,
                             meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [p[2] for p in pieces],
-                                  "towers": towers, "rotation": rotation})
+                                  "towers": towers, "rotation": rotation, "unread_ink": unread})
 
     def encode_lines(self, lines: list[np.ndarray], n_tokens: list[int]) -> list[np.ndarray]:
         """Bucketed lines [1, 32, W] -> vision tokens [n_tokens[i], hidden] float32, same order; lines
@@ -265,7 +270,8 @@ class CompactEncoderHalf(EncoderHalf):
 
     def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
         """Encode all lines of ``pages`` (grouped by width across pages); one EncodedPage per page, each
-        segment marked with the tower that read it (``SegmentTokens.tower``: "latin" or "pp").
+        segment marked with the tower that read it (``SegmentTokens.tower``: "latin" or "pp"), and the
+        page's ``unread_ink`` measured by :meth:`preprocess`.
         """
         flat, ntok, owner, kinds = [], [], [], []
         for p, page in enumerate(pages):
@@ -279,7 +285,8 @@ class CompactEncoderHalf(EncoderHalf):
                 owner.append(p)
                 kinds.append(key.partition("_")[0])
         tokens = self._encode_routed(flat, ntok, kinds) if flat else []
-        result = [EncodedPage(segments=[], width=pg.width, height=pg.height) for pg in pages]
+        result = [EncodedPage(segments=[], width=pg.width, height=pg.height,
+                              unread_ink=float(pg.meta.get("unread_ink", 0.0))) for pg in pages]
         per_page_index = [0] * len(pages)
         for t, p, kind in zip(tokens, owner, kinds, strict=True):
             i = per_page_index[p]

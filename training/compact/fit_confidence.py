@@ -1,6 +1,6 @@
 """Fit the confidence calibration of a compact checkpoint on generated held-out documents.
 
-``python -m training.compact.fit_confidence --seeds 0 60 [--model DIR] [--cache F.jsonl] [--write]``
+``python -m training.compact.fit_confidence [--seeds 0 96] [--clean-seeds 0 96] [--model DIR] [--cache F] [--write]``
 
 1. Reads documents ``make_document(seed)`` for the seeds (:mod:`training.compact.scan_docs`: receipts and
    forms, printed and scanned; never the seeds ``bench/receipts.py`` and ``bench/calibration.py`` score,
@@ -19,9 +19,12 @@
    and "82" each against "29.82" alone (the first 40 % wrong, the second 100 %) taught the
    calibration that short number lines are wrong when they were right, and flagged receipts read at
    under 1 % CER.
-3. Prints the page-level calibration on the fitted documents (:func:`page_ece`) and, with ``--write``,
+3. Fits the page-level term for text no line holds (:mod:`training.compact.fit_unread`: each page's
+   ``unread_ink``, measured on the page and kept in the cache, against its CER beyond the lines'
+   expected CER).
+4. Prints the page-level calibration on the fitted documents (:func:`page_ece`) and, with ``--write``,
    writes the table into ``gateway/output/calibration_tables.py`` (the checkpoint's model id and revision,
-   the pooled weights, each tower's, the seeds fitted on).
+   the pooled weights, each tower's, the unread-ink term, the seeds fitted on).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from inkstream.confidence import FEATURES, expected_error, line_features
+from training.compact.fit_unread import document_unread_ink, fit_unread, missed
 
 TABLE = pathlib.Path(__file__).resolve().parents[2] / "gateway" / "output" / "calibration_tables.py"
 RIDGE = 1e-5  # on the weights but the intercept, relative to the total weight (keeps IRLS stable)
@@ -221,20 +225,24 @@ def _rounded(weights: Sequence[float]) -> list[float]:
 
 
 def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: range, clean_seeds: range,
-                ece: float, towers: Mapping[str, Sequence[float]] | None = None, path: pathlib.Path = TABLE) -> None:
+                ece: float, towers: Mapping[str, Sequence[float]] | None = None, path: pathlib.Path = TABLE,
+                unread: Mapping[str, float] | None = None) -> None:
     """Rewrite ``path`` (:data:`TABLE`) with one entry for ``model_id``: the pooled ``weights`` and, per
-    tower, its own (``towers``; :func:`gateway.output.signal.tower_weights` picks them).
+    tower, its own (``towers``; :func:`gateway.output.signal.tower_weights` picks them), and the
+    unread-ink term (``unread``: ``{"slope", "floor"}``, :func:`gateway.output.signal.missed_share`).
     """
     tower_lines = "".join(f"            {t!r}: {_rounded(w)!r},\n" for t, w in sorted((towers or {}).items()))
     body = (f'"""Confidence calibration tables, written by ``python -m training.compact.fit_confidence --write``\n'
             f'(see :mod:`inkstream.confidence` for the model): per model id, the checkpoint revision fitted\n'
             f'on, the weights of :data:`inkstream.confidence.FEATURES` fitted on every line (``weights``: for a\n'
-            f'segment whose tower is not said) and on each tower\'s lines (``towers``), the generated documents\n'
-            f'fitted on and the page ECE there.\n"""\n\n'
+            f'segment whose tower is not said) and on each tower\'s lines (``towers``),\n'
+            f'and the page term of unread ink (``unread_ink``), the generated documents fitted on and the page\n'
+            f'ECE there.\n"""\n\n'
             f"TABLES: dict[str, dict] = {{\n    {model_id!r}: {{\n        \"revision\": {revision!r},\n"
             f"        \"features\": {list(FEATURES)!r},\n"
             f"        \"weights\": {_rounded(weights)!r},\n"
             f"        \"towers\": {{\n{tower_lines}        }},\n"
+            + (f"        \"unread_ink\": {dict(unread)!r},\n" if unread else "") +
             f"        \"fitted_on\": \"training.compact.scan_docs seeds {seeds.start}-{seeds.stop - 1}, and \"\n"
             f"                     \"{clean_seeds.start}-{clean_seeds.stop - 1} printed cleanly\",\n"
             f"        \"page_ece\": {round(ece, 4)!r},\n    }},\n}}\n")
@@ -244,8 +252,8 @@ def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: r
 def main(argv: list[str] | None = None) -> int:
     """Read (or load the cached) documents, fit, print the calibration, optionally write the table."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, nargs=2, default=(0, 48), metavar=("FIRST", "STOP"))
-    ap.add_argument("--clean-seeds", type=int, nargs=2, default=(0, 48), metavar=("FIRST", "STOP"),
+    ap.add_argument("--seeds", type=int, nargs=2, default=(0, 96), metavar=("FIRST", "STOP"))
+    ap.add_argument("--clean-seeds", type=int, nargs=2, default=(0, 96), metavar=("FIRST", "STOP"),
                     help="documents also read printed cleanly (make_document(seed, degrade=False))")
     ap.add_argument("--model", default=None)
     ap.add_argument("--cache", default="runs/confidence_lines.jsonl")
@@ -272,6 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     weights = fit_lines(docs)
     towers = fit_towers(docs)
     pairs = [page_figures(d, weights, towers) for d in docs]
+    before = len([d for d in docs if "unread_ink" in d])
+    inks = [document_unread_ink(d) for d in docs]
+    if before < len(docs):  # measured now: kept, so a refit draws no page
+        cache.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    unread = fit_unread([(1.0 - c, u, e) for (c, e), u in zip(pairs, inks, strict=True)])
+    print(f"page ECE, lines alone: {page_ece(pairs):.4f}; unread-ink term {unread}")
+    pairs = [(c * (1.0 - missed(u, unread["slope"], unread["floor"])), e)
+             for (c, e), u in zip(pairs, inks, strict=True)]
     ece = page_ece(pairs)
     print(f"{len(docs)} documents, {len(lines)} lines")
     for name, w in [("pooled", weights), *towers.items()]:
@@ -283,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         from models.compact import default_checkpoint_dir
 
         model_id, revision = ckpt.checkpoint_identity(args.model or default_checkpoint_dir())
-        write_table(model_id, revision, weights, seeds, clean_seeds, ece, towers)
+        write_table(model_id, revision, weights, seeds, clean_seeds, ece, towers, unread=unread)
         print(f"wrote {TABLE}")
     return 0
 
