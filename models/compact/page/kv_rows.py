@@ -1,0 +1,119 @@
+"""A column of right-aligned values far right of its labels, read row by row with them.
+
+An invoice's totals (Subtotal / Tax / Total) put their labels at a tab stop in the middle of the page
+and their amounts right-aligned at the page's right margin, under the items table's amount column --
+eight to ten line heights apart, as on the invoices of most billing software (the amounts stand in the
+column they sum). The page analysis makes the labels one block (or one per row) and the amounts
+another; too far apart for :func:`models.compact.page.bands.join_key_values` (a form's tab stop,
+:data:`models.compact.page.bands.KV_GAP` line heights), they were read column by column: all the
+labels, then all the amounts (``bench/doc_pages.py --seed 600`` page 10, a Chinese invoice: 6.0 % CER
+at 0.8 % order-free).
+
+:func:`join_far_values` makes them one text block, read row by row (its reading order,
+:func:`models.compact.page.xycut.reading_order`, keeps a row's label and amount together), when the
+geometry says key-value rows: the values are a column of short lines, one per row, right-aligned (their
+right edges within :data:`models.compact.page.xycut.VALUE_ALIGN` line heights, as a column of amounts
+is), the labels are short lines of text blocks wholly on the values' rows, one label for each value
+row and one value for each label row, and nothing else on the page stands right of a label on those
+rows, between it and its value or after the value, and no short line (a cell) before the label (two
+columns of a table with a third beside them are the table's, not a key and its value; a note or
+bank details left of the totals, lines over :data:`models.compact.page.bands.KV_LABEL_WIDTH` line
+heights, may be there). Side-by-side panels (addresses, left-aligned and ragged on the right) are
+not right-aligned columns; a column of prose is not a label block
+(:func:`models.compact.page.bands.text_column`).
+"""
+
+from __future__ import annotations
+
+from models.compact.page.bands import KV_LABEL_WIDTH, text_column
+from models.compact.page.boxes import centre_y
+from models.compact.page.layout import TEXT
+from models.compact.page.order import Group, lines_box
+from models.compact.page.xycut import VALUE_ALIGN, row_groups
+
+#: A value column holds at least this many rows (one label beside one value is a line, not a list).
+MIN_ROWS = 2
+
+
+def _row_of(line, rows: list[float], med_h: float) -> int | None:
+    """Index of the row centre in ``rows`` (page y, pixels) within half a line height of ``line``'s centre."""
+    cy = centre_y(line)
+    hits = [i for i, c in enumerate(rows) if abs(cy - c) < med_h / 2]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _value_column(g: Group, med_h: float) -> list[float] | None:
+    """The row centres (page y, pixels, top to bottom) of ``g`` when it is a column of right-aligned
+    short values (module docstring), else None.
+    """
+    if g.kind != TEXT or len(g.lines) < MIN_ROWS or text_column(g.lines, med_h):
+        return None
+    rows = row_groups(g.lines, med_h)
+    if len(rows) != len(g.lines):  # two lines on one row: not one column
+        return None
+    rights = [ln.box[2] for ln in g.lines]
+    if max(rights) - min(rights) > VALUE_ALIGN * med_h:
+        return None
+    if any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in g.lines):
+        return None
+    return [centre_y(r[0]) for r in rows]
+
+
+def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: float) -> list[Group] | None:
+    """The text groups left of ``values`` that hold its labels, or None: taken nearest first (by right
+    edge), each with every line on one of ``rows`` and none on a row already labelled, until every row
+    has one label (text further left on those rows -- a note, bank details beside an invoice's
+    totals -- is not a label). None too when the labels are long lines or a column of text, or when
+    another line stands right of a label on its row (between it and its value or after the value),
+    or left of it and short (a cell: the labels are then a table's middle column).
+    """
+    left = sorted((g for g in groups if g is not values and g.kind == TEXT and g.lines
+                   and g.box[2] <= values.box[0] and min(g.box[3], values.box[3]) > max(g.box[1], values.box[1])),
+                  key=lambda g: -g.box[2])
+    labels: list[Group] = []
+    taken: set[int] = set()
+    for g in left:
+        at = [_row_of(ln, rows, med_h) for ln in g.lines]
+        if any(i is None or i in taken for i in at) or len(set(at)) != len(at):
+            continue
+        labels.append(g)
+        taken.update(i for i in at if i is not None)
+        if len(taken) == len(rows):
+            break
+    lines = [ln for g in labels for ln in g.lines]
+    if len(taken) != len(rows) or len(lines) != len(rows):
+        return None
+    if text_column(lines, med_h) or any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in lines):
+        return None
+    label_end = {_row_of(ln, rows, med_h): ln.box[2] for ln in lines}
+    for g in groups:
+        if g is values or any(g is lb for lb in labels):
+            continue
+        for ln in g.lines:
+            i = _row_of(ln, rows, med_h)
+            if i is not None and ((ln.box[0] + ln.box[2]) / 2 >= label_end[i]
+                                  or ln.box[2] - ln.box[0] <= KV_LABEL_WIDTH * med_h):
+                return None  # a third column between them, after them or short before: a table's
+    return labels
+
+
+def join_far_values(groups: list[Group], med_h: float) -> list[Group]:
+    """``groups`` with each column of right-aligned values and the text groups of its labels far left
+    of it (module docstring) made one text group, in the place of the first of them; other groups
+    unchanged, in their order. ``med_h``: the page's median line height in pixels. Every line is kept
+    exactly once.
+    """
+    out = list(groups)
+    for values in list(groups):
+        if not any(values is g for g in out):
+            continue
+        rows = _value_column(values, med_h)
+        labels = None if rows is None else _labels_for(values, rows, out, med_h)
+        if not labels:
+            continue
+        members = [*labels, values]
+        lines = [ln for g in members for ln in g.lines]
+        at = min(i for i, g in enumerate(out) if any(g is m for m in members))
+        out = [g for g in out if not any(g is m for m in members)]
+        out.insert(at, Group(TEXT, lines_box(lines), lines))
+    return out
