@@ -146,9 +146,9 @@ def _join_spanned(lines: list, groups: list[Group], blank: Callable) -> list[Gro
         joined = False
         for line in lines:
             pair = next(((a, b) for a, b in _gutter_hits(line, out)
-                         if not (blank(line, a.box[2], b.box[0], LONE_GUTTER)
-                                 if _alone(line, a, lines) or _alone(line, b, lines)
-                                 else blank(line, a.box[2], b.box[0]))), None)
+                         if not blank(line, a.box[2], b.box[0])
+                         or ((_alone(line, a, lines) or _alone(line, b, lines))
+                             and not blank(line, a.box[2], b.box[0], LONE_GUTTER))), None)
             if pair is not None:
                 a, b = pair
                 out[out.index(a)] = Group(TABLE if TABLE in (a.kind, b.kind) else a.kind, _union(a.box, b.box))
