@@ -1,4 +1,4 @@
-"""A column of right-aligned values far right of its labels, read row by row with them.
+"""A column of values beside the column of their labels, read row by row with them.
 
 An invoice's totals (Subtotal / Tax / Total) put their labels at a tab stop in the middle of the page
 and their amounts right-aligned at the page's right margin, under the items table's amount column --
@@ -7,25 +7,30 @@ column they sum). The page analysis makes the labels one block (or one per row) 
 another; too far apart for :func:`models.compact.page.bands.join_key_values` (a form's tab stop,
 :data:`models.compact.page.bands.KV_GAP` line heights), they were read column by column: all the
 labels, then all the amounts (``bench/doc_pages.py --seed 600`` page 10, a Chinese invoice: 6.0 % CER
-at 0.8 % order-free).
+at 0.8 % order-free). A form's key-value rows whose labels the analysis cut into two blocks (two rows
+and one) beside one block of their values, left-aligned at the form's tab stop, were read the same way:
+:func:`models.compact.page.bands.join_key_values` joins one block of labels to one block of values,
+and neither label block sat on 70 % of the values' rows (seed 900 pages 0 and 6, English forms: 19 %
+and 34 % CER at 0.2-0.4 % order-free).
 
 :func:`join_far_values` makes them one text block, read row by row (its reading order,
-:func:`models.compact.page.xycut.reading_order`, keeps a row's label and amount together), when the
-geometry says key-value rows: the values are a column of short lines, one per row, right-aligned (their
-right edges within :data:`models.compact.page.xycut.VALUE_ALIGN` line heights, as a column of amounts
-is), the labels are short lines of text blocks wholly on the values' rows, one label for each value
-row and one value for each label row, and nothing else on the page stands right of a label on those
-rows, between it and its value or after the value, and no short line (a cell) before the label (two
-columns of a table with a third beside them are the table's, not a key and its value; a note or
-bank details left of the totals, lines over :data:`models.compact.page.bands.KV_LABEL_WIDTH` line
-heights, may be there). Side-by-side panels (addresses, left-aligned and ragged on the right) are
-not right-aligned columns; a column of prose is not a label block
-(:func:`models.compact.page.bands.text_column`).
+:func:`models.compact.page.xycut.reading_order`, keeps a row's label and value together), when the
+geometry says key-value rows: the values are a column of short lines, one per row, at one tab stop --
+right-aligned (their right edges within :data:`models.compact.page.xycut.VALUE_ALIGN` line heights, as
+a column of amounts is; any distance from the labels) or left-aligned (left edges within
+``VALUE_ALIGN``; at most ``KV_GAP`` line heights right of the labels: farther, a left-aligned column
+beside others is a panel, an address, read panel by panel) --, the labels are short lines of text
+blocks wholly on the values' rows, one label for each value row and one value for each label row, and
+nothing else on the page stands right of a label on those rows, between it and its value or after the
+value, and no short line (a cell) before the label (two columns of a table with a third beside them
+are the table's, not a key and its value; a note or bank details left of the totals, lines over
+:data:`models.compact.page.bands.KV_LABEL_WIDTH` line heights, may be there). A column of prose is
+not a label block (:func:`models.compact.page.bands.text_column`).
 """
 
 from __future__ import annotations
 
-from models.compact.page.bands import KV_LABEL_WIDTH, text_column
+from models.compact.page.bands import KV_GAP, KV_LABEL_WIDTH, text_column
 from models.compact.page.boxes import centre_y
 from models.compact.page.layout import TEXT
 from models.compact.page.order import Group, lines_box
@@ -42,21 +47,23 @@ def _row_of(line, rows: list[float], med_h: float) -> int | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def _value_column(g: Group, med_h: float) -> list[float] | None:
-    """The row centres (page y, pixels, top to bottom) of ``g`` when it is a column of right-aligned
-    short values (module docstring), else None.
+def _value_column(g: Group, med_h: float) -> tuple[list[float], bool] | None:
+    """The row centres (page y, pixels, top to bottom) of ``g`` when it is a column of short values at
+    one tab stop (module docstring), and whether they are right-aligned (else left-aligned); None
+    when it is not such a column.
     """
     if g.kind != TEXT or len(g.lines) < MIN_ROWS or text_column(g.lines, med_h):
         return None
     rows = row_groups(g.lines, med_h)
     if len(rows) != len(g.lines):  # two lines on one row: not one column
         return None
-    rights = [ln.box[2] for ln in g.lines]
-    if max(rights) - min(rights) > VALUE_ALIGN * med_h:
-        return None
     if any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in g.lines):
         return None
-    return [centre_y(r[0]) for r in rows]
+    rights, lefts = [ln.box[2] for ln in g.lines], [ln.box[0] for ln in g.lines]
+    right = max(rights) - min(rights) <= VALUE_ALIGN * med_h
+    if not right and max(lefts) - min(lefts) > VALUE_ALIGN * med_h:
+        return None
+    return [centre_y(r[0]) for r in rows], right
 
 
 def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: float) -> list[Group] | None:
@@ -98,8 +105,8 @@ def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: fl
 
 
 def join_far_values(groups: list[Group], med_h: float) -> list[Group]:
-    """``groups`` with each column of right-aligned values and the text groups of its labels far left
-    of it (module docstring) made one text group, in the place of the first of them; other groups
+    """``groups`` with each column of values at a tab stop and the text groups of its labels left of it
+    (module docstring) made one text group, in the place of the first of them; other groups
     unchanged, in their order. ``med_h``: the page's median line height in pixels. Every line is kept
     exactly once.
     """
@@ -107,10 +114,11 @@ def join_far_values(groups: list[Group], med_h: float) -> list[Group]:
     for values in list(groups):
         if not any(values is g for g in out):
             continue
-        rows = _value_column(values, med_h)
-        labels = None if rows is None else _labels_for(values, rows, out, med_h)
-        if not labels:
-            continue
+        column = _value_column(values, med_h)
+        labels = None if column is None else _labels_for(values, column[0], out, med_h)
+        if not labels or not (column and column[1]) and (
+                values.box[0] - max(g.box[2] for g in labels) > KV_GAP * med_h):
+            continue  # left-aligned values farther right than a form's tab stop: a panel beside
         members = [*labels, values]
         lines = [ln for g in members for ln in g.lines]
         at = min(i for i, g in enumerate(out) if any(g is m for m in members))
