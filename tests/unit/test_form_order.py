@@ -299,3 +299,18 @@ def test_form_labels_cut_into_two_blocks_beside_one_block_of_values_are_read_row
                                  Region(TEXT, (398, 286, 588, 408), 2), Region(TEXT, (133, 468, 255, 487), 3)])
     order = region_order([note, *values[::-1], *labels], layout, 2200)
     assert _ids(order) == _ids([labels[0], values[0], labels[1], values[1], labels[2], values[2], note])
+
+
+def test_form_values_one_of_which_starts_early_are_still_at_one_tab_stop():
+    """``bench/doc_pages.py --seed 900`` page 0 (English form): six labels in four blocks of the analysis,
+    their values at one tab stop but the detector's box of one starting 0.75 line heights early (over
+    the label's colon): the values were no column, all the labels were read before all the values."""
+    lefts = (451, 449, 436, 448, 447, 418)
+    rights = (364, 316, 436, 281, 245, 418)
+    labels = [_box(126, 962 + 52 * r, rights[r], 1003 + 52 * r) for r in range(6)]
+    values = [_box(lefts[r], 962 + 52 * r, 600 + 5 * r, 1003 + 52 * r) for r in range(6)]
+    layout = PageLayout(regions=[Region(TEXT, (130, 960, 416, 1110), 0), Region(TEXT, (132, 1120, 273, 1160), 1),
+                                 Region(TEXT, (133, 1170, 236, 1212), 2), Region(TEXT, (133, 1222, 381, 1262), 3),
+                                 Region(TEXT, (456, 962, 616, 1262), 4)])
+    order = region_order([*values[::-1], *labels], layout, 2200)
+    assert _ids(order) == _ids([ln for pair in zip(labels, values, strict=True) for ln in pair])
