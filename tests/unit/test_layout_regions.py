@@ -222,3 +222,22 @@ def test_a_line_across_two_blocks_without_a_gutter_joins_them_and_is_kept_whole(
     layout = PageLayout(regions=[Region(TEXT, (95, 145, 485, 590), 0), Region(TEXT, (535, 145, 925, 590), 1)])
     order = region_order([*right, across, *left], layout, 1200, page)
     assert len(order) == 22 and order[:10] == left and order[10].box[2] == pytest.approx(510.0)
+
+
+def test_a_line_is_not_cut_into_a_block_that_holds_nothing_else_at_a_stops_blank():
+    """Generated Chinese report, ``bench/doc_pages.py --seed 400`` page 11: Tesseract made the tail of a
+    prose line (after ``。`` and a narrow character, 0.72 line heights of paper) a one-line block beside
+    the paragraph; the line was cut there and its tail read after the next line (5.8 % CER, 0.0 %
+    order-free). A block holding nothing but that line's tail is no column: the line stays whole. A
+    blank of a real gutter (two line heights) into such a block still cuts it: a column read after the
+    block beside it."""
+    para = [_line(141, 909, 1559, 938), _line(141, 955, 1145, 983), _line(141, 1000, 1414, 1028)]
+    page = _inked(para, (1700, 2200)).copy()
+    page[909:938, 1132:1153] = 255  # the stop's blank: 21 px, 0.72 x the line's 29 px
+    layout = PageLayout(regions=[Region(TEXT, (143, 911, 1142, 980), 0), Region(HEADING, (1163, 911, 1556, 935), 1),
+                                 Region(HEADING, (143, 1002, 1411, 1026), 2)])
+    assert region_order(para[::-1], layout, 2200, page) == para
+    page[909:938, 1100:1160] = 255  # a gutter two line heights wide: cut, tail in its own block
+    order = region_order(para[::-1], layout, 2200, page)
+    assert len(order) == 4 and order[0].box[2] == pytest.approx(1152.5) and order[1] is para[1]
+    assert order[2].box[0] == pytest.approx(1152.5) and order[3] is para[2]

@@ -18,6 +18,7 @@ from models.compact.page import table
 from models.compact.page.band_panels import regroup_panels
 from models.compact.page.bands import join_key_values, split_bands
 from models.compact.page.boxes import LineBox
+from models.compact.page.kv_rows import join_far_values
 from models.compact.page.layout import IMAGE, TABLE, PageLayout
 from models.compact.page.table_find import join_grid_columns, promote_grids
 from models.compact.page.table_gutters import ink_gutters
@@ -193,11 +194,11 @@ def line_piece(line: LineBox, x0: float, x1: float) -> LineBox:
 GUTTER_GAP = 0.7
 
 
-def gutter_gap(gray: np.ndarray, line: LineBox, x0: float, x1: float) -> bool:
+def gutter_gap(gray: np.ndarray, line: LineBox, x0: float, x1: float, least: float = GUTTER_GAP) -> bool:
     """Whether ``line``'s pixels in ``gray`` (uint8 [H, W], the page, dark ink on light paper), between
     page x ``x0`` and ``x1`` (the facing edges of two side-by-side blocks, widened by the line's
-    height: the blocks' edges are loose), hold a run of columns without ink at least
-    :data:`GUTTER_GAP` times the line's height wide. Ink: darker than halfway from the crop's paper
+    height: the blocks' edges are loose), hold a run of columns without ink at least ``least`` times
+    the line's height wide (default :data:`GUTTER_GAP`). Ink: darker than halfway from the crop's paper
     (90th percentile) to its ink (1st).
     """
     bx0, by0, bx1, by1 = line.box
@@ -210,7 +211,7 @@ def gutter_gap(gray: np.ndarray, line: LineBox, x0: float, x1: float) -> bool:
     if paper - ink < 32:
         return True  # no ink there at all
     dark = np.asarray((patch < (paper + ink) / 2.0).any(axis=0), dtype=bool)
-    return max((b - a for a, b in true_runs(~dark)), default=0) >= GUTTER_GAP * h
+    return max((b - a for a, b in true_runs(~dark)), default=0) >= least * h
 
 
 def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
@@ -231,6 +232,7 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
         return reading_order(lines)
     groups = split_bands(join_key_values(groups, med_h), med_h)
     groups = promote_grids(join_grid_columns(regroup_panels(groups, med_h), med_h), med_h)
+    groups = join_far_values(groups, med_h)
     for t in [g for g in groups if g.kind == TABLE]:
         if t not in groups:  # merged into an earlier table
             continue

@@ -1,0 +1,138 @@
+"""A column of values beside the column of their labels, read row by row with them.
+
+An invoice's totals (Subtotal / Tax / Total) put their labels at a tab stop in the middle of the page
+and their amounts right-aligned at the page's right margin, under the items table's amount column --
+eight to ten line heights apart, as on the invoices of most billing software (the amounts stand in the
+column they sum). The page analysis makes the labels one block (or one per row) and the amounts
+another; too far apart for :func:`models.compact.page.bands.join_key_values` (a form's tab stop,
+:data:`models.compact.page.bands.KV_GAP` line heights), they were read column by column: all the
+labels, then all the amounts (``bench/doc_pages.py --seed 600`` page 10, a Chinese invoice: 6.0 % CER
+at 0.8 % order-free). A form's key-value rows whose labels the analysis cut into two blocks (two rows
+and one) beside one block of their values, left-aligned at the form's tab stop, were read the same way:
+:func:`models.compact.page.bands.join_key_values` joins one block of labels to one block of values,
+and neither label block sat on 70 % of the values' rows (seed 900 pages 0 and 6, English forms: 19 %
+and 34 % CER at 0.2-0.4 % order-free).
+
+:func:`join_far_values` makes them one text block, read row by row (its reading order,
+:func:`models.compact.page.xycut.reading_order`, keeps a row's label and value together), when the
+geometry says key-value rows: the values are a column of short lines, one per row, at one tab stop --
+right-aligned (their right edges within :data:`models.compact.page.xycut.VALUE_ALIGN` line heights of
+their median, :data:`ALIGNED_SHARE` of them, as a column of amounts is; any distance from the labels)
+or left-aligned (left edges so; at most ``KV_GAP`` line heights right of the labels: farther, a left-aligned column
+beside others is a panel, an address, read panel by panel) --, the labels are short lines of text
+blocks wholly on the values' rows, one label for each value row and one value for each label row, and
+nothing else on the page stands right of a label on those rows, between it and its value or after the
+value, and no short line (a cell) before the label (two columns of a table with a third beside them
+are the table's, not a key and its value; a note or bank details left of the totals, lines over
+:data:`models.compact.page.bands.KV_LABEL_WIDTH` line heights, may be there). A column of prose is
+not a label block (:func:`models.compact.page.bands.text_column`).
+"""
+
+from __future__ import annotations
+
+from models.compact.page.bands import KV_GAP, KV_LABEL_WIDTH, text_column
+from models.compact.page.boxes import centre_y
+from models.compact.page.layout import TEXT
+from models.compact.page.order import Group, lines_box
+from models.compact.page.xycut import VALUE_ALIGN, row_groups
+
+#: A value column holds at least this many rows (one label beside one value is a line, not a list).
+MIN_ROWS = 2
+
+
+def _row_of(line, rows: list[float], med_h: float) -> int | None:
+    """Index of the row centre in ``rows`` (page y, pixels) within half a line height of ``line``'s centre."""
+    cy = centre_y(line)
+    hits = [i for i, c in enumerate(rows) if abs(cy - c) < med_h / 2]
+    return hits[0] if len(hits) == 1 else None
+
+
+#: Values stand at one tab stop when at least this share of their edges lie within VALUE_ALIGN line heights
+#: of the edges' median: the detector's box of one value in six can start 0.75 line heights early
+#: (``bench/doc_pages.py --seed 900`` page 0, a box over the label's colon).
+ALIGNED_SHARE = 0.8
+
+
+def _aligned(edges: list[float], med_h: float) -> bool:
+    """Whether ``edges`` (page x, pixels) stand at one tab stop (:data:`ALIGNED_SHARE`)."""
+    mid = sorted(edges)[len(edges) // 2]
+    return sum(1 for e in edges if abs(e - mid) <= VALUE_ALIGN * med_h) >= ALIGNED_SHARE * len(edges)
+
+
+def _value_column(g: Group, med_h: float) -> tuple[list[float], bool] | None:
+    """The row centres (page y, pixels, top to bottom) of ``g`` when it is a column of short values at
+    one tab stop (module docstring), and whether they are right-aligned (else left-aligned); None
+    when it is not such a column.
+    """
+    if g.kind != TEXT or len(g.lines) < MIN_ROWS or text_column(g.lines, med_h):
+        return None
+    rows = row_groups(g.lines, med_h)
+    if len(rows) != len(g.lines):  # two lines on one row: not one column
+        return None
+    if any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in g.lines):
+        return None
+    right = _aligned([ln.box[2] for ln in g.lines], med_h)
+    if not right and not _aligned([ln.box[0] for ln in g.lines], med_h):
+        return None
+    return [centre_y(r[0]) for r in rows], right
+
+
+def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: float) -> list[Group] | None:
+    """The text groups left of ``values`` that hold its labels, or None: taken nearest first (by right
+    edge), each with every line on one of ``rows`` and none on a row already labelled, until every row
+    has one label (text further left on those rows -- a note, bank details beside an invoice's
+    totals -- is not a label). None too when the labels are long lines or a column of text, or when
+    another line stands right of a label on its row (between it and its value or after the value),
+    or left of it and short (a cell: the labels are then a table's middle column).
+    """
+    left = sorted((g for g in groups if g is not values and g.kind == TEXT and g.lines
+                   and g.box[2] <= values.box[0] and min(g.box[3], values.box[3]) > max(g.box[1], values.box[1])),
+                  key=lambda g: -g.box[2])
+    labels: list[Group] = []
+    taken: set[int] = set()
+    for g in left:
+        at = [_row_of(ln, rows, med_h) for ln in g.lines]
+        if any(i is None or i in taken for i in at) or len(set(at)) != len(at):
+            continue
+        labels.append(g)
+        taken.update(i for i in at if i is not None)
+        if len(taken) == len(rows):
+            break
+    lines = [ln for g in labels for ln in g.lines]
+    if len(taken) != len(rows) or len(lines) != len(rows):
+        return None
+    if text_column(lines, med_h) or any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in lines):
+        return None
+    label_end = {_row_of(ln, rows, med_h): ln.box[2] for ln in lines}
+    for g in groups:
+        if g is values or any(g is lb for lb in labels):
+            continue
+        for ln in g.lines:
+            i = _row_of(ln, rows, med_h)
+            if i is not None and ((ln.box[0] + ln.box[2]) / 2 >= label_end[i]
+                                  or ln.box[2] - ln.box[0] <= KV_LABEL_WIDTH * med_h):
+                return None  # a third column between them, after them or short before: a table's
+    return labels
+
+
+def join_far_values(groups: list[Group], med_h: float) -> list[Group]:
+    """``groups`` with each column of values at a tab stop and the text groups of its labels left of it
+    (module docstring) made one text group, in the place of the first of them; other groups
+    unchanged, in their order. ``med_h``: the page's median line height in pixels. Every line is kept
+    exactly once.
+    """
+    out = list(groups)
+    for values in list(groups):
+        if not any(values is g for g in out):
+            continue
+        column = _value_column(values, med_h)
+        labels = None if column is None else _labels_for(values, column[0], out, med_h)
+        if not labels or not (column and column[1]) and (
+                values.box[0] - max(g.box[2] for g in labels) > KV_GAP * med_h):
+            continue  # left-aligned values farther right than a form's tab stop: a panel beside
+        members = [*labels, values]
+        lines = [ln for g in members for ln in g.lines]
+        at = min(i for i, g in enumerate(out) if any(g is m for m in members))
+        out = [g for g in out if not any(g is m for m in members)]
+        out.insert(at, Group(TEXT, lines_box(lines), lines))
+    return out
