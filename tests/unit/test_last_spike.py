@@ -64,7 +64,11 @@ def test_the_tail_before_the_left_out_spike_must_match():
     assert restore_last_spike(_ids("Vermon"), spikes, [0.99] * 7, SPACE_ID, WORD, NO_SKIP_WEIGHT) == spikes
     other = _ids("Vermox")  # the decoder's last letters are not the spikes': it wrote its own text
     assert restore_last_spike(other, spikes, [0.99] * 7, SPACE_ID, WORD, NO_SKIP_WEIGHT) is other
-    short = _ids("n")
-    assert restore_last_spike(short, _ids("nt"), [0.99] * 2, SPACE_ID, WORD, NO_SKIP_WEIGHT) is short
+    empty: list[int] = []
+    assert restore_last_spike(empty, _ids("nt"), [0.99] * 2, SPACE_ID, WORD, NO_SKIP_WEIGHT) is empty
     hanzi = _ids("甲乙")  # a hanzi is a word character too
     assert restore_last_spike(hanzi, _ids("甲乙丙"), [0.99] * 3, SPACE_ID, WORD, NO_SKIP_WEIGHT) == _ids("甲乙丙")
+    label = _ids("商")  # a two-hanzi table label written one short (seed 2 page 4: 商誉)
+    assert restore_last_spike(label, _ids("商誉"), [1.0, 1.0], SPACE_ID, WORD, NO_SKIP_WEIGHT) == _ids("商誉")
+    alone = _ids("甲")  # one spike is no tail to align on
+    assert restore_last_spike(alone, _ids("甲"), [1.0], SPACE_ID, WORD, NO_SKIP_WEIGHT) is alone

@@ -13,7 +13,7 @@ read the whole word with a copy weight of 0.99-1.0 on the character left out.
 non-space text aligns with the spikes
 (Levenshtein opcodes, :func:`models.compact.decode.spacing.solid_opcodes`) so that the last edit is
 exactly one spike left unread at the end, right after a stretch of at least :data:`MIN_TAIL` matched
-characters, and that spike is a letter or digit (``word_ids``: a speck of noise or a rule at a
+character(s), and that spike is a letter or digit (``word_ids``: a speck of noise or a rule at a
 crop's edge reads as a mark) read with a copy weight of at least
 :data:`models.compact.decode.copy_head.NO_SKIP_WEIGHT` (the copy head's own floor for a spike the
 decoder may not skip, set before this step existed).
@@ -25,9 +25,10 @@ from collections.abc import Collection, Sequence
 
 from models.compact.decode.spacing import solid_opcodes
 
-#: Characters before the left-out one that must match the spikes one for one: the decoder was
-#: copying the spikes up to there, not writing its own text.
-MIN_TAIL = 2
+#: Characters before the left-out one that must match the spikes one for one (the whole alignment
+#: must end in them): the decoder was copying the spikes up to there, not writing its own text. One,
+#: so a two-hanzi label is covered (``商誉`` written ``商``, ``bench/table_pages.py`` seed 2 page 4).
+MIN_TAIL = 1
 
 
 def restore_last_spike(written: list[int], spike_ids: Sequence[int], spike_weights: Sequence[float],
