@@ -61,14 +61,14 @@ def test_what_is_left_alone():
 
 def test_the_tail_before_the_left_out_spike_must_match():
     spikes = _ids("Vermont")
-    assert restore_last_spike(_ids("Vermon"), spikes, [0.99] * 7, SPACE_ID, WORD, NO_SKIP_WEIGHT) == spikes
+    assert restore_last_spike(_ids("Vermon"), spikes, lambda: 0.99, SPACE_ID, WORD, NO_SKIP_WEIGHT) == spikes
     other = _ids("Vermox")  # the decoder's last letters are not the spikes': it wrote its own text
-    assert restore_last_spike(other, spikes, [0.99] * 7, SPACE_ID, WORD, NO_SKIP_WEIGHT) is other
+    assert restore_last_spike(other, spikes, lambda: 0.99, SPACE_ID, WORD, NO_SKIP_WEIGHT) is other
     empty: list[int] = []
-    assert restore_last_spike(empty, _ids("nt"), [0.99] * 2, SPACE_ID, WORD, NO_SKIP_WEIGHT) is empty
+    assert restore_last_spike(empty, _ids("nt"), lambda: 0.99, SPACE_ID, WORD, NO_SKIP_WEIGHT) is empty
     hanzi = _ids("甲乙")  # a hanzi is a word character too
-    assert restore_last_spike(hanzi, _ids("甲乙丙"), [0.99] * 3, SPACE_ID, WORD, NO_SKIP_WEIGHT) == _ids("甲乙丙")
+    assert restore_last_spike(hanzi, _ids("甲乙丙"), lambda: 0.99, SPACE_ID, WORD, NO_SKIP_WEIGHT) == _ids("甲乙丙")
     label = _ids("商")  # a two-hanzi table label written one short (seed 2 page 4: 商誉)
-    assert restore_last_spike(label, _ids("商誉"), [1.0, 1.0], SPACE_ID, WORD, NO_SKIP_WEIGHT) == _ids("商誉")
+    assert restore_last_spike(label, _ids("商誉"), lambda: 1.0, SPACE_ID, WORD, NO_SKIP_WEIGHT) == _ids("商誉")
     alone = _ids("甲")  # one spike is no tail to align on
-    assert restore_last_spike(alone, _ids("甲"), [1.0], SPACE_ID, WORD, NO_SKIP_WEIGHT) is alone
+    assert restore_last_spike(alone, _ids("甲"), lambda: 1.0, SPACE_ID, WORD, NO_SKIP_WEIGHT) is alone

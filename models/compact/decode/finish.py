@@ -162,8 +162,8 @@ def finish_segment(state: FinishState | None, token_ids: list[int], rules: Finis
                                     state.spike_ids)
     kept = drop_unread_repeats(kept, state.spike_ids, rules.space_id)
     if rules.word_ids:
-        kept = restore_last_spike(kept, state.spike_ids, spike_weights(state, rules.space_id), rules.space_id,
-                                  rules.word_ids, NO_SKIP_WEIGHT)
+        kept = restore_last_spike(kept, state.spike_ids, lambda: spike_weights(state, rules.space_id)[-1],
+                                  rules.space_id, rules.word_ids, NO_SKIP_WEIGHT)
     kept = numbers_from_spikes(kept, state.spike_ids, rules.number_ids, rules.digit_ids, rules.number_like_ids,
                                rules.separator_ids)
     kept = quantity_from_spikes(kept, state.spike_ids, rules.digit_ids, rules.separator_ids, rules.sign_ids,

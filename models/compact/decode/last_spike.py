@@ -21,7 +21,7 @@ decoder may not skip, set before this step existed).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from models.compact.decode.spacing import solid_opcodes
 
@@ -31,7 +31,7 @@ from models.compact.decode.spacing import solid_opcodes
 MIN_TAIL = 1
 
 
-def restore_last_spike(written: list[int], spike_ids: Sequence[int], spike_weights: Sequence[float],
+def restore_last_spike(written: list[int], spike_ids: Sequence[int], last_weight: Callable[[], float],
                        space_id: int, word_ids: Collection[int], min_weight: float) -> list[int]:
     """``written`` (a segment's generated ids, ``</s>`` excluded: the in-process path delivers them
     without it, the decoder service with it, so whether the decoder or the length limit ended the
@@ -39,12 +39,14 @@ def restore_last_spike(written: list[int], spike_ids: Sequence[int], spike_weigh
     appended when the decoder stopped one character short of it (module docstring).
 
     ``spike_ids``: the recogniser's class at each character spike, in order, spaces excluded
-    (:func:`models.compact.decode.spacing.spike_classes`); ``spike_weights``: the copy weight (CTC
-    posterior, 0-1) of each, same length; ``word_ids``: ids of letters and digits; ``min_weight``: the
-    weight the last spike needs. Returns ``written`` itself when nothing is appended, else a new list.
+    (:func:`models.compact.decode.spacing.spike_classes`); ``last_weight``: gives the copy weight (CTC
+    posterior, 0-1) of the last of them, called only when the text qualifies otherwise (reading it
+    costs a mask over the line's frames, ~0.3 ms: most segments never need it); ``word_ids``: ids of
+    letters and digits; ``min_weight``: the weight the last spike needs. Returns ``written`` itself when
+    nothing is appended, else a new list.
     """
     n = len(spike_ids)
-    if n < MIN_TAIL + 1 or len(written) < MIN_TAIL or spike_ids[-1] not in word_ids or spike_weights[-1] < min_weight:
+    if n < MIN_TAIL + 1 or len(written) < MIN_TAIL or spike_ids[-1] not in word_ids:
         return written
     if [t for t in written[-MIN_TAIL - 1:] if t != space_id][-MIN_TAIL:] != list(spike_ids[-MIN_TAIL - 1: -1]):
         return written  # cheap test first: the written tail is not the spikes' tail before the last
@@ -55,5 +57,7 @@ def restore_last_spike(written: list[int], spike_ids: Sequence[int], spike_weigh
     if last.tag != "insert" or last.src_start != len(solid) or last.dest_start != n - 1:
         return written
     if before.tag != "equal" or before.src_end - before.src_start < MIN_TAIL:
+        return written
+    if last_weight() < min_weight:
         return written
     return [*written, spike_ids[-1]]
