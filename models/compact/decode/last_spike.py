@@ -6,8 +6,9 @@ ends a line where the recogniser's reading ends. The reverse slip remains: with 
 the last spike, the decoder's own softmax outvotes the copy and writes ``</s>`` one character early.
 Its language model finds a word ending plausible there -- ``Vermon`` for ``Vermont``, ``Utilitie``
 for ``Utilities`` (table labels, short crops with no context after them). On ``bench/table_pages.py``
-pages (seeds 0 and 1) this was the largest group of misread labels: 6 of 8, each a cell whose spikes
-read the whole word with a copy weight of 0.99-1.0 on the character left out.
+pages (seeds 0 and 1) this was the largest group of misread labels: 4 of 8, each a cell whose spikes
+read the whole word with a copy weight of 0.99-1.0 on the character left out (seed 2: two more,
+``商誉`` written ``商``).
 
 :func:`restore_last_spike` appends that character when the evidence is unambiguous: the decoder's
 non-space text aligns with the spikes
