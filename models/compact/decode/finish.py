@@ -16,13 +16,16 @@ this order:
    twice where the recogniser read it once is replaced by its reading; then a quotation mark
    written first or last where the recogniser read none, the rest read alike, is dropped
    (:func:`models.compact.decode.rereads.drop_unread_edge_marks`: ``76.84 '`` -> ``76.84``);
-3. **numbers from the spikes** (:func:`models.compact.decode.numbers.numbers_from_spikes`, rules made
+3. **a last character left out** (:func:`models.compact.decode.last_spike.restore_last_spike`): a
+   segment the decoder ended one character before the recogniser's last spike (``Vermon`` where the
+   spikes read ``Vermont``) gets that spike's letter or digit;
+4. **numbers from the spikes** (:func:`models.compact.decode.numbers.numbers_from_spikes`, rules made
    :meth:`FinishRules.from_vocab`): a segment that the spikes and the decoder both read as one number
    takes the spikes' reading (the decoder's prior adds or changes digits on short table cells);
-4. **quantities from the spikes** (:func:`models.compact.decode.quantities.quantity_from_spikes`): a
+5. **quantities from the spikes** (:func:`models.compact.decode.quantities.quantity_from_spikes`): a
    segment that the spikes read as a receipt's ``count x price`` is written so from them, the sign as
    the letter x (the recogniser reads it ``×``, the decoder drops or garbles it);
-5. **spacing head** (:func:`models.compact.decode.spacing.respace`, checkpoints with a ``"spacing"``
+6. **spacing head** (:func:`models.compact.decode.spacing.respace`, checkpoints with a ``"spacing"``
    entry only): the head's confident spaces and punctuation widths.
 
 :func:`finish_segment` owns the chain. The decoder half
@@ -43,7 +46,8 @@ from typing import NamedTuple
 
 import torch
 
-from models.compact.decode.copy_head import past_last_spike, repeated_tail, spike_frames, trim_overrun
+from models.compact.decode.copy_head import NO_SKIP_WEIGHT, past_last_spike, repeated_tail, spike_frames, trim_overrun
+from models.compact.decode.last_spike import restore_last_spike
 from models.compact.decode.numbers import number_vocab, numbers_from_spikes
 from models.compact.decode.quantities import quantity_from_spikes, quantity_vocab
 from models.compact.decode.rereads import drop_stuttered_marks, drop_unread_edge_marks, drop_unread_repeats
@@ -76,8 +80,9 @@ class FinishRules:
     characters in either width (:func:`models.compact.decode.numbers.number_vocab`; empty: the numbers
     step is skipped), ``separator_ids`` (the decimal and group separators). ``mark_ids``: the
     vocabulary's punctuation marks (Unicode category P*, :func:`mark_vocab`; empty: the stutter
-    step is skipped, as in the trainer's rules). ``sign_ids`` (a quantity's sign -> the id written for
-    it) and ``quantity_like_ids`` (what a decoder's quantity may hold):
+    step is skipped, as in the trainer's rules). ``word_ids``: its one-character letters and digits
+    (:func:`word_vocab`; empty: the last-character step is skipped). ``sign_ids`` (a quantity's
+    sign -> the id written for it) and ``quantity_like_ids`` (what a decoder's quantity may hold):
     :func:`models.compact.decode.quantities.quantity_vocab`; empty: the quantities step is skipped.
     ``quote_ids``: the vocabulary's quotation marks (:func:`quote_vocab`; empty: the edge-quote step
     is skipped).
@@ -93,6 +98,7 @@ class FinishRules:
     number_like_ids: frozenset[int] = frozenset()
     separator_ids: frozenset[int] = frozenset()
     mark_ids: frozenset[int] = frozenset()
+    word_ids: frozenset[int] = frozenset()
     sign_ids: Mapping[int, int] = field(default_factory=dict)
     quantity_like_ids: frozenset[int] = frozenset()
     quote_ids: frozenset[int] = frozenset()
@@ -105,7 +111,8 @@ class FinishRules:
         """
         return cls(frozenset(int(t) for t in eos_ids), vocab.get(" ", -1), width_pairs(dict(vocab)),
                    frozenset(vocab[c] for c in FULL_TO_HALF if c in vocab), spacing_confidence,
-                   *number_vocab(vocab), mark_vocab(vocab), *quantity_vocab(vocab), quote_vocab(vocab))
+                   *number_vocab(vocab), mark_vocab(vocab), word_vocab(vocab), *quantity_vocab(vocab),
+                   quote_vocab(vocab))
 
 
 #: Quotation marks: the apostrophe, straight and typographic quotes, guillemets, the backtick.
@@ -124,6 +131,13 @@ def mark_vocab(vocab: Mapping[str, int]) -> frozenset[int]:
     return frozenset(int(i) for t, i in vocab.items() if len(t) == 1 and unicodedata.category(t).startswith("P"))
 
 
+def word_vocab(vocab: Mapping[str, int]) -> frozenset[int]:
+    """Ids of the one-character tokens of ``vocab`` that are letters or digits (``str.isalnum``: Latin
+    letters, digits, hanzi; not marks or symbols).
+    """
+    return frozenset(int(i) for t, i in vocab.items() if len(t) == 1 and t.isalnum())
+
+
 def finish_state(q: torch.Tensor, ids: torch.Tensor, space_id: int,
                  spacing: torch.Tensor | None = None) -> FinishState | None:
     """The :class:`FinishState` of a prompt from its copy classes ``q`` float [L, k] / ``ids`` int
@@ -135,6 +149,13 @@ def finish_state(q: torch.Tensor, ids: torch.Tensor, space_id: int,
         return None
     probs = None if spacing is None else spacing.float()[character_spikes(q, ids, space_id)]
     return FinishState(q, ids.long(), probs, spike_classes(q, ids, space_id))
+
+
+def spike_weights(state: FinishState, space_id: int) -> list[float]:
+    """The copy weight (the recogniser's CTC posterior, 0-1) of its class at each character spike of
+    ``state``, in the order of ``state.spike_ids``.
+    """
+    return state.q[character_spikes(state.q, state.ids, space_id)][:, 0].tolist()
 
 
 def finish_segment(state: FinishState | None, token_ids: list[int], rules: FinishRules) -> list[int]:
@@ -156,6 +177,9 @@ def finish_segment(state: FinishState | None, token_ids: list[int], rules: Finis
                                     state.spike_ids)
     kept = drop_unread_repeats(kept, state.spike_ids, rules.space_id)
     kept = drop_unread_edge_marks(kept, state.spike_ids, rules.quote_ids, rules.space_id)
+    if rules.word_ids:
+        kept = restore_last_spike(kept, state.spike_ids, lambda: spike_weights(state, rules.space_id)[-1],
+                                  rules.space_id, rules.word_ids, NO_SKIP_WEIGHT)
     kept = numbers_from_spikes(kept, state.spike_ids, rules.number_ids, rules.digit_ids, rules.number_like_ids,
                                rules.separator_ids)
     kept = quantity_from_spikes(kept, state.spike_ids, rules.digit_ids, rules.separator_ids, rules.sign_ids,
