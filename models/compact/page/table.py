@@ -28,6 +28,14 @@ ROW_TOLERANCE = 0.5
 RULE_SPAN = 0.5
 #: Gutters without rules: x positions crossed by at most this share of the table's lines ...
 GUTTER_CROSSING = 0.1
+#: ... and by at most this share of the lines that cross the most crossed x position (a full column:
+#: about one line per row). A share of all the lines alone is a share of the rows times the columns:
+#: with over 1 / GUTTER_CROSSING columns every x position is crossed by fewer than that (one column
+#: holds 1/11 of an 11-column table's lines), so the whole table was one gutter, no boundary was
+#: found and the table was not found at all (``bench/tables.py --seed 7`` page 4, 26 x 11 cells
+#: without rules: cell recall 0 %). Up to 1 / (GUTTER_CROSSING / GUTTER_PEAK_SHARE) = 5 full columns
+#: the share of all lines is the lower bound and nothing changes.
+GUTTER_PEAK_SHARE = 0.5
 #: ... over at least this many line heights of width (the space between two cells' texts).
 GUTTER_MIN_WIDTH = 0.8
 #: A header row just above a table joins it when the gap is below this many line heights.
@@ -60,11 +68,13 @@ def _rule_boundaries(lines: list, rules: list[Box], box: Box) -> list[tuple[floa
 
 
 def gutter_boundaries(lines: list, med_h: float) -> list[float]:
-    """Midpoints (page pixels, ascending) of the x runs crossed by <= GUTTER_CROSSING of ``lines`` and
-    >= GUTTER_MIN_WIDTH x ``med_h`` wide: the column gutters of a table without rules.
+    """Midpoints (page pixels, ascending) of the x runs crossed by <= :data:`GUTTER_CROSSING` of
+    ``lines`` and <= :data:`GUTTER_PEAK_SHARE` of the most lines crossing one x, and >=
+    :data:`GUTTER_MIN_WIDTH` x ``med_h`` wide: the column gutters of a table without rules.
     """
     lo, cover = line_cover(lines)
-    low = np.append(cover <= GUTTER_CROSSING * len(lines), False)
+    most = float(cover.max()) if cover.size else 0.0
+    low = np.append(cover <= min(GUTTER_CROSSING * len(lines), GUTTER_PEAK_SHARE * most), False)
     out, start = [], None
     for i, flag in enumerate(low):
         if flag and start is None:
