@@ -106,6 +106,21 @@ def _pieces(ink: np.ndarray, y0: int, y1: int, top: int, bottom: int, cell_gap: 
     return [(max(0, a - m), top, min(w, b + m), bottom) for a, b in spans]
 
 
+def _clear_edge_slivers(ink: np.ndarray, lo: int, hi: int) -> None:
+    """Clear, in place, the ink of ``ink`` bool [H, W] that belongs to a neighbour: a run of inked rows
+    wholly outside the detection's own rows [lo, hi) that touches the crop's top or bottom edge. The
+    crop reaches beyond the detection, so such a run is the edge of the row above or below (a 1-px
+    sliver of a header), not a row of this box; left in, :func:`row_bands` would join it to the first
+    row across the gap and make that band look like a larger print (seed 7 page 6 of
+    ``bench/tables.py``: four numbers of a 3.5-row box were lost so). A run that reaches into [lo, hi)
+    is a row the box cut and stays whole.
+    """
+    runs = true_runs(ink.sum(axis=1) >= MIN_ROW_INK) if ink.size else []
+    for a, b in runs:
+        if (a == 0 and b <= lo) or (b == ink.shape[0] and a >= hi):
+            ink[a:b] = False
+
+
 def split_box(gray: np.ndarray, stroke_px: int, inner: tuple[int, int] | None = None) -> list[Box]:
     """The rows (and cells) of one detection's crop ``gray`` uint8 [H, W]: boxes (x0, y0, x1, y1) in
     crop pixels, top to bottom, left to right; [] when the crop holds fewer than two text rows, or
@@ -116,6 +131,8 @@ def split_box(gray: np.ndarray, stroke_px: int, inner: tuple[int, int] | None = 
     """
     ink = ink_mask(gray, stroke_px)
     lo, hi = inner or (0, gray.shape[0])
+    if inner is not None:
+        _clear_edge_slivers(ink, lo, hi)
     bands = [(a, b) for a, b in row_bands(ink) if min(b, hi) - max(a, lo) > (b - a) / 2]
     heights = [b - a for a, b in bands]
     if len(bands) < 2 or max(heights) > SAME_PRINT * min(heights):
