@@ -80,7 +80,16 @@ def test_the_fit_recovers_a_known_slope_and_floor():
         s = missed(u, 0.8, 0.01)
         pages.append((e, u, (1 - s) * e + s + float(rng.normal(0, 0.002))))
     fit = fit_unread(pages)
+    assert fit is not None
     assert fit["slope"] == pytest.approx(0.8, abs=0.1)
     assert fit["floor"] == pytest.approx(0.01, abs=0.006)
     with pytest.raises(ValueError):
         fit_unread([])
+
+
+def test_pages_without_unread_ink_fit_no_term():
+    """Fit pages whose text the detector found whole (unread_ink 0 on every page, as after the
+    underline fix of issue 38) say nothing about the slope: no term is fitted (the grid's first slope
+    was written before, switching the warning off for good)."""
+    pages = [(0.01, 0.0, 0.012), (0.02, 0.0, 0.018), (0.0, 0.0, 0.0), (0.03, 0.05, 0.2)]
+    assert fit_unread(pages) is None

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from inkstream.confidence import FEATURES, expected_error, line_features
-from training.compact.fit_unread import document_unread_ink, fit_unread, missed
+from training.compact.fit_unread import MIN_SIGNAL_PAGES, document_unread_ink, fit_unread, missed
 
 TABLE = pathlib.Path(__file__).resolve().parents[2] / "gateway" / "output" / "calibration_tables.py"
 RIDGE = 1e-5  # on the weights but the intercept, relative to the total weight (keeps IRLS stable)
@@ -224,6 +224,19 @@ def _rounded(weights: Sequence[float]) -> list[float]:
     return [round(float(v), 5) for v in weights]
 
 
+def _current_unread_term(model: str | None) -> dict[str, float] | None:
+    """The unread-ink term of the committed table (:data:`TABLE`) for the checkpoint ``model``
+    (default: the embedded one); None when it has none.
+    """
+    from gateway.output.calibration_tables import TABLES
+    from models.compact import checkpoint as ckpt
+    from models.compact import default_checkpoint_dir
+
+    model_id, _ = ckpt.checkpoint_identity(model or default_checkpoint_dir())
+    term = TABLES.get(model_id, {}).get("unread_ink")
+    return dict(term) if term else None
+
+
 def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: range, clean_seeds: range,
                 ece: float, towers: Mapping[str, Sequence[float]] | None = None, path: pathlib.Path = TABLE,
                 unread: Mapping[str, float] | None = None) -> None:
@@ -285,9 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     if before < len(docs):  # measured now: kept, so a refit draws no page
         cache.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
     unread = fit_unread([(1.0 - c, u, e) for (c, e), u in zip(pairs, inks, strict=True)])
+    if unread is None:  # no fit page shows missed text: the term fitted where some did stays
+        unread = _current_unread_term(args.model)
+        print(f"fewer than {MIN_SIGNAL_PAGES} fit pages have unread ink: unread-ink term kept {unread}")
     print(f"page ECE, lines alone: {page_ece(pairs):.4f}; unread-ink term {unread}")
-    pairs = [(c * (1.0 - missed(u, unread["slope"], unread["floor"])), e)
-             for (c, e), u in zip(pairs, inks, strict=True)]
+    if unread is not None:
+        pairs = [(c * (1.0 - missed(u, unread["slope"], unread["floor"])), e)
+                 for (c, e), u in zip(pairs, inks, strict=True)]
     ece = page_ece(pairs)
     print(f"{len(docs)} documents, {len(lines)} lines")
     for name, w in [("pooled", weights), *towers.items()]:

@@ -52,14 +52,22 @@ def missed(unread: float, slope: float, floor: float) -> float:
     return m / (1.0 + m)
 
 
+#: Fewest fit pages with any unread ink for the term to be fitted at all: on fewer, the slope is not
+#: determined by the data (every candidate predicts the same) and :func:`fit_unread` says so.
+MIN_SIGNAL_PAGES = 3
+
+
 def fit_unread(pages: Sequence[tuple[float, float, float]],
-               loss: Callable[[np.ndarray, np.ndarray], float] | None = None) -> dict[str, float]:
+               loss: Callable[[np.ndarray, np.ndarray], float] | None = None) -> dict[str, float] | None:
     """``{"slope", "floor"}`` minimising the squared error of the page CER over ``pages`` =
-    (lines' expected CER, unread_ink, order-free CER, missed pieces included) triples; raises
-    ValueError without pages.
+    (lines' expected CER, unread_ink, order-free CER, missed pieces included) triples; None when fewer
+    than :data:`MIN_SIGNAL_PAGES` of them have any unread ink (the detector found their text: nothing
+    to fit, the caller keeps the term it has). Raises ValueError without pages.
     """
     if not pages:
         raise ValueError("no pages to fit the unread-ink term on")
+    if sum(1 for p in pages if p[1] > 0.0) < MIN_SIGNAL_PAGES:
+        return None
     e = np.array([p[0] for p in pages])
     u = np.array([p[1] for p in pages])
     cer = np.array([p[2] for p in pages])
