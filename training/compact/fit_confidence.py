@@ -33,6 +33,7 @@ import argparse
 import collections
 import json
 import pathlib
+import runpy
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -225,15 +226,16 @@ def _rounded(weights: Sequence[float]) -> list[float]:
 
 
 def _current_unread_term(model: str | None) -> dict[str, float] | None:
-    """The unread-ink term of the committed table (:data:`TABLE`) for the checkpoint ``model``
-    (default: the embedded one); None when it has none.
+    """The unread-ink term of the committed table (:data:`TABLE`, the file this script writes: read as
+    a file, training does not import the gateway) for the checkpoint ``model`` (default: the embedded
+    one); None when it has none.
     """
-    from gateway.output.calibration_tables import TABLES
     from models.compact import checkpoint as ckpt
     from models.compact import default_checkpoint_dir
 
     model_id, _ = ckpt.checkpoint_identity(model or default_checkpoint_dir())
-    term = TABLES.get(model_id, {}).get("unread_ink")
+    tables = runpy.run_path(str(TABLE)).get("TABLES", {}) if TABLE.is_file() else {}
+    term = tables.get(model_id, {}).get("unread_ink")
     return dict(term) if term else None
 
 
