@@ -29,9 +29,6 @@ from models.compact.model import SUPERVISED_HEADS, CompactOCR, attention_supervi
 from models.compact.vocab import BOS_ID, EOS_ID, PAD_ID, SPACE_ID, SPECIALS
 from models.compact.vocab_zh import ZH_CHARSET
 
-#: The finishing chain of the trainer's greedy decoding: the decoder service's, without the spacing head.
-FINISH_RULES = FinishRules(eos_ids=frozenset({EOS_ID}), space_id=SPACE_ID)
-
 
 class Bilingual(nn.Module):
     """Frozen Latin tower (``encoder``) + trainable ``pp_tower`` compressor + ``lm`` decoder."""
@@ -40,6 +37,10 @@ class Bilingual(nn.Module):
                  posterior_topk: int = 0, copy_topk: int = 0, copy_pointer: bool = False) -> None:
         super().__init__()
         vocab_size = len(vocab)
+        #: The finishing chain of the held-out greedy decoding: the decoder service's rules for this vocabulary
+        #: (:meth:`FinishRules.from_vocab`, as :class:`models.compact.decoder_half.CompactDecoderHalf` builds
+        #: them), without the spacing head (no ``spacing_confidence``), so held-out CER is the served one's.
+        self.finish_rules = FinishRules.from_vocab(vocab, {EOS_ID})
         self.enc_cfg = latin.enc_cfg
         self.encoder = latin.encoder.requires_grad_(False).eval()
         hidden = latin.lm.config.hidden_size
@@ -233,7 +234,7 @@ class Bilingual(nn.Module):
                 res = self.lm.model(inputs_embeds=emb(torch.tensor([[nxt]])), past_key_values=res.past_key_values,
                                     use_cache=True, output_attentions=want)
             if self.copy is not None and self.copy.pointer:  # as the decoder service finishes a whole segment
-                out[i] = finish_segment(finish_state(q[0], qids[0], SPACE_ID), out[i], FINISH_RULES)
+                out[i] = finish_segment(finish_state(q[0], qids[0], SPACE_ID), out[i], self.finish_rules)
         return out
 
 
