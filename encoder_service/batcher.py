@@ -21,7 +21,8 @@ Flow of one page (:meth:`MicroBatcher.submit`):
    re-run alone so that one bad page cannot fail its neighbours (:mod:`encoder_service.forward`).
 
 A page whose caller is cancelled (stream cancelled) is removed from the queue; :meth:`cancel_stream`
-removes all queued pages of one stream. This module never imports generated gRPC stubs.
+removes all queued pages of one stream. Steps 3-5's loop is :mod:`encoder_service.batch_loop`. This
+module never imports generated gRPC stubs.
 """
 
 from __future__ import annotations
@@ -31,13 +32,12 @@ import collections
 import contextlib
 import logging
 import math
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from encoder_service.batch_loop import BatchLoop
 from encoder_service.batch_queue import BatchQueue, QueuedPage
 from encoder_service.batch_types import BatcherStats, BatchLimits, TimedPage
-from encoder_service.forward import encode_isolated, forward_outcome
 from encoder_service.metrics import EncoderMetrics
 from encoder_service.prepare import FairPreparer
 from inkstream.errors import Cancelled, InkstreamError, ResourceExhausted, Unavailable, as_inkstream_error
@@ -50,8 +50,10 @@ from models.base import EncoderHalf
 log = logging.getLogger("inkstream.encoder.batcher")
 
 
-class MicroBatcher:
-    """Admission control + micro-batching + single-threaded forward for one encoder half."""
+class MicroBatcher(BatchLoop):
+    """Admission control + micro-batching + single-threaded forward for one encoder half (the
+    scheduling loop and the forward step: :class:`encoder_service.batch_loop.BatchLoop`).
+    """
 
     def __init__(self, limits: BatchLimits, metrics: EncoderMetrics | None = None):
         self.limits = limits
@@ -274,79 +276,3 @@ class MicroBatcher:
                 it.future.set_exception(Cancelled("the request stream was cancelled"))
                 n += 1
         return n
-
-    # ----------------------------------------------------------------- scheduling
-    def _ready_batch(self, now: float) -> list[QueuedPage] | None:
-        """Pop the next batch (see :meth:`BatchQueue.pop_ready`), giving back the popped pages'
-        admission slots; None when no group is ready.
-        """
-        batch, popped = self._queue.pop_ready(now)
-        for it in popped:
-            self._release(it)
-        return batch or None
-
-    async def _schedule(self) -> None:
-        loop = asyncio.get_running_loop()
-        while not self._closed:
-            batch = self._ready_batch(loop.time())
-            if batch is None:
-                self._purge_done()
-                self._wake.clear()
-                timeout = self._queue.next_deadline(loop.time())
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
-                except TimeoutError:
-                    pass
-                continue
-            self._running = batch
-            try:
-                await self._forward(batch)
-            except Exception as exc:  # a bug here must fail the batch, not stall the queue
-                log.exception("batch scheduling failed")
-                for it in batch:
-                    if not it.future.done():
-                        it.future.set_exception(as_inkstream_error(exc))
-            finally:
-                self._running = []
-
-    def _purge_done(self) -> None:
-        """Drop queue heads whose page already failed (cancelled stream); their submit released them."""
-        for it in self._queue.purge_done():
-            self._release(it)
-
-    async def _forward(self, batch: list[QueuedPage]) -> None:
-        half = self._half
-        assert half is not None
-        t0 = time.perf_counter()
-        started = asyncio.get_running_loop().time()
-        for it in batch:
-            it.forward_at, it.batch_pages = started, len(batch)
-        results = await encode_isolated(self._fwd_pool, half, [it.prepared for it in batch])
-        elapsed = time.perf_counter() - t0
-        self._forward_ema_s = elapsed if self._forward_ema_s is None else 0.8 * self._forward_ema_s + 0.2 * elapsed
-        self.stats.batches += 1
-        self.stats.batch_sizes.append(len(batch))
-        self.stats.forward_seconds += elapsed
-        self.metrics.batch_size.record(len(batch), self.metrics.attrs)
-        self.metrics.forward.record(elapsed, self.metrics.attrs)
-        ok, error = forward_outcome(results)
-        if self.forward_health is not None and ok is True:
-            self.forward_health.success()
-        elif self.forward_health is not None and ok is False:
-            self.forward_health.failure(error)
-        # The batch's pages finish together: one completion for the rate (inkstream.pace), judged full
-        # or not on the pages in flight before it. Counted page by page, the pages after the first few
-        # of a batch that took the replica below full were dropped while their time was kept.
-        answered = [(it, res) for it, res in zip(batch, results, strict=True) if not it.future.done()]
-        n_ok = sum(not isinstance(res, BaseException) for _, res in answered)
-        self.pace.finished(n_ok)
-        self.pace.abandoned(len(answered) - n_ok)
-        for it, res in answered:  # one result per page (encode_isolated)
-            it.paced = True
-            if isinstance(res, BaseException):
-                if not isinstance(res, InkstreamError):
-                    log.error("encode_batch failed", exc_info=res)
-                it.future.set_exception(as_inkstream_error(res))
-            else:
-                self.stats.pages_encoded += 1
-                it.future.set_result(res)

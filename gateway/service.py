@@ -28,11 +28,12 @@ from gateway import tenancy
 from gateway.config import GatewayConfig
 from gateway.ingest import UploadedFile, close_document, open_document, parse_pages
 from gateway.ingest.document import Document
+from gateway.ingest.selection import check_selection
 from gateway.output.stitch import FORMATS
 from gateway.routing.in_order import pages_in_order
 from gateway.stores.cache import ResultCache, cache_key
 from gateway.types import PagePipeline, PipelineOptions, RequestSlot
-from inkstream.errors import InvalidInput, Unavailable, as_inkstream_error
+from inkstream.errors import InkstreamError, InvalidInput, Unavailable, as_inkstream_error
 from inkstream.fair import INTERACTIVE
 from inkstream.page_result import PASSWORD_UNUSED, PageResult
 
@@ -234,6 +235,29 @@ class OcrService:
         tasks = await self.pipeline.decoder_tasks()
         if tasks and task not in tasks:
             raise InvalidInput(f"unknown task {task!r}; this model supports: {', '.join(tasks)}")
+
+    async def check_options(self, request: OcrRequest) -> OcrRequest:
+        """``request`` validated as far as it can be without its document, for the front ends to call
+        before admission, so that a wrong request hears what is wrong (400) even while the gateway is
+        full (429) — the error map, :mod:`inkstream.errors`, gives each its status.
+
+        Checks the values (:meth:`OcrRequest.validated`), the page selection's syntax
+        (:func:`gateway.ingest.selection.check_selection`; pages past the end need the document) and,
+        while the pipeline is ready, the task and the mode against the replicas' Info (cached; when
+        it is not ready they are left to :meth:`prepare`, which answers 503). Raises InvalidInput;
+        returns the validated request. :meth:`prepare` checks all of it again.
+        """
+        request = request.validated()
+        check_selection(request.pages)
+        ok, _ = await self.ready()
+        if ok:
+            await self.check_task(request.task)
+            try:
+                info = await self.pipeline.encoder_info()
+            except InkstreamError:  # no Info now: prepare() checks the mode (or answers 503)
+                return request
+            info.mode(request.mode)
+        return request
 
     async def prepare(self, upload: UploadedFile, request: OcrRequest, request_id: str = "") -> Prepared:
         """Validate options and open the document (once); raises 4xx InkstreamErrors with a message

@@ -1,6 +1,8 @@
 """One synchronous OCR request, start to end, the same for every front end (REST, gRPC, OpenAI).
 
-The sequence each front end used to repeat: refuse while draining -> take an admission ticket
+The sequence each front end used to repeat: refuse while draining -> check the options known before
+the body (the front end's ``check``: 4xx here, so a wrong request is told so even when the gateway is
+full) -> take an admission ticket
 (429 / RESOURCE_EXHAUSTED when the gateway is full) -> a request-scoped temp dir -> receive the
 document into it -> prepare (options, type, limits, page selection: 4xx here, before any output) ->
 page results in page order -> metrics -> clean-up (document closed, ticket returned, temp dir
@@ -25,7 +27,7 @@ import asyncio
 import contextlib
 import pathlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.ingest.upload import UploadedFile, UploadSink
@@ -47,11 +49,16 @@ class OcrSession:
     drain check, a temp dir and the request metrics.
 
     ``request_id``: the admission key and the id in logs and traces; ``api`` / ``route``: metric
-    labels. Raises what admission and :meth:`prepare` raise (InkstreamErrors with their status).
+    labels; ``check``: awaited before admission (the options a front end has before it reads the
+    body, e.g. :meth:`gateway.service.OcrService.check_options`; admission runs before the body is
+    read: a full gateway refuses before the upload). Raises what ``check``,
+    admission and :meth:`prepare` raise (InkstreamErrors with their status).
     """
 
-    def __init__(self, core: GatewayCore, request_id: str, *, api: str, route: str):
+    def __init__(self, core: GatewayCore, request_id: str, *, api: str, route: str,
+                 check: Callable[[], Awaitable[object]] | None = None):
         self.core, self.request_id, self.api, self.route = core, request_id, api, route
+        self._check = check
         self.started = time.monotonic()
         self.scope = RequestScope(core.service, request_id)
         self.tmp: pathlib.Path = pathlib.Path()
@@ -62,6 +69,8 @@ class OcrSession:
     async def __aenter__(self) -> OcrSession:
         try:
             self.core.check_accepting()
+            if self._check is not None:
+                await self._check()
             await self.scope.admit()
             self.tmp = self.scope.hold(self.core.request_dir())
         except BaseException as exc:

@@ -126,7 +126,9 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
         """Options, then document chunks -> one PageResult per page in page order, then a Summary.
 
         The request's resources and metrics are :class:`gateway.session.OcrSession`'s (as for REST);
-        a request refused before its whole upload was read is drained after its slot is freed.
+        its options (the first message) are checked before admission, so a wrong request gets
+        INVALID_ARGUMENT, not RESOURCE_EXHAUSTED, from a full gateway; a request refused before its
+        whole upload was read is drained after its slot is freed.
         """
         supplied = any(k == "x-request-id" for k, _ in (context.invocation_metadata() or ()))
         request_id = run_id(current_request_id(), supplied)
@@ -134,7 +136,12 @@ class OcrGatewayServicer(gateway_pb2_grpc.OcrGatewayServicer):
         try:
             with self.core.track():
                 options = await self._options(request_iterator)
-                async with OcrSession(self.core, request_id, api="grpc", route="Recognize") as session:
+
+                async def check() -> None:  # the options, before admission (a wrong request hears so)
+                    await self.core.service.check_options(options_from_pb(options))
+
+                async with OcrSession(self.core, request_id, api="grpc", route="Recognize",
+                                      check=check) as session:
                     upload, opts, _ = await self._receive(request_iterator, session.tmp, options)
                     received = True
                     prepared = await session.prepare(upload, opts)

@@ -88,6 +88,30 @@ NO_DOCUMENT = ("no document in the request: send it as the multipart field 'file
                "source=s3://BUCKET/KEY (POST /v1/uploads gives one)")
 
 
+def check_query_names(request: Request, known: tuple[str, ...]) -> None:
+    """InvalidInput (400) for a query parameter not in ``known`` or given twice with different values."""
+    for name in request.query_params:
+        if name not in known:
+            raise InvalidInput(unknown_option(name, known, "query parameter"))
+        values = request.query_params.getlist(name)
+        if len(set(values)) > 1:
+            raise InvalidInput(given_twice(name, values[0], next(v for v in values if v != values[0]),
+                                           "query parameter"))
+
+
+async def check_query_options(request: Request, core: GatewayCore,
+                              extra_fields: tuple[str, ...] = ("source",)) -> OcrRequest:
+    """The options of the query string, checked before admission (and before the body is read):
+    the names (:func:`check_query_names`) and the values
+    (:meth:`gateway.service.OcrService.check_options`; an option not in the query is checked at its
+    default here, and again with the form fields once the body is read). Returns the validated
+    request of the query alone; raises InvalidInput (400).
+    """
+    check_query_names(request, OPTION_NAMES + extra_fields)
+    query: dict[str, Any] = {name: request.query_params.get(name, "") for name in OPTION_NAMES}
+    return await core.service.check_options(OcrRequest(**query))
+
+
 async def receive_upload(request: Request, core: GatewayCore, directory: Any,
                          extra_fields: tuple[str, ...] = ("source",)) -> Received:
     """Stream the body into ``directory``; returns the upload and the options (form fields, then query).
@@ -103,13 +127,7 @@ async def receive_upload(request: Request, core: GatewayCore, directory: Any,
     """
     limits = core.config.limits
     known = OPTION_NAMES + extra_fields
-    for name in request.query_params:
-        if name not in known:
-            raise InvalidInput(unknown_option(name, known, "query parameter"))
-        values = request.query_params.getlist(name)
-        if len(set(values)) > 1:
-            raise InvalidInput(given_twice(name, values[0], next(v for v in values if v != values[0]),
-                                           "query parameter"))
+    check_query_names(request, known)
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limits.max_upload_bytes + MULTIPART_SLACK:
         raise too_large(limits.max_upload_bytes, int(declared))

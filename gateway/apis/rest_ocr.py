@@ -24,7 +24,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.apis import rest_schema as schema
-from gateway.apis.rest_http import StreamWithCleanup, collect_while_connected, file_chunks, receive_upload
+from gateway.apis.rest_http import (
+    StreamWithCleanup,
+    check_query_options,
+    collect_while_connected,
+    file_chunks,
+    receive_upload,
+)
 from gateway.audit import audited
 from gateway.core import GatewayCore
 from gateway.output.searchable_pdf import write_searchable_pdf
@@ -89,6 +95,10 @@ async def _ndjson(first: PageResult | None, session: OcrSession) -> AsyncIterato
     yield (json.dumps({"summary": summary}, ensure_ascii=False) + "\n").encode()
 
 
+def _pdf_not_streamed() -> InvalidInput:
+    return InvalidInput(f"format=pdf is one binary document: ask without 'Accept: {NDJSON}', or submit a job")
+
+
 def ocr_router(core: GatewayCore) -> APIRouter:
     """The router of ``POST /v1/ocr`` over ``core``."""
     router = APIRouter()
@@ -102,15 +112,21 @@ def ocr_router(core: GatewayCore) -> APIRouter:
         with audited("ocr"):  # a synchronous read (of an upload or a source object) is audited too
             request_id = run_id(current_request_id(), "x-request-id" in request.headers)
             stack = contextlib.AsyncExitStack()
+            ndjson = NDJSON in request.headers.get("accept", "")
+
+            async def check() -> None:  # the query's options, before admission (a wrong request hears so)
+                if (await check_query_options(request, core)).format == "pdf" and ndjson:
+                    raise _pdf_not_streamed()
+
             try:
-                session = await stack.enter_async_context(OcrSession(core, request_id, api="rest", route="/v1/ocr"))
+                session = await stack.enter_async_context(OcrSession(core, request_id, api="rest", route="/v1/ocr",
+                                                                     check=check))
                 got = await receive_upload(request, core, session.tmp)
                 prepared = await session.prepare(got.upload, got.options)
                 fmt, headers = prepared.request.format, {"X-Model-Id": prepared.model_id}
-                if NDJSON in request.headers.get("accept", ""):
+                if ndjson:
                     if fmt == "pdf":
-                        raise InvalidInput(f"format=pdf is one binary document: ask without 'Accept: {NDJSON}', "
-                                           "or submit a job")
+                        raise _pdf_not_streamed()
                     first = await anext(session.pages(), None)  # early pipeline errors still get their status
                     headers.update({"X-Pages-Total": str(prepared.page_count), **cache_header(prepared.cache_hit)})
                     return StreamWithCleanup(_ndjson(first, session), stack, media_type=NDJSON,

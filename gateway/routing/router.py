@@ -1,9 +1,9 @@
 """The gateway's router: the one owner of routing state, and the lease through which every call goes.
 
-Each replica's routing state (:class:`_Route`: pages leased on it, its work window, the capacity
-and weights revision its Info reported, which incarnation that Info belongs to) lives here and
-nowhere else; :class:`gateway.routing.replicas.Replica` is only a channel and its health. A call to a
-replica is made inside :meth:`Router.lease`, which in one step
+Each replica's routing state (:class:`gateway.routing.route_state.Route`: pages leased on it, its
+work window, the capacity and weights revision its Info reported, which incarnation that Info
+belongs to) is held here and nowhere else; :class:`gateway.routing.replicas.Replica` is only a
+channel and its health. A call to a replica is made inside :meth:`Router.lease`, which in one step
 
 1. picks a replica of the stage (``"encoder"`` / ``"decoder"``): eligible (SERVING, not retired),
    not excluded, accepted by the caller's predicate; the one with the fewest leases ("least
@@ -26,79 +26,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Set
-from dataclasses import dataclass
 
 from gateway.clients.calls import CallFailure
 from gateway.clients.decoder import DecoderInfo, fetch_decoder_info
 from gateway.clients.encoder import fetch_encoder_info
 from gateway.routing.config import PipelineConfig
 from gateway.routing.replicas import Replica, ReplicaSet
+from gateway.routing.route_state import NO_KEY, Lease, ReplicaKey, Route, RouteView
 from gateway.types import EncoderInfo
 from inkstream.errors import Unavailable
 from inkstream.fair import WorkKey
-from inkstream.fair_window import FairWindow, KeyedSlots
+from inkstream.fair_window import FairWindow
 
 log = logging.getLogger("inkstream.gateway.router")
 
 # Express slots of each encoder's page window (inkstream.fair_window): an interactive request with no page on the
 # replica sends one at once, beyond the window, so it waits only for the work in progress there.
 ENCODER_EXPRESS_PAGES = 1
-ReplicaKey = tuple[str, int]  # (address, incarnation): what "already tried" means
-NO_KEY = WorkKey()  # calls made for no request in particular (Info): interactive, request id ""
-
-
-@dataclass
-class _Route:
-    """Routing state of one replica (see the module docstring); owned by :class:`Router`."""
-
-    replica: Replica
-    leases: int = 0
-    window: FairWindow | None = None
-    revision: str = ""
-    info_incarnation: int = -1  # the incarnation whose Info was last tried
-    info_ok: bool = False  # that try succeeded
-    info_tried_at: float = -math.inf  # monotonic seconds
-    info_task: asyncio.Task[None] | None = None
-    seconds_per_page: float = 0.0  # busy seconds per page its last Info reported (encoders; 0 = not said)
-
-
-@dataclass(frozen=True)
-class RouteView:
-    """What a routing predicate sees of a replica: ``address``, ``incarnation``, weights
-    ``revision`` ("" = unknown) and ``stale`` (this incarnation's Info not read yet).
-    """
-
-    address: str
-    incarnation: int
-    revision: str
-    stale: bool
-
-
-@dataclass(frozen=True)
-class Lease:
-    """One call's hold on a replica: its ``replica`` (use ``lease.channel``), the ``incarnation``
-    it was picked in, its weights ``revision`` and, for decoders, ``segment_slots``: the replica's
-    segment window seen as this request's semaphore (None while its capacity is unknown).
-    """
-
-    replica: Replica
-    incarnation: int
-    revision: str
-    segment_slots: KeyedSlots | None
-
-    @property
-    def channel(self):  # grpc.aio.Channel
-        """The replica's channel."""
-        return self.replica.channel
-
-    @property
-    def key(self) -> ReplicaKey:
-        """(address, incarnation) of the leased replica."""
-        return self.replica.address, self.incarnation
 
 
 class Router:
@@ -112,17 +59,17 @@ class Router:
     def __init__(self, encoders: ReplicaSet, decoders: ReplicaSet, config: PipelineConfig):
         self.stages = {"encoder": encoders, "decoder": decoders}
         self.config = config
-        self._routes: dict[int, _Route] = {}  # id(replica) -> route
+        self._routes: dict[int, Route] = {}  # id(replica) -> route
         self._outage_since: dict[str, float | None] = {"encoder": None, "decoder": None}
         for rs in self.stages.values():
             rs.busy = lambda r: self._route(r).leases > 0
 
-    def _route(self, replica: Replica) -> _Route:
+    def _route(self, replica: Replica) -> Route:
         route = self._routes.get(id(replica))
         if route is None or route.replica is not replica:
             for key in [k for k, r in self._routes.items() if r.replica.closed]:  # replicas gone from DNS
                 del self._routes[key]
-            route = self._routes[id(replica)] = _Route(replica)
+            route = self._routes[id(replica)] = Route(replica)
         return route
 
     def view(self, replica: Replica) -> RouteView:
@@ -263,7 +210,7 @@ class Router:
         """Read ``replica``'s Info now unless this incarnation's is known (what a lease does first)."""
         await self._ensure_info(stage, self._route(replica))
 
-    async def _ensure_info(self, stage: str, route: _Route) -> None:
+    async def _ensure_info(self, stage: str, route: Route) -> None:
         """Read the replica's Info when this incarnation's is unknown (single-flight; a failed read
         is tried again after ``info_ttl_s``, so pages do not each wait ``info_timeout_s`` for it);
         a known one is read again in the background every ``window_refresh_s`` (its work window).
@@ -281,7 +228,7 @@ class Router:
             route.info_task = asyncio.get_running_loop().create_task(self._read_info(stage, route))
         await asyncio.shield(route.info_task)
 
-    async def _read_info(self, stage: str, route: _Route) -> None:
+    async def _read_info(self, stage: str, route: Route) -> None:
         r = route.replica
         incarnation = r.incarnation
         fetch = fetch_encoder_info if stage == "encoder" else fetch_decoder_info
