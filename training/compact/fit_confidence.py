@@ -23,9 +23,11 @@
 3. Fits the page-level term for text no line holds (:mod:`training.compact.fit_unread`: each page's
    ``unread_ink``, measured on the page and kept in the cache, against its CER beyond the lines'
    expected CER).
-4. Prints the page-level calibration on the fitted documents (:func:`page_ece`) and, with ``--write``,
+4. Fits the page rule's worst-line bar (:mod:`training.compact.fit_worst_line`: a page is
+   ``low_confidence`` when one line is expected to hold that many wrong characters).
+5. Prints the page-level calibration on the fitted documents (:func:`page_ece`) and, with ``--write``,
    writes the table into ``gateway/output/calibration_tables.py`` (the checkpoint's model id and revision,
-   the pooled weights, each tower's, the unread-ink term, the seeds fitted on).
+   the pooled weights, each tower's, the unread-ink term, the worst-line bar, the seeds fitted on).
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ from training.compact.confidence_targets import (  # noqa: F401 - line_groups re
     page_figures,
 )
 from training.compact.fit_unread import MIN_SIGNAL_PAGES, document_unread_ink, fit_unread, missed
+from training.compact.fit_worst_line import document_worst_line, fit_worst_line
 
 TABLE = pathlib.Path(__file__).resolve().parents[2] / "gateway" / "output" / "calibration_tables.py"
 RIDGE = 1e-5  # on the weights but the intercept, relative to the total weight (keeps IRLS stable)
@@ -139,23 +142,27 @@ def _current_unread_term(model: str | None) -> dict[str, float] | None:
 
 def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: range, clean_seeds: range,
                 ece: float, towers: Mapping[str, Sequence[float]] | None = None, path: pathlib.Path = TABLE,
-                unread: Mapping[str, float] | None = None) -> None:
+                unread: Mapping[str, float] | None = None, worst_line: float | None = None) -> None:
     """Rewrite ``path`` (:data:`TABLE`) with one entry for ``model_id``: the pooled ``weights`` and, per
-    tower, its own (``towers``; :func:`gateway.output.signal.tower_weights` picks them), and the
-    unread-ink term (``unread``: ``{"slope", "floor"}``, :func:`gateway.output.signal.missed_share`).
+    tower, its own (``towers``; :func:`gateway.output.signal.tower_weights` picks them), the
+    unread-ink term (``unread``: ``{"slope", "floor"}``, :func:`gateway.output.signal.missed_share`)
+    and the worst-line bar (``worst_line``: expected wrong characters,
+    :func:`gateway.output.signal.worst_line_wrong`; omitted when None).
     """
     tower_lines = "".join(f"            {t!r}: {_rounded(w)!r},\n" for t, w in sorted((towers or {}).items()))
     body = (f'"""Confidence calibration tables, written by ``python -m training.compact.fit_confidence --write``\n'
             f'(see :mod:`inkstream.confidence` for the model): per model id, the checkpoint revision fitted\n'
             f'on, the weights of :data:`inkstream.confidence.FEATURES` fitted on every line (``weights``: for a\n'
             f'segment whose tower is not said) and on each tower\'s lines (``towers``),\n'
-            f'and the page term of unread ink (``unread_ink``), the generated documents fitted on and the page\n'
-            f'ECE there.\n"""\n\n'
+            f'the page term of unread ink (``unread_ink``), the page rule\'s bar on its worst line\n'
+            f'(``worst_line_wrong_chars``: expected wrong characters), the generated documents fitted on and the\n'
+            f'page ECE there.\n"""\n\n'
             f"TABLES: dict[str, dict] = {{\n    {model_id!r}: {{\n        \"revision\": {revision!r},\n"
             f"        \"features\": {list(FEATURES)!r},\n"
             f"        \"weights\": {_rounded(weights)!r},\n"
             f"        \"towers\": {{\n{tower_lines}        }},\n"
-            + (f"        \"unread_ink\": {dict(unread)!r},\n" if unread else "") +
+            + (f"        \"unread_ink\": {dict(unread)!r},\n" if unread else "")
+            + (f"        \"worst_line_wrong_chars\": {worst_line!r},\n" if worst_line is not None else "") +
             f"        \"fitted_on\": \"training.compact.scan_docs seeds {seeds.start}-{seeds.stop - 1}, and \"\n"
             f"                     \"{clean_seeds.start}-{clean_seeds.stop - 1} printed cleanly\",\n"
             f"        \"page_ece\": {round(ece, 4)!r},\n    }},\n}}\n")
@@ -206,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         pairs = [(c * (1.0 - missed(u, unread["slope"], unread["floor"])), e)
                  for (c, e), u in zip(pairs, inks, strict=True)]
     ece = page_ece(pairs)
+    worst = fit_worst_line([(1.0 - c, document_worst_line(d, weights, towers), e)
+                            for (c, e), d in zip(pairs, docs, strict=True)])
+    print(f"worst-line bar: {worst} expected wrong characters")
     print(f"{len(docs)} documents, {len(lines)} lines")
     for name, w in [("pooled", weights), *towers.items()]:
         print(f"weights {name}: {dict(zip(FEATURES, np.round(w, 3).tolist(), strict=True))}")
@@ -216,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         from models.compact import default_checkpoint_dir
 
         model_id, revision = ckpt.checkpoint_identity(args.model or default_checkpoint_dir())
-        write_table(model_id, revision, weights, seeds, clean_seeds, ece, towers, unread=unread)
+        write_table(model_id, revision, weights, seeds, clean_seeds, ece, towers, unread=unread,
+                    worst_line=worst)
         print(f"wrote {TABLE}")
     return 0
 
