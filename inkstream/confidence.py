@@ -23,10 +23,10 @@ whose truth is known (``training/compact/fit_confidence.py`` writes the table,
 :func:`expected_error` is ``sigmoid(w . features)``, in (0, 1).
 
 A page is judged from its lines' expected CERs two ways (the gateway's ``low_confidence``): their
-mean weighted by characters above :data:`PAGE_EXPECTED_CER_ABOVE`, or one line expected to hold many
-wrong characters (:func:`expected_wrong_chars` at or above the table's fitted
-``worst_line_wrong_chars``): a garbled e-mail line of 16 characters on a page of 180 moves the mean by
-about 1 % while the page is 7 % wrong.
+mean weighted by characters above :data:`PAGE_EXPECTED_CER_ABOVE`, or one line alone expected to make
+a large share of the page's characters wrong (its :func:`expected_wrong_chars` over the page's
+characters at or above the table's fitted ``worst_line_share``): a garbled e-mail line of 16
+characters on a page of 180 moves the mean by about 1 % while the page is 7 % wrong.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ Definitions (README "Confidence and warnings"):
   ``unread_ink`` term gives the share ``s`` of the page's characters missed (:func:`missed_share`),
   and the page's expected CER is ``(1 - s) * lines' + s``. ``confidence`` 0.97 then means "about 3 %
   of these characters are wrong". ``low_confidence`` marks a page whose expected CER is above
-  :data:`PAGE_EXPECTED_CER_ABOVE` (2 %) or one of whose lines is expected to hold at least the table's
-  ``worst_line_wrong_chars`` wrong characters (:func:`worst_line_wrong`: one garbled line dilutes into
-  the page's mean; the bar is fitted by :mod:`training.compact.fit_worst_line`; no rule when the
-  table has none), a block above :data:`BLOCK_EXPECTED_CER_ABOVE`, and a block
+  :data:`PAGE_EXPECTED_CER_ABOVE` (2 %) or one of whose lines alone is expected to make at least the
+  table's ``worst_line_share`` of the page's characters wrong (:func:`worst_line_share`: one garbled
+  line dilutes into the page's mean; the bar is fitted by :mod:`training.compact.fit_worst_line`; no
+  rule when the table has none), a block above :data:`BLOCK_EXPECTED_CER_ABOVE`, and a block
   holding digits whose expected wrong digits (expected CER x digits) reach
   :data:`BLOCK_EXPECTED_WRONG_DIGITS` (a doubtful number: a table cell's own line block carries it).
 * Without a table (other families): a page's confidence is the token-weighted geometric mean over
@@ -71,7 +71,7 @@ from inkstream.page_result import (
 
 __all__ = ["LOW_CONFIDENCE", "NO_TEXT_FOUND", "UNREAD_INK", "UNREAD_REGION", "UNSUPPORTED_SCRIPT", "WARNING_CODES",
            "SegmentScore", "page_confidence", "block_signal", "cell_signal", "page_warnings", "missed_share",
-           "worst_line_wrong", "PAGE_EXPECTED_CER_ABOVE"]
+           "worst_line_share", "PAGE_EXPECTED_CER_ABOVE"]
 
 #: page confidence under which a page is ``low_confidence``: the eval pages the embedded model reads
 #: at <= 5 % CER score 0.98 and above; pages of junk (unseen script, inverted print) 0.2-0.75.
@@ -174,14 +174,17 @@ def missed_share(unread_ink: float, table: dict) -> float:
     return m / (1.0 + m)
 
 
-def worst_line_wrong(segments: Sequence[SegmentScore], table: dict) -> float:
-    """The most wrong characters one segment of ``segments`` is expected to hold under ``table``: the
-    largest :func:`inkstream.confidence.expected_wrong_chars` (its expected CER,
-    :func:`segment_expected_error`, x its non-whitespace characters) over the segments with generated
-    tokens; 0.0 without any.
+def worst_line_share(segments: Sequence[SegmentScore], table: dict) -> float:
+    """The largest share of the page's characters one segment of ``segments`` is expected to get wrong
+    under ``table``, in [0, 1]: the most :func:`inkstream.confidence.expected_wrong_chars` of one
+    segment (its expected CER, :func:`segment_expected_error`, x its non-whitespace characters) over
+    the page's characters (as :func:`calibrated_page` weighs them: each segment with generated tokens,
+    at least 1); 0.0 without generated tokens.
     """
-    return max((expected_wrong_chars(segment_expected_error(s, table), s.text)
-                for s in segments if s.generated_tokens > 0), default=0.0)
+    read = [s for s in segments if s.generated_tokens > 0]
+    total = sum(max(1, sum(1 for c in s.text if not c.isspace())) for s in read)
+    worst = max((expected_wrong_chars(segment_expected_error(s, table), s.text) for s in read), default=0.0)
+    return worst / total if total else 0.0
 
 
 def block_signal(segment: SegmentScore, text: str, model_id: str = "") -> tuple[float, list[str]]:
@@ -239,8 +242,8 @@ def page_warnings(segments: Sequence[SegmentScore], text: str, model_id: str = "
     (:func:`missed_share` ``s``: ``1 - ((1 - s) * lines' expected CER + s)``), and ``unread_ink``
     marks a page where ``s`` is above :data:`UNREAD_INK_ABOVE`; ``low_confidence`` a page whose
     expected CER is above :data:`PAGE_EXPECTED_CER_ABOVE` or, when the table has a
-    ``worst_line_wrong_chars`` bar, one of whose lines is expected to hold at least that many wrong
-    characters (:func:`worst_line_wrong`). See the module docstring.
+    ``worst_line_share`` bar, one of whose lines alone is expected to make at least that share of the
+    page's characters wrong (:func:`worst_line_share`). See the module docstring.
     """
     if not text.strip():
         return 0.0, [NO_TEXT_FOUND]
@@ -258,8 +261,8 @@ def page_warnings(segments: Sequence[SegmentScore], text: str, model_id: str = "
     if table is None:
         low = conf < LOW_CONFIDENCE_BELOW
     else:
-        bar = table.get("worst_line_wrong_chars")
-        low = 1.0 - conf > PAGE_EXPECTED_CER_ABOVE or (bar is not None and worst_line_wrong(segments, table) >= bar)
+        bar = table.get("worst_line_share")
+        low = 1.0 - conf > PAGE_EXPECTED_CER_ABOVE or (bar is not None and worst_line_share(segments, table) >= bar)
     if low:
         out.append(LOW_CONFIDENCE)
     return conf, out

@@ -1,6 +1,6 @@
-"""The page rule's worst-line bar (issue #38 item 3): a page is ``low_confidence`` when one line is
-expected to hold many wrong characters, though its mean expected CER is under 2 %
-(gateway/output/signal.py ``worst_line_wrong``, training/compact/fit_worst_line.py).
+"""The page rule's worst-line bar (issue #38 item 3): a page is ``low_confidence`` when one line alone
+is expected to make a large share of its characters wrong, though its mean expected CER is under 2 %
+(gateway/output/signal.py ``worst_line_share``, training/compact/fit_worst_line.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 import pytest
 
 from gateway.output import signal
-from gateway.output.signal import LOW_CONFIDENCE, SegmentScore, page_warnings, worst_line_wrong
+from gateway.output.signal import LOW_CONFIDENCE, SegmentScore, page_warnings, worst_line_share
 from inkstream.confidence import expected_error, expected_wrong_chars, line_features
 
 MODEL = "test-worst-line"
@@ -33,9 +33,10 @@ FORM_20092 = [
 def _page(bar: float | None):
     table: dict = {"weights": WEIGHTS, "revision": "x"}
     if bar is not None:
-        table["worst_line_wrong_chars"] = bar
+        table["worst_line_share"] = bar
     sure = SegmentScore("Invoice number and date", 0.999, 20)
     garbled = SegmentScore("jane.doe@exarnple.corn", math.exp(-0.5), 20)  # expected CER ~12 %: ~2.6 wrong
+    # of the page's 19 x 20 + 22 = 402 characters: 0.65 % by that line, 0.89 % in all
     segs = [sure] * 19 + [garbled]
     return table, segs, "\n".join(s.text for s in segs)
 
@@ -46,23 +47,24 @@ def test_expected_wrong_chars_counts_the_characters_cer_counts():
 
 
 def test_one_garbled_line_marks_its_page_though_the_pages_mean_is_low(monkeypatch):
-    table, segs, text = _page(bar=2.0)
+    table, segs, text = _page(bar=0.005)
     monkeypatch.setitem(signal.TABLES, MODEL, table)
     e = expected_error(WEIGHTS, line_features(math.exp(-0.5), 20, segs[-1].text))
-    assert worst_line_wrong(segs, table) == pytest.approx(e * 22)  # 22 characters, no space
+    assert worst_line_share(segs, table) == pytest.approx(e * 22 / 402)  # 22 characters, no space
     conf, warnings = page_warnings(segs, text, MODEL)
     assert 1.0 - conf < signal.PAGE_EXPECTED_CER_ABOVE  # the mean alone: ~0.8 %, under the 2 % bar
     assert warnings == [LOW_CONFIDENCE]
     # a table without the bar (fitted before it) keeps the mean rule alone; a bar above the line spares it
     monkeypatch.setitem(signal.TABLES, MODEL, _page(bar=None)[0])
     assert page_warnings(segs, text, MODEL)[1] == []
-    monkeypatch.setitem(signal.TABLES, MODEL, _page(bar=3.0)[0])
+    monkeypatch.setitem(signal.TABLES, MODEL, _page(bar=0.008)[0])
     assert page_warnings(segs, text, MODEL)[1] == []
 
 
 def test_the_form_photo_with_one_garbled_email_is_flagged_by_the_committed_table():
     # seed 20092 read at 7.41 % CER was the one page above 5 % left unflagged on bench/calibration.py's
-    # 144 pages: its expected CER (1.9 %) dilutes the e-mail line's ~2.2 expected wrong characters
+    # 144 pages: its expected CER (1.9 %) dilutes the e-mail line's ~2.2 expected wrong characters (1.2 %
+    # of the page's 182)
     model = "inkstream-compact"
     segs = [SegmentScore(t, c, n, tower) for t, c, n, tower in FORM_20092]
     conf, warnings = page_warnings(segs, "\n".join(t for t, *_ in FORM_20092), model)
@@ -71,7 +73,8 @@ def test_the_form_photo_with_one_garbled_email_is_flagged_by_the_committed_table
     # the lines read right around it do not reach the bar: it is the garbled line that flags the page
     table = signal.calibration(model)
     assert table is not None
-    assert worst_line_wrong([s for s in segs if s.text != "vuki.geráiaexese"], table) < table["worst_line_wrong_chars"]
+    assert worst_line_share(segs, table) == pytest.approx(0.012, abs=0.001)
+    assert worst_line_share([s for s in segs if s.text != "vuki.geráiaexese"], table) < table["worst_line_share"]
 
 
 def test_the_bar_is_the_lowest_within_the_good_pages_budget():
@@ -83,8 +86,8 @@ def test_the_bar_is_the_lowest_within_the_good_pages_budget():
     # a budget of 4 %: 4 good pages may be flagged, 2 already are -> the 2 highest spared (0.97, 0.96)
     assert fit_worst_line(good + bad, budget=0.04) == pytest.approx(0.955)
     assert fit_worst_line(good, budget=0.04) == pytest.approx(0.955)
-    # no flag to spare: half a character above the highest good page
-    assert fit_worst_line(good, budget=0.02) == pytest.approx(1.47)
+    # no flag to spare: halfway between the highest good page and twice it
+    assert fit_worst_line(good, budget=0.02) == pytest.approx(1.455)
     # the mean rule alone is over the budget: no bar
     assert fit_worst_line(good, budget=0.01) is None
     # tied figures are flagged or spared together: the bar never flags more than the budget
@@ -102,14 +105,16 @@ def test_the_fit_writes_the_bar_the_gateway_reads(tmp_path):
                      {"text": "jane.doe@exarnple.corn", "confidence": math.exp(-0.5), "tokens": 20,
                       "truth": "jane.doe@example.com"},
                      {"text": "", "confidence": 0.1, "tokens": 0, "truth": ""}]}
-    garbled = SegmentScore("jane.doe@exarnple.corn", math.exp(-0.5), 20)
-    assert document_worst_line(doc, WEIGHTS) == pytest.approx(worst_line_wrong([garbled], {"weights": WEIGHTS}))
+    segs = [SegmentScore("TOTAL 12.00", 0.999, 12), SegmentScore("jane.doe@exarnple.corn", math.exp(-0.5), 20)]
+    e = expected_error(WEIGHTS, line_features(math.exp(-0.5), 20, "jane.doe@exarnple.corn"))
+    assert document_worst_line(doc, WEIGHTS) == pytest.approx(e * 22 / 32)  # the line without tokens not counted
+    assert document_worst_line(doc, WEIGHTS) == pytest.approx(worst_line_share(segs, {"weights": WEIGHTS}))
     path = tmp_path / "tables.py"
-    write_table("m", "rev", WEIGHTS, range(4), range(0), 0.01, worst_line=2.5, path=path)
+    write_table("m", "rev", WEIGHTS, range(4), range(0), 0.01, worst_line=0.0098, path=path)
     space: dict = {}
     exec(path.read_text(), space)
-    assert space["TABLES"]["m"]["worst_line_wrong_chars"] == 2.5
+    assert space["TABLES"]["m"]["worst_line_share"] == 0.0098
     write_table("m", "rev", WEIGHTS, range(4), range(0), 0.01, path=path)  # no bar fitted: none written
     space = {}
     exec(path.read_text(), space)
-    assert "worst_line_wrong_chars" not in space["TABLES"]["m"]
+    assert "worst_line_share" not in space["TABLES"]["m"]

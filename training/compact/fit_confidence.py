@@ -24,7 +24,7 @@
    ``unread_ink``, measured on the page and kept in the cache, against its CER beyond the lines'
    expected CER).
 4. Fits the page rule's worst-line bar (:mod:`training.compact.fit_worst_line`: a page is
-   ``low_confidence`` when one line is expected to hold that many wrong characters).
+   ``low_confidence`` when one line alone is expected to make that share of its characters wrong).
 5. Prints the page-level calibration on the fitted documents (:func:`page_ece`) and, with ``--write``,
    writes the table into ``gateway/output/calibration_tables.py`` (the checkpoint's model id and revision,
    the pooled weights, each tower's, the unread-ink term, the worst-line bar, the seeds fitted on).
@@ -146,8 +146,8 @@ def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: r
     """Rewrite ``path`` (:data:`TABLE`) with one entry for ``model_id``: the pooled ``weights`` and, per
     tower, its own (``towers``; :func:`gateway.output.signal.tower_weights` picks them), the
     unread-ink term (``unread``: ``{"slope", "floor"}``, :func:`gateway.output.signal.missed_share`)
-    and the worst-line bar (``worst_line``: expected wrong characters,
-    :func:`gateway.output.signal.worst_line_wrong`; omitted when None).
+    and the worst-line bar (``worst_line``: a share of the page's characters,
+    :func:`gateway.output.signal.worst_line_share`; omitted when None).
     """
     tower_lines = "".join(f"            {t!r}: {_rounded(w)!r},\n" for t, w in sorted((towers or {}).items()))
     body = (f'"""Confidence calibration tables, written by ``python -m training.compact.fit_confidence --write``\n'
@@ -155,14 +155,14 @@ def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: r
             f'on, the weights of :data:`inkstream.confidence.FEATURES` fitted on every line (``weights``: for a\n'
             f'segment whose tower is not said) and on each tower\'s lines (``towers``),\n'
             f'the page term of unread ink (``unread_ink``), the page rule\'s bar on its worst line\n'
-            f'(``worst_line_wrong_chars``: expected wrong characters), the generated documents fitted on and the\n'
-            f'page ECE there.\n"""\n\n'
+            f'(``worst_line_share``: the share of the page\'s characters one line alone is expected to get\n'
+            f'wrong), the generated documents fitted on and the page ECE there.\n"""\n\n'
             f"TABLES: dict[str, dict] = {{\n    {model_id!r}: {{\n        \"revision\": {revision!r},\n"
             f"        \"features\": {list(FEATURES)!r},\n"
             f"        \"weights\": {_rounded(weights)!r},\n"
             f"        \"towers\": {{\n{tower_lines}        }},\n"
             + (f"        \"unread_ink\": {dict(unread)!r},\n" if unread else "")
-            + (f"        \"worst_line_wrong_chars\": {worst_line!r},\n" if worst_line is not None else "") +
+            + (f"        \"worst_line_share\": {worst_line!r},\n" if worst_line is not None else "") +
             f"        \"fitted_on\": \"training.compact.scan_docs seeds {seeds.start}-{seeds.stop - 1}, and \"\n"
             f"                     \"{clean_seeds.start}-{clean_seeds.stop - 1} printed cleanly\",\n"
             f"        \"page_ece\": {round(ece, 4)!r},\n    }},\n}}\n")
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     ece = page_ece(pairs)
     worst = fit_worst_line([(1.0 - c, document_worst_line(d, weights, towers), e)
                             for (c, e), d in zip(pairs, docs, strict=True)])
-    print(f"worst-line bar: {worst} expected wrong characters")
+    print(f"worst-line bar: {worst} of the page's characters expected wrong in one line")
     print(f"{len(docs)} documents, {len(lines)} lines")
     for name, w in [("pooled", weights), *towers.items()]:
         print(f"weights {name}: {dict(zip(FEATURES, np.round(w, 3).tolist(), strict=True))}")
