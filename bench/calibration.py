@@ -17,7 +17,8 @@ eval pages, the same against their ground truth.
 Printed: per page (kind, CER, calibrated and raw confidence, warnings), then ``ece`` (10 bins,
 :func:`training.compact.fit_confidence.page_ece`), ``flagged_above_5pct`` (share of pages with CER > 5 %
 that carry ``low_confidence``; goal >= 0.9) and ``flagged_at_most_1pct`` (share of pages with CER <= 1 %
-that do; goal <= 0.05). Last line: ``calibration: ece E flagged_above_5pct A flagged_at_most_1pct B
+that do; goal <= 0.05), with the counts (``low_confidence on CER > 5 %: k/n, on CER <= 1 %: k/n``).
+Last line: ``calibration: ece E flagged_above_5pct A flagged_at_most_1pct B
 raw_ece R``.
 
 Each page's ``unread_ink`` (text-like ink outside every segment per ink inside, which the encoder
@@ -117,13 +118,14 @@ def score_record(rec: dict, model_id: str) -> tuple[float, float, float, list[st
 
 def summary(rows: list[tuple[float, float, float, bool]]) -> dict[str, float]:
     """The bench's figures over (confidence, raw confidence, CER, flagged) rows: ``ece``, ``raw_ece``,
-    ``bad`` / ``good`` (pages with CER > 5 % / <= 1 %), ``flagged_above_5pct`` / ``flagged_at_most_1pct``
-    (the shares of them that carry ``low_confidence``; NaN without such pages).
+    ``bad`` / ``good`` (pages with CER > 5 % / <= 1 %), ``bad_flagged`` / ``good_flagged`` (how many of
+    them carry ``low_confidence``), ``flagged_above_5pct`` / ``flagged_at_most_1pct`` (the shares; NaN
+    without such pages).
     """
     bad = [f for _, _, e, f in rows if e > 0.05]
     good = [f for _, _, e, f in rows if e <= 0.01]
     return {"ece": page_ece([(c, e) for c, _, e, _ in rows]), "raw_ece": page_ece([(r, e) for _, r, e, _ in rows]),
-            "bad": len(bad), "good": len(good),
+            "bad": len(bad), "good": len(good), "bad_flagged": sum(bad), "good_flagged": sum(good),
             "flagged_above_5pct": sum(bad) / len(bad) if bad else float("nan"),
             "flagged_at_most_1pct": sum(good) / len(good) if good else float("nan")}
 
@@ -176,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unread_ink_ms {1000 * sum(measured) / len(measured):.1f} per page ({len(measured)} pages measured)")
     s = summary(rows)
     print(f"pages {len(rows)}: CER > 5 % {s['bad']}, CER <= 1 % {s['good']}")
+    print(f"low_confidence on CER > 5 %: {s['bad_flagged']}/{s['bad']}, on CER <= 1 %: {s['good_flagged']}/{s['good']}")
     print(f"calibration: ece {s['ece']:.4f} flagged_above_5pct {s['flagged_above_5pct']:.3f} "
           f"flagged_at_most_1pct {s['flagged_at_most_1pct']:.3f} raw_ece {s['raw_ece']:.4f}")
     return 0

@@ -21,6 +21,12 @@ whose truth is known (``training/compact/fit_confidence.py`` writes the table,
 7. ``nll * cjk``: the CJK lines' own slope.
 
 :func:`expected_error` is ``sigmoid(w . features)``, in (0, 1).
+
+A page is judged from its lines' expected CERs two ways (the gateway's ``low_confidence``): their
+mean weighted by characters above :data:`PAGE_EXPECTED_CER_ABOVE`, or one line alone expected to make
+a large share of the page's characters wrong (its :func:`expected_wrong_chars` over the page's
+characters at or above the table's fitted ``worst_line_share``): a garbled e-mail line of 16
+characters on a page of 180 moves the mean by about 1 % while the page is 7 % wrong.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ from collections.abc import Sequence
 
 #: names of :func:`line_features`' values, in order (the fitted weights follow it)
 FEATURES = ("bias", "nll", "sqrt_nll", "log_tokens", "cjk", "digits", "nll_x_cjk")
+#: a page is ``low_confidence`` when its expected CER is above this (issue #38: 2 %); shared by the
+#: gateway's page rule and the fit of the worst-line bar (``training/compact/fit_worst_line.py``)
+PAGE_EXPECTED_CER_ABOVE = 0.02
 
 
 def _is_cjk(ch: str) -> bool:
@@ -58,3 +67,10 @@ def expected_error(weights: Sequence[float], features: Sequence[float]) -> float
         raise ValueError(f"calibration has {len(weights)} weights for {len(features)} features")
     z = sum(w * f for w, f in zip(weights, features, strict=True))
     return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, z))))
+
+
+def expected_wrong_chars(expected_cer: float, text: str) -> float:
+    """Expected count of wrong characters in a line of ``text`` read at ``expected_cer`` (in [0, 1]):
+    ``expected_cer`` x its non-whitespace characters (the characters CER counts; 0.0 for a blank line).
+    """
+    return expected_cer * sum(1 for c in text if not c.isspace())

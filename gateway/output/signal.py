@@ -18,7 +18,10 @@ Definitions (README "Confidence and warnings"):
   ``unread_ink`` term gives the share ``s`` of the page's characters missed (:func:`missed_share`),
   and the page's expected CER is ``(1 - s) * lines' + s``. ``confidence`` 0.97 then means "about 3 %
   of these characters are wrong". ``low_confidence`` marks a page whose expected CER is above
-  :data:`PAGE_EXPECTED_CER_ABOVE` (2 %), a block above :data:`BLOCK_EXPECTED_CER_ABOVE`, and a block
+  :data:`PAGE_EXPECTED_CER_ABOVE` (2 %) or one of whose lines alone is expected to make at least the
+  table's ``worst_line_share`` of the page's characters wrong (:func:`worst_line_share`: one garbled
+  line dilutes into the page's mean; the bar is fitted by :mod:`training.compact.fit_worst_line`; no
+  rule when the table has none), a block above :data:`BLOCK_EXPECTED_CER_ABOVE`, and a block
   holding digits whose expected wrong digits (expected CER x digits) reach
   :data:`BLOCK_EXPECTED_WRONG_DIGITS` (a doubtful number: a table cell's own line block carries it).
 * Without a table (other families): a page's confidence is the token-weighted geometric mean over
@@ -54,7 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.output.calibration_tables import TABLES
-from inkstream.confidence import expected_error, line_features
+from inkstream.confidence import PAGE_EXPECTED_CER_ABOVE, expected_error, expected_wrong_chars, line_features
 
 # the codes are part of the page-result contract (every code, in the order listed on a page)
 from inkstream.page_result import (
@@ -67,7 +70,8 @@ from inkstream.page_result import (
 )
 
 __all__ = ["LOW_CONFIDENCE", "NO_TEXT_FOUND", "UNREAD_INK", "UNREAD_REGION", "UNSUPPORTED_SCRIPT", "WARNING_CODES",
-           "SegmentScore", "page_confidence", "block_signal", "cell_signal", "page_warnings", "missed_share"]
+           "SegmentScore", "page_confidence", "block_signal", "cell_signal", "page_warnings", "missed_share",
+           "worst_line_share", "PAGE_EXPECTED_CER_ABOVE"]
 
 #: page confidence under which a page is ``low_confidence``: the eval pages the embedded model reads
 #: at <= 5 % CER score 0.98 and above; pages of junk (unseen script, inverted print) 0.2-0.75.
@@ -79,8 +83,6 @@ BLOCK_LOW_CONFIDENCE_BELOW = 0.8
 SCRIPT_MIN_LINES = 3
 #: ... and a page confidence below this (the unseen scripts measured 0.35-0.45).
 SCRIPT_CONFIDENCE_BELOW = 0.6
-#: calibrated: a page is ``low_confidence`` when its expected CER is above this (issue #38: 2 %)
-PAGE_EXPECTED_CER_ABOVE = 0.02
 #: calibrated: a block (line) is ``low_confidence`` above this expected CER (one character in 20)
 BLOCK_EXPECTED_CER_ABOVE = 0.05
 #: calibrated: a block holding digits is ``low_confidence`` when its expected CER times its digits
@@ -172,6 +174,19 @@ def missed_share(unread_ink: float, table: dict) -> float:
     return m / (1.0 + m)
 
 
+def worst_line_share(segments: Sequence[SegmentScore], table: dict) -> float:
+    """The largest share of the page's characters one segment of ``segments`` is expected to get wrong
+    under ``table``, in [0, 1]: the most :func:`inkstream.confidence.expected_wrong_chars` of one
+    segment (its expected CER, :func:`segment_expected_error`, x its non-whitespace characters) over
+    the page's characters (as :func:`calibrated_page` weighs them: each segment with generated tokens,
+    at least 1); 0.0 without generated tokens.
+    """
+    read = [s for s in segments if s.generated_tokens > 0]
+    total = sum(max(1, sum(1 for c in s.text if not c.isspace())) for s in read)
+    worst = max((expected_wrong_chars(segment_expected_error(s, table), s.text) for s in read), default=0.0)
+    return worst / total if total else 0.0
+
+
 def block_signal(segment: SegmentScore, text: str, model_id: str = "") -> tuple[float, list[str]]:
     """(confidence, warnings) of one block (a line or a layout region) with ``text`` read as
     ``segment``; calibrated when ``model_id`` has a table (see the module docstring).
@@ -225,7 +240,10 @@ def page_warnings(segments: Sequence[SegmentScore], text: str, model_id: str = "
     the encoder's ``EncodeResponse.unread_ink``; 0.0 when not measured); calibrated when
     ``model_id`` has a table: the page's expected CER counts the characters its segments missed
     (:func:`missed_share` ``s``: ``1 - ((1 - s) * lines' expected CER + s)``), and ``unread_ink``
-    marks a page where ``s`` is above :data:`UNREAD_INK_ABOVE`. See the module docstring.
+    marks a page where ``s`` is above :data:`UNREAD_INK_ABOVE`; ``low_confidence`` a page whose
+    expected CER is above :data:`PAGE_EXPECTED_CER_ABOVE` or, when the table has a
+    ``worst_line_share`` bar, one of whose lines alone is expected to make at least that share of the
+    page's characters wrong (:func:`worst_line_share`). See the module docstring.
     """
     if not text.strip():
         return 0.0, [NO_TEXT_FOUND]
@@ -240,7 +258,11 @@ def page_warnings(segments: Sequence[SegmentScore], text: str, model_id: str = "
         out.append(UNREAD_INK)
     if lines >= SCRIPT_MIN_LINES and raw < SCRIPT_CONFIDENCE_BELOW:
         out.append(UNSUPPORTED_SCRIPT)
-    low = 1.0 - conf > PAGE_EXPECTED_CER_ABOVE if table is not None else conf < LOW_CONFIDENCE_BELOW
+    if table is None:
+        low = conf < LOW_CONFIDENCE_BELOW
+    else:
+        bar = table.get("worst_line_share")
+        low = 1.0 - conf > PAGE_EXPECTED_CER_ABOVE or (bar is not None and worst_line_share(segments, table) >= bar)
     if low:
         out.append(LOW_CONFIDENCE)
     return conf, out

@@ -32,5 +32,6 @@ def test_summary_counts_bad_and_good_pages():
     rows = [(0.99, 0.99, 0.0, False), (0.97, 0.97, 0.005, True), (0.9, 0.9, 0.2, True), (0.95, 0.95, 0.03, True)]
     s = bench.summary(rows)
     assert (s["bad"], s["good"]) == (1, 2)
+    assert (s["bad_flagged"], s["good_flagged"]) == (1, 1)  # the counts beside the shares (issue #38)
     assert s["flagged_above_5pct"] == 1.0 and s["flagged_at_most_1pct"] == 0.5
     assert math.isnan(bench.summary([(0.99, 0.99, 0.0, False)])["flagged_above_5pct"])

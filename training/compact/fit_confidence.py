@@ -7,7 +7,8 @@
    10,000 on), and the documents of ``--clean-seeds`` printed cleanly (``degrade=False``: pages the
    model reads well, which the calibration must not flag), in this process as the stack reads them
    (:func:`training.compact.read_scored.read_scored`), and matches each line to the printed pieces it
-   covers (:func:`training.compact.read_scored.match_truth`).
+   covers (:func:`training.compact.read_scored.match_truth`). The targets and page figures are
+   counted in :mod:`training.compact.confidence_targets`.
    The lines are cached as JSON lines (``--cache``), so a refit needs no reading.
 2. Fits :func:`inkstream.confidence.expected_error` per line: a logistic model of the line's CER on
    :func:`inkstream.confidence.line_features`, by iteratively reweighted least squares with a small
@@ -22,11 +23,12 @@
 3. Fits the page-level term for text no line holds (:mod:`training.compact.fit_unread`: each page's
    ``unread_ink``, measured on the page and kept in the cache, against its CER beyond the lines'
    expected CER).
-4. Prints the page-level calibration on the fitted documents (:func:`page_ece`) and, with ``--write``,
+4. Fits the page rule's worst-line bar (:mod:`training.compact.fit_worst_line`: a page is
+   ``low_confidence`` when one line alone is expected to make that share of its characters wrong).
+5. Prints the page-level calibration on the fitted documents (:func:`page_ece`) and, with ``--write``,
    writes the table into ``gateway/output/calibration_tables.py`` (the checkpoint's model id and revision,
-   the pooled weights, each tower's, the unread-ink term, the seeds fitted on).
+   the pooled weights, each tower's, the unread-ink term, the worst-line bar, the seeds fitted on).
 """
-
 from __future__ import annotations
 
 import argparse
@@ -35,13 +37,19 @@ import json
 import pathlib
 import runpy
 import sys
-import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from inkstream.confidence import FEATURES, expected_error, line_features
+from inkstream.confidence import FEATURES, line_features
+from training.compact.confidence_targets import (  # noqa: F401 - line_groups re-exported
+    line_groups,
+    line_targets,
+    page_ece,
+    page_figures,
+)
 from training.compact.fit_unread import MIN_SIGNAL_PAGES, document_unread_ink, fit_unread, missed
+from training.compact.fit_worst_line import document_worst_line, fit_worst_line
 
 TABLE = pathlib.Path(__file__).resolve().parents[2] / "gateway" / "output" / "calibration_tables.py"
 RIDGE = 1e-5  # on the weights but the intercept, relative to the total weight (keeps IRLS stable)
@@ -68,81 +76,6 @@ def read_documents(seeds: Iterable[int], model: str | None, clean: bool = False)
                "lines": [{"text": ln.text, "confidence": ln.confidence, "tokens": ln.tokens, "truth": ln.truth,
                           "tower": ln.tower, "box": [round(v, 1) for v in ln.box],
                           "logprobs": [round(v, 4) for v in ln.logprobs]} for ln in lines]}
-
-
-def _chars(text: str) -> str:
-    """``text`` NFC-normalised without whitespace: the characters CER counts here (as ``bench/receipts.py``)."""
-    return "".join(c for c in unicodedata.normalize("NFC", text) if not c.isspace())
-
-
-def _order_free(hyp: str, ref: str) -> int:
-    """Edits between the multisets of characters of ``hyp`` and ``ref`` (reading order not counted)."""
-    h, r = collections.Counter(hyp), collections.Counter(ref)
-    return max(len(hyp), len(ref)) - sum((h & r).values())
-
-
-def _inside(a: Sequence[float], b: Sequence[float]) -> float:
-    """Share of box ``a``'s area inside box ``b`` (boxes x0, y0, x1, y1)."""
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    return max(0.0, w) * max(0.0, h) / max(1e-6, (a[2] - a[0]) * (a[3] - a[1]))
-
-
-def line_groups(doc: dict) -> tuple[list[int], list[str]]:
-    """(the group of each line of ``doc``: the index of the line that owns its printed text; the
-    printed text each line is scored against, its ``truth`` or the piece it was cut out of). A line
-    the detector cut off a printed piece (a number split at its decimal point: "29." and "82") owns
-    no piece itself; when at least half of it lies inside a piece that another line owns, it joins
-    that line's group, so the two are scored together against the piece; lines cut out of a piece
-    no line covers half of ("LOW" "FAT" "JAM") form a group scored against it. Any other line is its
-    own group. Documents cached without boxes: every line its own group.
-    """
-    lines, pieces = doc["lines"], doc.get("pieces") or []
-    groups, truths = list(range(len(lines))), [ln["truth"] for ln in lines]
-    if not pieces or any("box" not in ln for ln in lines):
-        return groups, truths
-    owner: dict[int, int] = {}
-    for k, (_, box) in enumerate(pieces):
-        cover = [_inside(box, ln["box"]) for ln in lines]
-        best = max(range(len(lines)), key=cover.__getitem__) if lines else -1
-        if best >= 0 and cover[best] >= 0.5:
-            owner[k] = best
-    for i, ln in enumerate(lines):
-        if ln["truth"]:
-            continue
-        inside = [(_inside(ln["box"], box), k) for k, (_, box) in enumerate(pieces)]
-        share, k = max(inside, default=(0.0, -1))
-        if share < 0.5:
-            continue
-        if k not in owner:  # a piece no line covers half of: its first cut-out line owns it
-            owner[k], truths[i] = i, pieces[k][0]
-        groups[i] = owner[k]
-    return groups, truths
-
-
-def line_targets(doc: dict) -> list[tuple[float, float]]:
-    """Per line of ``doc``: (its CER target, its weight). A group of lines (:func:`line_groups`) is
-    scored as one: the order-free edits between its lines' characters and its printed text's (no
-    whitespace), over the printed characters, capped at 1; each line of the group gets that CER,
-    weighted by its share of the group's written characters times the printed characters. A line
-    over no printed text counts CER 1, weighted by its own characters.
-    """
-    lines = doc["lines"]
-    groups, truths = line_groups(doc)
-    out: list[tuple[float, float]] = [(1.0, 1.0)] * len(lines)
-    for g in sorted(set(groups)):
-        members = [i for i in range(len(lines)) if groups[i] == g]
-        truth = _chars(truths[g])
-        if not truth:
-            for i in members:
-                out[i] = (1.0, float(max(1, len(_chars(lines[i]["text"])))))
-            continue
-        hyp = "".join(_chars(lines[i]["text"]) for i in members)
-        cer = min(1.0, _order_free(hyp, truth) / len(truth))
-        sizes = [max(1, len(_chars(lines[i]["text"]))) for i in members]
-        for i, n in zip(members, sizes, strict=True):
-            out[i] = (cer, len(truth) * n / sum(sizes))
-    return out
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, iters: int = 200) -> np.ndarray:
@@ -189,38 +122,6 @@ def fit_towers(docs: Sequence[dict], min_lines: int = TOWER_MIN_LINES) -> dict[s
     return {t: fit_lines(docs, t) for t, n in sorted(counts.items()) if t and n >= min_lines}
 
 
-def page_figures(doc: dict, weights: Sequence[float],
-                 towers: Mapping[str, Sequence[float]] | None = None) -> tuple[float, float]:
-    """(the page's calibrated confidence: 1 - the expected CER of its lines weighted by their written
-    characters, each line under its tower's weights when ``towers`` has them, else ``weights``; its
-    order-free CER: the edits between the multisets of the lines' characters and of the printed
-    characters, missed pieces included, over the printed characters; no whitespace, as
-    ``bench/receipts.py`` and ``bench/calibration.py`` count).
-    """
-    exp_num = exp_den = 0.0
-    for ln in doc["lines"]:
-        n = max(1, len(_chars(ln["text"])))
-        w = (towers or {}).get(ln.get("tower", "")) or weights
-        exp_num += n * expected_error(w, line_features(ln["confidence"], ln["tokens"], ln["text"]))
-        exp_den += n
-    hyp = "".join(_chars(ln["text"]) for ln in doc["lines"])
-    ref = "".join(_chars(ln["truth"]) for ln in doc["lines"]) + "".join(_chars(t) for t in doc["missed"])
-    conf = 1.0 - exp_num / exp_den if exp_den else 0.0
-    return conf, _order_free(hyp, ref) / max(1, len(ref))
-
-
-def page_ece(pairs: Sequence[tuple[float, float]], bins: int = 10) -> float:
-    """Expected calibration error between confidences and 1 - CER over (confidence, CER) pairs: the
-    pages binned by confidence into ``bins`` equal-width bins on [0, 1], the page-weighted mean of
-    |mean confidence - mean (1 - CER)| per bin.
-    """
-    conf = np.array([p[0] for p in pairs])
-    acc = 1.0 - np.array([p[1] for p in pairs])
-    idx = np.minimum(bins - 1, (conf * bins).astype(int))
-    return float(sum(np.sum(idx == b) / len(conf) * abs(conf[idx == b].mean() - acc[idx == b].mean())
-                     for b in range(bins) if np.any(idx == b)))
-
-
 def _rounded(weights: Sequence[float]) -> list[float]:
     return [round(float(v), 5) for v in weights]
 
@@ -241,23 +142,27 @@ def _current_unread_term(model: str | None) -> dict[str, float] | None:
 
 def write_table(model_id: str, revision: str, weights: Sequence[float], seeds: range, clean_seeds: range,
                 ece: float, towers: Mapping[str, Sequence[float]] | None = None, path: pathlib.Path = TABLE,
-                unread: Mapping[str, float] | None = None) -> None:
+                unread: Mapping[str, float] | None = None, worst_line: float | None = None) -> None:
     """Rewrite ``path`` (:data:`TABLE`) with one entry for ``model_id``: the pooled ``weights`` and, per
-    tower, its own (``towers``; :func:`gateway.output.signal.tower_weights` picks them), and the
-    unread-ink term (``unread``: ``{"slope", "floor"}``, :func:`gateway.output.signal.missed_share`).
+    tower, its own (``towers``; :func:`gateway.output.signal.tower_weights` picks them), the
+    unread-ink term (``unread``: ``{"slope", "floor"}``, :func:`gateway.output.signal.missed_share`)
+    and the worst-line bar (``worst_line``: a share of the page's characters,
+    :func:`gateway.output.signal.worst_line_share`; omitted when None).
     """
     tower_lines = "".join(f"            {t!r}: {_rounded(w)!r},\n" for t, w in sorted((towers or {}).items()))
     body = (f'"""Confidence calibration tables, written by ``python -m training.compact.fit_confidence --write``\n'
             f'(see :mod:`inkstream.confidence` for the model): per model id, the checkpoint revision fitted\n'
             f'on, the weights of :data:`inkstream.confidence.FEATURES` fitted on every line (``weights``: for a\n'
             f'segment whose tower is not said) and on each tower\'s lines (``towers``),\n'
-            f'and the page term of unread ink (``unread_ink``), the generated documents fitted on and the page\n'
-            f'ECE there.\n"""\n\n'
+            f'the page term of unread ink (``unread_ink``), the page rule\'s bar on its worst line\n'
+            f'(``worst_line_share``: the share of the page\'s characters one line alone is expected to get\n'
+            f'wrong), the generated documents fitted on and the page ECE there.\n"""\n\n'
             f"TABLES: dict[str, dict] = {{\n    {model_id!r}: {{\n        \"revision\": {revision!r},\n"
             f"        \"features\": {list(FEATURES)!r},\n"
             f"        \"weights\": {_rounded(weights)!r},\n"
             f"        \"towers\": {{\n{tower_lines}        }},\n"
-            + (f"        \"unread_ink\": {dict(unread)!r},\n" if unread else "") +
+            + (f"        \"unread_ink\": {dict(unread)!r},\n" if unread else "")
+            + (f"        \"worst_line_share\": {worst_line!r},\n" if worst_line is not None else "") +
             f"        \"fitted_on\": \"training.compact.scan_docs seeds {seeds.start}-{seeds.stop - 1}, and \"\n"
             f"                     \"{clean_seeds.start}-{clean_seeds.stop - 1} printed cleanly\",\n"
             f"        \"page_ece\": {round(ece, 4)!r},\n    }},\n}}\n")
@@ -308,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         pairs = [(c * (1.0 - missed(u, unread["slope"], unread["floor"])), e)
                  for (c, e), u in zip(pairs, inks, strict=True)]
     ece = page_ece(pairs)
+    worst = fit_worst_line([(1.0 - c, document_worst_line(d, weights, towers), e)
+                            for (c, e), d in zip(pairs, docs, strict=True)])
+    print(f"worst-line bar: {worst} of the page's characters expected wrong in one line")
     print(f"{len(docs)} documents, {len(lines)} lines")
     for name, w in [("pooled", weights), *towers.items()]:
         print(f"weights {name}: {dict(zip(FEATURES, np.round(w, 3).tolist(), strict=True))}")
@@ -318,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         from models.compact import default_checkpoint_dir
 
         model_id, revision = ckpt.checkpoint_identity(args.model or default_checkpoint_dir())
-        write_table(model_id, revision, weights, seeds, clean_seeds, ece, towers, unread=unread)
+        write_table(model_id, revision, weights, seeds, clean_seeds, ece, towers, unread=unread,
+                    worst_line=worst)
         print(f"wrote {TABLE}")
     return 0
 
