@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.deepseek_ocr2 import cache_warm
+from models.deepseek_ocr2 import cache_warm, small_rows
 from models.deepseek_ocr2.cache_warm import linear
 
 
@@ -69,6 +69,8 @@ class LeanDecodeStep:
         self.text, self.lm_head = text, lm_head
         cfg = text.config
         self.layers = list(text.layers[: cfg.num_hidden_layers])
+        # Hand-written few-row kernels (models/deepseek_ocr2/small_rows.py) where they apply, else None.
+        self.kernels = small_rows.load() if _kernels_apply(text, lm_head) else None
 
     @torch.no_grad()
     def __call__(self, inputs_embeds: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor,
@@ -79,6 +81,9 @@ class LeanDecodeStep:
         """
         h = inputs_embeds
         cos, sin = self.text.rotary_emb(h, position_ids)
+        B, T = h.shape[:2]
+        if self.kernels is not None and T == 1 and B <= small_rows.MAX_ROWS:
+            return self._kernel_step(h, cos, sin, mask, cache)
         for i, layer in enumerate(self.layers):
             h = h + self._attention(layer.self_attn, layer.input_layernorm(h), cos, sin, mask, cache, i)
             mlp = layer.mlp
@@ -86,6 +91,40 @@ class LeanDecodeStep:
             h = h + (self._moe(mlp, x) if hasattr(mlp, "experts") else mlp_forward(mlp, x))
         h = self.text.norm(h)
         return linear(self.lm_head, h[:, -1]).float()
+
+    def _kernel_step(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                     cache: Any) -> torch.Tensor:
+        """The step with :mod:`~models.deepseek_ocr2.small_rows`' kernels for the projections,
+        attention, experts and MLPs; norms, rotary, router, cache update and ``lm_head`` as in
+        :meth:`__call__`. ``h`` [B, 1, H]; returns logits [B, V] float32.
+        """
+        kern = self.kernels
+        assert kern is not None
+        B, _, H = h.shape
+        mask2 = mask.reshape(B, -1).contiguous()
+        h = h.reshape(B, H)
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(h)
+            shape = (B, 1, -1, attn.head_dim)
+            q = kern.linear(x, attn.q_proj.weight).view(shape).transpose(1, 2)
+            k = kern.linear(x, attn.k_proj.weight).view(shape).transpose(1, 2)
+            v = kern.linear(x, attn.v_proj.weight).view(shape).transpose(1, 2)
+            q, k = self._rotary(q, k, cos, sin)
+            k, v = cache.update(k, v, i)
+            a = kern.attention(q.reshape(B, -1, attn.head_dim).contiguous(), k, v, mask2, attn.scaling)
+            h = h + kern.linear(a, attn.o_proj.weight)
+            mlp = layer.mlp
+            x = layer.post_attention_layernorm(h)
+            if hasattr(mlp, "experts"):
+                _, weights, top = mlp.gate(x)
+                ex, sh = mlp.experts, mlp.shared_experts
+                routed = kern.moe(x, top.contiguous(), weights.contiguous(), ex.gate_up_proj, ex.down_proj)
+                h = h + (routed + kern.mlp(x, sh.gate_proj.weight, sh.up_proj.weight, sh.down_proj.weight))
+            else:
+                h = h + kern.mlp(x, mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight)
+        h = self.text.norm(h)
+        return linear(self.lm_head, h).float()
 
     def _attention(self, attn: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    mask: torch.Tensor, cache: Any, idx: int) -> torch.Tensor:
@@ -158,6 +197,35 @@ def _dense_mlp_type() -> Any:
     from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextMLP
 
     return DeepseekOcr2TextMLP
+
+
+def _kernels_apply(text: Any, lm_head: nn.Linear) -> bool:
+    """Whether :meth:`LeanDecodeStep._kernel_step` reproduces the model: float32 CPU weights, all
+    contiguous, no biases, SiLU gated MLPs (transformers' ``DeepseekOcr2TextMLP``) as dense layers and
+    shared experts, head dim at most ``small_rows.MAX_HEAD_DIM``, and the rotary / router modules the
+    lean step already requires.
+    """
+    cfg = text.config
+    if getattr(cfg, "hidden_act", None) != "silu" or lm_head.weight.device.type != "cpu":
+        return False
+    if text.layers[0].self_attn.head_dim > small_rows.MAX_HEAD_DIM:
+        return False
+    mlp_type = _dense_mlp_type()
+    for layer in text.layers[: cfg.num_hidden_layers]:
+        attn, mlp = layer.self_attn, layer.mlp
+        linears = [attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj]
+        dense = [mlp.shared_experts] if hasattr(mlp, "experts") else [mlp]
+        if any(type(m) is not mlp_type for m in dense):
+            return False
+        linears += [lin for m in dense for lin in (m.gate_proj, m.up_proj, m.down_proj)]
+        tensors = [lin.weight for lin in linears]
+        if any(getattr(lin, "bias", None) is not None for lin in linears):
+            return False
+        if hasattr(mlp, "experts"):
+            tensors += [mlp.experts.gate_up_proj, mlp.experts.down_proj]
+        if any(t.dtype != torch.float32 or not t.is_contiguous() or t.device.type != "cpu" for t in tensors):
+            return False
+    return True
 
 
 def install_sorted_experts(text: Any) -> int:
