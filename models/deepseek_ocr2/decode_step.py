@@ -94,28 +94,27 @@ class LeanDecodeStep:
 
     def _kernel_step(self, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
                      cache: Any) -> torch.Tensor:
-        """The step with :mod:`~models.deepseek_ocr2.small_rows`' kernels for the projections,
-        attention, experts and MLPs; norms, rotary, router, cache update and ``lm_head`` as in
-        :meth:`__call__`. ``h`` [B, 1, H]; returns logits [B, V] float32.
+        """The step with :mod:`~models.deepseek_ocr2.small_rows`' kernels: per layer one call for
+        RMSNorm + q/k/v + rotary, the cache update, one for attention, one for ``o_proj`` + residual +
+        RMSNorm, the router (torch), one for the routed experts and one per dense MLP / shared
+        experts; final norm and ``lm_head`` as in :meth:`__call__`. ``h`` [B, 1, H]; returns logits
+        [B, V] float32.
         """
         kern = self.kernels
         assert kern is not None
         B, _, H = h.shape
         mask2 = mask.reshape(B, -1).contiguous()
-        h = h.reshape(B, H)
+        h = h.reshape(B, H).clone()  # updated in place by attn_out
+        cos, sin = cos.reshape(B, -1).contiguous(), sin.reshape(B, -1).contiguous()
         for i, layer in enumerate(self.layers):
-            attn = layer.self_attn
-            x = layer.input_layernorm(h)
-            shape = (B, 1, -1, attn.head_dim)
-            q = kern.linear(x, attn.q_proj.weight).view(shape).transpose(1, 2)
-            k = kern.linear(x, attn.k_proj.weight).view(shape).transpose(1, 2)
-            v = kern.linear(x, attn.v_proj.weight).view(shape).transpose(1, 2)
-            q, k = self._rotary(q, k, cos, sin)
-            k, v = cache.update(k, v, i)
-            a = kern.attention(q.reshape(B, -1, attn.head_dim).contiguous(), k, v, mask2, attn.scaling)
-            h = h + kern.linear(a, attn.o_proj.weight)
+            attn, n1, n2 = layer.self_attn, layer.input_layernorm, layer.post_attention_layernorm
+            heads = attn.config.num_attention_heads
+            q, k, v = kern.attn_in(h, n1.weight, n1.variance_epsilon, attn.q_proj.weight, attn.k_proj.weight,
+                                   attn.v_proj.weight, heads, cos, sin)
+            keys, values = cache.update(k.unsqueeze(2), v.unsqueeze(2), i)
+            a = kern.attention(q, keys, values, mask2, attn.scaling)
+            x = kern.attn_out(a, attn.o_proj.weight, h, n2.weight, n2.variance_epsilon)
             mlp = layer.mlp
-            x = layer.post_attention_layernorm(h)
             if hasattr(mlp, "experts"):
                 _, weights, top = mlp.gate(x)
                 ex, sh = mlp.experts, mlp.shared_experts
@@ -202,23 +201,28 @@ def _dense_mlp_type() -> Any:
 def _kernels_apply(text: Any, lm_head: nn.Linear) -> bool:
     """Whether :meth:`LeanDecodeStep._kernel_step` reproduces the model: float32 CPU weights, all
     contiguous, no biases, SiLU gated MLPs (transformers' ``DeepseekOcr2TextMLP``) as dense layers and
-    shared experts, head dim at most ``small_rows.MAX_HEAD_DIM``, and the rotary / router modules the
-    lean step already requires.
+    shared experts, transformers' ``DeepseekOcr2TextRMSNorm`` before attention and MLP, an even head
+    dim of at most ``small_rows.MAX_HEAD_DIM`` (rotate-half rotary), and the router module the lean
+    step already requires.
     """
     cfg = text.config
     if getattr(cfg, "hidden_act", None) != "silu" or lm_head.weight.device.type != "cpu":
         return False
-    if text.layers[0].self_attn.head_dim > small_rows.MAX_HEAD_DIM:
+    head_dim = text.layers[0].self_attn.head_dim
+    if head_dim > small_rows.MAX_HEAD_DIM or head_dim % 2:
         return False
-    mlp_type = _dense_mlp_type()
+    mlp_type, norm_type = _dense_mlp_type(), _rms_norm_type()
     for layer in text.layers[: cfg.num_hidden_layers]:
         attn, mlp = layer.self_attn, layer.mlp
+        norms = [layer.input_layernorm, layer.post_attention_layernorm]
+        if any(type(m) is not norm_type for m in norms):
+            return False
         linears = [attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj]
         dense = [mlp.shared_experts] if hasattr(mlp, "experts") else [mlp]
         if any(type(m) is not mlp_type for m in dense):
             return False
         linears += [lin for m in dense for lin in (m.gate_proj, m.up_proj, m.down_proj)]
-        tensors = [lin.weight for lin in linears]
+        tensors = [lin.weight for lin in linears] + [m.weight for m in norms]
         if any(getattr(lin, "bias", None) is not None for lin in linears):
             return False
         if hasattr(mlp, "experts"):
@@ -226,6 +230,14 @@ def _kernels_apply(text: Any, lm_head: nn.Linear) -> bool:
         if any(t.dtype != torch.float32 or not t.is_contiguous() or t.device.type != "cpu" for t in tensors):
             return False
     return True
+
+
+@functools.cache
+def _rms_norm_type() -> Any:
+    """The class ``DeepseekOcr2TextRMSNorm`` of transformers (what the kernels' RMSNorm reproduces)."""
+    from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextRMSNorm
+
+    return DeepseekOcr2TextRMSNorm
 
 
 def install_sorted_experts(text: Any) -> int:

@@ -54,6 +54,8 @@ _SIGNATURES = {
     "ik_linear": [_PTR, _I64, _PTR, _I64, _I64, _PTR],
     "ik_mlp": [_PTR, _I64, _I64, _PTR, _PTR, _PTR, _I64, _PTR],
     "ik_moe": [_PTR, _I64, _I64, _PTR, _PTR, _I64, _PTR, _PTR, _I64, _I64, _PTR],
+    "ik_attn_in": [_PTR, _I64, _I64, _PTR, _F32, _PTR, _PTR, _PTR, _I64, _I64, _PTR, _PTR, _PTR, _PTR, _PTR],
+    "ik_attn_out": [_PTR, _I64, _I64, _PTR, _I64, _PTR, _PTR, _F32, _PTR],
     "ik_attn": [_PTR, _PTR, _PTR, _I64, _I64, _I64, _PTR, _I64, _I64, _I64, _I64, _F32, _PTR],
 }
 
@@ -113,6 +115,30 @@ class SmallRows:
         y = x.new_empty(x.shape[0], w.shape[0])
         self._lib.ik_linear(_p(x), x.shape[0], _p(w), w.shape[0], w.shape[1], _p(y))
         return y
+
+    def attn_in(self, h: torch.Tensor, norm_w: torch.Tensor, eps: float, wq: torch.Tensor, wk: torch.Tensor,
+                wv: torch.Tensor, heads: int, cos: torch.Tensor, sin: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A layer's attention input: ``x = RMSNorm(h)`` (``h`` [n, H], ``norm_w`` [H], ``eps``), then
+        ``q`` / ``k`` / ``v`` = ``x @ W.T`` (``wq`` / ``wk`` / ``wv`` [heads * d, H]) with the rotary
+        embedding (``cos`` / ``sin`` [n, d], rotate-half layout) applied to ``q`` and ``k``
+        -> three [n, heads, d] tensors.
+        """
+        n, H = h.shape
+        d = wq.shape[0] // heads
+        q, k, v = (h.new_empty(n, heads, d) for _ in range(3))
+        self._lib.ik_attn_in(_p(h), n, H, _p(norm_w), eps, _p(wq), _p(wk), _p(wv), heads, d, _p(cos), _p(sin),
+                             _p(q), _p(k), _p(v))
+        return q, k, v
+
+    def attn_out(self, a: torch.Tensor, wo: torch.Tensor, h: torch.Tensor, norm_w: torch.Tensor,
+                 eps: float) -> torch.Tensor:
+        """A layer's attention output: ``h`` [n, H] += ``a`` [n, K] @ ``wo.T`` (``wo`` [H, K]) in place,
+        then returns ``RMSNorm(h)`` [n, H] (``norm_w`` [H], ``eps``), the MLP's input.
+        """
+        x = torch.empty_like(h)
+        self._lib.ik_attn_out(_p(a), a.shape[0], a.shape[1], _p(wo), wo.shape[0], _p(h), _p(norm_w), eps, _p(x))
+        return x
 
     def mlp(self, x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
         """Gated MLP ``down(silu(gate(x)) * up(x))``: ``x`` [n, H], ``gate`` / ``up`` [I, H], ``down``

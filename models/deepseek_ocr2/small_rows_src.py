@@ -58,6 +58,35 @@ void linear_rows(const float* x, int64_t n, const float* w, int64_t N, int64_t K
 
 inline float silu(float v) { return v / (1.0f + expf(-v)); }
 
+// out [n, H] = w * (x / sqrt(mean(x^2) + eps)) per row (RMSNorm, float32).
+void rmsnorm_rows(const float* x, int64_t n, int64_t H, const float* w, float eps, float* out) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float* xr = x + r * H;
+    float ss = 0.0f;
+    for (int64_t c = 0; c < H; ++c) ss += xr[c] * xr[c];
+    const float inv = 1.0f / sqrtf(ss / (float)H + eps);
+    for (int64_t c = 0; c < H; ++c) out[r * H + c] = w[c] * (xr[c] * inv);
+  }
+}
+
+// Rotary embedding in place on t [n, nh, d] with cos / sin [n, d] (rotate-half layout):
+// t * cos + cat(-t2, t1) * sin.
+void rope_rows(float* t, int64_t n, int64_t nh, int64_t d, const float* cos, const float* sin) {
+  const int64_t half = d / 2;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* c = cos + r * d;
+    const float* s = sin + r * d;
+    for (int64_t h = 0; h < nh; ++h) {
+      float* v = t + (r * nh + h) * d;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i + half] + a * s[i + half];
+      }
+    }
+  }
+}
+
 // Decode attention for head dims of NV 16-float vectors (the last one masked to d): the query and
 // the output accumulate in registers; keys then values of each (row, head) read once, in order.
 template <int NV>
@@ -108,6 +137,30 @@ void attn_rows(const float* q, const float* kc, const float* vc, int64_t sb, int
 }  // namespace
 
 extern "C" {
+
+// Attention input of a layer: x = RMSNorm(h) (weight nw, eps), q / k / v [n, nh, d] = x @ W^T with
+// the rotary embedding (cos / sin [n, d]) applied to q and k. Wq / Wk / Wv [nh * d, H].
+void ik_attn_in(const float* h, int64_t n, int64_t H, const float* nw, float eps, const float* wq,
+                const float* wk, const float* wv, int64_t nh, int64_t d, const float* cos,
+                const float* sin, float* q, float* k, float* v) {
+  std::vector<float> x(n * H);
+  rmsnorm_rows(h, n, H, nw, eps, x.data());
+  linear_rows(x.data(), n, wq, nh * d, H, q);
+  linear_rows(x.data(), n, wk, nh * d, H, k);
+  linear_rows(x.data(), n, wv, nh * d, H, v);
+  rope_rows(q, n, nh, d, cos, sin);
+  rope_rows(k, n, nh, d, cos, sin);
+}
+
+// Attention output of a layer: h [n, H] += a [n, K] @ Wo^T (Wo [H, K]), then x = RMSNorm(h)
+// (weight nw, eps) for the MLP.
+void ik_attn_out(const float* a, int64_t n, int64_t K, const float* wo, int64_t H, float* h,
+                 const float* nw, float eps, float* x) {
+  std::vector<float> o(n * H);
+  linear_rows(a, n, wo, H, K, o.data());
+  for (int64_t i = 0; i < n * H; ++i) h[i] += o[i];
+  rmsnorm_rows(h, n, H, nw, eps, x);
+}
 
 void ik_linear(const float* x, int64_t n, const float* w, int64_t N, int64_t K, float* y) {
   linear_rows(x, n, w, N, K, y);

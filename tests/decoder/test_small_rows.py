@@ -64,6 +64,42 @@ def test_mlp_and_moe_match_torch(kern, n):
     _close(kern.moe(x, top, weights, gate_up, down), want)
 
 
+@needs_avx512
+@pytest.mark.parametrize("n", [1, 9])
+def test_attention_input_and_output_match_transformers_modules(kern, n):
+    """RMSNorm + q/k/v + rotary, and o_proj + residual + RMSNorm, against transformers' own RMSNorm
+    module and ``apply_rotary_pos_emb``."""
+    from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import (
+        DeepseekOcr2TextRMSNorm,
+        apply_rotary_pos_emb,
+    )
+
+    g = torch.Generator().manual_seed(n + 3)
+    H, heads, d = 72, 5, 16
+    norm = DeepseekOcr2TextRMSNorm(H, eps=1e-6)
+    norm.weight.data = torch.rand(H, generator=g) + 0.5
+    h = torch.randn(n, H, generator=g)
+    wq, wk, wv = (torch.randn(heads * d, H, generator=g) / 8 for _ in range(3))
+    wo = torch.randn(H, heads * d, generator=g) / 8
+    angle = torch.rand(n, d // 2, generator=g) * 6
+    cos, sin = torch.cat([angle, angle], -1).cos(), torch.cat([angle, angle], -1).sin()
+    x = norm(h)
+    def heads_of(t: torch.Tensor) -> torch.Tensor:
+        return t.view(n, 1, heads, d).transpose(1, 2)
+
+    q_ref, k_ref = apply_rotary_pos_emb(heads_of(F.linear(x, wq)), heads_of(F.linear(x, wk)),
+                                        cos[:, None], sin[:, None])
+    q, k, v = kern.attn_in(h, norm.weight, norm.variance_epsilon, wq, wk, wv, heads, cos, sin)
+    _close(q, q_ref[:, :, 0], rel=1e-5)
+    _close(k, k_ref[:, :, 0], rel=1e-5)
+    _close(v, F.linear(x, wv).view(n, heads, d), rel=1e-5)
+    a = torch.randn(n, heads * d, generator=g)
+    h_ref = h + F.linear(a, wo)
+    got_x = kern.attn_out(a, wo, h, norm.weight, norm.variance_epsilon)
+    _close(h, h_ref, rel=1e-5)  # updated in place
+    _close(got_x, norm(h_ref), rel=1e-5)
+
+
 def _padded_cache(B: int, nh: int, S: int, d: int, cap: int, seed: int):
     """Keys / values [B, nh, S, d] as views of [B, nh, cap, d] buffers (the cache's layout), a
     left-padding mask [B, S] with row b padded by 3 * b positions, and garbage (inf / nan) in the
