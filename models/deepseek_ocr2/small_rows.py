@@ -1,28 +1,30 @@
 """Hand-written CPU kernels for the few-row products of a decode step, built once with the system C++
 compiler and called through ``ctypes``; None (the caller keeps its torch path) where they cannot be.
 
-What they replace, per layer of a decode step (1-16 rows, float32, one thread): the MoE block's
-routed experts (transformers' sort / gather / per-expert ``F.linear`` + ``mm`` / weighting /
-un-permutation: ~10 + 6 per expert torch calls, see
-:func:`models.deepseek_ocr2.decode_step.experts_forward`) by one call, a dense gated MLP (shared
-experts, the dense layers) by one call, and the decode attention (SDPA over the left-padded batched
-cache with its boolean mask) by one call that reads each row's keys and values once, skipping
-padding positions. The products stream each weight row once for all activation rows (1-8 rows per
-pass; weights read once per 8 rows), so the weight is read in a linear sweep (the point of
-:mod:`models.deepseek_ocr2.cache_warm`) without a separate pass.
+Per layer of a decode step (1-16 rows, float32, one thread) they replace ~40 torch calls by five:
+RMSNorm + q/k/v projections + rotary embedding (:meth:`SmallRows.attn_in`), the decode attention
+over the left-padded batched cache (:meth:`SmallRows.attention`: each row's keys and values read
+once, padding positions skipped, query and output in registers), ``o_proj`` + residual + RMSNorm
+(:meth:`SmallRows.attn_out`), the routed experts of an MoE block (:meth:`SmallRows.moe`, instead of
+transformers' sort / gather / per-expert products / weighting / un-permutation) and a gated dense
+MLP (:meth:`SmallRows.mlp`: shared experts, dense layers). Products read one weight row per pass
+for all activation rows (8 rows per pass; more rows re-read the weight from cache), a single linear
+stream that reads a cold weight at the speed of :mod:`~models.deepseek_ocr2.cache_warm`'s pass, so
+no separate pass is needed.
 
-Numerics: float32 throughout, products accumulated in a fixed order per output (16 FMA lanes, then a
-lane sum), ``silu(v) = v / (1 + exp(-v))``, softmax with max subtraction. Results differ from the MKL /
-SDPA path by rounding only (~1e-6 relative on the logits of the bench model) and do not depend on
-which other rows share the batch; greedy tokens are checked against transformers' ``generate`` by
-the tests and by bench/decoder_batching.py (``same tokens``).
+Numerics: float32 throughout; each product output accumulated in a fixed order (two 16-lane FMA
+accumulators over alternating 16-float chunks, then a lane sum), ``silu(v) = v / (1 + exp(-v))``,
+softmax with max subtraction. Results differ from the MKL / SDPA path by rounding only (~3e-6
+relative on the bench model's logits) and a row's result does not depend on which other rows share
+the batch; greedy tokens are checked against transformers' ``generate`` by the tests and by
+bench/decoder_batching.py (``same tokens``).
 
 Build: ``g++ -O3 -march=native -shared -fPIC`` of :data:`~models.deepseek_ocr2.small_rows_src.SOURCE`
 into ``$INKSTREAM_KERNEL_CACHE`` (default ``~/.cache/inkstream/kernels``), the file named by a hash
-of source and flags, written under a temporary name and renamed (concurrent processes are safe); a
-later process loads the cached library (no compiler run). ``INKSTREAM_SMALL_ROWS=0`` switches the
-kernels off. Any failure (no compiler, no AVX-512, unwritable cache) logs one warning and returns
-None.
+of source, flags and the CPU's model and feature flags, written under a temporary name and renamed
+(concurrent processes are safe); a later process loads the cached library (no compiler run; a build
+took 2-5 s on the bench machine). ``INKSTREAM_SMALL_ROWS=0`` switches the kernels off. Any failure
+(no compiler, no AVX-512, unwritable cache) logs one warning and returns None.
 """
 
 from __future__ import annotations
@@ -64,6 +66,18 @@ def _cache_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("INKSTREAM_KERNEL_CACHE") or pathlib.Path.home() / ".cache/inkstream/kernels")
 
 
+def _cpu_id() -> str:
+    """The CPU's model and feature flags (``/proc/cpuinfo``; empty where unreadable): part of the
+    cached library's name, so a cache directory shared by different CPUs never hands one a
+    ``-march=native`` build for another.
+    """
+    try:
+        lines = pathlib.Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags"))}))
+
+
 def _build(out: pathlib.Path) -> None:
     """Compile :data:`SOURCE` to ``out`` (atomic rename). Raises OSError / CalledProcessError."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -83,7 +97,7 @@ def load() -> SmallRows | None:
         return None
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         return None
-    key = hashlib.sha256((SOURCE + " ".join(FLAGS)).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([SOURCE, " ".join(FLAGS), _cpu_id()]).encode()).hexdigest()[:16]
     path = _cache_dir() / f"small_rows-{key}.so"
     try:
         if not path.exists():
