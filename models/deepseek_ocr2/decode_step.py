@@ -102,7 +102,9 @@ class LeanDecodeStep:
         h = inputs_embeds
         cos, sin = self.text.rotary_emb(h, position_ids)
         B, T = h.shape[:2]
-        if self.kernels is not None and T == 1 and B <= small_rows.MAX_ROWS:
+        # The kernels run on one thread: with more intra-op threads (a pod's OMP_NUM_THREADS) MKL's
+        # parallel products are kept, as the kernels were measured against one-thread torch only.
+        if self.kernels is not None and T == 1 and B <= small_rows.MAX_ROWS and torch.get_num_threads() == 1:
             return self._kernel_step(h, cos, sin, mask, cache)
         for i, layer in enumerate(self.layers):
             h = h + self._attention(layer.self_attn, layer.input_layernorm(h), cos, sin, mask, cache, i)

@@ -7,7 +7,9 @@ over the left-padded batched cache (:meth:`SmallRows.attention`: each row's keys
 once, padding positions skipped, query and output in registers), ``o_proj`` + residual + RMSNorm
 (:meth:`SmallRows.attn_out`), the routed experts of an MoE block (:meth:`SmallRows.moe`, instead of
 transformers' sort / gather / per-expert products / weighting / un-permutation) and a gated dense
-MLP (:meth:`SmallRows.mlp`: shared experts, dense layers). Products read one weight row per pass
+MLP (:meth:`SmallRows.mlp`: shared experts, dense layers). They run on one thread, so the decode step uses them only
+where torch runs one intra-op thread (``OMP_NUM_THREADS=1``, the local stack's default); with more
+threads torch's parallel products are used. Products read one weight row per pass
 for all activation rows (8 rows per pass; more rows re-read the weight from cache), a single linear
 stream that reads a cold weight at the speed of :mod:`~models.deepseek_ocr2.cache_warm`'s pass, so
 no separate pass is needed.

@@ -191,6 +191,28 @@ def test_decode_step_with_kernels_matches_transformers_on_a_changing_batch(half)
         last = got.argmax(-1)[:, None]
 
 
+@needs_avx512
+@torch.inference_mode()
+def test_more_than_one_thread_keeps_the_torch_path(half):
+    """The kernels are single-threaded: with two intra-op threads the step is torch's, bit for bit."""
+    embeds = [half.embed_prompt(vision_tokens(half, n, seed=n + 50), "markdown") for n in (7, 12)]
+    kv = BatchedKVCache()
+    _, cache, mask = prefill(half, embeds)
+    kv.add(cache, mask)
+    mask, pos = kv.step_inputs()
+    x = half.embed_tokens(torch.tensor([[3], [7]]))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with _kernels(half, False):
+            ref = half.forward(x, mask, pos, copy.deepcopy(kv.cache))
+        with _kernels(half, True):
+            got = half.forward(x, mask, pos, copy.deepcopy(kv.cache))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(got, ref)
+
+
 def test_switched_off_by_the_environment(monkeypatch):
     monkeypatch.setenv("INKSTREAM_SMALL_ROWS", "0")
     small_rows.load.cache_clear()
