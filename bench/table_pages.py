@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,9 +135,11 @@ def _html(header: list[list[tuple[str, int, int]]], body: list[list[str]]) -> st
 
 
 def render_table_page(seed: int, lang: str | None = None, skew_deg: float | None = None,
-                      noise: bool | None = None, rules: str | None = None, fill: str | None = None) -> TablePage:
+                      noise: bool | None = None, rules: str | None = None, fill: str | None = None,
+                      numbers: Callable[[random.Random], str] | None = None) -> TablePage:
     """Page number ``seed``; ``lang``, ``rules``, ``fill``, ``skew_deg`` (degrees counter-clockwise)
-    and ``noise`` are seeded when None (skew: 0 on half the pages, else uniform in [-3, 3]).
+    and ``noise`` are seeded when None (skew: 0 on half the pages, else uniform in [-3, 3]);
+    ``numbers`` writes each numeric cell from the page's generator (default :func:`number_text`).
     """
     rng = random.Random(seed)
     lang = lang or rng.choice(("en", "zh"))
@@ -153,7 +156,7 @@ def render_table_page(seed: int, lang: str | None = None, skew_deg: float | None
     label_w = max(label_font.getlength(t) for t in labels) + 2 * pad
     num_w = latin.getlength("(99,999.99)") + 2 * pad
     n_num = max(3, min(rng.randint(3, 14), int((PAGE[0] - 2 * MARGIN - label_w) // num_w)))
-    body = [[labels[r], *(number_text(rng) for _ in range(n_num))] for r in range(n_rows)]
+    body = [[labels[r], *((numbers or number_text)(rng) for _ in range(n_num))] for r in range(n_rows)]
     header = _header(rng, lang, n_num)
     widths = [label_w] + [max(num_w * rng.uniform(0.8, 1.0), *(latin.getlength(b[c]) + 2 * pad for b in body))
                           for c in range(1, n_num + 1)]
