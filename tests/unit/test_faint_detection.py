@@ -29,6 +29,19 @@ def test_print_of_ordinary_contrast_reaches_the_detector_unchanged():
         assert for_detection(rgb) is rgb
 
 
+def test_a_sparse_page_of_black_print_is_not_faint():
+    """One short black line on a white page (under 0.5 % of its pixels inked) measures its black, not the
+    paper's gray: the page reaches the detector unchanged. Before, the ink was the page's 0.5th
+    percentile -- paper on a sparse page -- and a rendered page of ``bench/doc_pages.py`` measured 88."""
+    a = np.full((400, 600), 255, np.uint8)
+    a[100:112, 50:90] = 0  # 480 of 240,000 pixels: 0.2 %
+    rgb = np.repeat(a[:, :, None], 3, axis=2)
+    assert page_range(rgb)[1] < 30
+    assert for_detection(rgb) is rgb
+    blank = np.full((400, 600, 3), 250, np.uint8)  # no print at all: nothing to stretch
+    assert for_detection(blank) is blank
+
+
 def test_faint_print_is_stretched_and_its_paper_stays_paper():
     """A faded receipt's levels (paper 240, ink 205): its ink comes out at least twice as far from the
     paper, and the paper's noise is not blown up into ink (blurred first, gain capped)."""
