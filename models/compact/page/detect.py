@@ -40,7 +40,7 @@ import rapidocr
 from PIL import Image
 from rapidocr.ch_ppocr_det.utils import DBPostProcess, DetPreProcess
 
-from models.compact.page import large_print, rowsplit
+from models.compact.page import large_print, levels, rowsplit
 from models.compact.page.boxes import LineBox, _same_line, crop_line
 from models.compact.page.det_net import DetNetwork, onnx_session
 from models.compact.page.direction import _cls_input, _cls_windows
@@ -85,12 +85,13 @@ class LineDetector:
         into ``det_long_side``; each band keeps the lines whose centre lies in its own part (between
         the middles of its overlaps, ``max(256, band / 5)`` pixels), and of a line found by two
         bands the copy farther from its band's edge (lines up to a quarter of the overlap tall are
-        never cut).
+        never cut). A page of faint print is detected at full contrast (:func:`levels.for_detection`).
         """
         h, w = rgb.shape[:2]
         band = max(self.det_long_side, w)
+        seen = levels.for_detection(rgb)  # faint print at full contrast; the rows are split on the page itself
         if h <= 2 * w or h <= self.det_long_side:  # display type found by a coarse pass (large_print)
-            lines = large_print.with_large_lines(rgb, self._detect_band(rgb), self._detect_coarse)
+            lines = large_print.with_large_lines(seen, self._detect_band(seen), self._detect_coarse)
             return rowsplit.split_rows(rgb, lines)  # a box over several table rows: one line per row
         overlap = max(256, band // 5)
         starts = list(range(0, h - band, band - overlap)) + [h - band]
@@ -102,7 +103,7 @@ class LineDetector:
         slack = overlap / 4
         found: list[tuple[float, int, LineBox]] = []  # (distance to the band's edge, band, line)
         for i, y in enumerate(starts):
-            for ln in self._detect_band(rgb[y: y + band]):
+            for ln in self._detect_band(seen[y: y + band]):
                 x0, y0, x1, y1 = ln.box
                 if cuts[i] - slack <= (y0 + y1) / 2 + y < cuts[i + 1] + slack:
                     q = ln.quad.copy()
