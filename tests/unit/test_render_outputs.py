@@ -218,3 +218,26 @@ def test_rotated_pdf_pages_get_their_text_where_it_shows(tmp_path, rotate):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     assert _render(src, tmp_path / "a" / "p") == _render(out, tmp_path / "b" / "p")
+
+
+@pytest.mark.parametrize("located", [True, False])
+def test_a_space_between_two_chinese_words_reaches_the_pdf_text_layer(tmp_path, located):
+    """OCRmyPDF's renderer joins two CJK-only words of a line with no separator (Tesseract splits
+    Chinese text into words that had no space between them); a space the model read between two
+    Chinese words ("第二节 公司基本情况", a heading of the zh eval page) must still reach ``pdftotext``,
+    and two words without one stay joined. Before the fix: "第二节公司基本情况".
+    """
+    from inkstream.page_result import Word
+    im = Image.new("L", (1654, 600), 255)
+    src = tmp_path / "page.png"
+    im.save(src, dpi=(200, 200))
+    first = Block("line", "第二节 公司基本情况", (610.0, 260.0, 1044.0, 310.0))
+    if located:
+        first.words = [Word("第二节", (616.0, 265.0, 747.0, 306.0), 1.0),
+                       Word("公司基本情况", (774.0, 265.0, 1038.0, 306.0), 1.0)]
+    second = Block("line", "报告全文", (610.0, 400.0, 800.0, 450.0))
+    out = tmp_path / "out.pdf"
+    write_searchable_pdf([_result(1, [first, second], im.size)], src, "png", out)
+    for mode in ((), ("-raw",)):
+        lines = [ln.strip() for ln in _pdftotext(out, *mode).splitlines() if ln.strip()]
+        assert lines == ["第二节 公司基本情况", "报告全文"], (mode, lines)
