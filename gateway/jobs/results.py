@@ -48,9 +48,10 @@ class JobResult:
 
 
 def write_result(store: ResultStore, job: JobRecord, pages: list[PageResult], model_id: str, seconds: float,
-                 cached: bool, source: pathlib.Path, kind: str, scratch: pathlib.Path) -> None:
+                 cached: bool, source: pathlib.Path, kind: str, scratch: pathlib.Path, *, password: str = "") -> None:
     """Write every result blob of ``job`` (blocking; call in a thread). ``source``: the document
-    (for format=pdf), ``kind`` its sniffed kind, ``scratch`` a local dir for the PDF. Raises what the
+    (for format=pdf), ``kind`` its sniffed kind, ``password`` its PDF password in plain (the job
+    record holds it sealed), ``scratch`` a local dir for the PDF. Raises what the
     store raises (Unavailable when unreachable) and the PDF writer's InvalidInput.
     """
     fmt = job.options.get("format", "markdown")
@@ -62,7 +63,7 @@ def write_result(store: ResultStore, job: JobRecord, pages: list[PageResult], mo
             store.put(blob(job.job_id, EXTENSIONS[f]), render_document(pages, f).encode(), TYPES[f])
     if fmt == "pdf":
         out = scratch / "searchable.pdf"
-        write_searchable_pdf(pages, source, kind, out, password=job.doc_password)
+        write_searchable_pdf(pages, source, kind, out, password=password)
         store.put_file(blob(job.job_id, "searchable.pdf"), out)
     body = {"model_id": model_id, "seconds": seconds, "cached": cached, "pages": dicts}
     store.put(blob(job.job_id, "result.json"), json.dumps(body).encode(), TYPES["json"])  # last: the marker

@@ -96,7 +96,7 @@ class JobRun:
         pages, cached, kind, model_id = await self._retry("reading the pages", lambda: self._pages(upload, request))
         seconds = time.monotonic() - started
         await self._store(write_result, self.results, self.job, pages, model_id, seconds, cached, doc, kind,
-                          self.folder)
+                          self.folder, password=password)
         return len(pages)
 
     async def _fetch(self) -> pathlib.Path:

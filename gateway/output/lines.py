@@ -129,7 +129,8 @@ class _Laid:
 def _joined_line(page: PageResult, group: list[int], line_text: str) -> _Laid | None:
     """One text line from its pieces: a located piece's words at their ink boxes, another's words
     laid over the piece's own box, with half a character of gap at a cut made in a word gap (so the
-    words on both sides stay apart).
+    words on both sides stay apart); the two parts of a word cut inside it (no space at the cut in
+    ``line_text``) are one word, so hOCR and the PDF text layer do not split it in two.
     """
     pieces = [(page.blocks[i].text.strip(), _valid(page.blocks[i].box, page.width, page.height)) for i in group]
     boxes = [b for _, b in pieces if b is not None]
@@ -137,7 +138,7 @@ def _joined_line(page: PageResult, group: list[int], line_text: str) -> _Laid | 
         return None
     words: list[Word] = []
     located: list[bool] = []
-    pos = 0
+    pos, last_end = 0, -1  # last_end: where the last piece that gave words ends in line_text
     for k, (text, box) in enumerate(pieces):
         at = line_text.find(text, pos) if text else -1
         spaced_before = at > 0 and line_text[at - 1] == " "
@@ -151,9 +152,23 @@ def _joined_line(page: PageResult, group: list[int], line_text: str) -> _Laid | 
             padded = ((" " if spaced_before and k > 0 else "") + text
                       + (" " if spaced_after and k < len(pieces) - 1 else ""))
             found = words_of(padded, box, page.blocks[group[k]].confidence, page.blocks[group[k]].angle)
+        is_located = bool(page.blocks[group[k]].words)
+        if found and words and at > 0 and at == last_end:
+            # a cut inside a word: its two parts are one word (a reader would put a space between two)
+            words[-1], located[-1] = _merged(words[-1], found[0]), located[-1] and is_located
+            found = found[1:]
         words.extend(found)
-        located.extend([bool(page.blocks[group[k]].words)] * len(found))
+        located.extend([is_located] * len(found))
+        last_end = end if at >= 0 else -1
     return _Laid(line_text, words, located, _union(boxes), page.blocks[group[0]].angle)
+
+
+def _merged(first: Word, then: Word) -> Word:
+    """One word of the two parts of a word cut between two pieces of a line: text joined, box the
+    union, confidence the lower (None when either has none).
+    """
+    conf = None if first.confidence is None or then.confidence is None else min(first.confidence, then.confidence)
+    return Word(first.text + then.text, _union([first.box, then.box]), conf)
 
 
 def _set_rows(laid: list[_Laid]) -> list[Line]:

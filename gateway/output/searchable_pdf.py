@@ -33,20 +33,22 @@ already for rasterising, so this means it changed or was removed).
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import pathlib
+import threading
 from collections.abc import Sequence
 
 import img2pdf
 import ocrmypdf
 import pikepdf
 from ocrmypdf.font import MultiFontManager
-from ocrmypdf.fpdf_renderer import Fpdf2MultiPageRenderer
+from ocrmypdf.fpdf_renderer import Fpdf2MultiPageRenderer, Fpdf2PdfRenderer
 from ocrmypdf.models.ocr_element import BoundingBox, OcrClass, OcrElement
 from PIL import Image
 
 from gateway.ingest.images import normalise
-from gateway.output.lines import Box, page_regions
+from gateway.output.lines import Box, Line, page_regions
 from inkstream.errors import InvalidInput
 from inkstream.page_result import PageResult
 
@@ -64,6 +66,67 @@ def _bbox(box: Box) -> BoundingBox:
     return BoundingBox(left=box[0], top=box[1], right=box[2], bottom=box[3])
 
 
+def _cjk_only(text: str) -> bool:
+    """Whether OCRmyPDF's renderer treats ``text`` as CJK only (its own test, so the two agree)."""
+    return bool(Fpdf2PdfRenderer._is_cjk_only(None, text))  # type: ignore[arg-type] # self is unused
+
+
+_MEASURE_LOCK = threading.Lock()
+
+
+@functools.cache
+def _fonts() -> MultiFontManager:
+    """OCRmyPDF's font manager over its own fonts (and the system's Noto CJK), loaded once, for
+    measuring only (under :data:`_MEASURE_LOCK`; each text layer renders with its own).
+    """
+    return MultiFontManager(_FONT_DIR)
+
+
+def _advance(text: str) -> float:
+    """Advance width of ``text`` in ems in the font the renderer picks for it (harfbuzz, unshaped)."""
+    with _MEASURE_LOCK:
+        font = _fonts().select_font_for_word(text, None)
+        upem = float(font.hb_face.upem)
+        glyphs = [font.hb_font.get_nominal_glyph(ord(c)) for c in text]
+        return sum(font.hb_font.get_glyph_h_advance(g) for g in glyphs if g is not None) / upem
+
+
+def _grown(box: Box, by: float, angle: int) -> Box:
+    """``box`` grown by ``by`` pixels at the end of a line running at ``angle`` degrees."""
+    x0, y0, x1, y1 = box
+    return {0: (x0, y0, x1 + by, y1), 180: (x0 - by, y0, x1, y1), 90: (x0, y0 - by, x1, y1),
+            270: (x0, y0, x1, y1 + by)}[angle % 360]
+
+
+def renderer_words(line: Line) -> list[tuple[str, Box]]:
+    """(text, box in page pixels) of each of ``line``'s words as the renderer is given them: the
+    word's own, except that a CJK-only word followed by a space in the line's text and then by
+    another CJK-only word carries that space, its box grown along the line by the space's width (at
+    the word's scale) so its glyphs still cover the word's own box. OCRmyPDF's renderer joins two
+    CJK-only words with no separator (stretching the first to meet the second: Tesseract cuts
+    unspaced Chinese into words), so without it a space the model read between two Chinese words
+    ("第二节 公司基本情况") is lost from the text layer; with it the renderer writes the word with a
+    trailing space glyph, which readers take as the word break.
+    """
+    out = [(w.text, w.box) for w in line.words]
+    pos, ends, starts = 0, [], []
+    for text, _ in out:
+        at = line.text.find(text, pos)
+        starts.append(at)
+        ends.append(at + len(text) if at >= 0 else -1)
+        pos = ends[-1] if at >= 0 else pos
+    for k in range(len(out) - 1):
+        text, box = out[k]
+        spaced = ends[k] >= 0 and starts[k + 1] > ends[k] and line.text[ends[k]:starts[k + 1]].isspace()
+        if spaced and _cjk_only(text) and _cjk_only(out[k + 1][0]):
+            x0, y0, x1, y1 = box
+            length = (x1 - x0) if line.angle % 180 == 0 else (y1 - y0)
+            own = _advance(text)
+            by = length * (_advance(text + " ") - own) / own if own > 0 else 0.0
+            out[k] = (text + " ", _grown(box, by, line.angle))
+    return out
+
+
 def ocr_tree(page: PageResult, size_pt: tuple[float, float]) -> tuple[OcrElement, float]:
     """The OCRmyPDF element tree of one page and the dpi that maps its pixels onto ``size_pt``
     (width, height in PDF points, 1/72 inch): page > carea > par > line > word, boxes in page pixels.
@@ -75,8 +138,9 @@ def ocr_tree(page: PageResult, size_pt: tuple[float, float]) -> tuple[OcrElement
     for region in page_regions(page):
         lines = [OcrElement(ocr_class=OcrClass.LINE, bbox=_bbox(line.box), text=line.text,
                             textangle=float(line.angle) if line.angle else None,
-                            children=[OcrElement(ocr_class=OcrClass.WORD, bbox=_bbox(w.box), text=w.text,
-                                                 confidence=w.confidence) for w in line.words])
+                            children=[OcrElement(ocr_class=OcrClass.WORD, bbox=_bbox(box), text=text,
+                                                 confidence=w.confidence)
+                                      for w, (text, box) in zip(line.words, renderer_words(line), strict=True)])
                  for line in region.lines]
         par = OcrElement(ocr_class=OcrClass.PARAGRAPH, bbox=_bbox(region.box), children=lines)
         root.children.append(OcrElement(ocr_class=OcrClass.CAREA, bbox=_bbox(region.box), children=[par]))

@@ -2,7 +2,8 @@
 results of a document's selected pages in page order, each exactly once, whatever the pipeline does.
 
 A page the pipeline skips becomes an INTERNAL error page, one it returns twice or unselected is
-dropped (both logged); pages not done by the request's deadline come back as DEADLINE_EXCEEDED.
+dropped (both logged); pages not done by the request's deadline come back as DEADLINE_EXCEEDED
+(a job's message names the job's deadline).
 """
 
 from __future__ import annotations
@@ -17,9 +18,14 @@ from gateway.ingest.document import Document
 from gateway.output.stitch import error_page, page_result
 from gateway.types import PageOutcome, PagePipeline, PipelineOptions
 from inkstream.errors import DeadlineExceeded, InkstreamError, as_inkstream_error
+from inkstream.fair import BATCH
 from inkstream.page_result import PageResult
 
 log = logging.getLogger("inkstream.gateway.service")
+#: the error of a page not read by the deadline: a synchronous request's, a job's (``priority`` BATCH)
+_LATE = {False: "the document was not finished within the request deadline",
+         True: "the job was not finished within its deadline (the gateway's stores.job_deadline_s, counted from "
+               "its submission); submit it again when the gateway is less busy, or ask for fewer pages"}
 
 
 async def pages_in_order(pipeline: PagePipeline, doc: Document, indices: list[int], options: PipelineOptions, *,
@@ -47,7 +53,7 @@ async def pages_in_order(pipeline: PagePipeline, doc: Document, indices: list[in
             except StopAsyncIteration:
                 break
             except TimeoutError:
-                failure = DeadlineExceeded("the document was not finished within the request deadline")
+                failure = DeadlineExceeded(_LATE[options.priority == BATCH])
                 break
             except Exception as exc:  # after the first page, errors become page errors
                 if len(pending) == len(indices):

@@ -372,3 +372,18 @@ def test_a_reused_idempotency_key_keeps_its_reason_over_grpc():
     from inkstream.errors import IdempotencyConflict, error_for_code
     err = error_for_code("INVALID_ARGUMENT", "reused", None, "IDEMPOTENCY_CONFLICT")
     assert type(err) is IdempotencyConflict and err.http_status == 422
+
+
+async def test_pages_past_a_jobs_deadline_name_the_jobs_deadline(env):
+    """A job whose pages are not read by its deadline (``stores.job_deadline_s`` from submission)
+    says so on each page it lost; the message said "the request deadline", a synchronous request's
+    (``request_timeout_s``), which a job's submitter cannot change (tryout: 4 pages, 12 s deadline).
+    """
+    c, fake, core = env
+    core.config.stores.job_deadline_s = 1.0
+    fake.delay_s = 5.0
+    job = (await submit(c, marked_pdf([1, 2]), format="json")).json()
+    await wait_status(c, job["job_id"], ("failed", "done"))
+    pages = (await c.get(f"/v1/jobs/{job['job_id']}/result")).json()["pages"]
+    errors = [p["error"]["message"] for p in pages if p["status"] == "error"]
+    assert errors and all("job_deadline_s" in m and "request deadline" not in m for m in errors), errors

@@ -218,3 +218,60 @@ def test_rotated_pdf_pages_get_their_text_where_it_shows(tmp_path, rotate):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     assert _render(src, tmp_path / "a" / "p") == _render(out, tmp_path / "b" / "p")
+
+
+@pytest.mark.parametrize("located", [True, False])
+def test_a_space_between_two_chinese_words_reaches_the_pdf_text_layer(tmp_path, located):
+    """OCRmyPDF's renderer joins two CJK-only words of a line with no separator (Tesseract splits
+    Chinese text into words that had no space between them); a space the model read between two
+    Chinese words ("第二节 公司基本情况", a heading of the zh eval page) must still reach ``pdftotext``,
+    and two words without one stay joined. Before the fix: "第二节公司基本情况".
+    """
+    from inkstream.page_result import Word
+    im = Image.new("L", (1654, 600), 255)
+    src = tmp_path / "page.png"
+    im.save(src, dpi=(200, 200))
+    first = Block("line", "第二节 公司基本情况", (610.0, 260.0, 1044.0, 310.0))
+    if located:
+        first.words = [Word("第二节", (616.0, 265.0, 747.0, 306.0), 1.0),
+                       Word("公司基本情况", (774.0, 265.0, 1038.0, 306.0), 1.0)]
+    second = Block("line", "报告全文", (610.0, 400.0, 800.0, 450.0))
+    out = tmp_path / "out.pdf"
+    write_searchable_pdf([_result(1, [first, second], im.size)], src, "png", out)
+    for mode in ((), ("-raw",)):
+        lines = [ln.strip() for ln in _pdftotext(out, *mode).splitlines() if ln.strip()]
+        assert lines == ["第二节 公司基本情况", "报告全文"], (mode, lines)
+
+
+@pytest.mark.parametrize("located", [True, False])
+def test_a_line_cut_inside_a_word_is_not_split_there_in_hocr_and_pdf(tmp_path, located):
+    """A line-level model cuts a long line into pieces, at a word gap or inside a word; the page text
+    joins them back ("…非经常性损益》中列举…", a line of the zh eval page cut after "》"). Cut inside a
+    word, the two parts must stay one word: hOCR had two ``ocrx_word`` and the PDF text layer a space
+    (OCRmyPDF's renderer puts one after a word that is not CJK only). Before the fix:
+    "…非经常性损益》 中列举…" and "inter national" from ``pdftotext -raw``.
+    """
+    from inkstream.page_result import Word
+    im = Image.new("L", (1654, 600), 255)
+    src = tmp_path / "page.png"
+    im.save(src, dpi=(200, 200))
+    a = Block("line", "公告第 1号--非经常性损益》", (155.0, 260.0, 874.0, 300.0))
+    b = Block("line", "中列举的非经常性损益项目", (874.0, 260.0, 1400.0, 300.0))
+    c = Block("line", "an inter", (155.0, 400.0, 400.0, 440.0))
+    d = Block("line", "national treaty", (400.0, 400.0, 800.0, 440.0))
+    if located:
+        a.words = [Word("公告第", (159.0, 264.0, 300.0, 296.0), 1.0),
+                   Word("1号--非经常性损益》", (318.0, 264.0, 868.0, 296.0), 1.0)]
+        b.words = [Word("中列举的非经常性损益项目", (880.0, 264.0, 1395.0, 296.0), 1.0)]
+        c.words = [Word("an", (160.0, 404.0, 220.0, 436.0), 1.0), Word("inter", (245.0, 404.0, 398.0, 436.0), 1.0)]
+        d.words = [Word("national", (402.0, 404.0, 640.0, 436.0), 1.0),
+                   Word("treaty", (665.0, 404.0, 795.0, 436.0), 1.0)]
+    lines = ["公告第 1号--非经常性损益》中列举的非经常性损益项目", "an international treaty"]
+    page = PageResult(index=1, status="ok", text="\n".join(lines), blocks=[a, b, c, d], width=im.size[0],
+                      height=im.size[1])
+    hocr = render_hocr([page])
+    assert hocr.count("class='ocrx_word'") == 5, hocr
+    out = tmp_path / "out.pdf"
+    write_searchable_pdf([page], src, "png", out)
+    got = [ln.strip() for ln in _pdftotext(out, "-raw").splitlines() if ln.strip()]
+    assert got == lines
