@@ -18,7 +18,8 @@ and 34 % CER at 0.2-0.4 % order-free).
 geometry says key-value rows: the values are a column of short lines, one per row, at one tab stop --
 right-aligned (their right edges within :data:`models.compact.page.xycut.VALUE_ALIGN` line heights of
 their median, :data:`ALIGNED_SHARE` of them, as a column of amounts is; any distance from the labels)
-or left-aligned (left edges so; at most ``KV_GAP`` line heights right of the labels: farther, a left-aligned column
+or left-aligned (left edges so; at most ``KV_GAP`` line heights right of the labels, or farther but
+starting left of the page's middle, :func:`_form_pairs`: a column starting in the page's right half
 beside others is a panel, an address, read panel by panel) --, the labels are short lines of text
 blocks wholly on the values' rows, one label for each value row and one value for each label row, and
 nothing else on the page stands right of a label on those rows, between it and its value or after the
@@ -26,6 +27,18 @@ value, and no short line (a cell) before the label (two columns of a table with 
 are the table's, not a key and its value; a note or bank details left of the totals, lines over
 :data:`models.compact.page.bands.KV_LABEL_WIDTH` line heights, may be there). A column of prose is
 not a label block (:func:`models.compact.page.bands.text_column`).
+
+Scanned and photographed forms (:mod:`training.compact.scan_docs`: values typed at a tab stop 2.2 in
+from the labels' margin, 4-10 line heights right of them, on underlines or in boxes) were read all
+labels first, then all values (``bench/receipts.py --docs 12``: form_photo 48-54 % CER at under 1 %
+order-free): the values were farther than ``KV_GAP`` and the analysis gives one block per field or
+per few fields, so the labels of one column (:func:`_run`) and the values on their rows
+(:func:`_stacked_values`) are gathered across blocks first. What tells such a pair of columns from
+side-by-side panels (an invoice's bill-to | ship-to, its rows paired one for one too) is where the
+right column starts: a page cut into two panels or two columns cuts it near its middle, a form's
+tab stop stands in its left part (:data:`HALF_PAGE`). The joined group is read row by row
+(:attr:`models.compact.page.order.Group.rows`): its reading order by XY-cut would take the gutter
+between labels and values for a panel gutter (:data:`models.compact.page.xycut.PANEL_GAP`).
 """
 
 from __future__ import annotations
@@ -120,7 +133,6 @@ def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: fl
 #: 0.49-0.53 of the width on ``bench/doc_pages.py`` pages); a form's tab stop stands after its labels, in the
 #: page's left part (0.33-0.35 on the forms of :mod:`training.compact.scan_docs`, scanned or photographed).
 HALF_PAGE = 0.45
-FAR_GAP = float(__import__('os').environ.get('KV_FAR', '1000'))
 
 
 def _form_pairs(labels: list[Group], values: Group, med_h: float, page_width: float | None) -> bool:
@@ -131,7 +143,7 @@ def _form_pairs(labels: list[Group], values: Group, med_h: float, page_width: fl
     gap = values.box[0] - max(g.box[2] for g in labels)
     if gap <= KV_GAP * med_h:
         return True
-    return page_width is not None and values.box[0] < HALF_PAGE * page_width and gap <= FAR_GAP * med_h
+    return page_width is not None and values.box[0] < HALF_PAGE * page_width
 
 
 #: Stacked blocks of one form's labels are at most this many line heights apart (a form's row pitch
