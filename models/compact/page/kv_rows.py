@@ -175,32 +175,37 @@ def _run(seed: Group, groups: list[Group], med_h: float) -> list[Group]:
     return aligned[lo:hi + 1]
 
 
-def _stacked_values(labels: Group, groups: list[Group], med_h: float) -> list[Group] | None:
-    """The text groups right of ``labels`` that hold one line on each of its rows, when its lines
-    are one per row and at least two of them (:data:`MIN_ROWS`); None otherwise. Taken nearest
-    first (by left edge), each with every line on one of those rows (centres within half a line
-    height) and none on a row already taken.
+def _stacked_values(labels: Group, groups: list[Group], med_h: float) -> list[list[Group]]:
+    """Columns of values beside the column ``labels`` (lines one per row): the text groups right of
+    it, taken nearest first (by left edge), each with every line on one of its rows (centres within
+    half a line height) and none on a row already taken; cut where a row of ``labels`` has no value
+    (a title, a section's heading: the column of one section ends there). Each column holds groups
+    with at least :data:`MIN_ROWS` rows, top to bottom; [] when there is none.
     """
-    if len(labels.lines) < MIN_ROWS:
-        return None
     rows = row_groups(labels.lines, med_h)
-    if len(rows) != len(labels.lines):
-        return None
+    if len(labels.lines) < MIN_ROWS or len(rows) != len(labels.lines):
+        return []
     centres = [centre_y(r[0]) for r in rows]
     right = sorted((g for g in groups if g.kind == TEXT and not g.rows and g.lines
                     and g.box[0] >= labels.box[2] and min(g.box[3], labels.box[3]) > max(g.box[1], labels.box[1])),
                    key=lambda g: g.box[0])
-    picked: list[Group] = []
-    taken: set[int] = set()
-    for g in right:
-        at = [_row_of(ln, centres, med_h) for ln in g.lines]
-        if any(i is None or i in taken for i in at) or len(set(at)) != len(at):
+    owner: dict[int, Group] = {}
+    for v in right:
+        at = [_row_of(ln, centres, med_h) for ln in v.lines]
+        if any(i is None or i in owner for i in at) or len(set(at)) != len(at):
             continue
-        picked.append(g)
-        taken.update(i for i in at if i is not None)
-        if len(taken) == len(rows):
-            break
-    return picked if len(taken) == len(rows) else None
+        owner.update((i, v) for i in at if i is not None)
+    columns: list[list[Group]] = []
+    run: list[Group] = []
+    for i in range(len(rows) + 1):
+        value = owner.get(i)
+        if value is None:  # no value on this row (or past the last): the column so far ends
+            if sum(len(v.lines) for v in run) >= MIN_ROWS:
+                columns.append(run)
+            run = []
+        elif not any(value is v for v in run):
+            run.append(value)
+    return columns
 
 
 def _pairs(values: Group, groups: list[Group], med_h: float, page_width: float | None) -> list[Group] | None:
@@ -237,13 +242,13 @@ def join_far_values(groups: list[Group], med_h: float, page_width: float | None 
             continue
         run = _run(g, out, med_h)
         llines = [ln for r in run for ln in r.lines]
-        stacked = _stacked_values(Group(TEXT, lines_box(llines), llines), out, med_h) if run else None
-        if not stacked or len(run) + len(stacked) < 3:
-            continue
-        vlines = [ln for v in stacked for ln in v.lines]
-        column = Group(TEXT, lines_box(vlines), vlines)
-        trial = [column if o is stacked[0] else o for o in out if not any(o is v for v in stacked[1:])]
-        labels = _pairs(column, trial, med_h, page_width)
-        if labels:
-            out = _joined(out, [*labels, *stacked])
+        for stacked in _stacked_values(Group(TEXT, lines_box(llines), llines), out, med_h) if run else []:
+            if len(stacked) < 2:
+                continue  # one block of values: tried as such
+            vlines = [ln for v in stacked for ln in v.lines]
+            column = Group(TEXT, lines_box(vlines), vlines)
+            trial = [column if o is stacked[0] else o for o in out if not any(o is v for v in stacked[1:])]
+            labels = _pairs(column, trial, med_h, page_width)
+            if labels:
+                out = _joined(out, [*labels, *stacked])
     return out
