@@ -274,7 +274,7 @@ class LineDetector:
             dark = erased_ink(gray, erased)  # text typed on a slanted underline is not the rule
             lines = [ln for ln in lines if not inside_rule(ln, page.rules, dark=dark)]
             gray = erased
-        return image, region_order(lines, page, image.height, gray), rotation
+        return image, region_order(lines, page, image.height, gray, image.width), rotation
 
 
 def _deskewed(image: Image.Image, skew_deg: float) -> Image.Image:

@@ -18,7 +18,8 @@ and 34 % CER at 0.2-0.4 % order-free).
 geometry says key-value rows: the values are a column of short lines, one per row, at one tab stop --
 right-aligned (their right edges within :data:`models.compact.page.xycut.VALUE_ALIGN` line heights of
 their median, :data:`ALIGNED_SHARE` of them, as a column of amounts is; any distance from the labels)
-or left-aligned (left edges so; at most ``KV_GAP`` line heights right of the labels: farther, a left-aligned column
+or left-aligned (left edges so; at most ``KV_GAP`` line heights right of the labels, or farther but
+starting left of the page's middle, :func:`_form_pairs`: a column starting in the page's right half
 beside others is a panel, an address, read panel by panel) --, the labels are short lines of text
 blocks wholly on the values' rows, one label for each value row and one value for each label row, and
 nothing else on the page stands right of a label on those rows, between it and its value or after the
@@ -26,6 +27,18 @@ value, and no short line (a cell) before the label (two columns of a table with 
 are the table's, not a key and its value; a note or bank details left of the totals, lines over
 :data:`models.compact.page.bands.KV_LABEL_WIDTH` line heights, may be there). A column of prose is
 not a label block (:func:`models.compact.page.bands.text_column`).
+
+Scanned and photographed forms (:mod:`training.compact.scan_docs`: values typed at a tab stop 2.2 in
+from the labels' margin, 4-10 line heights right of them, on underlines or in boxes) were read all
+labels first, then all values (``bench/receipts.py --docs 12``: form_photo 48-54 % CER at under 1 %
+order-free): the values were farther than ``KV_GAP`` and the analysis gives one block per field or
+per few fields, so the labels of one column (:func:`_run`) and the values on their rows
+(:func:`_stacked_values`) are gathered across blocks first. What tells such a pair of columns from
+side-by-side panels (an invoice's bill-to | ship-to, its rows paired one for one too) is where the
+right column starts: a page cut into two panels or two columns cuts it near its middle, a form's
+tab stop stands in its left part (:data:`HALF_PAGE`). The joined group is read row by row
+(:attr:`models.compact.page.order.Group.rows`): its reading order by XY-cut would take the gutter
+between labels and values for a panel gutter (:data:`models.compact.page.xycut.PANEL_GAP`).
 """
 
 from __future__ import annotations
@@ -69,9 +82,9 @@ def _value_column(g: Group, med_h: float) -> tuple[list[float], bool] | None:
     rows = row_groups(g.lines, med_h)
     if len(rows) != len(g.lines):  # two lines on one row: not one column
         return None
-    if any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in g.lines):
-        return None
     right = _aligned([ln.box[2] for ln in g.lines], med_h)
+    if right and any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in g.lines):
+        return None
     if not right and not _aligned([ln.box[0] for ln in g.lines], med_h):
         return None
     return [centre_y(r[0]) for r in rows], right
@@ -115,24 +128,127 @@ def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: fl
     return labels
 
 
-def join_far_values(groups: list[Group], med_h: float) -> list[Group]:
+#: A column starting at or right of this share of the page's width is the right half of a page cut in
+#: two (side-by-side panels: bill-to | ship-to, two prose columns, a form's two key-value panels, all at
+#: 0.49-0.53 of the width on ``bench/doc_pages.py`` pages); a form's tab stop stands after its labels, in the
+#: page's left part (0.33-0.35 on the forms of :mod:`training.compact.scan_docs`, scanned or photographed).
+HALF_PAGE = 0.45
+
+
+def _form_pairs(labels: list[Group], values: Group, med_h: float, page_width: float | None) -> bool:
+    """Whether left-aligned ``values`` stand at a form's tab stop from ``labels``: within
+    :data:`models.compact.page.bands.KV_GAP` line heights of the labels, or farther but left of the
+    page's middle (:data:`HALF_PAGE` of ``page_width`` pixels; None: not farther).
+    """
+    gap = values.box[0] - max(g.box[2] for g in labels)
+    if gap <= KV_GAP * med_h:
+        return True
+    return page_width is not None and values.box[0] < HALF_PAGE * page_width
+
+
+#: Stacked blocks of one form's labels are at most this many line heights apart (a form's row pitch
+#: leaves 0.5-1.5 between rows; a section gap, 2 or more, ends the column).
+RUN_GAP = 2.0
+
+
+def _run(seed: Group, groups: list[Group], med_h: float) -> list[Group]:
+    """``seed`` and the text groups stacked above and below it at its left edge (within a line height)
+    with nothing but such groups between: the page analysis' blocks of one column of a form's labels,
+    a block per field or per few fields (top to bottom); [] when ``seed`` is not a column of short
+    lines, one per row (:data:`models.compact.page.bands.KV_LABEL_WIDTH`).
+    """
+    def short_column(g: Group) -> bool:
+        return (g.kind == TEXT and not g.rows and bool(g.lines)
+                and all(ln.box[2] - ln.box[0] <= KV_LABEL_WIDTH * med_h for ln in g.lines)
+                and len(row_groups(g.lines, med_h)) == len(g.lines))
+
+    if not short_column(seed):
+        return []
+    x0 = seed.box[0]
+    aligned = sorted((g for g in groups if short_column(g) and abs(g.box[0] - x0) <= med_h), key=lambda g: g.box[1])
+    at = next(i for i, g in enumerate(aligned) if g is seed)
+    lo = hi = at
+    while lo > 0 and aligned[lo].box[1] - aligned[lo - 1].box[3] <= RUN_GAP * med_h:
+        lo -= 1
+    while hi + 1 < len(aligned) and aligned[hi + 1].box[1] - aligned[hi].box[3] <= RUN_GAP * med_h:
+        hi += 1
+    return aligned[lo:hi + 1]
+
+
+def _stacked_values(labels: Group, groups: list[Group], med_h: float) -> list[list[Group]]:
+    """Columns of values beside the column ``labels`` (lines one per row): the text groups right of
+    it, taken nearest first (by left edge), each with every line on one of its rows (centres within
+    half a line height) and none on a row already taken; cut where a row of ``labels`` has no value
+    (a title, a section's heading: the column of one section ends there). Each column holds groups
+    with at least :data:`MIN_ROWS` rows, top to bottom; [] when there is none.
+    """
+    rows = row_groups(labels.lines, med_h)
+    if len(labels.lines) < MIN_ROWS or len(rows) != len(labels.lines):
+        return []
+    centres = [centre_y(r[0]) for r in rows]
+    right = sorted((g for g in groups if g.kind == TEXT and not g.rows and g.lines
+                    and g.box[0] >= labels.box[2] and min(g.box[3], labels.box[3]) > max(g.box[1], labels.box[1])),
+                   key=lambda g: g.box[0])
+    owner: dict[int, Group] = {}
+    for v in right:
+        at = [_row_of(ln, centres, med_h) for ln in v.lines]
+        if any(i is None or i in owner for i in at) or len(set(at)) != len(at):
+            continue
+        owner.update((i, v) for i in at if i is not None)
+    columns: list[list[Group]] = []
+    run: list[Group] = []
+    for i in range(len(rows) + 1):
+        value = owner.get(i)
+        if value is None:  # no value on this row (or past the last): the column so far ends
+            if sum(len(v.lines) for v in run) >= MIN_ROWS:
+                columns.append(run)
+            run = []
+        elif not any(value is v for v in run):
+            run.append(value)
+    return columns
+
+
+def _pairs(values: Group, groups: list[Group], med_h: float, page_width: float | None) -> list[Group] | None:
+    """The label groups of the value column ``values`` (module docstring), or None."""
+    column = _value_column(values, med_h)
+    labels = None if column is None else _labels_for(values, column[0], groups, med_h)
+    if not labels or not (column and column[1]) and not _form_pairs(labels, values, med_h, page_width):
+        return None  # left-aligned values farther right than a form's tab stop: a panel beside
+    return labels
+
+
+def _joined(out: list[Group], members: list[Group]) -> list[Group]:
+    """``out`` with ``members`` made one text group read row by row, in the place of the first of them."""
+    lines = [ln for g in members for ln in g.lines]
+    at = min(i for i, g in enumerate(out) if any(g is m for m in members))
+    out = [g for g in out if not any(g is m for m in members)]
+    out.insert(at, Group(TEXT, lines_box(lines), lines, rows=True))
+    return out
+
+
+def join_far_values(groups: list[Group], med_h: float, page_width: float | None = None) -> list[Group]:
     """``groups`` with each column of values at a tab stop and the text groups of its labels left of it
     (module docstring) made one text group, in the place of the first of them; other groups
     unchanged, in their order. ``med_h``: the page's median line height in pixels. Every line is kept
     exactly once.
     """
     out = list(groups)
-    for values in list(groups):
-        if not any(values is g for g in out):
+    for g in list(groups):
+        if not any(g is o for o in out):
             continue
-        column = _value_column(values, med_h)
-        labels = None if column is None else _labels_for(values, column[0], out, med_h)
-        if not labels or not (column and column[1]) and (
-                values.box[0] - max(g.box[2] for g in labels) > KV_GAP * med_h):
-            continue  # left-aligned values farther right than a form's tab stop: a panel beside
-        members = [*labels, values]
-        lines = [ln for g in members for ln in g.lines]
-        at = min(i for i, g in enumerate(out) if any(g is m for m in members))
-        out = [g for g in out if not any(g is m for m in members)]
-        out.insert(at, Group(TEXT, lines_box(lines), lines))
+        labels = _pairs(g, out, med_h, page_width)
+        if labels:
+            out = _joined(out, [*labels, g])
+            continue
+        run = _run(g, out, med_h)
+        llines = [ln for r in run for ln in r.lines]
+        for stacked in _stacked_values(Group(TEXT, lines_box(llines), llines), out, med_h) if run else []:
+            if len(stacked) < 2:
+                continue  # one block of values: tried as such
+            vlines = [ln for v in stacked for ln in v.lines]
+            column = Group(TEXT, lines_box(vlines), vlines)
+            trial = [column if o is stacked[0] else o for o in out if not any(o is v for v in stacked[1:])]
+            labels = _pairs(column, trial, med_h, page_width)
+            if labels:
+                out = _joined(out, [*labels, *stacked])
     return out

@@ -47,11 +47,15 @@ MARGIN_MAX_LINES = 2.5
 
 @dataclass(eq=False)  # compared by identity: a group is one place on the page
 class Group:
-    """Lines read together: a region's ``kind``, its ``box`` and its ``lines`` (detector lines)."""
+    """Lines read together: a region's ``kind``, its ``box`` and its ``lines`` (detector lines);
+    ``rows``: read row by row, each row left to right, whatever gutters its columns leave (a form's
+    labels and their values, :mod:`models.compact.page.kv_rows`), instead of by XY-cut.
+    """
 
     kind: str
     box: Box
     lines: list = field(default_factory=list)
+    rows: bool = False
 
 
 def _area(b: Box) -> float:

@@ -22,7 +22,7 @@ from models.compact.page.kv_rows import join_far_values
 from models.compact.page.layout import IMAGE, TABLE, PageLayout
 from models.compact.page.table_find import join_grid_columns, promote_grids
 from models.compact.page.table_gutters import ink_gutters
-from models.compact.page.xycut import reading_order
+from models.compact.page.xycut import reading_order, row_groups
 
 #: Skew below this (degrees) is left alone: a line then drifts < 1/4 of its height over 1,500 px.
 MIN_SKEW_DEG = 0.4
@@ -215,7 +215,7 @@ def gutter_gap(gray: np.ndarray, line: LineBox, x0: float, x1: float, least: flo
 
 
 def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
-                 gray: np.ndarray | None = None) -> list[LineBox]:
+                 gray: np.ndarray | None = None, page_width: float | None = None) -> list[LineBox]:
     """Lines in reading order by the page's regions (:mod:`models.compact.page.order`); table
     regions, and text blocks whose lines stand in a grid (:mod:`models.compact.page.table_find`), with a
     header row just above them, cell by cell, their lines carrying cell joins.
@@ -232,7 +232,9 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
         return reading_order(lines)
     groups = split_bands(join_key_values(groups, med_h), med_h)
     groups = promote_grids(join_grid_columns(regroup_panels(groups, med_h), med_h), med_h)
-    groups = join_far_values(groups, med_h)
+    if page_width is None and gray is not None:
+        page_width = float(gray.shape[1])
+    groups = join_far_values(groups, med_h, page_width)
     for t in [g for g in groups if g.kind == TABLE]:
         if t not in groups:  # merged into an earlier table
             continue
@@ -268,6 +270,8 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
                 assert isinstance(ln, LineBox)
                 ln.join = join
                 out.append(ln)
+        elif g.rows:
+            out += [ln for row in row_groups(g.lines, med_h) for ln in sorted(row, key=lambda b: b.box[0])]
         else:
             out += reading_order(g.lines)
     return out
