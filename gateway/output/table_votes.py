@@ -173,8 +173,32 @@ def _closes(m: re.Match) -> str:
     return m.group(3)[-1:] if m.group(3)[-1:] in (")", "）") else ""
 
 
-def vote_cells(cells: Mapping[tuple[int, int], str]) -> dict[tuple[int, int], str]:
-    """The votes (:func:`decimal_mark_vote`, :func:`number_form_vote`, then
-    :func:`leading_capital_vote`) on one table's ``cells`` ({(row, column): text}).
+#: Vertical bars a column rule's remnant reads as (ASCII bar, box drawing light / heavy, broken bar).
+_BARS = "|│┃¦"
+_BARRED = re.compile(rf"^[{_BARS}]?\s*(\S+?)\s*[{_BARS}]?$")
+
+
+def rule_remnants(cells: Mapping[tuple[int, int], str]) -> dict[tuple[int, int], str]:
+    """``cells`` with a vertical bar (:data:`_BARS`) before or after a number cell's number taken
+    off: a stub of a column rule that the rule eraser left beside the cell's text, read as ``│``
+    (``bench/table_causes.py`` seeds 0-7: ``30 │``, ``19,516 │``, ``79|``, ``391 │`` -- 7 of the
+    8 cells of seed 7 page 5 and seed 4 page 0, grid rules, that kept a wrong character). Only
+    where the rest is one number (:data:`_NUMBER`); text cells are left as read.
     """
-    return leading_capital_vote(number_form_vote(decimal_mark_vote(cells)))
+    out = dict(cells)
+    for key, text in cells.items():
+        t = text.strip()
+        if not t or (t[0] not in _BARS and t[-1] not in _BARS):
+            continue
+        m = _BARRED.match(t)
+        if m is not None and m.group(1) != t and _NUMBER.match(m.group(1)):
+            out[key] = m.group(1)
+    return out
+
+
+def vote_cells(cells: Mapping[tuple[int, int], str]) -> dict[tuple[int, int], str]:
+    """The rule-remnant cleanup (:func:`rule_remnants`) and the votes (:func:`decimal_mark_vote`,
+    :func:`number_form_vote`, then :func:`leading_capital_vote`) on one table's ``cells``
+    ({(row, column): text}).
+    """
+    return leading_capital_vote(number_form_vote(decimal_mark_vote(rule_remnants(cells))))

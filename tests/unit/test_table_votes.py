@@ -90,3 +90,16 @@ def test_a_number_takes_the_tables_closing_parenthesis_and_loses_a_lone_stop():
     assert number_form_vote(_grid(numbered)) == _grid(numbered)
     unclosed = [["(1,234"], ["(5,678)"], ["12"]]  # one closed parenthesis: too few to vote
     assert number_form_vote(_grid(unclosed)) == _grid(unclosed)
+
+
+def test_a_column_rules_stub_read_as_a_bar_beside_a_number_is_taken_off():
+    """Regression (bench/table_causes.py seed 7 page 5 and seed 4 page 0, grid rules: ``30 │``,
+    ``19,516 │``, ``79|``, ``391 │``: a stub of the column rule left in the cell's crop was read as a
+    bar, and the cell was lost): a bar before or after a cell's one number goes; text cells and bars
+    between two words stay."""
+    from gateway.output.table_votes import vote_cells
+
+    cells = {(0, 0): "30 │", (0, 1): "79|", (0, 2): "│ -0.1252", (0, 3): "A | B", (0, 4): "Total │",
+             (0, 5): "|", (0, 6): "12 34 |", (0, 7): "(1,234)┃"}
+    assert vote_cells(cells) == {(0, 0): "30", (0, 1): "79", (0, 2): "-0.1252", (0, 3): "A | B",
+                                 (0, 4): "Total │", (0, 5): "|", (0, 6): "12 34 |", (0, 7): "(1,234)"}

@@ -99,17 +99,20 @@ def column_of(box: Box, bounds: list[float]) -> int:
     return int(np.argmax(overlaps))
 
 
-#: Column gutters: (page x in pixels, indices of the table's lines that have ink there).
-Gutters = list[tuple[float, frozenset[int]]]
+#: Column gutters: (page x in pixels, indices of the table's lines that have ink there, {index of such
+#: a line: page x of a blank run of its own in the gutter to cut it at instead}).
+Gutters = list[tuple[float, frozenset[int], dict[int, float]]]
 
 
 def _cut_at(lines: list, gutters: Gutters, med_h: float, make_piece: Callable) -> list:
     """``lines`` with each line cut at the gutters it runs across (more than half a line height on
-    both sides) without ink of its own there (``gutters``: (x, indices of the lines inked there)).
+    both sides): at the gutter's x where it has no ink of its own there, else at its own blank run in
+    the gutter when it has one (``gutters``: (x, indices of the lines inked there, {index: own x})).
     """
     out = []
     for i, ln in enumerate(lines):
-        inner = [x for x, inked in gutters if ln.box[0] + med_h / 2 < x < ln.box[2] - med_h / 2 and i not in inked]
+        at = [x if i not in inked else own.get(i) for x, inked, own in gutters]
+        inner = [x for x in at if x is not None and ln.box[0] + med_h / 2 < x < ln.box[2] - med_h / 2]
         edges = [ln.box[0], *inner, ln.box[2]]
         out += [ln] if not inner else [make_piece(ln, a, b) for a, b in zip(edges, edges[1:], strict=False)]
     return out
@@ -146,7 +149,7 @@ def table_lines(lines: list, rules: list[Box], table: int, med_h: float, make_pi
         bounds = gutter_boundaries(lines, med_h)
         found = gutters(lines) if gutters is not None else []
         if found and len(found) >= len(bounds):
-            lines, bounds = _cut_at(lines, found, med_h, make_piece), [x for x, _ in found]
+            lines, bounds = _cut_at(lines, found, med_h, make_piece), [x for x, _, _ in found]
     rows = table_rows(lines, med_h)
     cells: dict[tuple[int, int], list] = {}
     for r, row in enumerate(rows):
