@@ -40,6 +40,9 @@ CELL_GAP = 1.5
 #: Paper kept around a split row's ink, as a share of its band height (the detector's boxes keep
 #: about this much: DB's unclip ratio 1.6 on 20-45 px text).
 MARGIN = 0.25
+#: Pixels either side of a rule that are its anti-aliased edge (a 1-3 px rule drawn at a fractional
+#: position shades one pixel beside it; one more for a scan's blur), cleared with the rule.
+RULE_EDGE = 2
 #: Fewer ink pixels than this in a row of the crop is noise, not text.
 MIN_ROW_INK = 2
 
@@ -57,9 +60,24 @@ def ink_mask(gray: np.ndarray, stroke_px: int) -> np.ndarray:
     diff = background.astype(np.int16) - gray.astype(np.int16)
     ink = diff > _ink_threshold(diff)
     if ink.size:
-        ink[ink.mean(axis=1) > RULE_SHARE, :] = False
-        ink[:, ink.mean(axis=0) > RULE_SHARE] = False
+        ink[_with_edges(ink.mean(axis=1) > RULE_SHARE), :] = False
+        ink[:, _with_edges(ink.mean(axis=0) > RULE_SHARE)] = False
     return ink
+
+
+def _with_edges(rule: np.ndarray) -> np.ndarray:
+    """``rule`` bool [N] (rows or columns of a crop that are rules) widened by :data:`RULE_EDGE` on
+    each side: a rule's anti-aliased edge is part of it. Where a vertical rule crosses a horizontal
+    one the edge pixels beside it are dark enough to be ink on a row or two, and such a 1-px speck,
+    left in, is joined by :func:`row_bands` to the nearest text row however far (seed 11 page 6 of
+    ``bench/tables.py``: specks at a column rule's junctions with the top and header rules made the
+    header row's band 77 px tall against 15-19 px, so a 35-row box was not split, 52 cells lost).
+    """
+    out = rule.copy()
+    for d in range(1, RULE_EDGE + 1):
+        out[d:] |= rule[:-d]
+        out[:-d] |= rule[d:]
+    return out
 
 
 def _ink_threshold(diff: np.ndarray) -> float:
