@@ -76,6 +76,22 @@ def test_a_box_cutting_its_first_row_gets_that_row_whole():
     assert len(rows) == 6 and all(_holds(ln.box, b) for ln, b in zip(rows, ink, strict=True))
 
 
+def test_a_row_the_box_cuts_through_is_kept_unless_another_line_holds_it():
+    """The detector's box over four rows ended 40 % into the fourth (seed 7 page 6 of bench/tables.py:
+    ``107`` half inside a 3.4-row box, held by no other detection, lost). Kept whole as a row of its
+    own; when another detection holds that row, it is not added twice."""
+    rgb, ink = _column(6, 34, None, True)
+    cut = ink[3][1] + 0.4 * (ink[3][3] - ink[3][1])
+    tall = _line((305.0, float(ink[0][1] - 3), 415.0, float(cut)))
+    labels = [_line((36.0, 55.0, 140.0, 86.0)), _line((36.0, 90.0, 140.0, 120.0))]
+    rows = split_rows(rgb, [*labels, tall])[2:]
+    assert len(rows) == 4, [ln.box for ln in rows]
+    assert all(_holds(ln.box, b) for ln, b in zip(rows, ink[:4], strict=True))
+    holder = _line((300.0, float(ink[3][1] - 6), 415.0, float(ink[3][3] + 6)))
+    rows = split_rows(rgb, [*labels, tall, holder])[2:]
+    assert len(rows) == 4 and rows[-1] is holder  # the three rows of the box, then the holder
+
+
 @pytest.mark.parametrize("sliver_px", [1, 2])
 def test_a_neighbours_sliver_at_the_crops_edge_does_not_stop_the_split(sliver_px):
     """The crop reaches half a line above the detection, where the bottom of the row above can leave

@@ -139,22 +139,38 @@ def _clear_edge_slivers(ink: np.ndarray, lo: int, hi: int) -> None:
             ink[a:b] = False
 
 
+def _cut_rows(found: list[tuple[int, int]], inside: list[tuple[int, int]], lo: int, hi: int, h: int,
+              tallest: float) -> list[tuple[int, int]]:
+    """Bands of ``found`` that a multi-row box cuts through: not in ``inside`` (the bands mostly
+    inside its rows [lo, hi)), yet reaching into them, whole within the crop's ``h`` rows (not cut
+    by its edge) and no taller than ``tallest`` px (the same print as the box's rows). The detector
+    ran its box into such a row without holding it (seed 7 page 6 of ``bench/tables.py``: a 3.4-row
+    box ended half-way through ``107``, and no other detection held that row, so it was lost);
+    :func:`split_rows` drops the ones that another detection holds.
+    """
+    return [(a, b) for a, b in found if (a, b) not in inside and min(b, hi) > max(a, lo)
+            and a > 0 and b < h and b - a <= tallest]
+
+
 def split_box(gray: np.ndarray, stroke_px: int, inner: tuple[int, int] | None = None) -> list[Box]:
     """The rows (and cells) of one detection's crop ``gray`` uint8 [H, W]: boxes (x0, y0, x1, y1) in
     crop pixels, top to bottom, left to right; [] when the crop holds fewer than two text rows, or
     rows of print sizes further apart than :data:`SAME_PRINT`.
     ``inner`` (y0, y1): the detection's own rows when the crop reaches beyond it (the detector's box
     often cuts its first or last row through the characters): only bands mostly inside it count,
-    each with its whole height. Default: the whole crop.
+    each with its whole height; once they make two rows or more, a row the box cuts through
+    (:func:`_cut_rows`) is a row of it too. Default: the whole crop.
     """
     ink = ink_mask(gray, stroke_px)
     lo, hi = inner or (0, gray.shape[0])
     if inner is not None:
         _clear_edge_slivers(ink, lo, hi)
-    bands = [(a, b) for a, b in row_bands(ink) if min(b, hi) - max(a, lo) > (b - a) / 2]
+    found = row_bands(ink)
+    bands = [(a, b) for a, b in found if min(b, hi) - max(a, lo) > (b - a) / 2]
     heights = [b - a for a, b in bands]
     if len(bands) < 2 or max(heights) > SAME_PRINT * min(heights):
         return []
+    bands = sorted(bands + _cut_rows(found, bands, lo, hi, gray.shape[0], SAME_PRINT * min(heights)))
     out = []
     for i, (y0, y1) in enumerate(bands):
         m = MARGIN * (y1 - y0) + 1
