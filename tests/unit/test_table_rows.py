@@ -76,6 +76,22 @@ def test_a_box_cutting_its_first_row_gets_that_row_whole():
     assert len(rows) == 6 and all(_holds(ln.box, b) for ln, b in zip(rows, ink, strict=True))
 
 
+def test_a_row_the_box_cuts_through_is_kept_unless_another_line_holds_it():
+    """The detector's box over four rows ended 40 % into the fourth (seed 7 page 6 of bench/tables.py:
+    ``107`` half inside a 3.4-row box, held by no other detection, lost). Kept whole as a row of its
+    own; when another detection holds that row, it is not added twice."""
+    rgb, ink = _column(6, 34, None, True)
+    cut = ink[3][1] + 0.4 * (ink[3][3] - ink[3][1])
+    tall = _line((305.0, float(ink[0][1] - 3), 415.0, float(cut)))
+    labels = [_line((36.0, 55.0, 140.0, 86.0)), _line((36.0, 90.0, 140.0, 120.0))]
+    rows = split_rows(rgb, [*labels, tall])[2:]
+    assert len(rows) == 4, [ln.box for ln in rows]
+    assert all(_holds(ln.box, b) for ln, b in zip(rows, ink[:4], strict=True))
+    holder = _line((300.0, float(ink[3][1] - 6), 415.0, float(ink[3][3] + 6)))
+    rows = split_rows(rgb, [*labels, tall, holder])[2:]
+    assert len(rows) == 4 and rows[-1] is holder  # the three rows of the box, then the holder
+
+
 @pytest.mark.parametrize("sliver_px", [1, 2])
 def test_a_neighbours_sliver_at_the_crops_edge_does_not_stop_the_split(sliver_px):
     """The crop reaches half a line above the detection, where the bottom of the row above can leave
@@ -91,6 +107,30 @@ def test_a_neighbours_sliver_at_the_crops_edge_does_not_stop_the_split(sliver_px
     rows = sorted({(b[1], b[3]) for b in split_box(np.asarray(img), 3, inner)})
     assert len(rows) == 3, rows
     assert rows[0][0] > sliver_px  # the first row's box starts below the sliver's gap
+
+
+def test_specks_where_a_column_rule_crosses_the_header_rules_do_not_stop_the_split():
+    """A tall box between two column rules, reaching up past the header's rules: where a vertical
+    rule crosses a horizontal one, the pixel beside the rule is shaded (anti-aliasing) on a row or
+    two. Such 1-px specks, 40 px above the header row, were joined to it as one 77 px band against
+    15-19 px rows, so the box was not split (seed 11 page 6 of bench/tables.py: 52 cells lost, their
+    numbers missing from the page text too)."""
+    img = Image.new("L", (142, 330), 255)
+    d = ImageDraw.Draw(img)
+    font = ImageFont.truetype(FONT, 18)
+    for x in (17, 121):
+        d.rectangle((x, 0, x + 1, 329), fill=0)  # the column rules, 2 px
+    for y in (1, 76):
+        d.rectangle((0, y, 141, y + 1), fill=0)  # the table's top rule and the header's bottom rule
+    px = img.load()
+    for y in (0, 3, 75, 78):
+        px[16, y] = px[19, y] = px[120, y] = px[123, y] = 110  # the rules' shaded edge at the junctions
+    d.text((60, 48), "Q3", font=font, fill=0)
+    for r, text in enumerate(("-9,509", "6,919.56", "854", "-66.84%", "-0.1122", "28.53%")):
+        d.text((110 - font.getlength(text), 87 + r * 38), text, font=font, fill=0)
+    rows = sorted({(b[1], b[3]) for b in split_box(np.asarray(img), 6, (16, 314))})
+    assert len(rows) == 7, rows  # the header row and six number rows
+    assert rows[0][0] > 30  # the header row's box starts at its text, not at the top rule's specks
 
 
 def test_one_row_of_display_type_or_a_ruled_line_is_not_split():
@@ -130,6 +170,16 @@ def test_the_detector_returns_no_box_over_several_rows_of_a_dense_table():
 
     page = render_table_page(0, skew_deg=0.0, noise=False)
     lines = LineDetector()._detect(np.asarray(page.image))
+    assert _segments_hold_every_number(page, [ln.box for ln in lines]) == []
+
+
+def test_a_ruled_column_under_a_ruled_header_is_split_into_its_rows():
+    """Regression: seed 11 page 6 of bench/tables.py (vertical rules, no fill), where two 35-row boxes
+    of the detector crossed the header's rules and were left whole (rule-junction specks)."""
+    from models.compact.page.detect import LineDetector
+
+    page = render_table_page(11006, rules="vertical", fill="none", lang="en")  # bench.tables.page_spec(11, 6)
+    lines = LineDetector()._detect(np.asarray(page.image.convert("RGB")))
     assert _segments_hold_every_number(page, [ln.box for ln in lines]) == []
 
 

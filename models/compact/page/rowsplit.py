@@ -40,6 +40,9 @@ CELL_GAP = 1.5
 #: Paper kept around a split row's ink, as a share of its band height (the detector's boxes keep
 #: about this much: DB's unclip ratio 1.6 on 20-45 px text).
 MARGIN = 0.25
+#: Pixels either side of a rule that are its anti-aliased edge (a 1-3 px rule drawn at a fractional
+#: position shades one pixel beside it; one more for a scan's blur), cleared with the rule.
+RULE_EDGE = 2
 #: Fewer ink pixels than this in a row of the crop is noise, not text.
 MIN_ROW_INK = 2
 
@@ -57,9 +60,24 @@ def ink_mask(gray: np.ndarray, stroke_px: int) -> np.ndarray:
     diff = background.astype(np.int16) - gray.astype(np.int16)
     ink = diff > _ink_threshold(diff)
     if ink.size:
-        ink[ink.mean(axis=1) > RULE_SHARE, :] = False
-        ink[:, ink.mean(axis=0) > RULE_SHARE] = False
+        ink[_with_edges(ink.mean(axis=1) > RULE_SHARE), :] = False
+        ink[:, _with_edges(ink.mean(axis=0) > RULE_SHARE)] = False
     return ink
+
+
+def _with_edges(rule: np.ndarray) -> np.ndarray:
+    """``rule`` bool [N] (rows or columns of a crop that are rules) widened by :data:`RULE_EDGE` on
+    each side: a rule's anti-aliased edge is part of it. Where a vertical rule crosses a horizontal
+    one the edge pixels beside it are dark enough to be ink on a row or two, and such a 1-px speck,
+    left in, is joined by :func:`row_bands` to the nearest text row however far (seed 11 page 6 of
+    ``bench/tables.py``: specks at a column rule's junctions with the top and header rules made the
+    header row's band 77 px tall against 15-19 px, so a 35-row box was not split, 52 cells lost).
+    """
+    out = rule.copy()
+    for d in range(1, RULE_EDGE + 1):
+        out[d:] |= rule[:-d]
+        out[:-d] |= rule[d:]
+    return out
 
 
 def _ink_threshold(diff: np.ndarray) -> float:
@@ -121,22 +139,38 @@ def _clear_edge_slivers(ink: np.ndarray, lo: int, hi: int) -> None:
             ink[a:b] = False
 
 
+def _cut_rows(found: list[tuple[int, int]], inside: list[tuple[int, int]], lo: int, hi: int, h: int,
+              tallest: float) -> list[tuple[int, int]]:
+    """Bands of ``found`` that a multi-row box cuts through: not in ``inside`` (the bands mostly
+    inside its rows [lo, hi)), yet reaching into them, whole within the crop's ``h`` rows (not cut
+    by its edge) and no taller than ``tallest`` px (the same print as the box's rows). The detector
+    ran its box into such a row without holding it (seed 7 page 6 of ``bench/tables.py``: a 3.4-row
+    box ended half-way through ``107``, and no other detection held that row, so it was lost);
+    :func:`split_rows` drops the ones that another detection holds.
+    """
+    return [(a, b) for a, b in found if (a, b) not in inside and min(b, hi) > max(a, lo)
+            and a > 0 and b < h and b - a <= tallest]
+
+
 def split_box(gray: np.ndarray, stroke_px: int, inner: tuple[int, int] | None = None) -> list[Box]:
     """The rows (and cells) of one detection's crop ``gray`` uint8 [H, W]: boxes (x0, y0, x1, y1) in
     crop pixels, top to bottom, left to right; [] when the crop holds fewer than two text rows, or
     rows of print sizes further apart than :data:`SAME_PRINT`.
     ``inner`` (y0, y1): the detection's own rows when the crop reaches beyond it (the detector's box
     often cuts its first or last row through the characters): only bands mostly inside it count,
-    each with its whole height. Default: the whole crop.
+    each with its whole height; once they make two rows or more, a row the box cuts through
+    (:func:`_cut_rows`) is a row of it too. Default: the whole crop.
     """
     ink = ink_mask(gray, stroke_px)
     lo, hi = inner or (0, gray.shape[0])
     if inner is not None:
         _clear_edge_slivers(ink, lo, hi)
-    bands = [(a, b) for a, b in row_bands(ink) if min(b, hi) - max(a, lo) > (b - a) / 2]
+    found = row_bands(ink)
+    bands = [(a, b) for a, b in found if min(b, hi) - max(a, lo) > (b - a) / 2]
     heights = [b - a for a, b in bands]
     if len(bands) < 2 or max(heights) > SAME_PRINT * min(heights):
         return []
+    bands = sorted(bands + _cut_rows(found, bands, lo, hi, gray.shape[0], SAME_PRINT * min(heights)))
     out = []
     for i, (y0, y1) in enumerate(bands):
         m = MARGIN * (y1 - y0) + 1
