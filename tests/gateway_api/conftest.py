@@ -14,13 +14,16 @@ import io
 import os
 from collections.abc import AsyncIterator
 
+import httpx
 import numpy as np
 import pytest
 from PIL import Image
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from gateway.apis.rest import create_app
 from gateway.config import GatewayConfig
+from gateway.core import GatewayCore
 from gateway.types import (
     EncoderInfo,
     ModeInfo,
@@ -181,3 +184,14 @@ def gw_config(tmp_path) -> GatewayConfig:
 @pytest.fixture
 def fake() -> FakePipeline:
     return FakePipeline()
+
+
+@pytest.fixture
+async def rest_client(gw_config, fake) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on the REST app of a :class:`GatewayCore` over ``fake`` (not started: no job
+    workers), closed after the test."""
+    core = GatewayCore(gw_config, fake)
+    app = create_app(gw_config, fake, core)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        yield c
+    await core.close()

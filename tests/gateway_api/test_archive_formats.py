@@ -77,17 +77,25 @@ async def test_searchable_pdf_answer_and_refusals(client):
     assert r.status_code == 400 and "binary document" in r.json()["error"]["message"]
 
 
+async def _job_result(client, job: str):
+    """The job's result response once it is no longer 202 (at most 10 s, polled every 50 ms)."""
+    import asyncio
+
+    for _ in range(200):
+        r = await client.get(f"/v1/jobs/{job}/result")
+        if r.status_code != 202:
+            return r
+        await asyncio.sleep(0.05)
+    return r
+
+
 async def test_job_with_format_pdf(client):
     import asyncio
 
     r = await client.post("/v1/jobs", files={"file": ("d.tif", _tiff([8, 9], "group4"))}, data={"format": "pdf"})
     assert r.status_code == 202
     job = r.json()["job_id"]
-    for _ in range(200):
-        r = await client.get(f"/v1/jobs/{job}/result")
-        if r.status_code != 202:
-            break
-        await asyncio.sleep(0.05)
+    r = await _job_result(client, job)
     assert r.status_code == 200 and r.headers["content-type"] == "application/pdf"
     with pikepdf.open(io.BytesIO(r.content)) as pdf:
         assert len(pdf.pages) == 2
@@ -102,26 +110,18 @@ async def test_job_with_format_pdf(client):
     assert r.status_code == 409 and "format=pdf" in r.json()["error"]["message"]
 
 
-
 async def test_job_with_format_pdf_of_a_password_protected_pdf(client):
     """A job's searchable PDF opens the source with the job's password: the worker was given the
     sealed (encrypted) value, so the job failed 500 INTERNAL "PasswordError" after reading every page
     (found by the tryout on samples/scotus_p01.pdf encrypted with pikepdf); /v1/ocr was right.
     """
-    import asyncio
-
     src = io.BytesIO()
     with pikepdf.open(io.BytesIO(marked_pdf([4, 5]))) as pdf:
         pdf.save(src, encryption=pikepdf.Encryption(user="secret", owner="owner"))
     r = await client.post("/v1/jobs", files={"file": ("d.pdf", src.getvalue())},
                           data={"format": "pdf", "password": "secret"})
     assert r.status_code == 202, r.text
-    job = r.json()["job_id"]
-    for _ in range(200):
-        r = await client.get(f"/v1/jobs/{job}/result")
-        if r.status_code != 202:
-            break
-        await asyncio.sleep(0.05)
+    r = await _job_result(client, r.json()["job_id"])
     assert r.status_code == 200, r.text
     with pikepdf.open(io.BytesIO(r.content), password="secret") as pdf:
         assert len(pdf.pages) == 2

@@ -16,9 +16,6 @@ import httpx
 import pytest
 from PIL import Image, PngImagePlugin
 
-from gateway.apis.rest import create_app
-from gateway.core import GatewayCore
-
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -56,12 +53,8 @@ def test_corpus_is_fully_covered(corpus):
 
 
 @pytest.fixture
-async def client(gw_config, fake):
-    core = GatewayCore(gw_config, fake)
-    app = create_app(gw_config, fake, core)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
-        yield c
-    await core.close()
+def client(rest_client):
+    return rest_client
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -15,7 +15,6 @@ import pytest
 
 from client.gateway_client import AsyncGatewayClient
 from gateway.apis.grpc_api import build_grpc_server
-from gateway.apis.rest import create_app
 from gateway.core import GatewayCore
 from inkstream.errors import InvalidInput, ResourceExhausted
 from tests.gateway_api.conftest import marked_pdf
@@ -24,12 +23,8 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-async def client(gw_config, fake):
-    core = GatewayCore(gw_config, fake)
-    app = create_app(gw_config, fake, core)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
-        yield c
-    await core.close()
+def client(rest_client):
+    return rest_client
 
 
 @pytest.fixture
