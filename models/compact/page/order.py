@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.compact.page.layout import HEADING, IMAGE, TABLE, Box, PageLayout, interval_gaps
+from models.compact.page.layout import CAPTION, HEADING, IMAGE, TABLE, TEXT, Box, PageLayout, interval_gaps
 from models.compact.page.xycut import PANEL_GAP, ROW_BAND_GAP, SECTION_GAP, SECTION_RATIO, is_prose, median_row_gap
 
 #: Share of a line's width that must lie in each of two side-by-side regions for the line to be cut
@@ -162,6 +162,24 @@ def _join_spanned(lines: list, groups: list[Group], blank: Callable) -> list[Gro
     return out
 
 
+def _backdrop(box: Box, layout: PageLayout) -> bool:
+    """Whether the image region ``box`` is a backdrop, not a figure: it holds a text, heading, caption
+    or table block of the analysis (half its area or more inside). A photographed page's paper, shaded
+    and curved, is one image block under the page's text blocks (``bench/receipts.py`` form_photo
+    seeds 32008, 33004: the whole page); the lines in it that no text block holds are the page's text
+    (a form's labels and values), not a figure's labels read after the block above it.
+    """
+    return any(r.kind != IMAGE and _area(_inter(r.box, box)) >= 0.5 * max(1e-6, _area(r.box)) for r in layout.regions)
+
+
+def _in_backdrop(kind: str, box: Box, backdrops: list[Box]) -> str:
+    """``kind`` of a block, text for a caption inside a backdrop (:func:`_backdrop`): no figure there
+    for it to caption (a form's label the analysis took for one, ``bench/receipts.py`` seed 32008).
+    """
+    inside = any(_area(_inter(box, b)) >= 0.5 * max(1e-6, _area(box)) for b in backdrops)
+    return TEXT if kind == CAPTION and inside else kind
+
+
 def assign(lines: list, layout: PageLayout, make_piece: Callable, blank: Callable | None = None) -> list[Group]:
     """Groups of the page with their lines (an image region's lines, e.g. a figure's labels, are a
     group of kind ``image`` at the region's place in the flow). Lines are objects with a
@@ -171,10 +189,12 @@ def assign(lines: list, layout: PageLayout, make_piece: Callable, blank: Callabl
     is cut at a gutter between two blocks only where it has one (Tesseract cuts a paragraph of
     hanzi, no spaces, into side-by-side blocks: its lines were cut and read as two columns).
     """
-    text_groups = _merge_overlapping([Group(r.kind, r.box) for r in layout.regions if r.kind != IMAGE])
+    backdrops = [r.box for r in layout.regions if r.kind == IMAGE and _backdrop(r.box, layout)]
+    text_groups = _merge_overlapping([Group(_in_backdrop(r.kind, r.box, backdrops), r.box) for r in layout.regions
+                                      if r.kind != IMAGE])
     if blank is not None:
         text_groups = _merge_overlapping(_join_spanned(lines, text_groups, blank))
-    images = [r.box for r in layout.regions if r.kind == IMAGE]
+    images = [r.box for r in layout.regions if r.kind == IMAGE and r.box not in backdrops]
     in_images: dict[int, list] = {}  # image region -> its lines
     loose: list[Group] = []
     for line in lines:

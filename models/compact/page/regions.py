@@ -36,19 +36,34 @@ SKEW_MIN_LINES = 5
 RULE_COVER = 0.6
 
 
+#: A page of short lines (a form's labels and values, none ``SKEW_LINE_ASPECT`` long) is measured on
+#: the lines at least this many times as long as tall ...
+SKEW_SHORT_ASPECT = 2.5
+#: ... when there are at least this many of them (a short box's slope is coarser: more make the median).
+SKEW_MIN_SHORT = 8
+
+
 def line_skew_deg(lines: list[LineBox]) -> float | None:
     """The page's skew in degrees counter-clockwise (text rising to the right is positive; PIL
     ``rotate`` by minus it straightens the page): the median slope of the top edges of the lines at least
-    ``SKEW_LINE_ASPECT`` times as long as tall, or None with fewer than ``SKEW_MIN_LINES`` of them.
+    ``SKEW_LINE_ASPECT`` times as long as tall; with fewer than ``SKEW_MIN_LINES`` of them, of the lines
+    at least :data:`SKEW_SHORT_ASPECT` times as long as tall when there are :data:`SKEW_MIN_SHORT` of
+    them (a photographed form of labels and values, 2-7 line heights long each, tilted by 4 degrees:
+    its values ~0.7 row pitches higher than their labels, read a row off, ``bench/receipts.py`` seed
+    33004); else None.
     """
-    slopes = []
+    long_, short = [], []
     for ln in lines:
         q = ln.quad.astype(np.float64)
         dx, dy = float(q[1, 0] - q[0, 0]), float(q[1, 1] - q[0, 1])
-        tall = float(np.hypot(*(q[3] - q[0])))
-        if dx > 0 and np.hypot(dx, dy) >= SKEW_LINE_ASPECT * max(1.0, tall):
-            slopes.append(-np.degrees(np.arctan2(dy, dx)))
-    return float(np.median(slopes)) if len(slopes) >= SKEW_MIN_LINES else None
+        tall, length = max(1.0, float(np.hypot(*(q[3] - q[0])))), float(np.hypot(dx, dy))
+        if dx > 0 and length >= SKEW_SHORT_ASPECT * tall:
+            short.append(-np.degrees(np.arctan2(dy, dx)))
+            if length >= SKEW_LINE_ASPECT * tall:
+                long_.append(short[-1])
+    if len(long_) >= SKEW_MIN_LINES:
+        return float(np.median(long_))
+    return float(np.median(short)) if len(short) >= SKEW_MIN_SHORT else None
 
 
 #: A "rule" lying inside a detected text line, its centre in the middle band of the line's height
@@ -214,15 +229,42 @@ def gutter_gap(gray: np.ndarray, line: LineBox, x0: float, x1: float, least: flo
     return max((b - a for a, b in true_runs(~dark)), default=0) >= least * h
 
 
+#: A page at most this many median line heights wide is a till roll (a receipt: 80 mm paper, 19-26
+#: line heights of a 7-10 pt receipt face scanned at 150-200 dpi; a letter page's forms and reports are
+#: 37 or more, a photographed form's 37-45).
+TILL_ROLL_WIDTH = 30.0
+
+
+def till_roll(lines: list[LineBox], page_width: float | None) -> bool:
+    """Whether the page, ``page_width`` pixels wide (None: unknown, False), is a till roll: at most
+    :data:`TILL_ROLL_WIDTH` median line heights of ``lines`` wide. A till roll is read row by row, each
+    row left to right: an item's name and its amount at the right margin are one row, however the
+    page analysis cut the roll into blocks (the amounts one column block beside the names': all the
+    names were read, then all the amounts, ``bench/receipts.py`` seed 33000: 35 % CER at 0.9 %
+    order-free).
+    """
+    if page_width is None or not lines:
+        return False
+    heights = sorted(ln.box[3] - ln.box[1] for ln in lines)
+    return page_width <= TILL_ROLL_WIDTH * heights[len(heights) // 2]
+
+
 def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
                  gray: np.ndarray | None = None, page_width: float | None = None) -> list[LineBox]:
     """Lines in reading order by the page's regions (:mod:`models.compact.page.order`); table
     regions, and text blocks whose lines stand in a grid (:mod:`models.compact.page.table_find`), with a
     header row just above them, cell by cell, their lines carrying cell joins.
     ``gray`` uint8 [H, W]: the page, for the column gutters of tables without column rules
-    (:mod:`models.compact.page.table_gutters`). Falls back to :func:`reading_order` when the
-    analysis found no region.
+    (:mod:`models.compact.page.table_gutters`); ``page_width`` pixels (default: ``gray``'s width). A
+    till roll (:func:`till_roll`) is read row by row, whatever its regions. Falls back to
+    :func:`reading_order` when the analysis found no region.
     """
+    if page_width is None and gray is not None:
+        page_width = float(gray.shape[1])
+    if till_roll(lines, page_width):
+        heights = sorted(ln.box[3] - ln.box[1] for ln in lines)
+        rows = row_groups(lines, heights[len(heights) // 2])
+        return [ln for row in rows for ln in sorted(row, key=lambda b: b.box[0])]
     if not page.regions or not lines:
         return reading_order(lines)
     groups = layout_order.assign(lines, page, line_piece, None if gray is None else partial(gutter_gap, gray))
@@ -232,8 +274,6 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
         return reading_order(lines)
     groups = split_bands(join_key_values(groups, med_h), med_h)
     groups = promote_grids(join_grid_columns(regroup_panels(groups, med_h), med_h), med_h)
-    if page_width is None and gray is not None:
-        page_width = float(gray.shape[1])
     groups = join_far_values(groups, med_h, page_width)
     for t in [g for g in groups if g.kind == TABLE]:
         if t not in groups:  # merged into an earlier table
