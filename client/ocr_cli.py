@@ -292,6 +292,14 @@ def main(argv: list[str]) -> int:
         except InvalidInput as exc:
             print(f"inkstream ocr: {exc.reason_name}: {exc}", file=sys.stderr)
             return 2
+        if args.model is not None:
+            from launcher.model_dir import check_model_dir  # lazy: launcher code only without --gateway
+
+            try:
+                check_model_dir(args.model)
+            except FileNotFoundError as exc:
+                print(f"inkstream ocr: {exc}", file=sys.stderr)
+                return 2
     fmt = args.format or format_for(args.output)
     if fmt == "pdf" and not args.output:
         print("inkstream ocr: format pdf is a binary document: give the output file with -o OUT.pdf", file=sys.stderr)

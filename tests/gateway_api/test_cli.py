@@ -300,3 +300,17 @@ def test_a_file_no_stack_could_read_is_refused_before_a_temporary_stack_starts(m
     assert ocr_cli.main([str(doc), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert f"{reason}: " in err and words in err and "starting a temporary local stack" not in err
+
+
+def test_a_model_folder_that_is_not_a_checkpoint_exits_2_before_a_stack_starts(tmp_path, capsys, monkeypatch):
+    """``--model`` of a missing folder was reported after the temporary stack's start message, exit 1
+    (a failed request); it is a bad argument: exit 2, nothing started.
+    """
+    import launcher.local_stack
+
+    monkeypatch.setattr(launcher.local_stack, "LocalStack", None)  # nothing may be started
+    doc = tmp_path / "d.pdf"
+    doc.write_bytes(marked_pdf([1]))
+    assert ocr_cli.main([str(doc), "--model", str(tmp_path / "missing"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"--model {tmp_path / 'missing'}: no such directory" in err and "starting" not in err, err
