@@ -12,13 +12,17 @@
 ``credentials`` (``grpc.ssl_channel_credentials(...)``) makes the channel TLS.
 
 Documents are sent in chunks of at most 1 MiB (the proto's limit) read lazily from a path, file
-object or bytes. Failed calls raise the :mod:`inkstream.errors` exception for their status code
+object or bytes. A document that cannot be sent is refused before any request: FileNotFoundError (no
+such file), IsADirectoryError (a folder), TypeError (neither bytes, a path nor a binary file object,
+e.g. a file opened in text mode). Failed calls raise the :mod:`inkstream.errors` exception for their status code
 (e.g. ResourceExhausted with ``retry_after_s``, InvalidInput with the server's message).
 """
 
 from __future__ import annotations
 
+import io
 import os
+import pathlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import IO
 
@@ -45,6 +49,29 @@ def _job(msg: gateway_pb2.Job) -> JobStatus:
     err = JobError(msg.error.code, msg.error.reason or msg.error.code, msg.error.message) \
         if msg.HasField("error") and msg.error.code else None
     return JobStatus(msg.job_id, msg.status, msg.pages_done, msg.pages_total, err)
+
+
+def checked_document(document: object) -> Document:
+    """``document`` when it can be sent (see the module docstring); raises FileNotFoundError for a
+    path that does not exist, IsADirectoryError for a folder, TypeError for anything that is not bytes
+    (``bytes`` / ``bytearray`` / ``memoryview``), a path (``str`` / ``os.PathLike``) or a binary file
+    object (``read(n)`` giving bytes: a file opened with ``"rb"``, ``io.BytesIO``).
+    """
+    if isinstance(document, (bytes, bytearray, memoryview)):
+        return document  # type: ignore[return-value] # bytearray / memoryview: sent as their bytes
+    if isinstance(document, (str, os.PathLike)):
+        path = pathlib.Path(os.fspath(document))
+        if not path.exists():
+            raise FileNotFoundError(f"no such file: {str(path)!r} (the document to read)")
+        if path.is_dir():
+            raise IsADirectoryError(f"{str(path)!r} is a directory, not a document: give one file")
+        return document
+    if isinstance(document, io.TextIOBase):
+        raise TypeError("the document is a file opened in text mode; open it in binary mode (open(path, 'rb'))")
+    if callable(getattr(document, "read", None)):
+        return document  # type: ignore[return-value] # a binary file object
+    raise TypeError(f"the document must be bytes, a path (str or os.PathLike) or a binary file object, "
+                    f"not {type(document).__name__}")
 
 
 def _requests(document: Document, options: gateway_pb2.OcrOptions, chunk_bytes: int,
@@ -119,7 +146,7 @@ class GatewayClient:
                          pages: str = "", mode: str = "", task: str = "", password: str = "",
                          ) -> Iterator[PageResult | DocumentSummary]:
         """Page results as each page is ready (page order), then a DocumentSummary."""
-        reqs = _requests(document, _options(format, pages, mode, task, password), self.chunk_bytes)
+        reqs = _requests(checked_document(document), _options(format, pages, mode, task, password), self.chunk_bytes)
         try:
             for msg in self._stub.Recognize(reqs, timeout=self.timeout_s, metadata=self._md):
                 yield _item(msg)
@@ -135,7 +162,8 @@ class GatewayClient:
                    pages: str = "", mode: str = "", task: str = "", password: str = "",
                    idempotency_key: str = "") -> JobStatus:
         """Start an asynchronous job; the same ``idempotency_key`` returns the same job."""
-        reqs = _requests(document, _options(format, pages, mode, task, password, idempotency_key), self.chunk_bytes)
+        reqs = _requests(checked_document(document), _options(format, pages, mode, task, password, idempotency_key),
+                         self.chunk_bytes)
         try:
             return _job(self._stub.SubmitJob(reqs, timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
@@ -197,7 +225,7 @@ class AsyncGatewayClient:
                                pages: str = "", mode: str = "", task: str = "", password: str = "",
                                ) -> AsyncIterator[PageResult | DocumentSummary]:
         """Page results as each page is ready (page order), then a DocumentSummary."""
-        reqs = _requests(document, _options(format, pages, mode, task, password), self.chunk_bytes)
+        reqs = _requests(checked_document(document), _options(format, pages, mode, task, password), self.chunk_bytes)
         try:
             async for msg in self._stub.Recognize(reqs, timeout=self.timeout_s, metadata=self._md):
                 yield _item(msg)
@@ -219,7 +247,8 @@ class AsyncGatewayClient:
                          pages: str = "", mode: str = "", task: str = "", password: str = "",
                          idempotency_key: str = "") -> JobStatus:
         """Start an asynchronous job; the same ``idempotency_key`` returns the same job."""
-        reqs = _requests(document, _options(format, pages, mode, task, password, idempotency_key), self.chunk_bytes)
+        reqs = _requests(checked_document(document), _options(format, pages, mode, task, password, idempotency_key),
+                         self.chunk_bytes)
         try:
             return _job(await self._stub.SubmitJob(reqs, timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:

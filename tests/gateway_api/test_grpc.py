@@ -250,3 +250,43 @@ async def test_recognize_stream_ends_with_unavailable_when_the_drain_gives_up(gr
     await stopper
     assert [p.index for p in got] == [1, 2]
     assert ei.value.message == SHUTDOWN_MESSAGE and ei.value.retry_after_s == pytest.approx(1.0)
+
+
+def _bad_documents(tmp_path):
+    text_file = open(tmp_path / "t.txt", "w")  # noqa: SIM115 - closed by the test
+    return [(str(tmp_path / "missing.pdf"), FileNotFoundError, "no such file: '.*missing.pdf'"),
+            (tmp_path / "missing.pdf", FileNotFoundError, "no such file"),
+            (str(tmp_path), IsADirectoryError, "is a directory, not a document"),
+            (text_file, TypeError, "opened in text mode; open it in binary mode"),
+            (42, TypeError, "must be bytes, a path .* or a binary file object, not int"),
+            (None, TypeError, "not NoneType"),
+            ([b"%PDF"], TypeError, "not list")], text_file
+
+
+async def test_a_document_that_cannot_be_sent_is_refused_before_any_request(tmp_path):
+    """A missing file, a folder or a wrong type raise FileNotFoundError / IsADirectoryError /
+    TypeError saying what is wrong, before any call: the channel's target has no server, so a call
+    would be UNAVAILABLE (a missing file used to surface as the call's own error, a folder and a wrong
+    type as gRPC's "Exception iterating requests").
+    """
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        target = f"127.0.0.1:{s.getsockname()[1]}"  # nobody listens once closed
+    cases, text_file = _bad_documents(tmp_path)
+    try:
+        with GatewayClient(target, timeout_s=5) as c:
+            for doc, exc, match in cases:
+                with pytest.raises(exc, match=match):
+                    c.recognize(doc)
+                with pytest.raises(exc, match=match):
+                    c.submit_job(doc)
+        async with AsyncGatewayClient(target, timeout_s=5) as ac:
+            for doc, exc, match in cases:
+                with pytest.raises(exc, match=match):
+                    await ac.recognize(doc)
+                with pytest.raises(exc, match=match):
+                    await ac.submit_job(doc)
+    finally:
+        text_file.close()
