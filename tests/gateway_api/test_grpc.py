@@ -290,3 +290,39 @@ async def test_a_document_that_cannot_be_sent_is_refused_before_any_request(tmp_
                     await ac.submit_job(doc)
     finally:
         text_file.close()
+
+
+async def test_a_server_that_is_not_the_gateways_grpc_port_is_named_as_such():
+    """The client pointed at an encoder's port (gRPC without the gateway's service) or at an HTTP/1
+    port (the gateway's REST port, a metrics port) says the address is not the gateway's gRPC one and
+    where it is printed; it said "Method not found!" and gRPC's "Failed parsing HTTP/2 ... frame type 80".
+    """
+    import http.server
+    import threading
+    from concurrent import futures
+
+    from grpc_health.v1 import health
+
+    other = grpc.server(futures.ThreadPoolExecutor(2))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), other)
+    grpc_port = other.add_insecure_port("127.0.0.1:0")
+    other.start()
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    cases = [(f"127.0.0.1:{grpc_port}", "is not an inkstream gateway: it does not serve inkstream.gateway.v1.OcrGateway"
+              ),
+             (f"127.0.0.1:{web.server_port}", "is not a gRPC server: it answers HTTP/1")]
+    try:
+        for target, says in cases:
+            with GatewayClient(target, timeout_s=10) as c:
+                for call in (lambda: c.recognize(marked_pdf([1])), lambda: c.get_job("abc")):
+                    with pytest.raises(Exception, match=f"{target} {says}.*'inkstream up' prints it"):
+                        await asyncio.to_thread(call)
+            async with AsyncGatewayClient(target, timeout_s=10) as ac:
+                # a unary call: grpc.aio may end an upload stream refused at once with INTERNAL
+                # "Internal error from Core" instead of UNIMPLEMENTED
+                with pytest.raises(Exception, match=f"{target} {says}"):
+                    await ac.get_job("abc")
+    finally:
+        other.stop(0)
+        web.shutdown()
