@@ -249,6 +249,18 @@ def _http_failure(url: str, exc: httpx.HTTPError, timeout_s: float) -> str:
     return f"the request to the gateway at {url} failed: {exc}"
 
 
+def _unwritable(out: pathlib.Path) -> str:
+    """Why the document cannot be written to ``out`` ("" when it can, as far as can be told before)."""
+    folder = out.parent
+    if out.is_dir():
+        return "is a directory; give a file name"
+    if not folder.is_dir():
+        return f"no such folder {folder}" if not folder.exists() else f"{folder} is not a folder"
+    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        return "not writable"
+    return ""
+
+
 @contextlib.contextmanager
 def _gateway(url: str | None, model: str | None, timeout_s: float = 3600.0) -> Iterator[str]:
     """``url``, or the URL of a temporary local stack of ``model`` for the duration. That stack's
@@ -282,7 +294,11 @@ def main(argv: list[str]) -> int:
         return 2
     path = pathlib.Path(args.file)
     if not path.is_file():
-        print(f"inkstream ocr: {path}: no such file", file=sys.stderr)
+        what = "is a directory, not a document: give one file" if path.is_dir() else "no such file"
+        print(f"inkstream ocr: {path}: {what}", file=sys.stderr)
+        return 2
+    if args.output and (why := _unwritable(pathlib.Path(args.output))):
+        print(f"inkstream ocr: -o {args.output}: {why}", file=sys.stderr)  # refused before the pages are read
         return 2
     if not args.gateway:
         # no stack reads it: refused now, not after a temporary stack started (tens of seconds)

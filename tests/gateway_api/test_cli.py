@@ -314,3 +314,23 @@ def test_a_model_folder_that_is_not_a_checkpoint_exits_2_before_a_stack_starts(t
     assert ocr_cli.main([str(doc), "--model", str(tmp_path / "missing"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert f"--model {tmp_path / 'missing'}: no such directory" in err and "starting" not in err, err
+
+
+@pytest.mark.parametrize("fmt", ["text", "pdf"])
+async def test_an_output_that_cannot_be_written_is_refused_before_the_pages_are_read(server, tmp_path, capsys, fmt):
+    """``-o`` into a missing folder or onto a directory: exit 2 before anything is sent; it was a
+    FileNotFoundError / IsADirectoryError traceback (exit 1) once every page had been read. A
+    directory as FILE says so rather than "no such file".
+    """
+    url, fake = server
+    doc = tmp_path / "d.pdf"
+    doc.write_bytes(marked_pdf([1]))
+    for out, says in ((tmp_path / "missing" / f"o.{fmt}", f"no such folder {tmp_path / 'missing'}"),
+                      (tmp_path, "is a directory; give a file name")):
+        argv = [str(doc), "--gateway", url, "--format", fmt, "-o", str(out), "--no-progress"]
+        assert await asyncio.to_thread(ocr_cli.main, argv) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err, err
+    assert fake.pages_run == 0
+    assert await asyncio.to_thread(ocr_cli.main, [str(tmp_path), "--gateway", url]) == 2
+    assert "is a directory, not a document" in capsys.readouterr().err
