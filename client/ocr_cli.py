@@ -42,6 +42,17 @@ FORMAT_HELP = {"markdown": "Markdown (.md), pages marked by <!-- page N --> comm
                "pdf": "searchable PDF: the page images with an invisible text layer (.pdf; needs -o)"}
 
 
+def positive_seconds(text: str) -> float:
+    """``--timeout``'s type: a number of seconds > 0 (argparse.ArgumentTypeError, exit 2, otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds > 0")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="inkstream ocr",
@@ -66,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="DIR", help="checkpoint for the temporary local stack (default: embedded)")
     p.add_argument("--api-key", default=os.environ.get("INKSTREAM_API_KEY", ""),
                    help="API key for the gateway (default env INKSTREAM_API_KEY)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the whole document")
+    p.add_argument("--timeout", type=positive_seconds, default=3600.0, help="seconds to wait for the whole document")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 

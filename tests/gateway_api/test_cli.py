@@ -334,3 +334,15 @@ async def test_an_output_that_cannot_be_written_is_refused_before_the_pages_are_
     assert fake.pages_run == 0
     assert await asyncio.to_thread(ocr_cli.main, [str(tmp_path), "--gateway", url]) == 2
     assert "is a directory, not a document" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "soon"])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_exits_2(tmp_path, capsys, value):
+    """``--timeout -1`` was a ValueError traceback from the socket layer, ``--timeout 0`` "[Errno 11]
+    Resource temporarily unavailable" (exit 1), both after the document was sent.
+    """
+    doc = tmp_path / "d.pdf"
+    doc.write_bytes(marked_pdf([1]))
+    assert ocr_cli.main([str(doc), "--gateway", "http://127.0.0.1:1", "--timeout", value]) == 2
+    err = capsys.readouterr().err
+    assert "argument --timeout" in err and "number of seconds" in err and "Traceback" not in err, err
