@@ -12,26 +12,31 @@
 ``credentials`` (``grpc.ssl_channel_credentials(...)``) makes the channel TLS.
 
 Documents are sent in chunks of at most 1 MiB (the proto's limit) read lazily from a path, file
-object or bytes. Failed calls raise the :mod:`inkstream.errors` exception for their status code
+object or bytes. A document that cannot be sent is refused before any request: FileNotFoundError (no
+such file), IsADirectoryError (a folder), TypeError (neither bytes, a path nor a binary file object,
+e.g. a file opened in text mode). Failed calls raise the :mod:`inkstream.errors` exception for their status code
 (e.g. ResourceExhausted with ``retry_after_s``, InvalidInput with the server's message).
 """
 
 from __future__ import annotations
 
+import io
 import os
+import pathlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import IO
 
 import grpc
 
 from client.results import DocumentSummary, JobError, JobStatus, PageResult, RecognizeResult
-from inkstream.errors import from_rpc_error
+from inkstream.errors import InkstreamError, from_rpc_error
 from inkstream.lifecycle import client_options
 from inkstream.page_result_pb import page_from_pb
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
 
 Document = bytes | str | os.PathLike | IO[bytes]
 CHUNK_BYTES = 1024 * 1024
+_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["OcrGateway"].full_name
 
 
 def _item(msg: gateway_pb2.RecognizeResponse) -> PageResult | DocumentSummary:
@@ -45,6 +50,50 @@ def _job(msg: gateway_pb2.Job) -> JobStatus:
     err = JobError(msg.error.code, msg.error.reason or msg.error.code, msg.error.message) \
         if msg.HasField("error") and msg.error.code else None
     return JobStatus(msg.job_id, msg.status, msg.pages_done, msg.pages_total, err)
+
+
+def checked_document(document: object) -> Document:
+    """``document`` when it can be sent (see the module docstring); raises FileNotFoundError for a
+    path that does not exist, IsADirectoryError for a folder, TypeError for anything that is not bytes
+    (``bytes`` / ``bytearray`` / ``memoryview``), a path (``str`` / ``os.PathLike``) or a binary file
+    object (``read(n)`` giving bytes: a file opened with ``"rb"``, ``io.BytesIO``).
+    """
+    if isinstance(document, (bytes, bytearray, memoryview)):
+        return document  # type: ignore[return-value] # bytearray / memoryview: sent as their bytes
+    if isinstance(document, (str, os.PathLike)):
+        path = pathlib.Path(os.fspath(document))
+        if not path.exists():
+            raise FileNotFoundError(f"no such file: {str(path)!r} (the document to read)")
+        if path.is_dir():
+            raise IsADirectoryError(f"{str(path)!r} is a directory, not a document: give one file")
+        return document
+    if isinstance(document, io.TextIOBase):
+        raise TypeError("the document is a file opened in text mode; open it in binary mode (open(path, 'rb'))")
+    if callable(getattr(document, "read", None)):
+        return document  # type: ignore[return-value] # a binary file object
+    raise TypeError(f"the document must be bytes, a path (str or os.PathLike) or a binary file object, "
+                    f"not {type(document).__name__}")
+
+
+#: what a call to a server that is not the gateway's gRPC port fails with says where the right one is
+_GIVE_GRPC_PORT = "give the gateway's gRPC address ('inkstream up' prints it: 'gRPC 127.0.0.1:50050')"
+
+
+def call_error(err: grpc.RpcError, target: str) -> InkstreamError:
+    """The :mod:`inkstream.errors` exception of a failed call to ``target`` (:func:`from_rpc_error`),
+    whose message says so when ``target`` is not the gateway's gRPC port: a gRPC server without the
+    gateway's service (an encoder's or decoder's port: UNIMPLEMENTED, "Method not found!"), or an
+    HTTP/1 server (the gateway's REST port, a metrics port: gRPC's "Failed parsing HTTP/2").
+    """
+    exc = from_rpc_error(err)
+    code = err.code() if hasattr(err, "code") else None
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return type(exc)(f"{target} is not an inkstream gateway: it does not serve {_SERVICE} (an encoder's or "
+                         f"decoder's port?); {_GIVE_GRPC_PORT}")
+    if code == grpc.StatusCode.UNAVAILABLE and "parsing HTTP/2" in exc.message:
+        return type(exc)(f"{target} is not a gRPC server: it answers HTTP/1 (the gateway's REST port, or a "
+                         f"metrics port?); {_GIVE_GRPC_PORT}")
+    return exc
 
 
 def _requests(document: Document, options: gateway_pb2.OcrOptions, chunk_bytes: int,
@@ -95,6 +144,7 @@ class GatewayClient:
 
     def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES,
                  api_key: str = "", credentials: grpc.ChannelCredentials | None = None):
+        self.target = target
         if credentials is not None:
             self._channel = grpc.secure_channel(target, credentials, options=client_options())
         else:
@@ -119,12 +169,12 @@ class GatewayClient:
                          pages: str = "", mode: str = "", task: str = "", password: str = "",
                          ) -> Iterator[PageResult | DocumentSummary]:
         """Page results as each page is ready (page order), then a DocumentSummary."""
-        reqs = _requests(document, _options(format, pages, mode, task, password), self.chunk_bytes)
+        reqs = _requests(checked_document(document), _options(format, pages, mode, task, password), self.chunk_bytes)
         try:
             for msg in self._stub.Recognize(reqs, timeout=self.timeout_s, metadata=self._md):
                 yield _item(msg)
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise call_error(err, self.target) from None
 
     def recognize(self, document: Document, **options: str) -> RecognizeResult:
         """All pages and the summary of ``document`` (options as in :meth:`recognize_stream`)."""
@@ -135,11 +185,12 @@ class GatewayClient:
                    pages: str = "", mode: str = "", task: str = "", password: str = "",
                    idempotency_key: str = "") -> JobStatus:
         """Start an asynchronous job; the same ``idempotency_key`` returns the same job."""
-        reqs = _requests(document, _options(format, pages, mode, task, password, idempotency_key), self.chunk_bytes)
+        reqs = _requests(checked_document(document), _options(format, pages, mode, task, password, idempotency_key),
+                         self.chunk_bytes)
         try:
             return _job(self._stub.SubmitJob(reqs, timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise call_error(err, self.target) from None
 
     def get_job(self, job_id: str) -> JobStatus:
         """The job's status and progress; raises NotFound for an unknown id."""
@@ -159,13 +210,13 @@ class GatewayClient:
                                              metadata=self._md)
             return _collect(_item(m) for m in stream)
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise call_error(err, self.target) from None
 
     def _unary(self, method, job_id: str) -> JobStatus:
         try:
             return _job(method(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise call_error(err, self.target) from None
 
 
 class AsyncGatewayClient:
@@ -173,6 +224,7 @@ class AsyncGatewayClient:
 
     def __init__(self, target: str, *, timeout_s: float | None = None, chunk_bytes: int = CHUNK_BYTES,
                  api_key: str = "", credentials: grpc.ChannelCredentials | None = None):
+        self.target = target
         if credentials is not None:
             self._channel = grpc.aio.secure_channel(target, credentials, options=client_options())
         else:
@@ -197,12 +249,12 @@ class AsyncGatewayClient:
                                pages: str = "", mode: str = "", task: str = "", password: str = "",
                                ) -> AsyncIterator[PageResult | DocumentSummary]:
         """Page results as each page is ready (page order), then a DocumentSummary."""
-        reqs = _requests(document, _options(format, pages, mode, task, password), self.chunk_bytes)
+        reqs = _requests(checked_document(document), _options(format, pages, mode, task, password), self.chunk_bytes)
         try:
             async for msg in self._stub.Recognize(reqs, timeout=self.timeout_s, metadata=self._md):
                 yield _item(msg)
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise call_error(err, self.target) from None
 
     async def recognize(self, document: Document, **options: str) -> RecognizeResult:
         """All pages and the summary of ``document`` (options as in :meth:`recognize_stream`)."""
@@ -219,11 +271,12 @@ class AsyncGatewayClient:
                          pages: str = "", mode: str = "", task: str = "", password: str = "",
                          idempotency_key: str = "") -> JobStatus:
         """Start an asynchronous job; the same ``idempotency_key`` returns the same job."""
-        reqs = _requests(document, _options(format, pages, mode, task, password, idempotency_key), self.chunk_bytes)
+        reqs = _requests(checked_document(document), _options(format, pages, mode, task, password, idempotency_key),
+                         self.chunk_bytes)
         try:
             return _job(await self._stub.SubmitJob(reqs, timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise call_error(err, self.target) from None
 
     async def get_job(self, job_id: str) -> JobStatus:
         """The job's status and progress; raises NotFound for an unknown id."""
@@ -246,11 +299,11 @@ class AsyncGatewayClient:
                 else:
                     res.pages.append(it)
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise call_error(err, self.target) from None
         return res
 
     async def _unary(self, method, job_id: str) -> JobStatus:
         try:
             return _job(await method(gateway_pb2.JobRef(job_id=job_id), timeout=self.timeout_s, metadata=self._md))
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise call_error(err, self.target) from None

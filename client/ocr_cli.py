@@ -42,6 +42,17 @@ FORMAT_HELP = {"markdown": "Markdown (.md), pages marked by <!-- page N --> comm
                "pdf": "searchable PDF: the page images with an invisible text layer (.pdf; needs -o)"}
 
 
+def positive_seconds(text: str) -> float:
+    """``--timeout``'s type: a number of seconds > 0 (argparse.ArgumentTypeError, exit 2, otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds > 0")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="inkstream ocr",
@@ -66,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="DIR", help="checkpoint for the temporary local stack (default: embedded)")
     p.add_argument("--api-key", default=os.environ.get("INKSTREAM_API_KEY", ""),
                    help="API key for the gateway (default env INKSTREAM_API_KEY)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the whole document")
+    p.add_argument("--timeout", type=positive_seconds, default=3600.0, help="seconds to wait for the whole document")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -84,15 +95,46 @@ class GatewayRefused(RuntimeError):
         return 400 <= self.status < 500 and self.status not in (408, 429)
 
 
-def _error_message(r: httpx.Response) -> str:
-    """``REASON: message`` of an error answer (the reason is the finer cause, e.g. NOTHING_TO_READ where
-    the code is INVALID_ARGUMENT; the code when there is none), as for an error line mid-stream.
+class NotAGateway(RuntimeError):
+    """The server at the URL answered, but not as an inkstream gateway's REST API does (another
+    service's port: an encoder's or decoder's gRPC or metrics port, the gateway's gRPC port, another
+    web server).
     """
+
+
+#: what a NotAGateway message ends with: where the right URL is found
+_GIVE_REST_URL = "give the gateway's REST URL ('inkstream up' prints it), e.g. http://127.0.0.1:8080"
+
+
+def _gateway_error(r: httpx.Response) -> dict[str, Any] | None:
+    """The ``{"code", "reason", "message"}`` of a gateway's error answer, None when ``r`` is not one."""
     try:
         err = r.json()["error"]
-        return f"{err.get('reason') or err['code']}: {err['message']}"
     except (ValueError, KeyError, TypeError):
-        return f"HTTP {r.status_code}: {r.text[:300]}"
+        return None
+    return err if isinstance(err, dict) and "code" in err and "message" in err else None
+
+
+def _refusal(r: httpx.Response, url: str) -> RuntimeError:
+    """The exception for a non-200 answer ``r`` (body read) of ``url``: GatewayRefused with ``REASON:
+    message`` (the reason is the finer cause, e.g. NOTHING_TO_READ where the code is
+    INVALID_ARGUMENT; the code when there is none) for a gateway's JSON error, else NotAGateway.
+    """
+    err = _gateway_error(r)
+    if err is None:
+        server = r.headers.get("server", "")
+        return NotAGateway(f"{url} is not an inkstream gateway: it answered HTTP {r.status_code} "
+                           f"{r.reason_phrase}{f' ({server})' if server else ''} to POST /v1/ocr without a "
+                           f"gateway's JSON error; {_GIVE_REST_URL}")
+    return GatewayRefused(f"{err.get('reason') or err['code']}: {err['message']}", r.status_code)
+
+
+def _check_media(r: httpx.Response, url: str, media: str) -> None:
+    """Raise NotAGateway when the 200 answer ``r`` of ``url`` is not of ``media`` (what a gateway sends)."""
+    got = r.headers.get("content-type", "").split(";")[0].strip().lower()
+    if got != media:
+        raise NotAGateway(f"{url} is not an inkstream gateway: POST /v1/ocr answered {got or 'no content type'}"
+                          f", not {media}; {_GIVE_REST_URL}")
 
 
 BAR_WAITING = "{desc}: waiting for the first page [{elapsed}]"
@@ -106,7 +148,9 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
     """POST ``path`` to ``url``/v1/ocr as NDJSON; returns (pages in order, summary dict).
 
     Raises GatewayRefused (a RuntimeError) with the gateway's error message for a non-200 answer,
-    RuntimeError for an answer that is not HTTP (a gRPC port, say), a stream broken off, or a stream
+    NotAGateway (a RuntimeError) for an answer that is not a gateway's (not HTTP/1.1: a gRPC port;
+    an error without the gateway's JSON, or a 200 that is not NDJSON: another web server), RuntimeError
+    for a stream broken off, or a stream
     that ends with the gateway's ``{"error": ...}`` line (its message included),
     httpx.HTTPError when the gateway cannot be reached.
     """
@@ -129,10 +173,11 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
         request = client.build_request("POST", url.rstrip("/") + "/v1/ocr", files=files, data=options, headers=headers)
         try:
             r = client.send(request, stream=True)
-        except httpx.RemoteProtocolError as exc:  # no HTTP status line came back
+        except httpx.RemoteProtocolError as exc:  # no HTTP/1.1 status line came back
             bar.leave = False
-            raise RuntimeError(f"{url} did not answer HTTP ({exc}); is it the gateway's gRPC port? "
-                               "Give its REST URL, e.g. http://127.0.0.1:8080") from None
+            raise NotAGateway(f"{url} is not an inkstream gateway's REST API: it did not answer HTTP/1.1 ({exc}), "
+                              "as a gRPC port does (an encoder's, a decoder's or the gateway's own gRPC port); "
+                              f"{_GIVE_REST_URL}") from None
         except BaseException:
             bar.leave = False
             raise
@@ -140,7 +185,8 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
             if r.status_code != 200:
                 bar.leave = False
                 r.read()
-                raise GatewayRefused(_error_message(r), r.status_code)
+                raise _refusal(r, url)
+            _check_media(r, url, "application/x-ndjson")
             total = int(r.headers.get("x-pages-total", "0")) or None
             bar.total = total
             bar.bar_format = None if total is not None else BAR_UNCOUNTED  # None: tqdm's "2/5 [..., 0.7 page/s]"
@@ -170,7 +216,8 @@ def stream_pages(url: str, path: pathlib.Path, options: dict[str, str], *, api_k
 def fetch_document(url: str, path: pathlib.Path, options: dict[str, str], out: pathlib.Path, *,
                    api_key: str = "", timeout_s: float = 3600.0) -> None:
     """POST ``path`` to ``url``/v1/ocr and stream the answer (a binary document: format=pdf) into
-    ``out``. Raises GatewayRefused for a non-200 answer, httpx.HTTPError when unreachable.
+    ``out``. Raises GatewayRefused for a gateway's non-200 answer, NotAGateway for an answer that is not
+    a gateway's (see :func:`stream_pages`), httpx.HTTPError when unreachable.
     """
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     with open(path, "rb") as f, httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0)) as client:
@@ -178,7 +225,8 @@ def fetch_document(url: str, path: pathlib.Path, options: dict[str, str], out: p
         with client.stream("POST", url.rstrip("/") + "/v1/ocr", files=files, data=options, headers=headers) as r:
             if r.status_code != 200:
                 r.read()
-                raise GatewayRefused(_error_message(r), r.status_code)
+                raise _refusal(r, url)
+            _check_media(r, url, "application/pdf")
             with open(out, "wb") as sink:
                 for chunk in r.iter_bytes():
                     sink.write(chunk)
@@ -210,6 +258,18 @@ def _http_failure(url: str, exc: httpx.HTTPError, timeout_s: float) -> str:
     if isinstance(exc, httpx.TimeoutException):
         return f"the gateway at {url} did not finish the document within {timeout_s:g} s (--timeout)"
     return f"the request to the gateway at {url} failed: {exc}"
+
+
+def _unwritable(out: pathlib.Path) -> str:
+    """Why the document cannot be written to ``out`` ("" when it can, as far as can be told before)."""
+    folder = out.parent
+    if out.is_dir():
+        return "is a directory; give a file name"
+    if not folder.is_dir():
+        return f"no such folder {folder}" if not folder.exists() else f"{folder} is not a folder"
+    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        return "not writable"
+    return ""
 
 
 @contextlib.contextmanager
@@ -245,7 +305,11 @@ def main(argv: list[str]) -> int:
         return 2
     path = pathlib.Path(args.file)
     if not path.is_file():
-        print(f"inkstream ocr: {path}: no such file", file=sys.stderr)
+        what = "is a directory, not a document: give one file" if path.is_dir() else "no such file"
+        print(f"inkstream ocr: {path}: {what}", file=sys.stderr)
+        return 2
+    if args.output and (why := _unwritable(pathlib.Path(args.output))):
+        print(f"inkstream ocr: -o {args.output}: {why}", file=sys.stderr)  # refused before the pages are read
         return 2
     if not args.gateway:
         # no stack reads it: refused now, not after a temporary stack started (tens of seconds)
@@ -255,6 +319,14 @@ def main(argv: list[str]) -> int:
         except InvalidInput as exc:
             print(f"inkstream ocr: {exc.reason_name}: {exc}", file=sys.stderr)
             return 2
+        if args.model is not None:
+            from launcher.model_dir import check_model_dir  # lazy: launcher code only without --gateway
+
+            try:
+                check_model_dir(args.model)
+            except FileNotFoundError as exc:
+                print(f"inkstream ocr: {exc}", file=sys.stderr)
+                return 2
     fmt = args.format or format_for(args.output)
     if fmt == "pdf" and not args.output:
         print("inkstream ocr: format pdf is a binary document: give the output file with -o OUT.pdf", file=sys.stderr)

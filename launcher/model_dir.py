@@ -18,15 +18,27 @@ def default_model_dir() -> pathlib.Path:
     return models.compact.default_checkpoint_dir()
 
 
+def check_model_dir(model_dir: str | os.PathLike) -> pathlib.Path:
+    """``model_dir`` as a path when it is a checkpoint directory (holds ``config.json``); else
+    FileNotFoundError saying what it is instead (missing, a file, a folder without config.json), in
+    the words of the ``--model`` flag.
+    """
+    p = pathlib.Path(model_dir).expanduser()
+    if not p.exists():
+        raise FileNotFoundError(f"--model {p}: no such directory")
+    if not p.is_dir():
+        raise FileNotFoundError(f"--model {p}: not a directory (give the checkpoint's folder, with its config.json)")
+    if not (p / "config.json").is_file():
+        raise FileNotFoundError(f"--model {p}: not a checkpoint directory (no config.json)")
+    return p
+
+
 def resolve_model(model_dir: str | os.PathLike | None, scratch: pathlib.Path) -> pathlib.Path:
     """``model_dir`` if given (must hold config.json); else the embedded weights; else a tiny random
     deepseek_ocr2 checkpoint written under ``scratch`` (a warning explains). Raises FileNotFoundError.
     """
     if model_dir is not None:
-        p = pathlib.Path(model_dir)
-        if not (p / "config.json").is_file():
-            raise FileNotFoundError(f"--model {p}: not a checkpoint directory (no config.json)")
-        return p
+        return check_model_dir(model_dir)
     p = default_model_dir()
     if (p / "config.json").is_file():
         return p

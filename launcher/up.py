@@ -35,6 +35,7 @@ from typing import IO
 import platformdirs
 
 from launcher.local_stack import DRAIN_ENV, DRAIN_GRACE_S, LocalStack, free_port
+from launcher.model_dir import check_model_dir
 
 #: ``inkstream up --help``: plain text (the module docstring is reStructuredText, for the API docs)
 HELP = """\
@@ -102,9 +103,9 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="inkstream up", description=HELP, epilog=HELP_EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="checkpoint directory (default: the embedded compact model)")
-    ap.add_argument("--port", type=int, default=None,
+    ap.add_argument("--port", type=port_number, default=None,
                     help="gateway HTTP port (default 8080, or a free one when 8080 is taken; 0 = any free port)")
-    ap.add_argument("--grpc-port", type=int, default=None,
+    ap.add_argument("--grpc-port", type=port_number, default=None,
                     help="gateway gRPC port (default 50050, or a free one when 50050 is taken; 0 = any free port)")
     ap.add_argument("--encoders", type=int, default=1, help="encoder replicas (default 1)")
     ap.add_argument("--decoders", type=int, default=1, help="decoder replicas (default 1)")
@@ -118,6 +119,16 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.encoders < 1 or args.decoders < 1:
         ap.error("--encoders and --decoders must be >= 1")
+    if not args.startup_timeout > 0:
+        ap.error(f"--startup-timeout must be a number of seconds > 0, not {args.startup_timeout:g}")
+    if args.model is not None:
+        try:
+            check_model_dir(args.model)
+        except FileNotFoundError as exc:
+            print(f"inkstream up: {exc}", file=sys.stderr)
+            return 2
+    if args.port and args.port == args.grpc_port:
+        ap.error(f"--port and --grpc-port are both {args.port}: the REST and gRPC APIs need a port each")
     ports = {}
     for flag, given in (("--port", args.port), ("--grpc-port", args.grpc_port)):
         port = DEFAULT_PORTS[flag] if given is None else given
@@ -142,6 +153,12 @@ def main(argv: list[str]) -> int:
         print(f"inkstream up: cannot use the state folder {state_dir}: {exc}", file=sys.stderr)
         return 2
     with lock:
+        if args.log_dir:
+            try:
+                pathlib.Path(args.log_dir).expanduser().mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                print(f"inkstream up: cannot use the log folder {args.log_dir}: {exc.strerror or exc}", file=sys.stderr)
+                return 2
         return _run(args, ports, state_dir)
 
 
@@ -157,7 +174,7 @@ def _run(args: argparse.Namespace, ports: dict[str, int], state_dir: pathlib.Pat
         stopping = True
 
     # Logs and the gateway's stores live in the state folder and are kept (appended to) across runs.
-    log_dir = pathlib.Path(args.log_dir) if args.log_dir else state_dir / "logs"
+    log_dir = pathlib.Path(args.log_dir).expanduser() if args.log_dir else state_dir / "logs"
     env = {DATA_DIR_ENV: os.environ.get(DATA_DIR_ENV) or str(state_dir / "gateway")}
     stack = LocalStack(args.model, encoders=args.encoders, decoders=args.decoders, gateway_port=ports["--port"],
                        gateway_grpc_port=ports["--grpc-port"], log_dir=log_dir, env=env,
@@ -243,6 +260,19 @@ def metrics_urls(stack: LocalStack) -> list[str]:
     if stack.addrs["gateway"]:
         lines.append(f"gateway: {stack.gateway_url}/metrics")
     return lines
+
+
+def port_number(text: str) -> int:
+    """``--port`` / ``--grpc-port``'s type: a TCP port, 0 to 65535 (0: any free port);
+    argparse.ArgumentTypeError (exit 2 with the flag named) otherwise.
+    """
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535; 0 = any free port)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535; 0 = any free port)")
+    return port
 
 
 def _port_free(port: int) -> bool:

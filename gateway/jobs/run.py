@@ -1,4 +1,5 @@
-"""One attempt at one job: its document fetched and opened once, the pages not yet checkpointed read
+"""One attempt at one job: its document fetched and opened once (again for each pass over pages that
+failed transiently), the pages not yet checkpointed read
 through the same request-scoped object a synchronous request uses
 (:class:`gateway.scope.RequestScope`), each page checkpointed as it comes, then the result blobs
 written (:mod:`gateway.jobs.results`).
@@ -10,6 +11,11 @@ prepared. A transient failure (a store or every replica unreachable, the gateway
 with backoff (1 s doubling to :data:`BACKOFF_MAX_S`) until ``job_deadline_s`` after submission, then
 the job fails with it. A gateway with no replica up thus accepts jobs and runs them once one is up.
 
+Pages: a page that came back with a transient error (UNAVAILABLE, RESOURCE_EXHAUSTED: a replica down
+or full) is read again, with the same backoff, until the job's deadline; a job whose every page is
+still an error then fails (:func:`every_page_failed`: the pages' most common code, every page's reason
+in its message) rather than being ``done`` with nothing read.
+
 Page checkpoints: a page whose outcome a retry could not change (:func:`gateway.stores.cache.cacheable`)
 is checkpointed before the next page is taken. Its write is retried like any store call; when it
 still fails (past the deadline, or not transient) the job fails with an error naming the page and
@@ -19,10 +25,11 @@ the store's reason, rather than going on without a checkpoint that a takeover wo
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import pathlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from gateway.jobs.results import write_result
@@ -35,11 +42,12 @@ from gateway.stores.sealed import secret_box
 from gateway.tenancy import Principal, acting_as
 from inkstream.errors import DeadlineExceeded, InkstreamError, error_for_code
 from inkstream.fair import BATCH
-from inkstream.page_result import PageResult
+from inkstream.page_result import PageError, PageResult
 
 log = logging.getLogger("inkstream.gateway.jobs")
 
 BACKOFF_MAX_S = 30.0
+MAX_REASONS = 10  #: distinct page errors a failed job's message lists (then how many more)
 T = TypeVar("T")
 
 
@@ -93,11 +101,28 @@ class JobRun:
         opts = {k: v for k, v in self.job.options.items() if k in OcrRequest.__dataclass_fields__}
         password = secret_box().open(self.job.doc_password)  # FailedPrecondition: a key this gateway lacks
         request = OcrRequest(**{**opts, "password": password}).validated()
-        pages, cached, kind, model_id = await self._retry("reading the pages", lambda: self._pages(upload, request))
+        pages, cached, kind, model_id = await self._read(upload, request)
+        if (failed := every_page_failed(pages)) is not None:
+            raise failed
         seconds = time.monotonic() - started
         await self._store(write_result, self.results, self.job, pages, model_id, seconds, cached, doc, kind,
                           self.folder, password=password)
         return len(pages)
+
+    async def _read(self, upload: Any, request: OcrRequest) -> tuple[list[PageResult], bool, str, str]:
+        """:meth:`_pages`, then again over the pages that failed transiently (see the module
+        docstring) while the job's deadline allows.
+        """
+        got = await self._retry("reading the pages", lambda: self._pages(upload, request))
+        delay = 1.0
+        while (again := [p for p in got[0] if retryable(p)]) and self._left() > 0:
+            wait = min(delay, self._left())
+            log.warning("job %s: page(s) %s failed (%s); reading them again in %.1f s", self.job.job_id,
+                        ", ".join(str(p.index) for p in again), again[0].error and again[0].error.message, wait)
+            await asyncio.sleep(wait)
+            delay = min(delay * 2, BACKOFF_MAX_S)
+            got = await self._retry("reading the pages", functools.partial(self._pages, upload, request, got[0]))
+        return got
 
     async def _fetch(self) -> pathlib.Path:
         doc = self.folder / "document"
@@ -107,13 +132,20 @@ class JobRun:
             raise DeadlineExceeded(f"the document of job {self.job.job_id} is no longer stored")
         return doc
 
-    async def _pages(self, upload: Any, request: OcrRequest) -> tuple[list[PageResult], bool, str, str]:
-        """Every selected page once: the checkpointed ones, then the rest read now and checkpointed;
-        also whether they came from the cache, the document's kind and the model id.
+    def _left(self) -> float:
+        """Seconds left until the job's deadline (negative past it)."""
+        return self.job.created_at + self.deadline_s - time.time()
+
+    async def _pages(self, upload: Any, request: OcrRequest,
+                     earlier: Sequence[PageResult] = ()) -> tuple[list[PageResult], bool, str, str]:
+        """Every selected page once: the checkpointed ones and those of ``earlier`` (a previous pass)
+        that a retry could not change, then the rest read now and checkpointed; also whether they
+        came from the cache, the document's kind and the model id.
         """
         job = self.job
         stored = await asyncio.to_thread(self.jobs.pages, job.job_id)
-        done = {i: PageResult.from_dict(p) for i, p in stored.items()}
+        done = {p.index: p for p in earlier if not retryable(p)}
+        done.update((i, PageResult.from_dict(p)) for i, p in stored.items())
         async with RequestScope(self.service, f"job-{job.job_id}") as scope:
             await scope.admit(wait=True)  # a job waits while the gateway is full
             prepared = await scope.prepare(upload, request)  # the one opening of the document
@@ -143,3 +175,45 @@ class JobRun:
         except InkstreamError as exc:
             raise error_for_code(exc.code_name, f"the checkpoint of page {page.index} could not be stored "
                                  f"({exc.message}); the job stopped there") from exc
+
+
+def retryable(page: PageResult) -> bool:
+    """Whether ``page`` is an error a later try may not have (a transient code: UNAVAILABLE,
+    RESOURCE_EXHAUSTED).
+    """
+    return page.status == "error" and page.error is not None and error_for_code(page.error.code, "").transient
+
+
+def every_page_failed(pages: list[PageResult]) -> InkstreamError | None:
+    """The error that fails a job whose every page in ``pages`` is an error, None when a page was
+    read (or there are none): the code most pages have (the first page's on a tie), and a message
+    giving each page's reason, pages with the same reason together ("pages 1-2, 5: UNAVAILABLE: no
+    decoder replica answered"), at most :data:`MAX_REASONS` reasons then how many more.
+    """
+    if not pages or any(p.status != "error" for p in pages):
+        return None
+    groups: dict[tuple[str, str], list[int]] = {}
+    for p in sorted(pages, key=lambda p: p.index):
+        err = p.error or PageError("INTERNAL", "the page failed without a reason")
+        own = f"page {p.index}: "  # the ingest's messages name their page: said once, in front
+        groups.setdefault((err.code, err.message.removeprefix(own)), []).append(p.index)
+    counts: dict[str, int] = {}
+    for (code, _), indices in groups.items():
+        counts[code] = counts.get(code, 0) + len(indices)
+    code = max(counts, key=lambda c: counts[c])  # dicts keep order: the first page's code wins a tie
+    reasons = [f"{_page_list(indices)}: {c}: {m}" for (c, m), indices in groups.items()]
+    more = f"; and {len(reasons) - MAX_REASONS} more" if len(reasons) > MAX_REASONS else ""
+    return error_for_code(code, f"no page could be read ({len(pages)} of {len(pages)} failed): "
+                          + "; ".join(reasons[:MAX_REASONS]) + more)
+
+
+def _page_list(indices: list[int]) -> str:
+    """``page 3`` / ``pages 1-2, 5`` for sorted 1-based page numbers."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    text = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+    return f"page {text}" if len(indices) == 1 else f"pages {text}"

@@ -18,6 +18,8 @@ page results of the stack:
   ``pdftotext`` and viewers' search read it), one ``Tj`` per word stretched to its box
   (:mod:`gateway.output.lines`), in reading order; a page without text (an error page, a blank page)
   keeps its image and gets no text;
+* an encrypted (password-protected) PDF input gives an output encrypted the same way (the same user and
+  owner passwords, algorithm and permissions), so the OCR result is no less protected than its source;
 * each word is drawn at its own box (``Block.words``: the ink the model's segment and the page
   image give it) with the font scaled horizontally to fit, a line turned on the page (``Block.angle``,
   a page fed in sideways or upside down) along its angle; such a page is then shown upright by
@@ -253,7 +255,8 @@ def write_searchable_pdf(pages: Sequence[PageResult], source: pathlib.Path, kind
                          *, password: str = "") -> None:
     """Write the searchable PDF of ``pages`` (results of the pages selected from ``source``, a
     document of ``kind`` as sniffed: "pdf" or an image kind) to ``out``; pages in index order, each
-    once. Raises InvalidInput (see the module docstring) and ValueError for duplicate pages.
+    once; an encrypted PDF ``source`` (opened with ``password``) gives an ``out`` encrypted as it is.
+    Raises InvalidInput (see the module docstring) and ValueError for duplicate pages.
     """
     ordered = sorted(pages, key=lambda p: p.index)
     if len({p.index for p in ordered}) != len(ordered):
@@ -274,6 +277,8 @@ def write_searchable_pdf(pages: Sequence[PageResult], source: pathlib.Path, kind
         text_layer(ordered, [_shown_size(p) for p in pdf.pages], layer_path)
         _underlay(pdf, ordered, layer_path)
         _show_upright(pdf, ordered)
-        pdf.save(out)
+        # An encrypted input stays encrypted, with its own user and owner passwords and permissions
+        # (qpdf copies its encryption parameters): the text layer must not hand the document out openly.
+        pdf.save(out, encryption=bool(kind == "pdf" and pdf.is_encrypted))
     layer_path.unlink(missing_ok=True)
     (scratch / (out.name + ".images.pdf")).unlink(missing_ok=True)

@@ -125,3 +125,43 @@ async def test_job_with_format_pdf_of_a_password_protected_pdf(client):
     assert r.status_code == 200, r.text
     with pikepdf.open(io.BytesIO(r.content), password="secret") as pdf:
         assert len(pdf.pages) == 2
+
+
+def _encrypted(numbers: list[int], **enc) -> bytes:
+    src = io.BytesIO()
+    with pikepdf.open(io.BytesIO(marked_pdf(numbers))) as pdf:
+        pdf.save(src, encryption=pikepdf.Encryption(user="secret", owner="owner", **enc))
+    return src.getvalue()
+
+
+@pytest.mark.parametrize("enc", [{}, {"R": 4, "aes": True}, {"allow": pikepdf.Permissions(extract=False)}],
+                         ids=["aes256", "aes128", "no-extract"])
+async def test_searchable_pdf_of_an_encrypted_pdf_stays_encrypted(client, enc):
+    """The searchable PDF of a password-protected PDF keeps its encryption (the same user and owner
+    passwords, algorithm and permissions), from /v1/ocr and from a job: it came out unencrypted,
+    openable by anyone (found by the tryout).
+    """
+    src = _encrypted([4, 5], **enc)
+    with pikepdf.open(io.BytesIO(src), password="secret") as pdf:
+        want = (pdf.encryption.R, pdf.encryption.stream_method, pdf.allow)
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", src)}, data={"format": "pdf", "password": "secret"})
+    assert r.status_code == 200, r.text
+    r2 = await client.post("/v1/jobs", files={"file": ("d.pdf", src)}, data={"format": "pdf", "password": "secret"})
+    assert r2.status_code == 202, r2.text
+    r2 = await _job_result(client, r2.json()["job_id"])
+    assert r2.status_code == 200, r2.text
+    for out in (r.content, r2.content):
+        with pytest.raises(pikepdf.PasswordError):
+            pikepdf.open(io.BytesIO(out))
+        with pikepdf.open(io.BytesIO(out), password="secret") as pdf:
+            assert len(pdf.pages) == 2 and pdf.is_encrypted
+            assert (pdf.encryption.R, pdf.encryption.stream_method, pdf.allow) == want
+        with pikepdf.open(io.BytesIO(out), password="owner") as pdf:
+            assert len(pdf.pages) == 2
+
+
+async def test_searchable_pdf_of_a_plain_pdf_is_not_encrypted(client):
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", marked_pdf([1]))}, data={"format": "pdf"})
+    assert r.status_code == 200
+    with pikepdf.open(io.BytesIO(r.content)) as pdf:
+        assert not pdf.is_encrypted

@@ -4,6 +4,7 @@ the message of an unreachable gateway, the progress bar's clock, and the "(cache
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import pathlib
 import re
@@ -81,6 +82,68 @@ def test_refused_connection_names_the_url(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"cannot reach the gateway at {url}: connection refused" in err, err
     assert "Errno" not in err
+
+
+class _NotAGatewayHandler(http.server.BaseHTTPRequestHandler):
+    """POST answers what a web server that is not the gateway may: 200 HTML on /ok, else 404 HTML."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        ok = self.server.ok  # type: ignore[attr-defined]
+        body = b"<html>hello</html>"
+        self.send_response(200 if ok else 404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.mark.parametrize("what", ["encoder-grpc", "metrics", "web-404", "web-200"])
+def test_a_server_that_is_not_a_gateway_is_named_as_such(tmp_path, capsys, what):
+    """``--gateway`` pointed at another service's port (an encoder's gRPC port, a replica's /metrics
+    port, another web server) says the URL is not an inkstream gateway and where its REST URL is
+    printed, exit 1; the metrics port was reported as the gateway refusing the document
+    ("HTTP 405: # HTTP 405 Method Not Allowed", exit 2), the encoder's port as "the gateway's gRPC port?".
+    """
+    import threading
+    from concurrent import futures
+
+    import grpc
+    from grpc_health.v1 import health, health_pb2_grpc
+    from prometheus_client import start_http_server
+
+    doc = tmp_path / "d.pdf"
+    doc.write_bytes(marked_pdf([1]))
+    stop = None
+    if what == "encoder-grpc":
+        srv = grpc.server(futures.ThreadPoolExecutor(2))
+        health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), srv)
+        port = srv.add_insecure_port("127.0.0.1:0")
+        srv.start()
+        stop = lambda: srv.stop(0)  # noqa: E731
+    elif what == "metrics":
+        httpd, thread = start_http_server(0, addr="127.0.0.1")
+        port = httpd.server_port
+        stop = httpd.shutdown
+    else:
+        web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotAGatewayHandler)
+        web.ok = what == "web-200"  # type: ignore[attr-defined]
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        port = web.server_port
+        stop = web.shutdown
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for fmt in ("text", "pdf"):
+            out = ["-o", str(tmp_path / "o.pdf")] if fmt == "pdf" else []
+            rc = ocr_cli.main([str(doc), "--gateway", url, "--format", fmt, *out, "--no-progress"])
+            err = capsys.readouterr().err
+            assert rc == 1 and f"{url} is not an inkstream gateway" in err and "'inkstream up' prints it" in err, err
+            assert "Traceback" not in err
+    finally:
+        stop()
 
 
 async def test_progress_clock_starts_when_the_request_is_sent(server, tmp_path, monkeypatch):
@@ -237,3 +300,49 @@ def test_a_file_no_stack_could_read_is_refused_before_a_temporary_stack_starts(m
     assert ocr_cli.main([str(doc), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert f"{reason}: " in err and words in err and "starting a temporary local stack" not in err
+
+
+def test_a_model_folder_that_is_not_a_checkpoint_exits_2_before_a_stack_starts(tmp_path, capsys, monkeypatch):
+    """``--model`` of a missing folder was reported after the temporary stack's start message, exit 1
+    (a failed request); it is a bad argument: exit 2, nothing started.
+    """
+    import launcher.local_stack
+
+    monkeypatch.setattr(launcher.local_stack, "LocalStack", None)  # nothing may be started
+    doc = tmp_path / "d.pdf"
+    doc.write_bytes(marked_pdf([1]))
+    assert ocr_cli.main([str(doc), "--model", str(tmp_path / "missing"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"--model {tmp_path / 'missing'}: no such directory" in err and "starting" not in err, err
+
+
+@pytest.mark.parametrize("fmt", ["text", "pdf"])
+async def test_an_output_that_cannot_be_written_is_refused_before_the_pages_are_read(server, tmp_path, capsys, fmt):
+    """``-o`` into a missing folder or onto a directory: exit 2 before anything is sent; it was a
+    FileNotFoundError / IsADirectoryError traceback (exit 1) once every page had been read. A
+    directory as FILE says so rather than "no such file".
+    """
+    url, fake = server
+    doc = tmp_path / "d.pdf"
+    doc.write_bytes(marked_pdf([1]))
+    for out, says in ((tmp_path / "missing" / f"o.{fmt}", f"no such folder {tmp_path / 'missing'}"),
+                      (tmp_path, "is a directory; give a file name")):
+        argv = [str(doc), "--gateway", url, "--format", fmt, "-o", str(out), "--no-progress"]
+        assert await asyncio.to_thread(ocr_cli.main, argv) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err, err
+    assert fake.pages_run == 0
+    assert await asyncio.to_thread(ocr_cli.main, [str(tmp_path), "--gateway", url]) == 2
+    assert "is a directory, not a document" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "soon"])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_exits_2(tmp_path, capsys, value):
+    """``--timeout -1`` was a ValueError traceback from the socket layer, ``--timeout 0`` "[Errno 11]
+    Resource temporarily unavailable" (exit 1), both after the document was sent.
+    """
+    doc = tmp_path / "d.pdf"
+    doc.write_bytes(marked_pdf([1]))
+    assert ocr_cli.main([str(doc), "--gateway", "http://127.0.0.1:1", "--timeout", value]) == 2
+    err = capsys.readouterr().err
+    assert "argument --timeout" in err and "number of seconds" in err and "Traceback" not in err, err

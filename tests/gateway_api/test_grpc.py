@@ -250,3 +250,79 @@ async def test_recognize_stream_ends_with_unavailable_when_the_drain_gives_up(gr
     await stopper
     assert [p.index for p in got] == [1, 2]
     assert ei.value.message == SHUTDOWN_MESSAGE and ei.value.retry_after_s == pytest.approx(1.0)
+
+
+def _bad_documents(tmp_path):
+    text_file = open(tmp_path / "t.txt", "w")  # noqa: SIM115 - closed by the test
+    return [(str(tmp_path / "missing.pdf"), FileNotFoundError, "no such file: '.*missing.pdf'"),
+            (tmp_path / "missing.pdf", FileNotFoundError, "no such file"),
+            (str(tmp_path), IsADirectoryError, "is a directory, not a document"),
+            (text_file, TypeError, "opened in text mode; open it in binary mode"),
+            (42, TypeError, "must be bytes, a path .* or a binary file object, not int"),
+            (None, TypeError, "not NoneType"),
+            ([b"%PDF"], TypeError, "not list")], text_file
+
+
+async def test_a_document_that_cannot_be_sent_is_refused_before_any_request(tmp_path):
+    """A missing file, a folder or a wrong type raise FileNotFoundError / IsADirectoryError /
+    TypeError saying what is wrong, before any call: the channel's target has no server, so a call
+    would be UNAVAILABLE (a missing file used to surface as the call's own error, a folder and a wrong
+    type as gRPC's "Exception iterating requests").
+    """
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        target = f"127.0.0.1:{s.getsockname()[1]}"  # nobody listens once closed
+    cases, text_file = _bad_documents(tmp_path)
+    try:
+        with GatewayClient(target, timeout_s=5) as c:
+            for doc, exc, match in cases:
+                with pytest.raises(exc, match=match):
+                    c.recognize(doc)
+                with pytest.raises(exc, match=match):
+                    c.submit_job(doc)
+        async with AsyncGatewayClient(target, timeout_s=5) as ac:
+            for doc, exc, match in cases:
+                with pytest.raises(exc, match=match):
+                    await ac.recognize(doc)
+                with pytest.raises(exc, match=match):
+                    await ac.submit_job(doc)
+    finally:
+        text_file.close()
+
+
+async def test_a_server_that_is_not_the_gateways_grpc_port_is_named_as_such():
+    """The client pointed at an encoder's port (gRPC without the gateway's service) or at an HTTP/1
+    port (the gateway's REST port, a metrics port) says the address is not the gateway's gRPC one and
+    where it is printed; it said "Method not found!" and gRPC's "Failed parsing HTTP/2 ... frame type 80".
+    """
+    import http.server
+    import threading
+    from concurrent import futures
+
+    from grpc_health.v1 import health
+
+    other = grpc.server(futures.ThreadPoolExecutor(2))
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), other)
+    grpc_port = other.add_insecure_port("127.0.0.1:0")
+    other.start()
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    cases = [(f"127.0.0.1:{grpc_port}", "is not an inkstream gateway: it does not serve inkstream.gateway.v1.OcrGateway"
+              ),
+             (f"127.0.0.1:{web.server_port}", "is not a gRPC server: it answers HTTP/1")]
+    try:
+        for target, says in cases:
+            with GatewayClient(target, timeout_s=10) as c:
+                for call in (lambda: c.recognize(marked_pdf([1])), lambda: c.get_job("abc")):
+                    with pytest.raises(Exception, match=f"{target} {says}.*'inkstream up' prints it"):
+                        await asyncio.to_thread(call)
+            async with AsyncGatewayClient(target, timeout_s=10) as ac:
+                # a unary call: grpc.aio may end an upload stream refused at once with INTERNAL
+                # "Internal error from Core" instead of UNIMPLEMENTED
+                with pytest.raises(Exception, match=f"{target} {says}"):
+                    await ac.get_job("abc")
+    finally:
+        other.stop(0)
+        web.shutdown()

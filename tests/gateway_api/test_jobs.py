@@ -383,7 +383,72 @@ async def test_pages_past_a_jobs_deadline_name_the_jobs_deadline(env):
     core.config.stores.job_deadline_s = 1.0
     fake.delay_s = 5.0
     job = (await submit(c, marked_pdf([1, 2]), format="json")).json()
-    await wait_status(c, job["job_id"], ("failed", "done"))
+    failed = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert failed["status"] == "failed" and failed["error"]["code"] == "DEADLINE_EXCEEDED", failed
+    message = failed["error"]["message"]
+    assert "pages 1-2: DEADLINE_EXCEEDED" in message and "job_deadline_s" in message, message
+    assert "request deadline" not in message
+
+
+async def test_a_job_whose_every_page_failed_fails_with_each_pages_reason(env):
+    """A job none of whose pages could be read ended ``done``, every page an error; it fails, with
+    each page's reason in its error (found by the tryout: a job whose pages all missed its deadline).
+    A page failing transiently is read again until the deadline first.
+    """
+    c, fake, core = env
+    core.config.stores.job_deadline_s = 1.5
+    fake.fail = {1, 2}
+    job = (await submit(c, marked_pdf([1, 2]), format="json")).json()
+    failed = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert failed["status"] == "failed" and failed["error"]["code"] == "UNAVAILABLE", failed
+    assert "pages 1-2: UNAVAILABLE: no decoder replica answered" in failed["error"]["message"]
+    assert fake.pages_run > 2  # read again before the deadline
+    r = await c.get(f"/v1/jobs/{job['job_id']}/result")
+    assert r.status_code == 409 and r.json()["error"]["reason"] == "JOB_FAILED", r.text
+
+
+async def test_a_page_that_failed_transiently_is_read_again_until_the_deadline(env):
+    c, fake, core = env
+    core.config.stores.job_deadline_s = 20.0
+    fake.fail = {2}
+    job = (await submit(c, marked_pdf([1, 2, 3]), format="json")).json()
+    while fake.pages_run < 3:
+        await asyncio.sleep(0.05)
+    fake.fail = set()  # the replica is back
+    done = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert done["status"] == "done", done
     pages = (await c.get(f"/v1/jobs/{job['job_id']}/result")).json()["pages"]
-    errors = [p["error"]["message"] for p in pages if p["status"] == "error"]
-    assert errors and all("job_deadline_s" in m and "request deadline" not in m for m in errors), errors
+    assert [p["text"] for p in pages] == [expected_text(n) for n in (1, 2, 3)]
+    assert fake.pages_run == 4  # only the failed page again
+
+
+async def test_a_job_with_some_pages_read_is_done_with_the_others_errors(env):
+    c, fake, core = env
+    core.config.stores.job_deadline_s = 1.0
+    fake.fail = {2}
+    job = (await submit(c, marked_pdf([1, 2]), format="json")).json()
+    done = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert done["status"] == "done", done
+    pages = (await c.get(f"/v1/jobs/{job['job_id']}/result")).json()["pages"]
+    assert [p["status"] for p in pages] == ["ok", "error"] and pages[1]["error"]["code"] == "UNAVAILABLE"
+
+
+def test_every_page_failed_groups_the_reasons_and_takes_the_most_common_code():
+    from gateway.jobs.run import MAX_REASONS, every_page_failed
+    from inkstream.page_result import PageError, PageResult
+
+    def err(i: int, code: str, message: str) -> PageResult:
+        return PageResult(index=i, status="error", error=PageError(code, message))
+
+    assert every_page_failed([]) is None
+    assert every_page_failed([err(1, "UNAVAILABLE", "down"), PageResult(index=2, status="ok", text="x")]) is None
+    e = every_page_failed([err(1, "UNAVAILABLE", "down"), err(2, "INVALID_ARGUMENT", "page 2: unreadable image"),
+                           err(3, "INVALID_ARGUMENT", "page 3: too big"), err(4, "INVALID_ARGUMENT", "page 4: too big"),
+                           err(5, "UNAVAILABLE", "down")])
+    assert e is not None and e.code_name == "INVALID_ARGUMENT" and e.http_status == 400
+    assert e.message == ("no page could be read (5 of 5 failed): pages 1, 5: UNAVAILABLE: down; "
+                         "page 2: INVALID_ARGUMENT: unreadable image; pages 3-4: INVALID_ARGUMENT: too big")
+    tie = every_page_failed([err(1, "UNAVAILABLE", "down"), err(2, "INVALID_ARGUMENT", "bad")])
+    assert tie is not None and tie.code_name == "UNAVAILABLE"  # the first page's code
+    many = every_page_failed([err(i, "INTERNAL", f"bug {i}") for i in range(1, MAX_REASONS + 4)])
+    assert many is not None and many.code_name == "INTERNAL" and many.message.endswith("; and 3 more")

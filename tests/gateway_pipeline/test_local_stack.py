@@ -21,8 +21,10 @@ def test_free_port_is_bindable():
 
 
 def test_resolve_model(tmp_path, monkeypatch):
-    with pytest.raises(FileNotFoundError, match="no config.json"):
+    with pytest.raises(FileNotFoundError, match="no such directory"):
         resolve_model(tmp_path / "missing", tmp_path)
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        resolve_model(tmp_path, tmp_path)
     (tmp_path / "ck").mkdir()
     (tmp_path / "ck" / "config.json").write_text("{}")
     assert resolve_model(tmp_path / "ck", tmp_path) == tmp_path / "ck"

@@ -36,6 +36,34 @@ def test_a_second_up_on_the_same_folder_exits_2(tmp_path, capsys):
     assert "in use by another inkstream up" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--port", "70000"], "argument --port: 70000 is not a port number (0-65535"),
+    (["--grpc-port", "-1"], "argument --grpc-port: -1 is not a port number"),
+    (["--port", "http"], "argument --port: 'http' is not a port number"),
+    (["--port", "9000", "--grpc-port", "9000"], "--port and --grpc-port are both 9000"),
+    (["--model", "{tmp}/missing"], "--model {tmp}/missing: no such directory"),
+    (["--model", "{tmp}"], "--model {tmp}: not a checkpoint directory (no config.json)"),
+    (["--model", "{tmp}/file"], "--model {tmp}/file: not a directory"),
+    (["--startup-timeout", "0"], "--startup-timeout must be a number of seconds > 0"),
+    (["--log-dir", "{tmp}/file/logs"], "cannot use the log folder {tmp}/file/logs"),
+])
+def test_bad_flags_exit_2_with_a_message_before_anything_starts(tmp_path, capsys, monkeypatch, flags, says):
+    """A port out of range, a missing or wrong model folder, an unusable log folder: exit 2 and one
+    line naming the flag, before any process starts (a port out of range was an OverflowError
+    traceback, a missing model folder exit 1 after the start message).
+    """
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setattr(up, "LocalStack", None)  # nothing may be started
+    argv = ["--state-dir", str(tmp_path / "state"), *(f.format(tmp=tmp_path) for f in flags)]
+    try:
+        code = up.main(argv)
+    except SystemExit as exc:  # argparse's own refusal
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert says.format(tmp=tmp_path) in err and "Traceback" not in err and "starting" not in err, err
+
+
 def test_help_is_plain_text(capsys):
     # Before: the description was the module docstring's first line, "``inkstream up``: ...".
     with pytest.raises(SystemExit):
