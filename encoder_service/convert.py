@@ -44,6 +44,7 @@ class ServiceInfo:
     max_message_bytes: int
     max_image_bytes: int
     extra_columns: tuple[TokenColumns, ...] = ()  # the half's non-feature token columns, in order
+    max_image_pixels: int = 0  # largest page image, width x height pixels (0 = not said)
 
 
 def page_request(msg: encoder_pb2.EncodeRequest) -> PageRequest:
@@ -126,6 +127,7 @@ def info_response(info: ServiceInfo, work_window_pages: int = 0,
         max_queue_pages=info.max_queue_pages,
         max_message_bytes=info.max_message_bytes,
         max_image_bytes=info.max_image_bytes,
+        max_image_pixels=info.max_image_pixels,
         feature_columns=feature_columns(info.hidden_size, info.extra_columns),
         extra_columns=[encoder_pb2.TokenColumns(name=c.name, count=c.count, unit=c.unit, description=c.description)
                        for c in info.extra_columns],

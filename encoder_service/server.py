@@ -147,6 +147,7 @@ class EncoderServer:
             max_message_bytes=cfg.max_message_bytes,
             max_image_bytes=cfg.max_image_bytes,
             extra_columns=tuple(half.extra_columns),
+            max_image_pixels=cfg.max_image_pixels,
         )
         await self.batcher.start(half)
         default = next((m for m in modes if m.name == half.default_mode), None)

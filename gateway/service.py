@@ -269,9 +269,11 @@ class OcrService:
         info = await self.pipeline.encoder_info()
         mode = info.mode(request.mode)
         limits = self.config.limits
+        # pages are scaled to what the encoders take too (an image over the gateway's own limit is refused)
+        fit = min(limits.max_page_pixels, info.max_image_pixels or limits.max_page_pixels)
         doc = await open_document(upload, long_side_px=mode.page_long_side_px, max_pixels=limits.max_page_pixels,
                                   max_pages=limits.max_pages, min_side=limits.min_page_side_px,
-                                  password=request.password, max_image_bytes=info.max_image_bytes)
+                                  password=request.password, max_image_bytes=info.max_image_bytes, fit_pixels=fit)
         try:
             indices = parse_pages(request.pages, doc.page_count, limits.max_pages)
         except BaseException:

@@ -55,7 +55,8 @@ class EncoderInfo:
     replica: see :func:`gateway.clients.encoder.encoder_window`) and weights ``revision``;
     ``hidden_size`` (columns of a vision token, 0 = not said), of which the first ``feature_columns``
     are model features and the rest ``extra_columns``, in order; ``seconds_per_page``: the replica's
-    busy seconds per page, measured or estimated at its warm-up (0.0 = not said).
+    busy seconds per page, measured or estimated at its warm-up (0.0 = not said);
+    ``max_image_pixels``: the largest page image it accepts, width x height (0 = not said).
     """
 
     model_id: str
@@ -69,6 +70,7 @@ class EncoderInfo:
     feature_columns: int = 0
     extra_columns: tuple[TokenColumnsInfo, ...] = ()
     seconds_per_page: float = 0.0
+    max_image_pixels: int = 0
 
     def mode(self, name: str | None) -> ModeInfo:
         """The named mode (default when empty), matched case-insensitively like ``format`` and ``task``

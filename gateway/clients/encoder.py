@@ -102,7 +102,8 @@ def encoder_info_from_pb(resp: encoder_pb2.InfoResponse) -> EncoderInfo:
                        max_image_bytes=int(resp.max_image_bytes), capacity=capacity, revision=resp.revision,
                        window=encoder_window(int(resp.max_batch_size), capacity, int(resp.work_window_pages)),
                        hidden_size=int(resp.hidden_size), feature_columns=features, extra_columns=extra,
-                       seconds_per_page=max(0.0, float(resp.seconds_per_page)))
+                       seconds_per_page=max(0.0, float(resp.seconds_per_page)),
+                       max_image_pixels=max(0, int(resp.max_image_pixels)))
 
 
 def encoder_window(max_batch_size: int, capacity: int, work_window_pages: int = 0) -> int:

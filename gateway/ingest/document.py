@@ -64,11 +64,12 @@ class ImageDocument:
     password_needed = False  # an image has no password
 
     def __init__(self, path: pathlib.Path, kind: str, long_side_px: int, max_pixels: int,
-                 max_pages: int, min_side: int, max_image_bytes: int = 0):
+                 max_pages: int, min_side: int, max_image_bytes: int = 0, *, fit_pixels: int = 0):
         self.kind = kind
         self.max_image_bytes = max_image_bytes
         self.long_side_px = long_side_px
         self.max_pixels = max_pixels
+        self.fit_pixels = min(fit_pixels, max_pixels) if fit_pixels > 0 else max_pixels
         self.min_side = min_side
         self.sizes: dict[int, tuple[int, int]] = {}
         self._im = images.open_image(str(path), max_pixels)
@@ -91,7 +92,7 @@ class ImageDocument:
                 self._im.seek(index)
                 images.check_size(self._im.size, self.max_pixels)
             page, self.sizes[index] = images.prepare_image(images.decode(self._im), self.long_side_px,
-                                                           self.max_pixels, self.min_side)
+                                                           self.fit_pixels, self.min_side)
             data = images.encode_page(page, self.max_image_bytes)
             return PageInput(index=index, image=data, width=page.width, height=page.height)
         except InkstreamError as exc:
@@ -117,22 +118,26 @@ class ImageDocument:
 
 
 async def open_document(upload: UploadedFile, *, long_side_px: int, max_pixels: int, max_pages: int,
-                        min_side: int = 1, password: str = "", max_image_bytes: int = 0) -> Document:
+                        min_side: int = 1, password: str = "", max_image_bytes: int = 0,
+                        fit_pixels: int = 0) -> Document:
     """Detect the type of ``upload`` by its magic bytes and open it off the event loop.
 
-    ``long_side_px``: target long side of rendered pages, pixels; ``max_pixels``: per-page pixel cap;
+    ``long_side_px``: target long side of rendered pages, pixels; ``max_pixels``: per-page pixel cap
+    (an image over it is refused before decoding); ``fit_pixels``: the most pixels a page is scaled to
+    (at most ``max_pixels``; 0 = ``max_pixels``: the encoder's limit when lower);
     ``max_image_bytes``: the encoder's per-image limit, bytes (0 = none; PNG falls back to JPEG).
     Raises InvalidInput (400), PayloadTooLarge (413), UnsupportedMediaType (415), Unprocessable (422)
     with a message for a person.
     """
     kind = detect_type(upload.head)
+    fit = min(fit_pixels, max_pixels) if fit_pixels > 0 else max_pixels
     loop = asyncio.get_running_loop()
     if kind == "pdf":
         return await loop.run_in_executor(
-            PdfDocument.executor, lambda: PdfDocument(upload.path, long_side_px, max_pixels, password, max_image_bytes))
+            PdfDocument.executor, lambda: PdfDocument(upload.path, long_side_px, fit, password, max_image_bytes))
     return await loop.run_in_executor(
         None, lambda: ImageDocument(upload.path, kind, long_side_px, max_pixels, max_pages, min_side,
-                                        max_image_bytes))
+                                        max_image_bytes, fit_pixels=fit))
 
 
 async def close_document(doc: Document) -> None:

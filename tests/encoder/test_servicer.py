@@ -146,7 +146,8 @@ async def test_one_stream_is_flow_controlled_not_rejected(patch_half: PatchHalf)
 
 async def test_info_reports_model_and_limits(patch_half: PatchHalf):
     async with running_encoder(patch_half, max_batch_size=6, max_wait_ms=7, max_queue_pages=33,
-                               max_image_bytes=1_000_000, max_message_bytes=8 * 1024 * 1024) as (_srv, stub, _):
+                               max_image_bytes=1_000_000, max_message_bytes=8 * 1024 * 1024,
+                               max_image_pixels=3_000_000) as (_srv, stub, _):
         info = await stub.Info(encoder_pb2.InfoRequest())
     assert (info.model_id, info.revision, info.family) == ("test/patch-tower", "seed0", "test-patch")
     assert info.hidden_size == 24 and info.wire_dtype == tensor_pb2.DTYPE_BFLOAT16
@@ -155,6 +156,7 @@ async def test_info_reports_model_and_limits(patch_half: PatchHalf):
         ("small", 128, 32, 16), ("large", 256, 64, 64)]
     assert (info.max_batch_size, info.max_wait_ms, info.max_queue_pages) == (6, 7, 33)
     assert info.max_message_bytes == 8 * 1024 * 1024 and info.max_image_bytes == 1_000_000
+    assert info.max_image_pixels == 3_000_000  # the gateway scales its pages to it
     assert info.feature_columns == 24 and not info.extra_columns  # the double's tokens are all features
     assert info.work_window_pages == 3  # 2 threads + 1 until measured
     assert info.seconds_per_page > 0  # the warm-up's estimate until pages are measured

@@ -165,3 +165,25 @@ async def test_searchable_pdf_of_a_plain_pdf_is_not_encrypted(client):
     assert r.status_code == 200
     with pikepdf.open(io.BytesIO(r.content)) as pdf:
         assert not pdf.is_encrypted
+
+
+@pytest.mark.parametrize("kind", ["png", "pdf"])
+async def test_pages_are_scaled_to_the_encoders_pixel_limit(client, fake, kind):
+    """A page within the gateway's pixel limit (``limits.max_page_pixels``, 50 M) but over the
+    encoder's (``max_image_pixels``, 40 M, said in its Info) is scaled to fit the encoder: an
+    800x60000 receipt came back as the page error "page image is 800x60000 = 48000000 pixels; the
+    limit is 40000000 pixels" (found by the tryout). Here the encoder takes 100,000 pixels.
+    """
+    from gateway.types import EncoderInfo, ModeInfo
+    from tests.gateway_api.conftest import MODEL_ID
+
+    async def info() -> EncoderInfo:  # a long side far above the pixel limit's: only that limit binds
+        return EncoderInfo(MODEL_ID, (ModeInfo("base", 2000, 256),), "base", 8 << 20, max_image_pixels=100_000)
+
+    fake.encoder_info = info
+    data = png_bytes(marked_page(7)) if kind == "png" else marked_pdf([7])  # 600 x 800
+    r = await client.post("/v1/ocr", files={"file": ("d", data)}, data={"format": "json"})
+    assert r.status_code == 200, r.text
+    page = r.json()["pages"][0]
+    assert page["status"] == "ok" and page["text"].startswith("# Page 7"), page
+    assert fake.long_sides and 350 <= fake.long_sides[-1] <= 366  # sqrt(100000 * 4 / 3) = 365

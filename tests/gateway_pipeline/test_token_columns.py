@@ -38,3 +38,10 @@ def test_an_encoder_that_declares_nothing_has_only_features():
 def test_columns_that_do_not_add_up_are_refused(features, runs):
     with pytest.raises(InternalError, match="142 wide"):
         encoder_info_from_pb(_info(142, features, *runs))
+
+
+def test_the_encoders_pixel_limit_is_read():
+    msg = _info(1280, 0)
+    assert encoder_info_from_pb(msg).max_image_pixels == 0  # not said: an older encoder
+    msg.max_image_pixels = 40_000_000
+    assert encoder_info_from_pb(msg).max_image_pixels == 40_000_000

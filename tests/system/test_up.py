@@ -118,11 +118,18 @@ def test_up_serves_and_stops_cleanly(tiny_ds_checkpoint, shared_dir, tmp_path):
 
 
 def test_failed_up_keeps_its_logs(tmp_path):
-    """A stack that cannot start says where its logs are, and they are still there after exit."""
+    """A stack that cannot start says where its logs are, and they are still there after exit (a
+    checkpoint of no known family: its services exit; a missing --model folder is refused before,
+    exit 2, tests/gateway_pipeline/test_up_state.py).
+    """
     import shutil
 
-    proc = subprocess.run([sys.executable, "-m", "inkstream.cli", "up", "--model", str(tmp_path / "no-such-model"),
-                           "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, timeout=120)
+    model = tmp_path / "no-such-family"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "no_such_family"}')
+    proc = subprocess.run([sys.executable, "-m", "inkstream.cli", "up", "--model", str(model),
+                           "--state-dir", str(tmp_path / "state"), "--port", "0", "--grpc-port", "0"],
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     logs = re.search(r"logs in (\S+?)\)", proc.stderr)
     assert logs, proc.stderr
