@@ -17,7 +17,8 @@ and 34 % CER at 0.2-0.4 % order-free).
 :func:`models.compact.page.xycut.reading_order`, keeps a row's label and value together), when the
 geometry says key-value rows: the values are a column of short lines, one per row, at one tab stop --
 right-aligned (their right edges within :data:`models.compact.page.xycut.VALUE_ALIGN` line heights of
-their median, :data:`ALIGNED_SHARE` of them, as a column of amounts is; any distance from the labels)
+their median, :data:`models.compact.page.tab_stops.ALIGNED_SHARE` of them, as a column of amounts is, or
+of a line leaning by up to :data:`models.compact.page.tab_stops.MAX_LEAN`; any distance from the labels)
 or left-aligned (left edges so; at most ``KV_GAP`` line heights right of the labels, or farther but
 starting left of the page's middle, :func:`_form_pairs`: a column starting in the page's right half
 beside others is a panel, an address, read panel by panel) --, the labels are short lines of text
@@ -43,13 +44,12 @@ between labels and values for a panel gutter (:data:`models.compact.page.xycut.P
 
 from __future__ import annotations
 
-import numpy as np
-
 from models.compact.page.bands import KV_GAP, KV_LABEL_WIDTH, text_column
 from models.compact.page.boxes import centre_y
 from models.compact.page.layout import TEXT, interval_gaps
 from models.compact.page.order import Group, lines_box
-from models.compact.page.xycut import VALUE_ALIGN, row_groups
+from models.compact.page.tab_stops import aligned
+from models.compact.page.xycut import row_groups
 
 #: A value column holds at least this many rows (one label beside one value is a line, not a list).
 MIN_ROWS = 2
@@ -60,45 +60,6 @@ def _row_of(line, rows: list[float], med_h: float) -> int | None:
     cy = centre_y(line)
     hits = [i for i, c in enumerate(rows) if abs(cy - c) < med_h / 2]
     return hits[0] if len(hits) == 1 else None
-
-
-#: Values stand at one tab stop when at least this share of their edges lie within VALUE_ALIGN line heights
-#: of the edges' median: the detector's box of one value in six can start 0.75 line heights early
-#: (``bench/doc_pages.py --seed 900`` page 0, a box over the label's colon).
-ALIGNED_SHARE = 0.8
-
-
-#: A tab stop may lean by at most this many pixels across per pixel down (a photographed form's
-#: columns, the page turned or seen at a slant: 0.08 on ``bench/receipts.py`` seed 33004, its value
-#: column starting 730 px across at the top and 672 px at the bottom, 730 px lower).
-MAX_LEAN = 0.1
-
-
-def _lean(edges: list[float], ys: list[float]) -> float:
-    """The Theil-Sen slope (pixels across per pixel down) of ``edges`` (page x) against ``ys``
-    (page y): the median of the slopes between every two points at different heights (robust to a
-    stray box, :data:`ALIGNED_SHARE`); 0.0 with fewer than two such points.
-    """
-    x, y = np.asarray(edges, dtype=np.float64), np.asarray(ys, dtype=np.float64)
-    i, j = np.triu_indices(len(x), k=1)
-    dy = y[j] - y[i]
-    keep = np.abs(dy) > 1e-6
-    return float(np.median((x[j] - x[i])[keep] / dy[keep])) if keep.any() else 0.0
-
-
-def _aligned(edges: list[float], med_h: float, ys: list[float] | None = None) -> bool:
-    """Whether ``edges`` (page x, pixels) stand at one tab stop (:data:`ALIGNED_SHARE`), upright or,
-    given the edges' heights ``ys`` (page y, pixels), leaning by at most :data:`MAX_LEAN` (the edges
-    measured from the tab stop's fitted line, :func:`_lean`).
-    """
-    def at_one(xs: list[float]) -> bool:
-        mid = sorted(xs)[len(xs) // 2]
-        return sum(1 for e in xs if abs(e - mid) <= VALUE_ALIGN * med_h) >= ALIGNED_SHARE * len(xs)
-
-    if at_one(edges) or ys is None or len(edges) < 3:
-        return at_one(edges)
-    lean = _lean(edges, ys)
-    return abs(lean) <= MAX_LEAN and at_one([e - lean * y for e, y in zip(edges, ys, strict=True)])
 
 
 def _value_column(g: Group, med_h: float) -> tuple[list[float], bool] | None:
@@ -112,12 +73,22 @@ def _value_column(g: Group, med_h: float) -> tuple[list[float], bool] | None:
     if len(rows) != len(g.lines):  # two lines on one row: not one column
         return None
     ys = [centre_y(ln) for ln in g.lines]
-    right = _aligned([ln.box[2] for ln in g.lines], med_h, ys)
+    right = aligned([ln.box[2] for ln in g.lines], med_h, ys)
     if right and any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in g.lines):
         return None
-    if not right and not _aligned([ln.box[0] for ln in g.lines], med_h, ys):
+    if not right and not aligned([ln.box[0] for ln in g.lines], med_h, ys):
         return None
     return [centre_y(r[0]) for r in rows], right
+
+
+def _title(g: Group, values: Group, med_h: float) -> object | None:
+    """The first line of ``g`` when it is a title over the labels of ``values``: the one line of ``g``
+    that ends above the values' top (by a quarter line height), topmost, over other lines; else None.
+    The analysis made a form's title and its first labels one block (``bench/receipts.py`` seed
+    35011: "INVOICE" over "City:", "Employer:", "Address:", read before all the labels and values).
+    """
+    above = [ln for ln in g.lines if ln.box[3] <= values.box[1] + 0.25 * med_h]
+    return above[0] if len(above) == 1 and len(g.lines) > 1 else None
 
 
 def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: float) -> list[Group] | None:
@@ -133,15 +104,18 @@ def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: fl
                   key=lambda g: -g.box[2])
     labels: list[Group] = []
     taken: set[int] = set()
+    titles: list = []
     for g in left:
-        at = [_row_of(ln, rows, med_h) for ln in g.lines]
+        title = _title(g, values, med_h)
+        at = [_row_of(ln, rows, med_h) for ln in g.lines if ln is not title]
         if any(i is None or i in taken for i in at) or len(set(at)) != len(at):
             continue
         labels.append(g)
+        titles += [title] if title is not None else []
         taken.update(i for i in at if i is not None)
         if len(taken) == len(rows):
             break
-    lines = [ln for g in labels for ln in g.lines]
+    lines = [ln for g in labels for ln in g.lines if not any(ln is t for t in titles)]
     if len(taken) != len(rows) or len(lines) != len(rows):
         return None
     if text_column(lines, med_h) or any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in lines):
@@ -195,14 +169,14 @@ def _run(seed: Group, groups: list[Group], med_h: float) -> list[Group]:
     if not short_column(seed):
         return []
     x0 = seed.box[0]
-    aligned = sorted((g for g in groups if short_column(g) and abs(g.box[0] - x0) <= med_h), key=lambda g: g.box[1])
-    at = next(i for i, g in enumerate(aligned) if g is seed)
+    stack = sorted((g for g in groups if short_column(g) and abs(g.box[0] - x0) <= med_h), key=lambda g: g.box[1])
+    at = next(i for i, g in enumerate(stack) if g is seed)
     lo = hi = at
-    while lo > 0 and aligned[lo].box[1] - aligned[lo - 1].box[3] <= RUN_GAP * med_h:
+    while lo > 0 and stack[lo].box[1] - stack[lo - 1].box[3] <= RUN_GAP * med_h:
         lo -= 1
-    while hi + 1 < len(aligned) and aligned[hi + 1].box[1] - aligned[hi].box[3] <= RUN_GAP * med_h:
+    while hi + 1 < len(stack) and stack[hi + 1].box[1] - stack[hi].box[3] <= RUN_GAP * med_h:
         hi += 1
-    return aligned[lo:hi + 1]
+    return stack[lo:hi + 1]
 
 
 def _stacked_values(labels: Group, groups: list[Group], med_h: float) -> list[list[Group]]:
