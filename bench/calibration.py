@@ -17,7 +17,9 @@ eval pages, the same against their ground truth.
 Printed: per page (kind, CER, calibrated and raw confidence, warnings), then ``ece`` (10 bins,
 :func:`training.compact.fit_confidence.page_ece`), ``flagged_above_5pct`` (share of pages with CER > 5 %
 that carry ``low_confidence``; goal >= 0.9) and ``flagged_at_most_1pct`` (share of pages with CER <= 1 %
-that do; goal <= 0.05), with the counts (``low_confidence on CER > 5 %: k/n, on CER <= 1 %: k/n``).
+that do; goal <= 0.05), with the counts (``low_confidence on CER > 5 %: k/n, on CER <= 1 %: k/n``), and the
+pages read without any text (:func:`no_text_line`: ``no_text_found pages: n, low_confidence on them: k/n``; a
+page with ink the model could not read must carry ``low_confidence``, a blank one need not).
 Last line: ``calibration: ece E flagged_above_5pct A flagged_at_most_1pct B
 raw_ece R``.
 
@@ -52,7 +54,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from receipts import order_free_edits  # noqa: E402 - after the sys.path insert above
 
-from gateway.output.signal import LOW_CONFIDENCE, SegmentScore, page_confidence, page_warnings  # noqa: E402
+from gateway.output.signal import (  # noqa: E402
+    LOW_CONFIDENCE,
+    NO_TEXT_FOUND,
+    SegmentScore,
+    page_confidence,
+    page_warnings,
+)
 from training.compact.fit_confidence import page_ece  # noqa: E402
 
 EVAL_PAGES = ROOT.parent / "shared" / "eval" / "pages"
@@ -130,6 +138,16 @@ def summary(rows: list[tuple[float, float, float, bool]]) -> dict[str, float]:
             "flagged_at_most_1pct": sum(good) / len(good) if good else float("nan")}
 
 
+def no_text_line(warnings: list[list[str]]) -> str:
+    """The bench's line on the pages read without text, from every page's warnings:
+    ``no_text_found pages: n, low_confidence on them: k/n`` (``n`` pages carry ``no_text_found``, ``k``
+    of them ``low_confidence`` too).
+    """
+    empty = [w for w in warnings if NO_TEXT_FOUND in w]
+    flagged = sum(LOW_CONFIDENCE in w for w in empty)
+    return f"no_text_found pages: {len(empty)}, low_confidence on them: {flagged}/{len(empty)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Read the pages (or take them from the cache), print per-page figures and the calibration summary."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -149,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if cache and cache.is_file():
         cached = {r["name"]: r for r in map(json.loads, cache.read_text(encoding="utf-8").splitlines())}
     halves = None
-    rows, measured = [], []
+    rows, measured, warned = [], [], []
     for name, image, truth, pieces in _pages(args):
         rec = cached.get(name)
         if rec is not None and rec["truth"] == truth and "unread_ink" not in rec:
@@ -168,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                     fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
         conf, raw, cer, warnings = score_record(rec, model_id)
         rows.append((conf, raw, cer, LOW_CONFIDENCE in warnings))
+        warned.append(warnings)
         print(f"{name:<42} CER {100 * cer:6.2f}%  confidence {conf:.3f} (raw {raw:.3f})  {','.join(warnings)}",
               flush=True)
     if cache and measured and cached:  # cached pages measured now: kept, so a rerun draws no page
@@ -179,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     s = summary(rows)
     print(f"pages {len(rows)}: CER > 5 % {s['bad']}, CER <= 1 % {s['good']}")
     print(f"low_confidence on CER > 5 %: {s['bad_flagged']}/{s['bad']}, on CER <= 1 %: {s['good_flagged']}/{s['good']}")
+    print(no_text_line(warned))
     print(f"calibration: ece {s['ece']:.4f} flagged_above_5pct {s['flagged_above_5pct']:.3f} "
           f"flagged_at_most_1pct {s['flagged_at_most_1pct']:.3f} raw_ece {s['raw_ece']:.4f}")
     return 0

@@ -33,7 +33,11 @@ Warnings are stable codes (:data:`WARNING_CODES`), decided from those numbers on
 same for every model family:
 
 * ``no_text_found``: the page was read (status ok) and holds no text at all: no line was detected,
-  or every segment came back empty.
+  or every segment came back empty. Such a page with ink on it -- a segment came back empty (a region
+  the encoder found ink in: ``unread_region``) or text-like ink lies outside every segment
+  (``unread_ink`` above 0) -- is one the model could not read, not an empty one: it is
+  ``low_confidence`` too (:func:`empty_page_warnings`). A blank page (no segment, no such ink) is
+  ``no_text_found`` alone.
 * ``low_confidence``: calibrated, see above; else page confidence below :data:`LOW_CONFIDENCE_BELOW`
   (a block: below :data:`BLOCK_LOW_CONFIDENCE_BELOW`).
 * ``unread_region``: the page holds text, but at least one of its segments came back empty. A
@@ -70,7 +74,8 @@ from inkstream.page_result import (
 )
 
 __all__ = ["LOW_CONFIDENCE", "NO_TEXT_FOUND", "UNREAD_INK", "UNREAD_REGION", "UNSUPPORTED_SCRIPT", "WARNING_CODES",
-           "SegmentScore", "page_confidence", "block_signal", "cell_signal", "page_warnings", "missed_share",
+           "SegmentScore", "page_confidence", "block_signal", "cell_signal", "page_warnings", "empty_page_warnings",
+           "missed_share",
            "worst_line_share", "PAGE_EXPECTED_CER_ABOVE"]
 
 #: page confidence under which a page is ``low_confidence``: the eval pages the embedded model reads
@@ -233,6 +238,21 @@ def block_warnings(confidence: float, text: str) -> list[str]:
     return [LOW_CONFIDENCE] if confidence < BLOCK_LOW_CONFIDENCE_BELOW else []
 
 
+def empty_page_warnings(segments: Sequence[SegmentScore], unread_ink: float = 0.0) -> list[str]:
+    """Warnings of a page read without error that holds no text (every segment of ``segments`` came
+    back empty, or there are none): ``no_text_found``, with ``unread_region`` when it has a segment (ink
+    the encoder found and the model did not read), ``unread_ink`` when ``unread_ink`` (the encoder's
+    measure, :func:`page_warnings`) is above 0, and then ``low_confidence``: a page the model could
+    not read never looks like a confident empty page. ``[no_text_found]`` alone for a blank page.
+    """
+    out = [NO_TEXT_FOUND]
+    if segments:
+        out.append(UNREAD_REGION)
+    if unread_ink > 0.0:
+        out.append(UNREAD_INK)
+    return out + [LOW_CONFIDENCE] if len(out) > 1 else out
+
+
 def page_warnings(segments: Sequence[SegmentScore], text: str, model_id: str = "",
                   unread_ink: float = 0.0) -> tuple[float, list[str]]:
     """(confidence, warnings) of a page read without error, from its ``segments`` in reading order,
@@ -243,10 +263,11 @@ def page_warnings(segments: Sequence[SegmentScore], text: str, model_id: str = "
     marks a page where ``s`` is above :data:`UNREAD_INK_ABOVE`; ``low_confidence`` a page whose
     expected CER is above :data:`PAGE_EXPECTED_CER_ABOVE` or, when the table has a
     ``worst_line_share`` bar, one of whose lines alone is expected to make at least that share of the
-    page's characters wrong (:func:`worst_line_share`). See the module docstring.
+    page's characters wrong (:func:`worst_line_share`). A page without text: confidence 0.0 and
+    :func:`empty_page_warnings`. See the module docstring.
     """
     if not text.strip():
-        return 0.0, [NO_TEXT_FOUND]
+        return 0.0, empty_page_warnings(segments, unread_ink)
     raw = page_confidence(segments)
     table = calibration(model_id)
     conf = calibrated_page(segments, table) if table is not None else raw

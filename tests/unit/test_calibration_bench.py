@@ -35,3 +35,11 @@ def test_summary_counts_bad_and_good_pages():
     assert (s["bad_flagged"], s["good_flagged"]) == (1, 1)  # the counts beside the shares (issue #38)
     assert s["flagged_above_5pct"] == 1.0 and s["flagged_at_most_1pct"] == 0.5
     assert math.isnan(bench.summary([(0.99, 0.99, 0.0, False)])["flagged_above_5pct"])
+
+
+def test_the_pages_without_text_are_counted_with_those_flagged():
+    """The bench says how many pages came back without text and how many of them carry
+    ``low_confidence`` (issue #38: a page of ink the model could not read must not pass as a blank one)."""
+    warned = [[], ["low_confidence"], ["no_text_found"], ["no_text_found", "unread_region", "low_confidence"]]
+    assert bench.no_text_line(warned) == "no_text_found pages: 2, low_confidence on them: 1/2"
+    assert bench.no_text_line([[]]) == "no_text_found pages: 0, low_confidence on them: 0/0"

@@ -9,14 +9,15 @@ import pytest
 from models.compact.page.levels import FAINT_RANGE_BELOW, for_detection, page_range
 
 
-def _page(paper: float, ink: float) -> np.ndarray:
-    """A 200 x 300 page of ``paper`` gray with bars of ``ink`` (a few per cent of its pixels), noisy."""
+def _page(paper: float, ink: float, noise: float = 4.0) -> np.ndarray:
+    """A 200 x 300 page of ``paper`` gray with bars of ``ink`` (a few per cent of its pixels), noisy
+    (Gaussian, sigma ``noise`` gray levels)."""
     rng = np.random.default_rng(0)
     a = np.full((200, 300), paper, np.float32)
     for y in range(20, 180, 30):
         for x in range(20, 280, 7):
             a[y:y + 6, x:x + 3] = ink  # strokes 3 px wide
-    a += rng.normal(0, 4, a.shape)
+    a += rng.normal(0, noise, a.shape)
     return np.repeat(np.clip(a, 0, 255).astype(np.uint8)[:, :, None], 3, axis=2)
 
 
@@ -56,6 +57,34 @@ def test_faint_print_is_stretched_and_its_paper_stays_paper():
     paper = np.zeros(ink.shape, bool)
     paper[5:15, :] = True  # a band of bare paper above the first bar
     assert float(out[paper].min()) > 200
+
+
+def test_print_fainter_than_the_dark_margin_is_still_seen_as_faint():
+    """Print 15 gray levels under its paper (a receipt faded past :data:`DARK_MARGIN`, 24 levels; paper
+    noise sigma 2) is measured above the paper's noise (:data:`NOISE_K` x its sigma): its ink level is
+    found and the page is stretched for the detector. Before, no pixel was 24 levels dark, the page
+    measured as no print and reached the detector unchanged."""
+    rgb = _page(240, 225, noise=2.0)
+    paper, ink = page_range(rgb)
+    assert 220 <= ink <= 230 and paper - ink < FAINT_RANGE_BELOW
+    out = for_detection(rgb)
+    assert out is not rgb
+    ink_px = np.zeros(rgb.shape[:2], bool)
+    for y in range(20, 180, 30):
+        for x in range(20, 280, 7):
+            ink_px[y + 1:y + 5, x + 1:x + 2] = True  # the strokes' middles
+    assert float(255 - out[ink_px].mean()) > 2 * float(240 - rgb[ink_px].mean())
+
+
+def test_a_blank_noisy_page_is_still_no_print():
+    """Bare paper with scan noise (sigma 2-8 levels, as ``training.compact.scan_degrade``'s) has no pixel
+    beyond the noise margin: ink = paper, and the page reaches the detector unchanged."""
+    rng = np.random.default_rng(1)
+    for sigma in (2.0, 4.0, 8.0):
+        a = np.clip(rng.normal(240, sigma, (400, 600)), 0, 255).astype(np.uint8)
+        rgb = np.repeat(a[:, :, None], 3, axis=2)
+        assert page_range(rgb)[0] == page_range(rgb)[1]
+        assert for_detection(rgb) is rgb
 
 
 @pytest.fixture(scope="module")

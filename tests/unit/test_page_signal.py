@@ -13,6 +13,7 @@ from decoder_service.sequence import sequence_confidence
 from gateway.output.signal import (
     LOW_CONFIDENCE,
     NO_TEXT_FOUND,
+    UNREAD_INK,
     UNREAD_REGION,
     UNSUPPORTED_SCRIPT,
     SegmentScore,
@@ -39,7 +40,8 @@ def test_page_confidence_weights_segments_by_tokens():
 @pytest.mark.parametrize("segments, text, expect", [
     ([SegmentScore("fine", 0.99, 20)] * 5, "fine", []),
     ([], "", [NO_TEXT_FOUND]),
-    ([SegmentScore("", 0.9, 1)] * 3, " \n", [NO_TEXT_FOUND]),
+    # every segment came back empty: ink the model could not read, never a confident empty page
+    ([SegmentScore("", 0.9, 1)] * 3, " \n", [NO_TEXT_FOUND, UNREAD_REGION, LOW_CONFIDENCE]),
     ([SegmentScore("meh", 0.8, 20)] * 5, "meh", [LOW_CONFIDENCE]),
     ([SegmentScore("junk", 0.4, 20)] * 5, "junk", [UNSUPPORTED_SCRIPT, LOW_CONFIDENCE]),
     ([SegmentScore("logo", 0.4, 20)] * 2, "logo", [LOW_CONFIDENCE]),  # two lines: too few to judge the script
@@ -50,6 +52,32 @@ def test_page_warnings(segments, text, expect):
     conf, warnings = page_warnings(segments, text)
     assert warnings == expect
     assert 0.0 <= conf <= 1.0
+
+
+def test_a_page_with_ink_and_no_text_is_low_confidence_a_blank_one_is_not():
+    """A page without text on which the encoder saw ink -- a segment that came back empty, or text-like
+    ink outside every segment (``unread_ink`` > 0) -- carries ``low_confidence`` with its reason beside
+    ``no_text_found``, calibrated or not; a blank page (no segment, no unread ink) only
+    ``no_text_found``. Before, every page without text was ``[no_text_found]`` alone (a faded receipt
+    whose lines all came back empty looked like a blank sheet)."""
+    for model_id in ("", "inkstream-compact"):
+        assert page_warnings([], "", model_id) == (0.0, [NO_TEXT_FOUND])
+        assert page_warnings([], "", model_id, unread_ink=0.3) == (0.0, [NO_TEXT_FOUND, UNREAD_INK, LOW_CONFIDENCE])
+        assert page_warnings([SegmentScore("", 0.97, 1, "latin")], "", model_id) == \
+            (0.0, [NO_TEXT_FOUND, UNREAD_REGION, LOW_CONFIDENCE])
+        assert page_warnings([SegmentScore(" ", 0.9, 2)] * 2, "", model_id, 0.05) == \
+            (0.0, [NO_TEXT_FOUND, UNREAD_REGION, UNREAD_INK, LOW_CONFIDENCE])
+
+
+def test_a_page_whose_segments_all_came_back_empty_is_low_confidence_through_stitching():
+    """The rule holds on the page the gateway returns (:func:`gateway.output.stitch.page_result`) and in
+    its markdown note."""
+    segs = [SegmentText(index=i, text="", box=(0.0, 20.0 * i, 100.0, 20.0 * i + 18), generated_tokens=1,
+                        confidence=0.95) for i in range(2)]
+    res = page_result(PageOutcome(index=0, status="ok", segments=segs, finish_reason="stop", width=100, height=200))
+    assert res.text == "" and res.confidence == 0.0
+    assert res.warnings == [NO_TEXT_FOUND, UNREAD_REGION, LOW_CONFIDENCE]
+    assert "warnings: no_text_found, unread_region, low_confidence" in render_document([res], "markdown")
 
 
 def _outcome(confs: list[float]) -> PageOutcome:

@@ -18,7 +18,9 @@ and so the routing of faint pages (:mod:`models.compact.line.doubt`) stay those 
 A page is faint when its paper (median gray) minus its ink (the :data:`INK_PERCENTILE`-th gray
 percentile of the pixels darker than the paper by more than :data:`DARK_MARGIN`: the print alone, so a
 sparse page -- a few lines on a white sheet, under 0.5 % of its pixels inked -- still measures its
-black) is below :data:`FAINT_RANGE_BELOW` gray levels (under a third of the 8-bit range): the faintest
+black; print fainter than that margin -- a receipt faded to 10-20 levels under its paper -- is
+measured above the paper's own noise instead, :data:`NOISE_K` times it, so it is seen as faint
+rather than as no print) is below :data:`FAINT_RANGE_BELOW` gray levels (under a third of the 8-bit range): the faintest
 of the bench's faded receipts (39-76 on its tune seeds); dot-matrix receipts (ink 20-90) measure 170-230, photographed
 forms 122-185, scanned forms 204-254, the rendered pages of ``bench/doc_pages.py`` 240-255 (a page
 percentile of all pixels put one of them, a sparse page, at 88).
@@ -38,6 +40,13 @@ FAINT_RANGE_BELOW = 80.0
 #: Gray levels below the paper that a pixel of print is darker by at least: three times the largest
 #: scan noise of ``training.compact.scan_degrade`` (sigma 8), so the paper's noise is not taken for ink.
 DARK_MARGIN = 24.0
+#: Print fainter than :data:`DARK_MARGIN` (fewer than :data:`MIN_DARK_PIXELS` pixels that dark): its
+#: pixels are those darker than the paper by more than this many times the paper's noise (its robust
+#: sigma, 1.4826 x the median absolute deviation of the sample from its median: the print is a few
+#: per cent of a page's pixels, so the deviation is the paper's) ...
+NOISE_K = 4.0
+#: ... and by at least this many gray levels (a clean page's noise rounds to 0-1 levels).
+MIN_NOISE_MARGIN = 8.0
 #: Percentile of those darker pixels taken as the page's ink level (the darker part of the strokes;
 #: a scan's black speckle is a few per cent of them at most).
 INK_PERCENTILE = 10.0
@@ -54,17 +63,31 @@ BLUR_PX = 1.0
 _SAMPLE_STRIDE = 4
 
 
+def noise_margin(g: np.ndarray, paper: float) -> float:
+    """Gray levels under ``paper`` that a pixel of the sample ``g`` (any shape, gray levels) must be to
+    be print rather than the paper's noise: :data:`NOISE_K` x the paper's robust sigma (1.4826 x the
+    median absolute deviation of ``g`` from ``paper``), at least :data:`MIN_NOISE_MARGIN`.
+    """
+    sigma = 1.4826 * float(np.median(np.abs(g.astype(np.float32) - paper)))
+    return max(MIN_NOISE_MARGIN, NOISE_K * sigma)
+
+
 def page_range(rgb: np.ndarray) -> tuple[float, float]:
     """(paper, ink) gray levels (0-255) of ``rgb`` [H, W, 3] uint8, on its green channel sampled every
     :data:`_SAMPLE_STRIDE` pixels in both directions: the median, and the :data:`INK_PERCENTILE`-th
-    percentile of the samples darker than it by more than :data:`DARK_MARGIN`; ink = paper when fewer
-    than :data:`MIN_DARK_PIXELS` are (no print), (255.0, 255.0) for an empty image.
+    percentile of the samples darker than it by more than :data:`DARK_MARGIN` -- or, when fewer than
+    :data:`MIN_DARK_PIXELS` are (print fainter than that), by more than the paper's noise margin
+    (:func:`noise_margin`); ink = paper when fewer than :data:`MIN_DARK_PIXELS` are even so (no
+    print), (255.0, 255.0) for an empty image.
     """
     g = rgb[::_SAMPLE_STRIDE, ::_SAMPLE_STRIDE, 1]
     if g.size == 0:
         return 255.0, 255.0
     paper = float(np.median(g))
     dark = g[g < paper - DARK_MARGIN]
+    if dark.size < MIN_DARK_PIXELS:  # print fainter than the margin: above the paper's noise
+        margin = noise_margin(g, paper)
+        dark = g[g < paper - margin] if margin < DARK_MARGIN else dark
     if dark.size < MIN_DARK_PIXELS:
         return paper, paper
     return paper, float(np.percentile(dark, INK_PERCENTILE))
