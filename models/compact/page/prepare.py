@@ -52,10 +52,13 @@ FADED_SHARE = 0.6
 #: tune seeds 30,000-30,035 measure 27-28) and SHOW_SHARE of the page's strong lines (the faded
 #: receipts' faintest lines hold 0.49-0.56 of it: blotches halve the ink; show-through beside black
 #: print a fifth) is print or show-through; :func:`inked_lines` asks ``reads_forward`` which, of at
-#: most SHOW_SAMPLE of them spread over the band (the page decides, not each line).
+#: most SHOW_SAMPLE of them spread over the band (the page decides, not each line). The sample holds
+#: a page's whole band (up to 64 lines): a sample of 12 spread over the band in reading order voted by
+#: which lines the order put where -- a mirrored till roll at 45 levels, whose lines read forwards in
+#: 16 of 28 cases, voted 5/12 read column by column and 9/12 read row by row.
 SHOW_MIN_CONTRAST = 20.0
 SHOW_SHARE = 0.4
-SHOW_SAMPLE = 12
+SHOW_SAMPLE = 64
 #: Pixels of ink that are print enough (a stroke of a small digit): the ink level of a crop is at most
 #: the gray of its this-many-th darkest pixel (:func:`ink_contrast`).
 MIN_INK_PIXELS = 24
