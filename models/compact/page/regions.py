@@ -214,6 +214,13 @@ def gutter_gap(gray: np.ndarray, line: LineBox, x0: float, x1: float, least: flo
     return max((b - a for a, b in true_runs(~dark)), default=0) >= least * h
 
 
+def _ink_bounds(gray: np.ndarray, lines: list[LineBox], med_h: float) -> list[float]:
+    """Page x of the column gutters of ``lines`` in the ink of ``gray`` (uint8 [H, W], the page):
+    the cuts of :func:`models.compact.page.table_gutters.ink_gutters`, left to right.
+    """
+    return [x for x, _, _ in ink_gutters(gray, lines, med_h)]
+
+
 def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
                  gray: np.ndarray | None = None, page_width: float | None = None) -> list[LineBox]:
     """Lines in reading order by the page's regions (:mod:`models.compact.page.order`); table
@@ -231,7 +238,8 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
     if layout_order.numbered_lines(groups, med_h):
         return reading_order(lines)
     groups = split_bands(join_key_values(groups, med_h), med_h)
-    groups = promote_grids(join_grid_columns(regroup_panels(groups, med_h), med_h), med_h)
+    ink_bounds = None if gray is None else partial(_ink_bounds, gray, med_h=med_h)
+    groups = promote_grids(join_grid_columns(regroup_panels(groups, med_h), med_h, ink_bounds), med_h, ink_bounds)
     if page_width is None and gray is not None:
         page_width = float(gray.shape[1])
     groups = join_far_values(groups, med_h, page_width)
