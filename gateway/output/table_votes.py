@@ -175,7 +175,20 @@ def _closes(m: re.Match) -> str:
 
 #: Vertical bars a column rule's remnant reads as (ASCII bar, box drawing light / heavy, broken bar).
 _BARS = "|│┃¦"
+#: Letters a column rule's stub reads as in a sans-serif face (small L, capital i: one upright stroke).
+_STUB_LETTERS = ("l", "I")
 _BARRED = re.compile(rf"^[{_BARS}]?\s*(\S+?)\s*[{_BARS}]?$")
+
+
+def _lettered_number(text: str) -> str | None:
+    """The number of ``text`` when it is one number and one :data:`_STUB_LETTERS` letter, two words
+    (``587 l``, ``I -0.0459``); else None.
+    """
+    words = text.split()
+    if len(words) != 2 or (words[0] in _STUB_LETTERS) == (words[1] in _STUB_LETTERS):
+        return None
+    number = words[1] if words[0] in _STUB_LETTERS else words[0]
+    return number if _NUMBER.match(number) else None
 
 
 def rule_remnants(cells: Mapping[tuple[int, int], str]) -> dict[tuple[int, int], str]:
@@ -184,10 +197,22 @@ def rule_remnants(cells: Mapping[tuple[int, int], str]) -> dict[tuple[int, int],
     (``bench/table_causes.py`` seeds 0-7: ``30 │``, ``19,516 │``, ``79|``, ``391 │`` -- 7 of the
     8 cells of seed 7 page 5 and seed 4 page 0, grid rules, that kept a wrong character). Only
     where the rest is one number (:data:`_NUMBER`); text cells are left as read.
+    A stub read as a letter (:data:`_STUB_LETTERS`: ``587 l``, ``734 l``, seeds 7 and 10 of
+    ``bench/tables.py``, grid rules) goes too, when it stands apart from the number (a word of its
+    own) and under half of its column's cells hold such a letter (a column of litres, ``2 l``,
+    keeps its unit: a stub is the odd cell out).
     """
     out = dict(cells)
+    lettered = {key: _lettered_number(text) for key, text in cells.items()}
+    per_column: Counter = Counter(c for _, c in cells)
+    with_letter = Counter(c for (_, c), n in lettered.items() if n is not None)
     for key, text in cells.items():
         t = text.strip()
+        number = lettered[key]
+        if number is not None:
+            if with_letter[key[1]] < 0.5 * per_column[key[1]]:
+                out[key] = number
+            continue
         if not t or (t[0] not in _BARS and t[-1] not in _BARS):
             continue
         m = _BARRED.match(t)

@@ -126,3 +126,70 @@ def test_a_rule_less_table_of_many_columns_is_found_and_cut_at_every_gutter():
     assert sorted(map(id, order)) == sorted(map(id, lines))  # every line exactly once
     cells = [parse_cell(ln.join) for ln in order]
     assert [(c.row, c.column) for c in cells if c is not None] == [(r, k) for r in range(26) for k in range(11)]
+
+
+def _striped_page(rows: int, ink_cols: list[tuple[int, int]], pitch: int = 44, ink_h: int = 24,
+                  grow: int = 11) -> tuple[np.ndarray, list[LineBox]]:
+    """A rule-less table with shaded rows (every other row grey): each cell's print a run of 2 px
+    strokes 5 px apart over ``ink_cols`` (x ranges) and ``ink_h`` px of height, and its detected line
+    the print grown by ``grow`` px on every side, as DB's unclip grows a short cell's box (a 24 px
+    number: a 46 px tall box)."""
+    gray = np.full((200 + rows * pitch, 200 + ink_cols[-1][1]), 255, np.uint8)
+    lines = []
+    for r in range(rows):
+        top = 100 + r * pitch
+        if r % 2:
+            gray[top: top + pitch, 90: ink_cols[-1][1] + 10] = 215
+        y0 = top + (pitch - ink_h) // 2
+        for a, b in ink_cols:
+            for x in range(a, b - 1, 5):
+                gray[y0: y0 + ink_h, x: x + 2] = 30
+            lines.append(_line(a - grow, y0 - grow, b + grow, y0 + ink_h + grow))
+    return gray, lines
+
+
+def test_a_rule_less_table_whose_boxes_leave_narrow_gutters_is_found_in_the_ink():
+    """Regression (bench/tables.py seed 9 page 4: Chinese, no rules, column bands and shaded rows,
+    cells set 6-8 px from their column's edge: no table, 321 cells lost): the detector's boxes of
+    short cells are grown on every side (24 px print, 46 px boxes), so between columns they leave
+    14-34 px, under the 0.8 line heights a gutter between boxes needs, and no column was found. The
+    gutters are now also looked for in the page's ink (40 px here), and the table is read cell by cell."""
+    cols = [(110, 230)] + [(270 + 120 * k, 350 + 120 * k) for k in range(6)]  # a label, six numbers
+    gray, lines = _striped_page(20, cols)
+    assert not is_grid(lines, 46.0)  # the boxes alone show no columns
+    box = (80, 80, cols[-1][1] + 20, 100 + 20 * 44 + 10)
+    order = region_order(lines[::-1], PageLayout(regions=[Region(TEXT, box, 0)]), gray.shape[0], gray)
+    assert sorted(map(id, order)) == sorted(map(id, lines))  # every line exactly once
+    cells = [parse_cell(ln.join) for ln in order]
+    assert [(c.row, c.column) for c in cells if c is not None] == [(r, k) for r in range(20) for k in range(7)]
+
+
+def test_prose_and_a_form_on_shaded_rows_stay_text_with_the_ink_gutters():
+    """The ink's gutters find columns only where the lines stand in them: a form's key-value rows
+    (two per row) and lines of prose (one per row) on the same shaded page stay text."""
+    gray, lines = _striped_page(12, [(110, 230), (270, 350)])
+    box = (80, 80, 380, 100 + 12 * 44 + 10)
+    order = region_order(lines, PageLayout(regions=[Region(TEXT, box, 0)]), gray.shape[0], gray)
+    assert all(parse_cell(ln.join or "") is None for ln in order)
+    gray, lines = _striped_page(12, [(110, 1400)])
+    box = (80, 80, 1420, 100 + 12 * 44 + 10)
+    order = region_order(lines, PageLayout(regions=[Region(TEXT, box, 0)]), gray.shape[0], gray)
+    assert all(parse_cell(ln.join or "") is None for ln in order)
+
+
+def test_a_rule_less_chinese_table_on_bands_and_shaded_rows_is_found_with_all_its_cells():
+    """Through the encoder's whole page preparation on the bench page (``bench/tables.py --seed 9``
+    page 4: Chinese, no rules, column bands and shaded rows, cells 6-8 px from their column's edges):
+    no table was found (the boxes' gutters too narrow); now every body cell is a cell of one table,
+    in the page's columns."""
+    from bench.table_pages import render_table_page
+    from bench.tables import page_spec
+    from evaluation.engines import default_model_dir
+    from models.compact.encoder_half import CompactEncoderHalf
+
+    page = render_table_page(**page_spec(9, 4))
+    prepared = CompactEncoderHalf.load(default_model_dir()).preprocess(page.image, "lines")
+    cells = {(c.table, c.row, c.column) for c in map(parse_cell, prepared.meta["joins"]) if c is not None}
+    assert {t for t, _, _ in cells} == {1}
+    assert len({c for _, _, c in cells}) == len(page.body[0])
+    assert len(cells) >= len(page.body) * len(page.body[0])

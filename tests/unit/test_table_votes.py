@@ -103,3 +103,16 @@ def test_a_column_rules_stub_read_as_a_bar_beside_a_number_is_taken_off():
              (0, 5): "|", (0, 6): "12 34 |", (0, 7): "(1,234)┃"}
     assert vote_cells(cells) == {(0, 0): "30", (0, 1): "79", (0, 2): "-0.1252", (0, 3): "A | B",
                                  (0, 4): "Total │", (0, 5): "|", (0, 6): "12 34 |", (0, 7): "(1,234)"}
+
+
+def test_a_column_rules_stub_read_as_a_letter_beside_a_number_is_taken_off():
+    """Regression (bench/table_causes.py seeds 7 and 10, grid rules: ``734 l``, ``587 l``, ``384 l``: the
+    rule's stub read as a small L, a word of its own after the number): the letter goes when the rest
+    is one number; words, letters joined to the number and two numbers stay."""
+    from gateway.output.table_votes import vote_cells
+
+    cells = {(0, 0): "587 l", (0, 1): "I -0.0459", (0, 2): "Ohio l", (0, 3): "587l", (0, 4): "12 34",
+             (0, 5): "l I", (0, 6): "l 12 I", (1, 0): "12", (1, 1): "-0.1", (2, 0): "7", (2, 1): "8"}
+    assert vote_cells(cells) == {**cells, (0, 0): "587", (0, 1): "-0.0459"}
+    litres = {(r, 0): f"{r + 1} l" for r in range(4)} | {(4, 0): "12"}  # a column of litres keeps its unit
+    assert vote_cells(litres) == litres

@@ -249,6 +249,13 @@ def till_roll(lines: list[LineBox], page_width: float | None) -> bool:
     return page_width <= TILL_ROLL_WIDTH * heights[len(heights) // 2]
 
 
+def _ink_bounds(gray: np.ndarray, lines: list[LineBox], med_h: float) -> list[float]:
+    """Page x of the column gutters of ``lines`` in the ink of ``gray`` (uint8 [H, W], the page):
+    the cuts of :func:`models.compact.page.table_gutters.ink_gutters`, left to right.
+    """
+    return [x for x, _, _ in ink_gutters(gray, lines, med_h)]
+
+
 def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
                  gray: np.ndarray | None = None, page_width: float | None = None) -> list[LineBox]:
     """Lines in reading order by the page's regions (:mod:`models.compact.page.order`); table
@@ -273,7 +280,8 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
     if layout_order.numbered_lines(groups, med_h):
         return reading_order(lines)
     groups = split_bands(join_key_values(groups, med_h), med_h)
-    groups = promote_grids(join_grid_columns(regroup_panels(groups, med_h), med_h), med_h)
+    ink_bounds = None if gray is None else partial(_ink_bounds, gray, med_h=med_h)
+    groups = promote_grids(join_grid_columns(regroup_panels(groups, med_h), med_h, ink_bounds), med_h, ink_bounds)
     groups = join_far_values(groups, med_h, page_width)
     for t in [g for g in groups if g.kind == TABLE]:
         if t not in groups:  # merged into an earlier table
