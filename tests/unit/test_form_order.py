@@ -101,6 +101,18 @@ def test_panels_far_apart_are_not_joined_but_a_tables_far_column_is():
     assert joined.kind == TABLE and len(joined.lines) == 20
 
 
+def test_the_next_text_columns_lines_beside_a_table_region_do_not_join_it():
+    """A two-column paper's references: the analysis made the left column's first entries a table
+    region, and the right column's lines on its rows (each 23 line heights wide) were taken into it
+    as a far column of the table, both columns then read interleaved (pdfjs_tracemonkey_14p page 14)."""
+    table = _group(TABLE, [_line(130, 0, 250), _line(130, 1, 230), _line(360, 1, 440),
+                           _line(150, 2, 180), _line(130, 3, 230), _line(360, 3, 440)])
+    column = _group(TEXT, [_line(900, 1, 23 * H), _line(900, 2, 22 * H)])
+    out = join_key_values([table, column], H)
+    assert [g.kind for g in out] == [TABLE, TEXT]
+    assert _ids(out[1].lines) == _ids(column.lines)
+
+
 def test_panels_inside_a_table_block_are_taken_out_of_it():
     panels = [_line(130, 0, 150), _line(900, 0, 160), _line(130, 1, 260), _line(900, 1, 220),
               _line(130, 2, 330), _line(900, 2, 300)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from models.compact.page.layout import IMAGE, TABLE, TEXT, interval_gaps
 from models.compact.page.order import Group, lines_box
+from models.compact.page.table import BESIDE_MAX_WIDTH
 from models.compact.page.xycut import PANEL_GAP, VALUE_ALIGN, is_panel, is_prose, panel_cut, row_groups
 
 #: Gap across the page (in median line heights) that separates bands: above a text's interline gap
@@ -65,8 +66,10 @@ def join_key_values(groups: list[Group], med_h: float) -> list[Group]:
     first): neither is prose, both hold two lines or more, the labels are short
     (:data:`KV_LABEL_WIDTH`), the right one starts within :data:`KV_GAP` line heights of the left
     one's right edge, and :data:`KV_ROW_SHARE` of the lines of each share a row with a line of the
-    other. A non-prose block right of a table block, :data:`KV_ROW_SHARE` of its lines on the table's
-    rows, joins the table whatever the gap (an invoice's amount column, the values of its totals).
+    other. A non-prose block of cells right of a table block (its lines' median width at most
+    :data:`models.compact.page.table.BESIDE_MAX_WIDTH` line heights), :data:`KV_ROW_SHARE` of its lines
+    on the table's rows, joins the table whatever the gap (an invoice's amount column, the values of its
+    totals); a block of the next text column's lines does not (see :func:`_key_values`).
     ``med_h``: the page's median line height in pixels. Every line is kept exactly once.
     """
     out = list(groups)
@@ -91,8 +94,13 @@ def _key_values(a: Group, b: Group, med_h: float) -> bool:
         return False
     if text_column(a.lines, med_h) or text_column(b.lines, med_h):
         return False
-    if a.kind == TABLE:  # a column the analysis left out of its table, however far right
-        return _on_rows(b.lines, a.lines, med_h) >= KV_ROW_SHARE
+    if a.kind == TABLE:  # a column the analysis left out of its table, however far right ...
+        # ... but cells, not lines of text: a two-column paper's references (first entries a table
+        # region of the left column) took in the right column's two lines on their rows, 23 line
+        # heights wide (pdfjs_tracemonkey_14p page 14: both columns' lines read interleaved).
+        b_widths = sorted(ln.box[2] - ln.box[0] for ln in b.lines)
+        return (b_widths[len(b_widths) // 2] <= BESIDE_MAX_WIDTH * med_h
+                and _on_rows(b.lines, a.lines, med_h) >= KV_ROW_SHARE)
     widths = sorted(ln.box[2] - ln.box[0] for ln in a.lines)
     if min(len(a.lines), len(b.lines)) < 2 or widths[len(widths) // 2] > KV_LABEL_WIDTH * med_h:
         return False  # one line beside one line, or long lines: headings or text of adjacent columns
