@@ -184,8 +184,9 @@ def _set_rows(laid: list[_Laid]) -> list[Line]:
             row.append(laid[k + len(row)])
         k += len(row)
         if not any(any(ln.located) for ln in row):
-            out.extend(Line(ln.text, ln.loose, _reboxed(ln.words, close_gaps(ln.laid(), ln.loose, ln.angle)), ln.angle)
-                       for ln in row)
+            for ln in row:
+                box, boxes = close_gaps(ln.laid(), ln.loose, ln.angle)
+                out.append(Line(ln.text, box, _reboxed(ln.words, boxes), ln.angle))
             continue
         for ln, (box, boxes) in zip(row, set_row([ln.laid() for ln in row], row[0].angle), strict=True):
             out.append(Line(ln.text, box, _reboxed(ln.words, boxes), ln.angle))

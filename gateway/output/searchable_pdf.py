@@ -35,14 +35,11 @@ already for rasterising, so this means it changed or was removed).
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import pathlib
-import threading
 from collections.abc import Sequence
 
 import img2pdf
-import ocrmypdf
 import pikepdf
 from ocrmypdf.font import MultiFontManager
 from ocrmypdf.fpdf_renderer import Fpdf2MultiPageRenderer, Fpdf2PdfRenderer
@@ -50,6 +47,7 @@ from ocrmypdf.models.ocr_element import BoundingBox, OcrClass, OcrElement
 from PIL import Image
 
 from gateway.ingest.images import normalise
+from gateway.output.glyph_room import FONT_DIR, advances
 from gateway.output.lines import Box, Line, page_regions
 from inkstream.errors import InvalidInput
 from inkstream.page_result import PageResult
@@ -60,8 +58,6 @@ DEFAULT_IMAGE_DPI = 300.0
 _PASSTHROUGH = {"JPEG", "JPEG2000", "PNG", "TIFF"}
 _MASK_BEGIN = b"/Span <</ActualText ()>> BDC\n"
 _MASK_END = b"\nEMC\n"
-#: OCRmyPDF's own fonts (glyphless Occulta, Noto Sans), as its hocrtransform CLI uses them.
-_FONT_DIR = pathlib.Path(str(ocrmypdf.__file__)).parent / "data"
 
 
 def _bbox(box: Box) -> BoundingBox:
@@ -73,24 +69,9 @@ def _cjk_only(text: str) -> bool:
     return bool(Fpdf2PdfRenderer._is_cjk_only(None, text))  # type: ignore[arg-type] # self is unused
 
 
-_MEASURE_LOCK = threading.Lock()
-
-
-@functools.cache
-def _fonts() -> MultiFontManager:
-    """OCRmyPDF's font manager over its own fonts (and the system's Noto CJK), loaded once, for
-    measuring only (under :data:`_MEASURE_LOCK`; each text layer renders with its own).
-    """
-    return MultiFontManager(_FONT_DIR)
-
-
 def _advance(text: str) -> float:
     """Advance width of ``text`` in ems in the font the renderer picks for it (harfbuzz, unshaped)."""
-    with _MEASURE_LOCK:
-        font = _fonts().select_font_for_word(text, None)
-        upem = float(font.hb_face.upem)
-        glyphs = [font.hb_font.get_nominal_glyph(ord(c)) for c in text]
-        return sum(font.hb_font.get_glyph_h_advance(g) for g in glyphs if g is not None) / upem
+    return sum(advances(text))
 
 
 def _grown(box: Box, by: float, angle: int) -> Box:
@@ -154,7 +135,7 @@ def text_layer(pages: Sequence[PageResult], sizes_pt: Sequence[tuple[float, floa
     of ``pages[i]``.
     """
     trees = [(i, *ocr_tree(p, s)) for i, (p, s) in enumerate(zip(pages, sizes_pt, strict=True))]
-    Fpdf2MultiPageRenderer(trees, MultiFontManager(_FONT_DIR), invisible_text=True).render(out)
+    Fpdf2MultiPageRenderer(trees, MultiFontManager(FONT_DIR), invisible_text=True).render(out)
 
 
 def _visible_box(page: pikepdf.Page) -> tuple[float, float, float, float]:

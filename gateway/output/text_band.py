@@ -30,10 +30,14 @@ so that words of a line come out after a line below it or after a margin column 
 * all lines of a row share the band, so a reader sees them at one height and orders them left to
   right;
 * a gap narrower than :data:`BREAK` font sizes (word boxes that touch) is opened to it by trimming
-  the words beside it (:func:`_opened`), so a reader does not join two words into one.
+  the words beside it (:func:`_opened`), so a reader does not join two words into one;
+* the band is never taller than lets a reader take every word's glyphs apart
+  (:mod:`gateway.output.glyph_room`: a word set in a font too large for its box has its glyphs
+  under 0.1 font sizes apart, which poppler drops as duplicates); a taller one shrinks about its
+  middle.
 
-A line without located words keeps its loose box; only its too-wide gaps are closed
-(:func:`close_gaps`).
+A line without located words keeps its loose box (no taller than its glyphs allow either, then
+about the middle of its words); only its too-wide gaps are closed (:func:`close_gaps`).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import numpy as np
 import ocrmypdf
 from ocrmypdf.font import FontManager
 
+from gateway.output.glyph_room import largest_font
 from inkstream.page_result import Box
 
 #: widest word gap, in font sizes as the reader sees them, that the band aims for (poppler: < 1.0)
@@ -186,7 +191,10 @@ def _opened(along: np.ndarray, font: float) -> np.ndarray:
     :data:`BREAK` ``font`` sizes (word boxes that touch or overlap: two words whose ink nearly meets,
     or a located word that took its neighbour's first letter) opened to that width by trimming the
     two words beside it equally, each by at most :data:`MAX_TRIM` of its width, so a reader still
-    sees two words where the text has two (``inputto`` otherwise).
+    sees two words where the text has two (``inputto`` otherwise). Two boxes that overlap further
+    (a detector box that took in much of its neighbour's ink) are laid over the span they cover
+    together instead, that gap between them, each keeping its share of their widths: a reader would
+    otherwise read the two as one word (``-11-112.63%``).
     """
     out = along.copy()
     cut = MAX_TRIM * np.clip(along[:, 1] - along[:, 0], 0.0, None)
@@ -195,6 +203,14 @@ def _opened(along: np.ndarray, font: float) -> np.ndarray:
     lack[(along[1:, 0] <= along[:-1, 0]) | (along[1:, 1] <= along[:-1, 1])] = 0.0
     for k in np.flatnonzero(lack > 0):
         take = min(lack[k] / 2, float(cut[k]), float(cut[k + 1]))
+        if take < lack[k] / 2:
+            start, end = float(out[k, 0]), float(out[k + 1, 1])
+            first, then = float(out[k, 1] - out[k, 0]), float(out[k + 1, 1] - out[k + 1, 0])
+            room = end - start - BREAK * font
+            if room > 0 and first > 0 and then > 0:
+                out[k, 1] = start + room * first / (first + then)
+                out[k + 1, 0] = out[k, 1] + BREAK * font
+            continue
         out[k, 1] -= take
         out[k + 1, 0] += take
     return out
@@ -260,8 +276,14 @@ def set_row(lines: Sequence[Sequence[LaidWord]], angle: int) -> list[tuple[Box, 
     # the row's words in one run: a gap between two of its lines is closed as one inside a line is
     shown_top, height, along = _chosen(across, located, np.concatenate(alongs))
     above, below, size = reader_geometry()
+    texts = [w[0] for ln in lines for w in ln]
+    for step in range(2):  # a band so tall that it squeezes some word's glyphs together: about its middle
+        legible = _legible_height(texts, along)
+        if height > legible:
+            shown_top, height = shown_top + (height - legible) / 2, legible
+        if step == 0:  # the gaps opened at the font size of the band as it is now (trimming may tighten it)
+            along = _opened(along, size * height / (above + below))
     h = height / (above + below)
-    along = _opened(along, size * h)
     bottom = shown_top + height - below * h
     out: list[tuple[Box, list[Box]]] = []
     first = 0
@@ -277,19 +299,44 @@ def set_row(lines: Sequence[Sequence[LaidWord]], angle: int) -> list[tuple[Box, 
     return out
 
 
-def close_gaps(words: Sequence[LaidWord], box: Box, angle: int) -> list[Box]:
-    """The boxes of the words of a line set on its own ``box`` (a line without located words: its
-    words spread over the line's loose box), each gap wider than :data:`JOIN` font sizes closed to
-    that width by widening the words beside it (their boxes are only shares of the line anyway).
+def close_gaps(words: Sequence[LaidWord], box: Box, angle: int) -> tuple[Box, list[Box]]:
+    """(line box, word boxes) of a line set on its own ``box`` (a line without located words: its
+    words spread over the line's loose box, the union of its pieces' boxes), each gap wider than
+    :data:`JOIN` font sizes closed to that width by widening the words beside it (their boxes are
+    only shares of the line anyway). The line box is ``box``, but no taller than keeps each word's
+    glyphs apart for a reader (:func:`_legible_height`; a piece's box that ran far across the line,
+    down a table column, made it taller), then about the middle of its words (by characters).
     """
     turn = angle % 360
     boxes = np.array([w[1] for w in words], dtype=np.float64).reshape(-1, 4)
-    along = _upright(boxes, turn)[1]
-    across = _upright(np.array(box, dtype=np.float64), turn)[0]
-    font = reader_geometry()[2] * float(across[0, 1] - across[0, 0])
+    spans, along = _upright(boxes, turn)
+    across = _upright(np.array(box, dtype=np.float64), turn)[0][0]
+    texts = [w[0] for w in words]
+    height = min(float(across[1] - across[0]), _legible_height(texts, along))
+    font = reader_geometry()[2] * height
     along, _ = _widened(along, np.zeros(len(along)), font)
     along = _opened(along, font)
-    return [_paged(w[1], float(a), float(b), turn) for w, (a, b) in zip(words, along, strict=True)]
+    legible = min(height, _legible_height(texts, along))
+    if across[1] - across[0] > legible:
+        chars = np.array([len(w[0]) for w in words], dtype=np.float64)
+        middles = spans.mean(axis=1)
+        order = np.argsort(middles)
+        mid = float(middles[order][np.searchsorted(np.cumsum(chars[order]), chars.sum() / 2)])
+        top = min(max(mid - legible / 2, float(across[0])), float(across[1]) - legible)
+        x0, y0, x1, y1 = box
+        bottom = top + legible
+        box = {0: (x0, top, x1, bottom), 180: (x0, -bottom, x1, -top), 90: (top, y0, bottom, y1),
+               270: (-bottom, y0, -top, y1)}[turn]
+    return box, [_paged(w[1], float(a), float(b), turn) for w, (a, b) in zip(words, along, strict=True)]
+
+
+def _legible_height(texts: Sequence[str], along: np.ndarray) -> float:
+    """The tallest band (line box height, page pixels) at whose font size every word of ``texts``
+    set over its ``along`` span keeps its glyphs apart for a reader (:func:`glyph_room.largest_font`).
+    """
+    above, below, size = reader_geometry()
+    font = largest_font(zip(texts, (along[:, 1] - along[:, 0]).tolist(), strict=True))
+    return font * (above + below) / size
 
 
 def set_line(words: Sequence[LaidWord], angle: int) -> tuple[Box, list[Box]]:
