@@ -133,6 +133,24 @@ def test_specks_where_a_column_rule_crosses_the_header_rules_do_not_stop_the_spl
     assert rows[0][0] > 30  # the header row's box starts at its text, not at the top rule's specks
 
 
+def test_header_rules_ending_before_the_boxs_edge_do_not_stop_the_split():
+    """The detector's box reaches past the table's end into blank paper (seed 0 of
+    bench/table_pages.py on a CPU without AVX-512: 41 px), so the top and header rules cover under
+    80 % of the crop's width. Left in, they joined the header row into a band twice the number rows'
+    height, taken for a larger print: a box over 7 rows of a numeric column was not split."""
+    img = Image.new("L", (188, 340), 255)
+    d = ImageDraw.Draw(img)
+    font = ImageFont.truetype(FONT, 18)
+    for y in (31, 66):
+        d.rectangle((0, y, 146, y + (1 if y == 31 else 0)), fill=0)  # top rule 2 px, header rule 1 px
+    d.text((60, 38), "Q2", font=font, fill=0)
+    for r, text in enumerate(("308", "-43.91%", "9,232.89", "5,897.42", "77,949", "20,183", "1,196.84")):
+        d.text((135 - font.getlength(text), 76 + r * 35), text, font=font, fill=0)
+    rows = sorted({(b[1], b[3]) for b in split_box(np.asarray(img), 6, (16, 308))})
+    assert len(rows) == 8, rows  # the header row and seven number rows
+    assert rows[0][0] > 33 and rows[0][1] < 66  # the header row's box lies between the two rules
+
+
 def test_one_row_of_display_type_or_a_ruled_line_is_not_split():
     img = Image.new("L", (900, 260), 255)
     d = ImageDraw.Draw(img)

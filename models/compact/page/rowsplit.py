@@ -29,6 +29,10 @@ from models.compact.page.boxes import L, _same_line
 TALL = 1.2
 #: A row or column of the crop with ink over this share of its length is a rule, not text.
 RULE_SHARE = 0.8
+#: A row (column) holding one unbroken run of ink over :data:`RULE_SHARE` of the crop's inked width
+#: (height) and at least this many stroke widths long (2 line heights: a line is about 5 stroke widths
+#: tall; no glyph's stroke, not even a hanzi's "一" or a dash "——", is that long) is a rule too.
+RULE_RUN = 10
 #: A band under this share of the crop's median band height is a stroke of a neighbour (a hanzi's
 #: top stroke, a dot), merged into the band nearest to it.
 MIN_BAND_SHARE = 0.4
@@ -53,16 +57,41 @@ def ink_mask(gray: np.ndarray, stroke_px: int) -> np.ndarray:
     than its local background by more than :func:`_ink_threshold`. The background is the grey-level
     closing of the crop with a square of ``2 * stroke_px + 1`` pixels (text strokes are thinner, a
     colour band or a shaded row wider); rows and columns holding ink over :data:`RULE_SHARE` of
-    their length (table rules) are cleared.
+    their length (table rules), or one unbroken run of ink spanning most of the crop's inked extent
+    (:func:`_rule_lines`), are cleared.
     """
     k = 2 * max(2, stroke_px) + 1
     background = cv2.morphologyEx(gray, cv2.MORPH_CLOSE, np.ones((k, k), np.uint8))
     diff = background.astype(np.int16) - gray.astype(np.int16)
     ink = diff > _ink_threshold(diff)
     if ink.size:
-        ink[_with_edges(ink.mean(axis=1) > RULE_SHARE), :] = False
-        ink[:, _with_edges(ink.mean(axis=0) > RULE_SHARE)] = False
+        rows = (ink.mean(axis=1) > RULE_SHARE) | _rule_lines(ink, RULE_RUN * stroke_px)
+        cols = (ink.mean(axis=0) > RULE_SHARE) | _rule_lines(ink.T, RULE_RUN * stroke_px)
+        ink[_with_edges(rows), :] = False
+        ink[:, _with_edges(cols)] = False
     return ink
+
+
+def _rule_lines(ink: np.ndarray, min_run: int) -> np.ndarray:
+    """Rows of ``ink`` bool [H, W] that are a rule drawn across the crop's ink but not across the whole
+    crop: bool [H], True where the row's longest unbroken run of ink is at least ``min_run`` pixels
+    and :data:`RULE_SHARE` of the span of the crop's inked columns. The detector's box often reaches
+    past a table's end into blank paper (seed 0 page 0 of ``bench/table_pages.py`` on a CPU without
+    AVX-512: a box 41 px wider than the table, so its top and header rules covered 78 % of the crop;
+    left in, they joined the header row into a band 36 px tall against 17-20 px, taken for a larger
+    print, and a box over 7 rows of a numeric column was not split).
+    """
+    cols = np.flatnonzero(ink.any(axis=0))
+    if cols.size == 0:
+        return np.zeros(ink.shape[0], bool)
+    padded = np.zeros((ink.shape[0], ink.shape[1] + 2), np.int8)
+    padded[:, 1:-1] = ink
+    d = np.diff(padded, axis=1)
+    rows, starts = np.nonzero(d == 1)
+    _, ends = np.nonzero(d == -1)  # row-major: the k-th end closes the k-th start
+    longest = np.zeros(ink.shape[0], np.int64)
+    np.maximum.at(longest, rows, ends - starts)
+    return longest >= max(min_run, RULE_SHARE * (cols[-1] + 1 - cols[0]))
 
 
 def _with_edges(rule: np.ndarray) -> np.ndarray:
