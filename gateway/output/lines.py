@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from gateway.output.parted import parted
 from gateway.output.text_band import close_gaps, same_row, set_line, set_row
 from inkstream.page_result import Block, Box, PageResult
 
@@ -190,6 +191,7 @@ def _set_rows(laid: list[_Laid]) -> list[Line]:
             continue
         for ln, (box, boxes) in zip(row, set_row([ln.laid() for ln in row], row[0].angle), strict=True):
             out.append(Line(ln.text, box, _reboxed(ln.words, boxes), ln.angle))
+    parted(out)  # two lines a reader would join into one word, e.g. a duplicate read over its neighbour
     return out
 
 
