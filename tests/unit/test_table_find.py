@@ -129,12 +129,13 @@ def test_a_rule_less_table_of_many_columns_is_found_and_cut_at_every_gutter():
 
 
 def _striped_page(rows: int, ink_cols: list[tuple[int, int]], pitch: int = 44, ink_h: int = 24,
-                  grow: int = 11) -> tuple[np.ndarray, list[LineBox]]:
+                  grow: int = 11, width: int = 1700) -> tuple[np.ndarray, list[LineBox]]:
     """A rule-less table with shaded rows (every other row grey): each cell's print a run of 2 px
     strokes 5 px apart over ``ink_cols`` (x ranges) and ``ink_h`` px of height, and its detected line
     the print grown by ``grow`` px on every side, as DB's unclip grows a short cell's box (a 24 px
-    number: a 46 px tall box)."""
-    gray = np.full((200 + rows * pitch, 200 + ink_cols[-1][1]), 255, np.uint8)
+    number: a 46 px tall box); on a page ``width`` px wide (a letter page at 200 dpi: a page under
+    30 line heights wide is a till roll, read row by row, see regions.till_roll)."""
+    gray = np.full((200 + rows * pitch, max(width, 200 + ink_cols[-1][1])), 255, np.uint8)
     lines = []
     for r in range(rows):
         top = 100 + r * pitch
