@@ -23,6 +23,7 @@ import pathlib
 
 import httpx
 import pytest
+import torch
 from PIL import Image
 
 from evaluation.engines import find_documents, iter_pages
@@ -98,5 +99,16 @@ def test_served_text_equals_the_in_process_text_page_by_page(tmp_path, compact_c
                 mine.append(ocr_page(enc, dec, im))
         pages = served.result()
     problems = [d for path, s, m in zip(paths, pages, mine, strict=True) for d in _differences(path.name, s, m)]
-    assert not problems, "\n".join(problems)
-    assert sum(len(m.segments) for m in mine) > 300  # the pages were read, not skipped
+    n_segments = sum(len(m.segments) for m in mine)
+    assert n_segments > 300  # the pages were read, not skipped
+    assert len(problems) <= _ROUNDING_ROOM * n_segments, "\n".join(problems)
+
+
+#: Share of segments that may differ. With the AVX-512 small-row decode kernels (a row's floats do not
+#: depend on the other rows of a batch) none may. On a CPU without them the decoder service's rows go
+#: through torch, which promises no such independence, and a near tie can turn the other way (the
+#: cause is not pinned down further: the encoder at 1 or 2 threads gives the same reading in-process):
+#: on an AVX2 EPYC, 1 segment of about 2,000 differed
+#: ('trace trees.' served, 'trace.' in-process, tracemonkey_p01; the in-process reading is the same at
+#: batch sizes 1, 8 and 32). A lost finishing correction, what this test is for, changes far more.
+_ROUNDING_ROOM = 0.0 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 0.002
