@@ -17,6 +17,7 @@ from PIL import Image, ImageOps
 
 import models.compact
 from inkstream.page_image import MAX_PAGE_PIXELS, prepare_image, render_pdf_page
+from inkstream.pdf_fonts import install_upright_fonts
 from models.images import to_rgb
 from models.registry import decoder_half_class, encoder_half_class, family_of
 
@@ -51,6 +52,7 @@ def iter_pages(path: pathlib.Path, long_side_px: int | None = None, dpi: float =
     ``dpi``, image frames at their own size (EXIF orientation applied).
     """
     if path.suffix.lower() == ".pdf":
+        install_upright_fonts()  # as the gateway does (gateway.ingest.pdf.PdfDocument)
         pdf = pdfium.PdfDocument(str(path))
         try:
             for i in range(len(pdf)):
