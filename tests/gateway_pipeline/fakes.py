@@ -89,6 +89,11 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
                 yield encoder_pb2.EncodeResponse(page_index=req.page_index,
                                                  error={"code": "INVALID_ARGUMENT", "message": "not an image"})
                 continue
+            if code == "ITEM_TOO_LARGE":  # over this replica's pixel limit, as encoder_service.images says
+                yield encoder_pb2.EncodeResponse(page_index=req.page_index, error={
+                    "code": "INVALID_ARGUMENT", "reason": "PAYLOAD_TOO_LARGE",
+                    "message": "page image is 9000x9000 = 81000000 pixels; the limit is 50000000 pixels"})
+                continue
             if code:
                 await errors.abort(context, errors.error_for_code(code, f"fake encoder fails with {code}"))
             yield encoder_pb2.EncodeResponse(

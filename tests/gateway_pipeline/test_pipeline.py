@@ -7,8 +7,10 @@ import random
 
 import pytest
 
+from gateway.output.stitch import page_result
 from gateway.routing.config import PipelineConfig, RetryPolicy
 from gateway.routing.pipeline import Pipeline
+from gateway.stores.cache import cacheable
 from gateway.types import PageError, PageInput, PipelineOptions
 from inkstream import errors
 from inkstream.fair import BATCH
@@ -213,6 +215,23 @@ async def test_invalid_page_is_final_and_input_errors_pass_through(cluster):
     assert outs[1].error.code == "INVALID_ARGUMENT"
     assert c.encoders[0].calls[digest(images[1])] == 1  # not retried
     assert outs[3].error.message == "page 4 could not be rendered"
+
+
+async def test_a_page_over_a_replicas_limit_keeps_its_reason_and_is_never_cached(cluster):
+    """A page refused for this encoder's pixel limit may be read by another replica or after the limit is
+    raised: its error keeps the reason (PAYLOAD_TOO_LARGE) and the result cache does not keep it, while a
+    page that is unreadable in itself is still cached.
+    """
+    c = await cluster.start()
+    images = make_pages(3, seed=11)
+    c.encoders[0].fail_digests[digest(images[1])] = "ITEM_TOO_LARGE"
+    c.encoders[0].fail_digests[digest(images[2])] = "ITEM_INVALID"
+    outs = await collect(c.pipeline, PageSource(images))
+    assert_all_pages(outs, images, error_pages={1, 2})
+    assert (outs[1].error.code, outs[1].error.reason) == ("INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE")
+    assert page_result(outs[1]).to_dict()["error"]["reason"] == "PAYLOAD_TOO_LARGE"
+    assert not cacheable([page_result(o) for o in outs])
+    assert cacheable([page_result(outs[0]), page_result(outs[2])])
 
 
 async def test_decoder_segment_error_is_page_error(cluster):
