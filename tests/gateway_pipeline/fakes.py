@@ -62,9 +62,11 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
         self.work_window_pages = 0  # window sized in time reported by Info (0: none)
         self.seconds_per_page = 0.0  # busy seconds per page reported by Info (0: unknown)
         self.info_calls = 0
+        self.info_delay_s = 0.0  # seconds each Info call takes
 
     async def Info(self, request, context):
         self.info_calls += 1
+        await asyncio.sleep(self.info_delay_s)
         return encoder_pb2.InfoResponse(
             model_id="fake/encoder", family="fake", hidden_size=HIDDEN, wire_dtype=tensor_pb2.DTYPE_FLOAT32,
             modes=[encoder_pb2.ModeInfo(name="base", page_long_side_px=1024, max_vision_tokens=9),

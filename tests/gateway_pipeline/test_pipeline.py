@@ -234,6 +234,27 @@ async def test_a_page_over_a_replicas_limit_keeps_its_reason_and_is_never_cached
     assert cacheable([page_result(outs[0]), page_result(outs[2])])
 
 
+async def test_a_stale_encoder_info_is_answered_at_once_and_read_again_once(cluster):
+    """Found by the breaker: 90 requests at once on a local stack all waited (up to 104 s) and none was
+    refused 429 though the bound is 64 pages: each request checks its options against the encoders'
+    Info before admission, and once the cached Info was older than ``info_ttl_s`` each made its own
+    Info call, queued in the encoder's work window behind the pages. Now a stale Info is answered at
+    once while one refresh runs for all."""
+    c = await cluster.start(info_ttl_s=0.2)
+    first = await c.pipeline.encoder_info()
+    calls = c.encoders[0].info_calls
+    c.encoders[0].info_delay_s = 1.0  # a busy encoder
+    c.encoders[0].revision = "fp2-new"
+    await asyncio.sleep(0.3)  # stale now
+    t0 = asyncio.get_running_loop().time()
+    infos = await asyncio.gather(*(c.pipeline.encoder_info() for _ in range(20)))
+    assert asyncio.get_running_loop().time() - t0 < 0.5
+    assert all(i == first for i in infos)
+    await asyncio.sleep(1.3)  # the one refresh is done
+    assert (await c.pipeline.encoder_info()).revision == "fp2-new"
+    assert c.encoders[0].info_calls == calls + 1
+
+
 async def test_decoder_segment_error_is_page_error(cluster):
     c = await cluster.start()
     c.decoders[0].item_error = "INVALID_ARGUMENT"
