@@ -150,7 +150,8 @@ class PdfDocument:
             data = encode_page(image, self.max_image_bytes)
             return PageInput(index=index, image=data, width=image.width, height=image.height)
         except InkstreamError as exc:
-            return PageInput(index, None, error=PageError(exc.code_name, f"page {index + 1}: {exc.message}"))
+            return PageInput(index, None, error=PageError(exc.code_name, f"page {index + 1}: {exc.message}",
+                                                          exc.reason))
         except (pdfium.PdfiumError, ValueError, OSError) as exc:
             return PageInput(index=index, image=None, error=PageError(
                 "INVALID_ARGUMENT", f"page {index + 1} could not be rendered: {pdf_page_problem(exc)}"))
