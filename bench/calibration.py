@@ -1,7 +1,8 @@
 """Is the page confidence a probability you can act on? ECE and the flag rates of ``low_confidence``.
 
 Pages: ``--docs`` generated documents (:func:`training.compact.scan_docs.make_document`, seeds from
-``--seed``, default 20,000: never fitted on, :mod:`training.compact.fit_confidence` fits seeds 0-95),
+``--seed``, default 20,000: never fitted on, :mod:`training.compact.fit_confidence` fits seeds 0-95 and
+recalibrates on 96-191),
 the first ``--clean-docs`` of them printed cleanly too (``degrade=False``) and, with
 ``--eval-pages``, the single pages of ../shared/eval/pages. Each is read in this process as
 the stack reads it (:func:`training.compact.read_scored.read_scored`: each line's text, raw confidence

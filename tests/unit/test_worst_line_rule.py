@@ -73,7 +73,9 @@ def test_the_form_photo_with_one_garbled_email_is_flagged_by_the_committed_table
     # the lines read right around it do not reach the bar: it is the garbled line that flags the page
     table = signal.calibration(model)
     assert table is not None
-    assert worst_line_share(segs, table) == pytest.approx(0.012, abs=0.001)
+    # 0.73 % of the page's characters (1.2 % under the table before its recalibration on seeds 96-191, whose
+    # bar was 0.98 %; the recalibrated bar is 0.51 %)
+    assert worst_line_share(segs, table) == pytest.approx(0.0073, abs=0.001)
     assert worst_line_share([s for s in segs if s.text != "vuki.geráiaexese"], table) < table["worst_line_share"]
 
 
