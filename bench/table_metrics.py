@@ -10,9 +10,9 @@
   ink (``2,799.55 2``), a number split in two, or a misread; **number precision** is the share of the
   digit tokens read that are on the page. **duplicated** counts those added tokens whose digits are the
   first or last digits of the token beside them (the duplicate read's signature).
-* **cell precision**: the share of the predicted cells (non-empty) whose text is a ground-truth body
-  cell (multiset); **cells with an extra token**: predicted cells that are not, but would be with
-  one whitespace token taken out.
+* **cell precision**: the share of the predicted cells (non-empty) whose text is a ground-truth cell
+  (multiset; ``bench/tables.py`` counts the header's cells with the body's); **cells with an extra
+  token**: predicted cells that are not, but would be with one whitespace token taken out.
 * **TEDS**: tree-edit-distance similarity of PubTabNet (Zhong et al., "Image-based table recognition:
   data, model, and evaluation", ECCV 2020), computed by the ``table-recognition-metric`` package (the
   reference implementation, apted + Levenshtein on cell text); the prediction's HTML is built from its

@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         kept = numbers_kept(page.numbers, res.text)
         hit, n_cells = cell_recall([c for row in page.body for c in row], [c.text for c in cells])
         added, dup, read = numbers_added(page.lines, res.text)
-        c_hit, c_extra, c_n = cell_precision([c for row in page.body for c in row], [c.text for c in cells])
+        truth = [t for row in page.header for t, _, _ in row] + [c for row in page.body for c in row]
+        c_hit, c_extra, c_n = cell_precision(truth, [c.text for c in cells])  # header cells are cells too
         best = max(tables, key=lambda b: len(b.cells), default=None)
         score = teds(cells_html(best.cells, len(page.header)), page.html) if best else 0.0
         path = tmp / f"table_{k}.png"
