@@ -5,6 +5,14 @@
   lost, or a space inserted, is not kept). The same measure for every engine.
 * **cell recall**: the share of the ground truth's body cells (multiset of texts) found exactly as the
   text of one predicted table cell (``table`` blocks' cells).
+* **numbers added**: tokens with a digit in the text read that are not on the page (multiset against
+  every token of the page's lines, title and headers included): a duplicate read over a neighbour's
+  ink (``2,799.55 2``), a number split in two, or a misread; **number precision** is the share of the
+  digit tokens read that are on the page. **duplicated** counts those added tokens whose digits are the
+  first or last digits of the token beside them (the duplicate read's signature).
+* **cell precision**: the share of the predicted cells (non-empty) whose text is a ground-truth cell
+  (multiset; ``bench/tables.py`` counts the header's cells with the body's); **cells with an extra
+  token**: predicted cells that are not, but would be with one whitespace token taken out.
 * **TEDS**: tree-edit-distance similarity of PubTabNet (Zhong et al., "Image-based table recognition:
   data, model, and evaluation", ECCV 2020), computed by the ``table-recognition-metric`` package (the
   reference implementation, apted + Levenshtein on cell text); the prediction's HTML is built from its
@@ -30,6 +38,51 @@ def numbers_kept(numbers: Sequence[str], text: str) -> int:
     each token used once."""
     have = Counter(text.split())
     return sum(min(n, have[t]) for t, n in Counter(numbers).items())
+
+
+def _digits(token: str) -> str:
+    return "".join(ch for ch in token if ch.isdigit())
+
+
+def numbers_added(truth_lines: Iterable[str], text: str) -> tuple[int, int, int]:
+    """(digit tokens of ``text`` not among the whitespace tokens of ``truth_lines`` (multiset), of those
+    the ones whose digits begin or end the digits of a token next to them on its line, digit tokens
+    of ``text``)."""
+    have = Counter(t for line in truth_lines for t in line.split())
+    added = dup = read = 0
+    for line in text.splitlines():
+        toks = line.split()
+        for i, t in enumerate(toks):
+            d = _digits(t)
+            if not d:
+                continue
+            read += 1
+            if have[t] > 0:
+                have[t] -= 1
+                continue
+            added += 1
+            near = [_digits(toks[j]) for j in (i - 1, i + 1) if 0 <= j < len(toks)]
+            dup += any(len(n) > len(d) and (n.startswith(d) or n.endswith(d)) for n in near)
+    return added, dup, read
+
+
+def cell_precision(truth: Iterable[str], predicted: Iterable[str]) -> tuple[int, int, int]:
+    """(predicted non-empty cells whose text is a ground-truth cell, predicted cells that would be one
+    with one whitespace token taken out, predicted non-empty cells); multisets, runs of spaces folded."""
+    want = Counter(" ".join(t.split()) for t in truth)
+    hit = extra = n = 0
+    for text in predicted:
+        toks = text.split()
+        if not toks:
+            continue
+        n += 1
+        t = " ".join(toks)
+        if want[t] > 0:
+            want[t] -= 1
+            hit += 1
+        elif len(toks) > 1 and any(want[" ".join(toks[:i] + toks[i + 1:])] > 0 for i in range(len(toks))):
+            extra += 1
+    return hit, extra, n
 
 
 def cell_recall(truth: Iterable[str], predicted: Iterable[str]) -> tuple[int, int]:

@@ -27,7 +27,14 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.table_metrics import cell_recall, cells_html, numbers_kept, teds  # noqa: E402 - after sys.path
+from bench.table_metrics import (  # noqa: E402 - after sys.path
+    cell_precision,
+    cell_recall,
+    cells_html,
+    numbers_added,
+    numbers_kept,
+    teds,
+)
 from bench.table_pages import FILLS, RULES, TablePage, render_table_page  # noqa: E402
 
 
@@ -93,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     ours = Ours()
     tess, tess_zh, rapid = (None, None, None) if args.no_others else _others()
-    tot = dict.fromkeys(("numbers", "ours", "tess", "rapid", "cells", "cells_hit", "teds", "s_ours"), 0.0)
+    tot = dict.fromkeys(("numbers", "ours", "tess", "rapid", "cells", "cells_hit", "teds", "s_ours",
+                                "added", "dup", "read", "c_hit", "c_extra", "c_n"), 0.0)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="inkstream_tables_"))
     for k in range(args.pages):
         spec = page_spec(args.seed, k)
@@ -105,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         cells = [c for b in tables for c in b.cells]
         kept = numbers_kept(page.numbers, res.text)
         hit, n_cells = cell_recall([c for row in page.body for c in row], [c.text for c in cells])
+        added, dup, read = numbers_added(page.lines, res.text)
+        truth = [t for row in page.header for t, _, _ in row] + [c for row in page.body for c in row]
+        c_hit, c_extra, c_n = cell_precision(truth, [c.text for c in cells])  # header cells are cells too
         best = max(tables, key=lambda b: len(b.cells), default=None)
         score = teds(cells_html(best.cells, len(page.header)), page.html) if best else 0.0
         path = tmp / f"table_{k}.png"
@@ -117,18 +128,24 @@ def main(argv: list[str] | None = None) -> int:
             r_kept = numbers_kept(page.numbers, rapid.ocr(path)[0])  # type: ignore[attr-defined]
         n = len(page.numbers)
         for key, v in (("numbers", n), ("ours", kept), ("tess", t_kept), ("rapid", r_kept), ("cells", n_cells),
-                       ("cells_hit", hit), ("teds", score)):
+                       ("cells_hit", hit), ("teds", score), ("added", added), ("dup", dup), ("read", read),
+                       ("c_hit", c_hit), ("c_extra", c_extra), ("c_n", c_n)):
             tot[key] += v
         print(f"table_{k} seed {spec['seed']} {page.lang} {page.rules:10} {page.fill:5} rows {len(page.body):2}"
               f" cols {len(page.body[0]):2}: cell recall {100 * hit / n_cells:6.2f} %  numbers kept ours"
               f" {100 * kept / n:6.2f} %  tesseract {_share(t_kept, n, engine)}  rapidocr {_share(r_kept, n, rapid)}"
-              f"  TEDS {score:.3f}  warnings {','.join(res.warnings) or '-'}", flush=True)
+              f"  TEDS {score:.3f}  numbers added {added} (duplicated {dup})  cells with an extra token {c_extra}"
+              f"  warnings {','.join(res.warnings) or '-'}", flush=True)
     n = max(1.0, tot["numbers"])
     print(f"pages {args.pages}, numbers {int(tot['numbers'])}, cells {int(tot['cells'])}, ours {tot['s_ours']:.1f} s")
     print(f"cell_recall: {100 * tot['cells_hit'] / max(1.0, tot['cells']):.2f} %")
     print(f"numbers_kept: ours {100 * tot['ours'] / n:.2f} %  tesseract {_share(tot['tess'], n, tess)}"
           f"  rapidocr {_share(tot['rapid'], n, rapid)}")
     print(f"teds: {tot['teds'] / max(1, args.pages):.4f}")
+    print(f"numbers_added: {int(tot['added'])}  duplicated: {int(tot['dup'])}  number_precision:"
+          f" {100 * (tot['read'] - tot['added']) / max(1.0, tot['read']):.2f} %")
+    print(f"cell_precision: {100 * tot['c_hit'] / max(1.0, tot['c_n']):.2f} %  cells_with_an_extra_token:"
+          f" {int(tot['c_extra'])}")
     if args.no_others:  # no ratio against engines that were not run
         print(f"numbers_kept_ours: {tot['ours'] / n:.4f}  (--no-others: Tesseract and RapidOCR not run)")
     else:

@@ -40,7 +40,7 @@ import rapidocr
 from PIL import Image
 from rapidocr.ch_ppocr_det.utils import DBPostProcess, DetPreProcess
 
-from models.compact.page import large_print, levels, rowsplit, wide
+from models.compact.page import dup_boxes, large_print, levels, rowsplit, wide
 from models.compact.page.boxes import LineBox, _same_line, crop_line
 from models.compact.page.det_net import DetNetwork, onnx_session
 from models.compact.page.direction import _cls_input, _cls_windows
@@ -96,7 +96,8 @@ class LineDetector:
             return rowsplit.split_rows(rgb, wide.detect_in_strips(seen, self._detect_band, self.det_long_side))
         if h <= 2 * w or h <= self.det_long_side:  # display type found by a coarse pass (large_print)
             lines = large_print.with_large_lines(seen, self._detect_band(seen), self._detect_coarse)
-            return rowsplit.split_rows(rgb, lines)  # a box over several table rows: one line per row
+            # a box over several table rows: one line per row; a box over ink another box holds: none
+            return dup_boxes.drop_duplicates(rgb, rowsplit.split_rows(rgb, lines))
         overlap = max(256, band // 5)
         starts = list(range(0, h - band, band - overlap)) + [h - band]
         starts = sorted(set(starts))
@@ -118,7 +119,7 @@ class LineDetector:
         for _, i, ln in sorted(found, key=lambda f: -f[0]):
             if not any(j != i and _same_line(ln.box, other.box) for j, other in kept):
                 kept.append((i, ln))
-        return rowsplit.split_rows(rgb, [ln for _, ln in kept])
+        return dup_boxes.drop_duplicates(rgb, rowsplit.split_rows(rgb, [ln for _, ln in kept]))
 
     def _detect_coarse(self, small: np.ndarray) -> list[LineBox]:
         """Lines of the large-print pass's shrunk page (:mod:`models.compact.page.large_print`), detected at
