@@ -49,7 +49,12 @@ MARGIN = 0.25
 RULE_EDGE = 2
 #: Fewer ink pixels than this in a row of the crop is noise, not text.
 MIN_ROW_INK = 2
-
+#: A run under MIN_BAND_SHARE of the median run's height at least this many median heights from the
+#: runs above and below it is a mark alone on its row, not a stroke of either row (an accent or an
+#: i's dot lies within ~0.3): pdfjs_tracemonkey_14p page 12, a table column's '-' cell 15 px above its
+#: first number (17 px rows) joined that row, its band looked 2x the print size and SAME_PRINT refused
+#: to split the 14-row box (a column of 13 numbers lost).
+ALONE_GAP = 0.5
 
 
 def ink_mask(gray: np.ndarray, stroke_px: int) -> np.ndarray:
@@ -119,17 +124,23 @@ def _ink_threshold(diff: np.ndarray) -> float:
 def row_bands(ink: np.ndarray) -> list[tuple[int, int]]:
     """Text rows of an ink mask [H, W]: (y0, y1) runs of rows with at least :data:`MIN_ROW_INK` ink
     pixels; a run under :data:`MIN_BAND_SHARE` of the median run's height joins its nearest neighbour
-    (its gap to it the smaller), so a row is never cut through its characters' strokes.
+    (its gap to it the smaller), so a row is never cut through its characters' strokes -- unless it
+    lies at least :data:`ALONE_GAP` median heights from every neighbour: then it is no stroke of a
+    row but a mark alone on its row (a table's ``-`` for a missing value) and is left out.
     """
     bands = true_runs((ink.sum(axis=1) >= MIN_ROW_INK) if ink.size else np.zeros(0, bool))
     while len(bands) > 1:
         heights = [b - a for a, b in bands]
-        small = [i for i, h in enumerate(heights) if h < MIN_BAND_SHARE * float(np.median(heights))]
+        med = float(np.median(heights))
+        small = [i for i, h in enumerate(heights) if h < MIN_BAND_SHARE * med]
         if not small:
             break
         i = small[0]
         gap_up = bands[i][0] - bands[i - 1][1] if i > 0 else None
         gap_down = bands[i + 1][0] - bands[i][1] if i + 1 < len(bands) else None
+        if min(g for g in (gap_up, gap_down) if g is not None) >= ALONE_GAP * med:
+            del bands[i]
+            continue
         j = i - 1 if gap_down is None or (gap_up is not None and gap_up <= gap_down) else i + 1
         lo, hi = sorted((i, j))
         bands[lo: hi + 1] = [(bands[lo][0], bands[hi][1])]
