@@ -51,7 +51,7 @@ from decoder_service.sampling import SamplingParams, make_generator
 from decoder_service.sequence import Seq, SequenceEvent, SequenceStream, Usage
 from decoder_service.step_pace import StepPace
 from decoder_service.stopping import FinishReason, StopCriteria
-from inkstream.errors import InvalidInput, ResourceExhausted, Unavailable
+from inkstream.errors import PayloadTooLarge, ResourceExhausted, Unavailable
 from inkstream.fair import NO_KEY, FairQueue, WorkKey
 from inkstream.fatal import ForwardHealth
 from models.base import DecoderHalf
@@ -160,12 +160,12 @@ class DecodeEngine:
         """Effective max_new_tokens for a prompt; raises InvalidInput when the sequence can never run."""
         max_new = effective_max_new_tokens(self.half, prompt_len, params)
         if max_new < 1:
-            raise InvalidInput(
+            raise PayloadTooLarge(
                 f"prompt of {prompt_len} tokens leaves no room to generate within the model's context "
                 f"of {self.half.max_positions} tokens"
             )
         if prompt_len + max_new > self.kv_cache_budget_tokens:
-            raise InvalidInput(
+            raise PayloadTooLarge(
                 f"prompt ({prompt_len} tokens) + max_new_tokens ({max_new}) exceeds this decoder's KV-cache "
                 f"budget of {self.kv_cache_budget_tokens} tokens; ask for fewer new tokens"
             )

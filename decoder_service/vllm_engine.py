@@ -42,7 +42,7 @@ from decoder_service.reference import effective_max_new_tokens
 from decoder_service.sampling import SamplingParams
 from decoder_service.sequence import SequenceEvent, Usage, sequence_confidence
 from decoder_service.stopping import FinishReason, StopCriteria
-from inkstream.errors import InternalError, InvalidInput, ResourceExhausted, Unavailable
+from inkstream.errors import InternalError, InvalidInput, PayloadTooLarge, ResourceExhausted, Unavailable
 from inkstream.fair import NO_KEY, WorkKey
 from inkstream.fatal import DeviceLost, ForwardHealth
 from models.base import DecoderHalf
@@ -255,11 +255,11 @@ class VllmEngine:
         L = int(ids.numel())
         max_new = effective_max_new_tokens(h, L, params)
         if max_new < 1:
-            raise InvalidInput(f"prompt of {L} tokens leaves no room to generate within the model's context "
-                               f"of {h.max_positions} tokens")
+            raise PayloadTooLarge(f"prompt of {L} tokens leaves no room to generate within the model's context "
+                                  f"of {h.max_positions} tokens")
         if L + max_new > self.kv_cache_budget_tokens:
-            raise InvalidInput(f"prompt ({L} tokens) + max_new_tokens ({max_new}) exceeds this decoder's KV-cache "
-                               f"budget of {self.kv_cache_budget_tokens} tokens; ask for fewer new tokens")
+            raise PayloadTooLarge(f"prompt ({L} tokens) + max_new_tokens ({max_new}) exceeds this decoder's KV-cache "
+                                  f"budget of {self.kv_cache_budget_tokens} tokens; ask for fewer new tokens")
         req = _Req(f"{self.name}-{next(self._ids)}", L, int(vt.shape[0]),
                    StopCriteria(params, h.eos_token_ids, max_new), IncrementalDetokenizer(h.decode_text), whole,
                    time.perf_counter(), finish_state=h.finish_state(embeds) if whole else None)

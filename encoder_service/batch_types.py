@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
+from inkstream.page_image import ENCODER_MAX_IMAGE_PIXELS
 from models.base import EncodedPage
 
 
@@ -16,7 +17,7 @@ class BatchLimits:
     max_wait_ms: float = 10.0  # longest a page waits for batch-mates, milliseconds
     max_queue_pages: int = 64  # admitted pages not yet in a forward pass
     max_image_bytes: int = 20 * 1024 * 1024  # bytes per page image
-    max_image_pixels: int = 40_000_000  # width x height per page image
+    max_image_pixels: int = ENCODER_MAX_IMAGE_PIXELS  # width x height per page image
     preprocess_threads: int | None = None  # None: the half's own (EncoderHalf.preprocess_threads)
 
 

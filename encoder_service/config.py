@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from inkstream.config import load_config
 from inkstream.lifecycle import DEFAULT_MAX_MESSAGE_BYTES
+from inkstream.page_image import ENCODER_MAX_IMAGE_PIXELS
 from inkstream.tls import TlsConfig
 
 ENV_PREFIX = "INKSTREAM_ENCODER"
@@ -53,7 +54,8 @@ class EncoderConfig(BaseModel):
         8, ge=1, description="forward passes failing in a row (no page encoded) before the replica reports NOT_SERVING "
         "and exits (inkstream.fatal): a device that is gone fails every forward")
     max_image_bytes: int = Field(20 * 1024 * 1024, ge=1024, description="largest page image, bytes")
-    max_image_pixels: int = Field(40_000_000, ge=1, description="largest page image, width x height pixels")
+    max_image_pixels: int = Field(ENCODER_MAX_IMAGE_PIXELS, ge=1,
+                                  description="largest page image, width x height pixels")
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=4 * 1024 * 1024,
                                    description="gRPC message limit, bytes")
     preprocess_threads: int | None = Field(

@@ -16,7 +16,8 @@ import pypdfium2 as pdfium
 from PIL import Image, ImageOps
 
 import models.compact
-from inkstream.page_image import MAX_PAGE_PIXELS, prepare_image, render_pdf_page
+from inkstream.page_image import fit_pixels, prepare_image, render_pdf_page
+from inkstream.pdf_fonts import install_upright_fonts
 from models.images import to_rgb
 from models.registry import decoder_half_class, encoder_half_class, family_of
 
@@ -41,16 +42,19 @@ def find_documents(root: str | pathlib.Path) -> list[tuple[pathlib.Path, pathlib
 
 
 def iter_pages(path: pathlib.Path, long_side_px: int | None = None, dpi: float = 200.0,
-               max_pixels: int = MAX_PAGE_PIXELS) -> Iterator[Image.Image]:
+               max_pixels: int = 0) -> Iterator[Image.Image]:
     """RGB pages of a document. With ``long_side_px`` (the encoder mode's ``page_long_side_px``)
     exactly as the gateway prepares them for the encoder, with the very same functions
     (:mod:`inkstream.page_image`): PDF pages rendered at that long side, image frames (every frame
     of a TIFF, the first of other formats) normalised and shrunk to it, both within ``max_pixels``
-    (the gateway's default ``limits.max_page_pixels``); then converted to RGB as the encoder
+    (0: what the served stack fits pages to by default, :func:`inkstream.page_image.fit_pixels`: the
+    encoder's ``max_image_pixels`` under the gateway's ``limits.max_page_pixels``); then converted to RGB as the encoder
     service converts what it receives. Without it (Tesseract, RapidOCR): PDF pages rendered at
     ``dpi``, image frames at their own size (EXIF orientation applied).
     """
+    max_pixels = max_pixels or fit_pixels()
     if path.suffix.lower() == ".pdf":
+        install_upright_fonts()  # as the gateway does (gateway.ingest.pdf.PdfDocument)
         pdf = pdfium.PdfDocument(str(path))
         try:
             for i in range(len(pdf)):

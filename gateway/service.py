@@ -35,6 +35,7 @@ from gateway.stores.cache import ResultCache, cache_key
 from gateway.types import PagePipeline, PipelineOptions, RequestSlot
 from inkstream.errors import InkstreamError, InvalidInput, Unavailable, as_inkstream_error
 from inkstream.fair import INTERACTIVE
+from inkstream.page_image import fit_pixels
 from inkstream.page_result import PASSWORD_UNUSED, PageResult
 
 #: Task names the gateway documents (proto: "ocr" | "markdown"); a decoder may offer more
@@ -270,7 +271,7 @@ class OcrService:
         mode = info.mode(request.mode)
         limits = self.config.limits
         # pages are scaled to what the encoders take too (an image over the gateway's own limit is refused)
-        fit = min(limits.max_page_pixels, info.max_image_pixels or limits.max_page_pixels)
+        fit = fit_pixels(info.max_image_pixels, limits.max_page_pixels)
         doc = await open_document(upload, long_side_px=mode.page_long_side_px, max_pixels=limits.max_page_pixels,
                                   max_pages=limits.max_pages, min_side=limits.min_page_side_px,
                                   password=request.password, max_image_bytes=info.max_image_bytes, fit_pixels=fit)

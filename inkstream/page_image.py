@@ -4,7 +4,7 @@ The gateway prepares every page with these functions (:mod:`gateway.ingest`), an
 ``inkstream eval --in-process`` (:func:`evaluation.engines.iter_pages`), so that a figure measured
 in-process is the figure of the stack: an image frame is normalised to 8-bit ``L`` / ``RGB`` and
 downscaled to the encoder mode's ``page_long_side_px`` (:func:`prepare_image`); a PDF page is
-rendered at that long side (:func:`render_pdf_page`); both within :data:`MAX_PAGE_PIXELS` pixels.
+rendered at that long side (:func:`render_pdf_page`); both within :func:`fit_pixels` pixels.
 What only the gateway does on top — the upload limits, and the PNG (or JPEG, over the encoder's
 byte limit) it sends — stays in :mod:`gateway.ingest.images`.
 """
@@ -21,6 +21,17 @@ from inkstream.errors import InvalidInput, Unprocessable
 
 #: the most pixels (width x height) of one page image: the gateway's default ``limits.max_page_pixels``
 MAX_PAGE_PIXELS = 50_000_000
+#: the most pixels of a page image the encoder service takes by default (its ``max_image_pixels``,
+#: ``InfoResponse`` field 15): the gateway fits pages to it too (:func:`fit_pixels`)
+ENCODER_MAX_IMAGE_PIXELS = 40_000_000
+
+
+def fit_pixels(encoder_max_pixels: int = ENCODER_MAX_IMAGE_PIXELS, page_max_pixels: int = MAX_PAGE_PIXELS) -> int:
+    """The most pixels a page is scaled to: the gateway's ``page_max_pixels`` or, when lower, the
+    encoders' ``encoder_max_pixels`` (0 = they do not say). The defaults are the served stack's
+    (40,000,000), which ``inkstream eval --in-process`` uses so that it reads the stack's pixels.
+    """
+    return min(page_max_pixels, encoder_max_pixels or page_max_pixels)
 
 
 def _to_8bit(arr: np.ndarray) -> np.ndarray:

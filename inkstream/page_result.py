@@ -57,11 +57,21 @@ def _box_json(box: Box) -> list[float]:
 @dataclass(frozen=True)
 class PageError:
     """Why a page has no text: ``code`` a gRPC status code name (e.g. "INVALID_ARGUMENT",
-    "UNAVAILABLE", "INTERNAL"), ``message`` for a person.
+    "UNAVAILABLE", "INTERNAL"), ``message`` for a person, ``reason`` the finer cause when the error
+    has one (:attr:`inkstream.errors.InkstreamError.reason`, e.g. "PAYLOAD_TOO_LARGE": the page is over
+    a limit of the replica or gateway that read it; "" = the code says it all).
     """
 
     code: str
     message: str
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        """JSON form: ``{code, message}``, plus ``reason`` when it has one."""
+        d = {"code": self.code, "message": self.message}
+        if self.reason:
+            d["reason"] = self.reason
+        return d
 
 
 @dataclass
@@ -200,7 +210,7 @@ class PageResult:
             "index": self.index, "status": self.status, "text": self.text,
             "blocks": [b.to_dict() for b in self.blocks], "finish_reason": self.finish_reason,
             "vision_tokens": self.vision_tokens, "generated_tokens": self.generated_tokens,
-            "error": {"code": self.error.code, "message": self.error.message} if self.error else None,
+            "error": self.error.to_dict() if self.error else None,
             "width": self.width, "height": self.height, "confidence": round(self.confidence, 4),
             "warnings": list(self.warnings),
         }
@@ -216,7 +226,7 @@ class PageResult:
             blocks=[Block.from_dict(b) for b in d.get("blocks", [])],
             finish_reason=d.get("finish_reason", ""), vision_tokens=int(d.get("vision_tokens", 0)),
             generated_tokens=int(d.get("generated_tokens", 0)),
-            error=PageError(err["code"], err["message"]) if err else None,
+            error=PageError(err["code"], err["message"], str(err.get("reason") or "")) if err else None,
             width=int(d.get("width", 0)), height=int(d.get("height", 0)),
             confidence=float(d.get("confidence", 0.0)), warnings=list(d.get("warnings", [])),
         )

@@ -47,7 +47,7 @@ def page_to_pb(p: PageResult) -> gateway_pb2.PageResult:
         blocks=[_block_to_pb(b) for b in p.blocks], confidence=p.confidence, warnings=p.warnings,
     )
     if p.error is not None:
-        msg.error.code, msg.error.message = p.error.code, p.error.message
+        msg.error.code, msg.error.message, msg.error.reason = p.error.code, p.error.message, p.error.reason
     return msg
 
 
@@ -58,6 +58,7 @@ def page_from_pb(msg: gateway_pb2.PageResult) -> PageResult:
     return PageResult(
         index=msg.index, status=msg.status, text=msg.text, blocks=[_block_from_pb(b) for b in msg.blocks],
         finish_reason=msg.finish_reason, vision_tokens=msg.vision_tokens, generated_tokens=msg.generated_tokens,
-        error=PageError(msg.error.code, msg.error.message) if msg.HasField("error") and msg.error.code else None,
+        error=(PageError(msg.error.code, msg.error.message, msg.error.reason)
+               if msg.HasField("error") and msg.error.code else None),
         width=msg.width, height=msg.height, confidence=msg.confidence, warnings=list(msg.warnings),
     )

@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 
 from launcher.model_dir import resolve_model
-from launcher.probes import free_port, grpc_serving, http_up, scrape_metrics
+from launcher.probes import free_port, grpc_serving, http_up, port_free, scrape_metrics
 from launcher.processes import kill_group, spawn_service, terminate
 
 SERVICES = ("encoder", "decoder", "gateway")
@@ -36,6 +36,16 @@ PORT_RACE_RETRIES = 3  # respawns (per start) of replicas that lost a free_port 
 _BIND_FAILURES = ("failed to bind", "could not bind", "cannot bind", "address already in use")
 
 
+class PortTaken(RuntimeError):
+    """The gateway could not bind a port the stack was given (``gateway_port`` / ``gateway_grpc_port``,
+    not 0): another process holds it. ``api``: "REST" or "gRPC"; ``port``: the port.
+    """
+
+    def __init__(self, api: str, port: int):
+        super().__init__(f"the gateway's {api} port {port} is taken by another process")
+        self.api, self.port = api, port
+
+
 class LocalStack:
     """Encoder, decoder and gateway processes on loopback.
 
@@ -45,8 +55,10 @@ class LocalStack:
     ``gateway_grpc_port``: its REST / gRPC ports, 0 picks a free one. ``extra_args``: more CLI flags per
     service name. ``env``: extra environment for the children (``OMP_NUM_THREADS`` defaults to 1 and
     ``MALLOC_ARENA_MAX`` to 2 per process).
-    ``startup_timeout_s``: seconds to wait for all processes to be ready. Raises RuntimeError (with
-    the log tail) if one fails. ``log_dir``: where the per-process logs go (default: the scratch dir).
+    ``startup_timeout_s``: seconds to wait for all processes to be ready. Raises :class:`PortTaken` (a
+    RuntimeError) when the gateway cannot bind a port given here that another process holds, else
+    RuntimeError (with the log tail) if one fails. ``log_dir``: where the per-process logs go (default:
+    the scratch dir).
     """
 
     def __init__(
@@ -197,6 +209,12 @@ class LocalStack:
         text = self._log_since_spawn(service, i).lower()
         return any(m in text for m in _BIND_FAILURES)
 
+    def _raise_if_given_port_taken(self) -> None:
+        """Raise :class:`PortTaken` when a gateway port the stack was given (not 0) cannot be bound."""
+        for api, port in (("REST", self.gateway_port), ("gRPC", self.gateway_grpc_port)):
+            if port and not port_free(port):
+                raise PortTaken(api, port)
+
     def _ready(self, service: str, i: int) -> bool:
         # Our child must have said it bound its port: another process that took the port before it
         # (a free_port race) would otherwise answer the readiness probe in its place.
@@ -229,6 +247,8 @@ class LocalStack:
         while pending:
             for s, i in list(pending):
                 rc = self.procs[s][i].poll()
+                if rc is not None and s == "gateway" and self._lost_port_race(s, i):
+                    self._raise_if_given_port_taken()  # respawning on a port another process holds cannot help
                 if rc is not None and respawns < PORT_RACE_RETRIES and self._lost_port_race(s, i):
                     respawns += 1
                     self._launch(s, i)

@@ -24,6 +24,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether TCP ``port`` on ``host`` can be bound right now (no other process listens on it)."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def grpc_serving(addr: str, timeout_s: float = 1.0) -> bool:
     """True when ``addr`` answers ``grpc.health.v1.Health/Check`` with SERVING."""
     with grpc.insecure_channel(addr) as ch:

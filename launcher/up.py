@@ -25,7 +25,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -34,8 +33,9 @@ from typing import IO
 
 import platformdirs
 
-from launcher.local_stack import DRAIN_ENV, DRAIN_GRACE_S, LocalStack, free_port
+from launcher.local_stack import DRAIN_ENV, DRAIN_GRACE_S, LocalStack, PortTaken, free_port
 from launcher.model_dir import check_model_dir
+from launcher.probes import port_free
 
 #: ``inkstream up --help``: plain text (the module docstring is reStructuredText, for the API docs)
 HELP = """\
@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
     ports = {}
     for flag, given in (("--port", args.port), ("--grpc-port", args.grpc_port)):
         port = DEFAULT_PORTS[flag] if given is None else given
-        if port and not _port_free(port):
+        if port and not port_free(port):
             if given is not None:
                 print(f"inkstream up: port {port} is in use; choose another with {flag} (0 = any free port)",
                       file=sys.stderr)
@@ -185,6 +185,13 @@ def _run(args: argparse.Namespace, ports: dict[str, int], state_dir: pathlib.Pat
               f"(state in {state_dir}; logs in {stack.log_dir}) ...", file=sys.stderr, flush=True)
         try:
             stack.start()
+        except PortTaken as exc:  # free when checked above, taken by another process since (a race)
+            failed = str(exc)
+            flag = "--port" if exc.api == "REST" else "--grpc-port"
+            print(f"inkstream up: port {exc.port} (the gateway's {exc.api} API) was free at the start but another "
+                  f"process took it while the stack was starting; choose another with {flag} (0 = any free port)",
+                  file=sys.stderr)
+            return 2
         except (RuntimeError, FileNotFoundError) as exc:
             failed = str(exc)
             print(f"inkstream up: {exc}", file=sys.stderr)
@@ -273,15 +280,6 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535; 0 = any free port)")
     return port
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 

@@ -60,6 +60,8 @@ class PageError(BaseModel):
 
     code: str = Field(description='gRPC status code name, e.g. "INVALID_ARGUMENT", "UNAVAILABLE"')
     message: str = Field(description="for a person")
+    reason: str | None = Field(None, description='finer cause, when there is one, e.g. "PAYLOAD_TOO_LARGE" (the page '
+                               "is over a limit of the replica or gateway that read it)")
 
 
 class Page(BaseModel):

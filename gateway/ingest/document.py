@@ -98,7 +98,8 @@ class ImageDocument:
         except InkstreamError as exc:
             if strict:
                 raise
-            return PageInput(index, None, error=PageError(exc.code_name, f"page {index + 1}: {exc.message}"))
+            return PageInput(index, None, error=PageError(exc.code_name, f"page {index + 1}: {exc.message}",
+                                                          exc.reason))
         except (OSError, ValueError, EOFError) as exc:
             if strict:
                 raise InvalidInput(f"the image cannot be decoded: {image_problem(exc)}") from None

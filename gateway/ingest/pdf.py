@@ -22,6 +22,7 @@ from gateway.types import PageError, PageInput
 from inkstream.decode_errors import pdf_page_problem
 from inkstream.errors import InkstreamError, InvalidInput, Unprocessable
 from inkstream.page_image import pdf_scale, render_pdf_page
+from inkstream.pdf_fonts import install_upright_fonts
 
 log = logging.getLogger("inkstream.gateway.ingest")
 
@@ -112,6 +113,7 @@ class PdfDocument:
         self._path, self._password = path, ""
         self._rendered_since_open = 0
         self.password_needed = False
+        install_upright_fonts()  # before PDFium loads a page's fonts (on this, the PDFium thread)
         _reset_last_error()
         try:
             self._pdf = pdfium.PdfDocument(str(path))
@@ -148,7 +150,8 @@ class PdfDocument:
             data = encode_page(image, self.max_image_bytes)
             return PageInput(index=index, image=data, width=image.width, height=image.height)
         except InkstreamError as exc:
-            return PageInput(index, None, error=PageError(exc.code_name, f"page {index + 1}: {exc.message}"))
+            return PageInput(index, None, error=PageError(exc.code_name, f"page {index + 1}: {exc.message}",
+                                                          exc.reason))
         except (pdfium.PdfiumError, ValueError, OSError) as exc:
             return PageInput(index=index, image=None, error=PageError(
                 "INVALID_ARGUMENT", f"page {index + 1} could not be rendered: {pdf_page_problem(exc)}"))

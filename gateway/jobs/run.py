@@ -186,25 +186,30 @@ def retryable(page: PageResult) -> bool:
 
 def every_page_failed(pages: list[PageResult]) -> InkstreamError | None:
     """The error that fails a job whose every page in ``pages`` is an error, None when a page was
-    read (or there are none): the code most pages have (the first page's on a tie), and a message
-    giving each page's reason, pages with the same reason together ("pages 1-2, 5: UNAVAILABLE: no
-    decoder replica answered"), at most :data:`MAX_REASONS` reasons then how many more.
+    read (or there are none): the code and finer reason most pages have (the first page's on a tie),
+    so the same cause answers the same status as a one-page document's (pages of a TIFF all too small:
+    422 NOTHING_TO_READ, as one such image), and a message giving each page's reason, pages with the
+    same reason together ("pages 1-2, 5: UNAVAILABLE: no decoder replica answered"), at most
+    :data:`MAX_REASONS` reasons then how many more.
     """
     if not pages or any(p.status != "error" for p in pages):
         return None
-    groups: dict[tuple[str, str], list[int]] = {}
+    groups: dict[tuple[str, str, str], list[int]] = {}
     for p in sorted(pages, key=lambda p: p.index):
         err = p.error or PageError("INTERNAL", "the page failed without a reason")
         own = f"page {p.index}: "  # the ingest's messages name their page: said once, in front
-        groups.setdefault((err.code, err.message.removeprefix(own)), []).append(p.index)
-    counts: dict[str, int] = {}
-    for (code, _), indices in groups.items():
-        counts[code] = counts.get(code, 0) + len(indices)
-    code = max(counts, key=lambda c: counts[c])  # dicts keep order: the first page's code wins a tie
-    reasons = [f"{_page_list(indices)}: {c}: {m}" for (c, m), indices in groups.items()]
+        groups.setdefault((err.code, err.reason, err.message.removeprefix(own)), []).append(p.index)
+    codes: dict[str, int] = {}
+    finer: dict[tuple[str, str], int] = {}
+    for (c, r, _), indices in groups.items():
+        codes[c] = codes.get(c, 0) + len(indices)
+        finer[c, r] = finer.get((c, r), 0) + len(indices)
+    code = max(codes, key=lambda c: codes[c])  # dicts keep order: the first page's code wins a tie
+    reason = max((r for c, r in finer if c == code), key=lambda r: finer[code, r])  # then the reason, likewise
+    reasons = [f"{_page_list(indices)}: {c}: {m}" for (c, _, m), indices in groups.items()]
     more = f"; and {len(reasons) - MAX_REASONS} more" if len(reasons) > MAX_REASONS else ""
     return error_for_code(code, f"no page could be read ({len(pages)} of {len(pages)} failed): "
-                          + "; ".join(reasons[:MAX_REASONS]) + more)
+                          + "; ".join(reasons[:MAX_REASONS]) + more, reason=reason)
 
 
 def _page_list(indices: list[int]) -> str:

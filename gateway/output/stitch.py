@@ -77,9 +77,11 @@ def _revote(block: Block, text: str) -> None:
     block.text = text
 
 
-def error_page(index0: int, code: str, message: str) -> PageResult:
-    """A PageResult for page ``index0`` (0-based) that failed with gRPC code name ``code``."""
-    return PageResult(index=index0 + 1, status="error", error=PageError(code, message))
+def error_page(index0: int, code: str, message: str, reason: str = "") -> PageResult:
+    """A PageResult for page ``index0`` (0-based) that failed with gRPC code name ``code`` (and the
+    error's finer ``reason``, "" = none).
+    """
+    return PageResult(index=index0 + 1, status="error", error=PageError(code, message, reason))
 
 
 def parse_grounding(text: str, seg_box: Box, default_type: str) -> tuple[str, list[Block]]:

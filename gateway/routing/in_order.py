@@ -79,7 +79,7 @@ async def pages_in_order(pipeline: PagePipeline, doc: Document, indices: list[in
             await inputs.aclose()
     for index in pending:
         if failure is not None:
-            yield error_page(index, failure.code_name, failure.message)
+            yield error_page(index, failure.code_name, failure.message, failure.reason)
         else:
             yield error_page(index, "INTERNAL", "the pipeline returned no result for this page")
 

@@ -65,13 +65,14 @@ class PageStages:
                 await asyncio.to_thread(locate_segment_words, image, segments, encoded.width, encoded.height)
             del image
         except PageFailed as exc:
-            return PageOutcome(index=index, status="error", error=PageError(exc.error.code_name, exc.error.message))
+            return PageOutcome(index=index, status="error", error=PageError(exc.error.code_name, exc.error.message,
+                                                                                  exc.error.reason))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug must not lose the page: report it
             log.exception("page %d failed unexpectedly", index + 1)
             err = as_inkstream_error(exc)
-            return PageOutcome(index=index, status="error", error=PageError(err.code_name, err.message))
+            return PageOutcome(index=index, status="error", error=PageError(err.code_name, err.message, err.reason))
         segments.sort(key=lambda s: s.index)
         finish = max((s.finish_reason for s in segments), key=lambda r: _FINISH_RANK.get(r, 0), default="stop")
         return PageOutcome(

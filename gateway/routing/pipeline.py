@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import random
 import time
@@ -78,6 +79,7 @@ class Pipeline:
             self.pace, lambda: stage_seconds_per_page(*self.router.reported_seconds_per_page("encoder")))
         self._info: EncoderInfo | None = None
         self._info_at = 0.0
+        self._info_refresh: asyncio.Task[EncoderInfo] | None = None  # the one Info read under way
         self._tasks: tuple[str, ...] = ()
         self._tasks_next_at = float("-inf")  # monotonic time of the next decoder-Info try
         self._trimmed_at = float("-inf")
@@ -125,7 +127,11 @@ class Pipeline:
         return True, ""
 
     async def close(self) -> None:
-        """Close every replica channel."""
+        """Stop an Info refresh under way and close every replica channel."""
+        if self._info_refresh is not None and not self._info_refresh.done():
+            self._info_refresh.cancel()
+            with contextlib.suppress(BaseException):
+                await self._info_refresh
         await self.encoders.close()
         await self.decoders.close()
 
@@ -140,23 +146,40 @@ class Pipeline:
     async def encoder_info(self) -> EncoderInfo:
         """The encoders' model id and modes (cached for ``info_ttl_s`` seconds after a success).
 
-        Raises Unavailable when no encoder replica answers within the retry policy's wait.
+        One refresh at a time, shared by every caller (:meth:`_refresh_info`). Once an Info is known, a
+        stale one is answered at once while the refresh runs in the background: the Info call waits
+        for a lease in the encoders' work windows, behind the pages queued there, and every request
+        checks its options against the Info before admission, so under load each request used to
+        wait (minutes) for its own Info call instead of being admitted or refused (429) at once.
+        Raises Unavailable when no Info is known and no encoder replica answers within the retry
+        policy's wait.
         """
-        if self._info is None or time.monotonic() - self._info_at > self.config.info_ttl_s:
+        if self._info is not None and time.monotonic() - self._info_at <= self.config.info_ttl_s:
+            return self._info
+        if self._info_refresh is None or self._info_refresh.done():
+            self._info_refresh = asyncio.create_task(self._refresh_info())
+        if self._info is not None:
+            return self._info
+        return await asyncio.shield(self._info_refresh)
 
-            async def call(lease: Lease) -> EncoderInfo:
-                return await fetch_encoder_info(lease.channel, self.config.info_timeout_s)
+    async def _refresh_info(self) -> EncoderInfo:
+        """Read the encoders' Info into the cache; on failure keep the last known one (logged) or raise
+        the call's error (Unavailable) when there is none.
+        """
 
-            try:
-                self._info = await with_retries(self.router, "encoder", call, policy=self.config.retry,
-                                                budget=self.budget, counters=RetryCounters(), what="encoder Info")
-            except PageFailed as exc:
-                if self._info is not None:  # keep serving with the last known Info
-                    log.warning("refreshing encoder Info failed: %s", exc.error.message)
-                    return self._info
-                raise exc.error from None
-            self._info_at = time.monotonic()
-        return self._info
+        async def call(lease: Lease) -> EncoderInfo:
+            return await fetch_encoder_info(lease.channel, self.config.info_timeout_s)
+
+        try:
+            info = await with_retries(self.router, "encoder", call, policy=self.config.retry,
+                                      budget=self.budget, counters=RetryCounters(), what="encoder Info")
+        except PageFailed as exc:
+            if self._info is not None:  # keep serving with the last known Info
+                log.warning("refreshing encoder Info failed: %s", exc.error.message)
+                return self._info
+            raise exc.error from None
+        self._info, self._info_at = info, time.monotonic()
+        return info
 
     async def decoder_tasks(self) -> tuple[str, ...]:
         """The decoders' task names (cached ``info_ttl_s`` seconds), so the gateway refuses an unknown

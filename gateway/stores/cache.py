@@ -5,8 +5,10 @@ selected page indices). The revision (the checkpoint's content fingerprint, from
 :mod:`inkstream.revision`) keeps pages read with the weights before an upgrade from being served after
 it, even when the model id stays the same. The output format is not part of the key: every format
 is stitched from the same page results. Only deterministic outcomes are cached: pages that are "ok"
-and not cancelled, or that failed with INVALID_ARGUMENT (the page itself is unreadable); transient
-failures never are.
+and not cancelled, or that failed with INVALID_ARGUMENT because the page itself is unreadable; transient
+failures never are, nor a page over a limit of whoever read it (reason PAYLOAD_TOO_LARGE or
+TOO_LONG_FOR_DEADLINE: an encoder's pixel or byte limit, a decoder's context or KV-cache budget, the
+gateway's limits), which another replica or a new configuration may read.
 
 Two places for the entries: a :class:`gateway.stores.ResultStore` (blobs ``cache/<key>.json``, this
 process only; past ``max_entries`` the oldest are removed, checked every :data:`EVICT_EVERY` writes)
@@ -35,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from gateway.stores import ResultStore
+from inkstream.errors import PayloadTooLarge, TooLongForDeadline
 from inkstream.page_result import PageResult
 
 log = logging.getLogger("inkstream.gateway.cache")
@@ -64,12 +67,18 @@ def cache_key(doc_sha256: str, model_id: str, mode: str, task: str, indices: lis
     return hashlib.sha256(material.encode()).hexdigest()
 
 
+#: reasons of INVALID_ARGUMENT page errors that depend on the limits of the replica or gateway that
+#: read the page, not on the page alone (:mod:`inkstream.error_classes`)
+LIMIT_REASONS = frozenset({PayloadTooLarge.reason, TooLongForDeadline.reason})
+
+
 def cacheable(pages: list[PageResult]) -> bool:
-    """True when every page's outcome would be the same on a retry (see module docstring)."""
+    """True when every page's outcome would be the same on a retry on any replica (module docstring)."""
     for p in pages:
         if p.status == "ok" and p.finish_reason != "cancelled":
             continue
-        if p.status == "error" and p.error is not None and p.error.code == "INVALID_ARGUMENT":
+        if (p.status == "error" and p.error is not None and p.error.code == "INVALID_ARGUMENT"
+                and p.error.reason not in LIMIT_REASONS):
             continue
         return False
     return bool(pages)

@@ -26,8 +26,8 @@ mask, router (float32 softmax, unsorted top-k, scaling) and, per expert touched,
 un-permutation and top-k sum. Results are therefore bit-identical to the transformers forward (a test
 checks it), so greedy outputs do not change.
 
-Where the few-row kernels of :mod:`models.deepseek_ocr2.small_rows` build (AVX-512 CPU, g++; float32
-weights; see :func:`_kernels_apply`), a step of at most ``small_rows.MAX_ROWS`` rows runs them
+Where the few-row kernels of :mod:`models.deepseek_ocr2.small_rows` build (AVX-512 or AVX2 + FMA CPU,
+g++; float32 weights; see :func:`_kernels_apply`), a step of at most ``small_rows.MAX_ROWS`` rows runs them
 instead (:meth:`LeanDecodeStep._kernel_step`): per layer one call for RMSNorm + q/k/v + rotary, the
 cache update, one for attention, one for ``o_proj`` + residual + RMSNorm, the router in torch, one
 for the routed experts and one for the shared experts / dense MLP. Same operations, different

@@ -15,18 +15,23 @@ stream that reads a cold weight at the speed of :mod:`~models.deepseek_ocr2.cach
 no separate pass is needed.
 
 Numerics: float32 throughout; each product output accumulated in a fixed order (two 16-lane FMA
-accumulators over alternating 16-float chunks, then a lane sum), ``silu(v) = v / (1 + exp(-v))``,
+accumulators over alternating 16-float chunks, then their sum and a lane sum: 8 + 8 lanes, 4 + 4,
+then (0 + 2) + (1 + 3)), ``silu(v) = v / (1 + exp(-v))``,
 softmax with max subtraction. Results differ from the MKL / SDPA path by rounding only (~3e-6
 relative on the bench model's logits) and a row's result does not depend on which other rows share
 the batch; greedy tokens are checked against transformers' ``generate`` by the tests and by
 bench/decoder_batching.py (``same tokens``).
 
 Build: ``g++ -O3 -march=native -shared -fPIC`` of :data:`~models.deepseek_ocr2.small_rows_src.SOURCE`
-into ``$INKSTREAM_KERNEL_CACHE`` (default ``~/.cache/inkstream/kernels``), the file named by a hash
-of source, flags and the CPU's model and feature flags, written under a temporary name and renamed
+(AVX-512 intrinsics where the CPU has AVX-512, else the AVX2 + FMA build of
+:mod:`~models.deepseek_ocr2.small_rows_avx2`, which gives the same floats bit for bit) into
+``$INKSTREAM_KERNEL_CACHE`` (default ``~/.cache/inkstream/kernels``), the file named by a hash of
+source, flags and the CPU's model and feature flags, written under a temporary name and renamed
 (concurrent processes are safe); a later process loads the cached library (no compiler run; a build
-took 2-5 s on the bench machine). ``INKSTREAM_SMALL_ROWS=0`` switches the kernels off. Any failure
-(no compiler, no AVX-512, unwritable cache) logs one warning and returns None.
+took 2-5 s on the bench machine, 2 s of CPU on an AVX2 EPYC). ``INKSTREAM_SMALL_ROWS=0`` switches the
+kernels off. Any failure (no compiler, neither AVX-512 nor AVX2 + FMA, unwritable cache) logs one
+warning and returns None; where torch reports neither capability
+(``torch.backends.cpu.get_cpu_capability()``) no build is tried.
 """
 
 from __future__ import annotations
@@ -50,8 +55,10 @@ FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-std=c++17"]
 # Rows at most for which the decode step uses these kernels: weights are re-read once per 8 rows, and
 # from 16 rows on MKL's blocked products reuse each weight line better.
 MAX_ROWS = 16
-# Largest head dim of the attention kernel (query and output held in 8 AVX-512 registers).
+# Largest head dim of the attention kernel (query and output held in 8 16-float vectors).
 MAX_HEAD_DIM = 128
+# torch's CPU capabilities (``torch.backends.cpu.get_cpu_capability()``) the kernels are built for.
+CAPABILITIES = ("AVX512", "AVX2")
 
 _I64, _F32, _PTR = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
 _SIGNATURES = {
@@ -97,7 +104,7 @@ def load() -> SmallRows | None:
     """
     if os.environ.get("INKSTREAM_SMALL_ROWS", "1") == "0":
         return None
-    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+    if torch.backends.cpu.get_cpu_capability() not in CAPABILITIES:
         return None
     key = hashlib.sha256("\0".join([SOURCE, " ".join(FLAGS), _cpu_id()]).encode()).hexdigest()[:16]
     path = _cache_dir() / f"small_rows-{key}.so"

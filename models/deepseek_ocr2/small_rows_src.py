@@ -1,10 +1,16 @@
 """C++ source of the small-row decode kernels (:mod:`models.deepseek_ocr2.small_rows` builds it).
 
-Kept as a string so the package needs no data files. One thread, float32 in and out, AVX-512
-intrinsics (the build fails, and the caller keeps the torch path, on a CPU or compiler without them).
+Kept as strings so the package needs no data files. One thread, float32 in and out. The two kernels
+that use vector intrinsics (``rows_kernel``: the products; ``attn_rows``: decode attention) exist in
+two builds chosen at compile time: AVX-512 (:data:`AVX512_KERNELS`, where ``-march=native`` defines
+``__AVX512F__``) and AVX2 + FMA (:data:`~models.deepseek_ocr2.small_rows_avx2.AVX2_KERNELS`), which
+performs the same operations in the same order and so gives the same floats bit for bit. On a CPU
+with neither, the source does not compile (``#error``) and the caller keeps the torch path.
 """
 
-SOURCE = r"""
+from models.deepseek_ocr2.small_rows_avx2 import AVX2_KERNELS
+
+_HEAD = r"""
 // Small-row kernels for a decode step (1-16 activation rows): float32 in, float32 out, one thread.
 #include <immintrin.h>
 #include <stdint.h>
@@ -14,6 +20,10 @@ SOURCE = r"""
 
 namespace {
 
+"""
+
+#: The vector kernels with AVX-512 intrinsics (16-lane registers, masked tails).
+AVX512_KERNELS = r"""
 // y[r, j] = sum_k x[r, k] * w[j, k] for R rows (R <= 8). One weight row per pass (a single linear
 // stream: two interleaved weight rows per pass read a cold weight at half the speed on the bench
 // machine), two accumulators per activation row (even / odd 16-float chunks of k), then the tail.
@@ -41,49 +51,6 @@ void rows_kernel(const float* x, int64_t ldx, const float* w, int64_t N, int64_t
       for (int r = 0; r < R; ++r) a1[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, x + r * ldx + k16), v1, a1[r]);
     }
     for (int r = 0; r < R; ++r) y[r * ldy + j] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
-  }
-}
-
-using RowsFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
-const RowsFn kRows[9] = {nullptr, rows_kernel<1>, rows_kernel<2>, rows_kernel<3>, rows_kernel<4>,
-                         rows_kernel<5>, rows_kernel<6>, rows_kernel<7>, rows_kernel<8>};
-
-// y [n, N] = x [n, K] @ w[N, K]^T, rows in blocks of 8 (the weight is re-read from cache per block).
-void linear_rows(const float* x, int64_t n, const float* w, int64_t N, int64_t K, float* y) {
-  for (int64_t r0 = 0; r0 < n; r0 += 8) {
-    const int64_t m = n - r0 < 8 ? n - r0 : 8;
-    kRows[m](x + r0 * K, K, w, N, K, y + r0 * N, N);
-  }
-}
-
-inline float silu(float v) { return v / (1.0f + expf(-v)); }
-
-// out [n, H] = w * (x / sqrt(mean(x^2) + eps)) per row (RMSNorm, float32).
-void rmsnorm_rows(const float* x, int64_t n, int64_t H, const float* w, float eps, float* out) {
-  for (int64_t r = 0; r < n; ++r) {
-    const float* xr = x + r * H;
-    float ss = 0.0f;
-    for (int64_t c = 0; c < H; ++c) ss += xr[c] * xr[c];
-    const float inv = 1.0f / sqrtf(ss / (float)H + eps);
-    for (int64_t c = 0; c < H; ++c) out[r * H + c] = w[c] * (xr[c] * inv);
-  }
-}
-
-// Rotary embedding in place on t [n, nh, d] with cos / sin [n, d] (rotate-half layout):
-// t * cos + cat(-t2, t1) * sin.
-void rope_rows(float* t, int64_t n, int64_t nh, int64_t d, const float* cos, const float* sin) {
-  const int64_t half = d / 2;
-  for (int64_t r = 0; r < n; ++r) {
-    const float* c = cos + r * d;
-    const float* s = sin + r * d;
-    for (int64_t h = 0; h < nh; ++h) {
-      float* v = t + (r * nh + h) * d;
-      for (int64_t i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half];
-        v[i] = a * c[i] - b * s[i];
-        v[i + half] = b * c[i + half] + a * s[i + half];
-      }
-    }
   }
 }
 
@@ -130,6 +97,53 @@ void attn_rows(const float* q, const float* kc, const float* vc, int64_t sb, int
       float* dst = out + (b * NH + hh) * d;
       for (int v = 0; v < NV; ++v)
         _mm512_mask_storeu_ps(dst + 16 * v, v == NV - 1 ? last : (__mmask16)0xFFFF, _mm512_mul_ps(o[v], inv));
+    }
+  }
+}
+
+"""
+
+# Everything else: block dispatch, RMSNorm, rotary, SiLU and the exported entry points (plain C++).
+_COMMON = r"""
+using RowsFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t);
+const RowsFn kRows[9] = {nullptr, rows_kernel<1>, rows_kernel<2>, rows_kernel<3>, rows_kernel<4>,
+                         rows_kernel<5>, rows_kernel<6>, rows_kernel<7>, rows_kernel<8>};
+
+// y [n, N] = x [n, K] @ w[N, K]^T, rows in blocks of 8 (the weight is re-read from cache per block).
+void linear_rows(const float* x, int64_t n, const float* w, int64_t N, int64_t K, float* y) {
+  for (int64_t r0 = 0; r0 < n; r0 += 8) {
+    const int64_t m = n - r0 < 8 ? n - r0 : 8;
+    kRows[m](x + r0 * K, K, w, N, K, y + r0 * N, N);
+  }
+}
+
+inline float silu(float v) { return v / (1.0f + expf(-v)); }
+
+// out [n, H] = w * (x / sqrt(mean(x^2) + eps)) per row (RMSNorm, float32).
+void rmsnorm_rows(const float* x, int64_t n, int64_t H, const float* w, float eps, float* out) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float* xr = x + r * H;
+    float ss = 0.0f;
+    for (int64_t c = 0; c < H; ++c) ss += xr[c] * xr[c];
+    const float inv = 1.0f / sqrtf(ss / (float)H + eps);
+    for (int64_t c = 0; c < H; ++c) out[r * H + c] = w[c] * (xr[c] * inv);
+  }
+}
+
+// Rotary embedding in place on t [n, nh, d] with cos / sin [n, d] (rotate-half layout):
+// t * cos + cat(-t2, t1) * sin.
+void rope_rows(float* t, int64_t n, int64_t nh, int64_t d, const float* cos, const float* sin) {
+  const int64_t half = d / 2;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* c = cos + r * d;
+    const float* s = sin + r * d;
+    for (int64_t h = 0; h < nh; ++h) {
+      float* v = t + (r * nh + h) * d;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i + half] + a * s[i + half];
+      }
     }
   }
 }
@@ -224,3 +238,7 @@ void ik_attn(const float* q, const float* kc, const float* vc, int64_t sb, int64
 
 }  // extern "C"
 """
+
+SOURCE = (_HEAD + "#if defined(__AVX512F__)\n" + AVX512_KERNELS
+          + "#elif defined(__AVX2__) && defined(__FMA__)\n" + AVX2_KERNELS
+          + "#else\n#error \"small-row kernels need AVX-512 or AVX2 + FMA\"\n#endif\n" + _COMMON)

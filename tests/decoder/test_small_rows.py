@@ -1,6 +1,7 @@
 """The hand-written few-row decode kernels (models/deepseek_ocr2/small_rows.py): each kernel against
 its torch definition (ragged shapes: row counts across the 8-row blocks, lengths that are not
-multiples of 16), padding positions of the batched cache ignored whatever they hold, a row's result
+multiples of 16), padding positions of the batched cache ignored whatever they hold, the products'
+summation order (the one both builds, AVX-512 and AVX2 + FMA, follow) bit for bit, a row's result
 independent of its neighbours, the decode step with the kernels against transformers' forward
 (close logits, same greedy tokens over a changing batch), and the torch fallback."""
 
@@ -10,6 +11,7 @@ import contextlib
 import copy
 import logging
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -19,14 +21,14 @@ from decoder_service.prefill import prefill
 from models.deepseek_ocr2 import small_rows
 from tests.decoder.conftest import vision_tokens
 
-needs_avx512 = pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() != "AVX512",
-                                  reason="the kernels are AVX-512 only (the torch path is used elsewhere)")
+needs_kernels = pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() not in small_rows.CAPABILITIES,
+                                   reason="the kernels need AVX-512 or AVX2 (the torch path is used elsewhere)")
 
 
 @pytest.fixture(scope="module")
 def kern() -> small_rows.SmallRows:
     k = small_rows.load()
-    assert k is not None, "kernels failed to build on an AVX-512 machine with g++"
+    assert k is not None, "kernels failed to build on an AVX-512 / AVX2 machine with g++"
     return k
 
 
@@ -35,7 +37,7 @@ def _close(got: torch.Tensor, want: torch.Tensor, rel: float = 2e-6) -> None:
     assert err <= rel * max(1.0, want.abs().max().item()), f"max |diff| {err}"
 
 
-@needs_avx512
+@needs_kernels
 @pytest.mark.parametrize("n", [1, 3, 8, 9, 16])
 @pytest.mark.parametrize("N,K", [(64, 64), (33, 40), (96, 130)])
 def test_linear_matches_torch(kern, n, N, K):
@@ -44,7 +46,7 @@ def test_linear_matches_torch(kern, n, N, K):
     _close(kern.linear(x, w), F.linear(x, w))
 
 
-@needs_avx512
+@needs_kernels
 @pytest.mark.parametrize("n", [1, 5, 12])
 def test_mlp_and_moe_match_torch(kern, n):
     g = torch.Generator().manual_seed(n)
@@ -64,7 +66,7 @@ def test_mlp_and_moe_match_torch(kern, n):
     _close(kern.moe(x, top, weights, gate_up, down), want)
 
 
-@needs_avx512
+@needs_kernels
 @pytest.mark.parametrize("n", [1, 9])
 def test_attention_input_and_output_match_transformers_modules(kern, n):
     """RMSNorm + q/k/v + rotary, and o_proj + residual + RMSNorm, against transformers' own RMSNorm
@@ -117,7 +119,7 @@ def _padded_cache(B: int, nh: int, S: int, d: int, cap: int, seed: int):
     return kbuf[:, :, 2:2 + S], vbuf[:, :, 2:2 + S], mask
 
 
-@needs_avx512
+@needs_kernels
 @pytest.mark.parametrize("d", [64, 40])
 def test_attention_matches_sdpa_and_ignores_padding(kern, d):
     B, nh, S = 5, 3, 37
@@ -131,7 +133,7 @@ def test_attention_matches_sdpa_and_ignores_padding(kern, d):
         _close(got[b].view(nh, d), want[:, 0])
 
 
-@needs_avx512
+@needs_kernels
 def test_a_rows_result_does_not_depend_on_its_neighbours(kern):
     g = torch.Generator().manual_seed(7)
     x, w = torch.randn(11, 96, generator=g), torch.randn(70, 96, generator=g)
@@ -139,6 +141,47 @@ def test_a_rows_result_does_not_depend_on_its_neighbours(kern):
     for r in (0, 5, 8, 10):
         assert torch.equal(kern.linear(x[r:r + 1].contiguous(), w)[0], whole[r])
         assert torch.equal(kern.linear(x[r - 1 if r else 0:r + 2].contiguous(), w)[1 if r else 0], whole[r])
+
+
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """float32 ``a * b + c`` rounded once (the product is exact in float64; for these data the
+    float64 sum's second rounding to float32 agrees with a true FMA)."""
+    return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
+
+
+def _documented_order(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``x @ w.T`` ([n, K] x [N, K] float32) summed as the kernels document it, in numpy: per output,
+    two 16-lane FMA accumulators over the even / odd 16-float chunks of k (a last full chunk into the
+    even one, the zero-padded tail into the odd one), their sum, then the lanes added 8 + 8, 4 + 4,
+    then (0 + 2) + (1 + 3), the order of GCC's ``_mm512_reduce_add_ps``."""
+    K = x.shape[1]
+    k32, k16 = K // 32 * 32, K // 16 * 16
+    xs, ws = x[:, None, :], w[None, :, :]
+    a0 = a1 = np.zeros((x.shape[0], w.shape[0], 16), np.float32)
+    for k in range(0, k32, 32):
+        a0 = _fma(xs[..., k:k + 16], ws[..., k:k + 16], a0)
+        a1 = _fma(xs[..., k + 16:k + 32], ws[..., k + 16:k + 32], a1)
+    if k16 > k32:
+        a0 = _fma(xs[..., k32:k16], ws[..., k32:k16], a0)
+    if K > k16:
+        pad = [(0, 0), (0, 0), (0, 16 - (K - k16))]
+        a1 = _fma(np.pad(xs[..., k16:], pad), np.pad(ws[..., k16:], pad), a1)
+    s = a0 + a1
+    s = s[..., 8:] + s[..., :8]
+    s = s[..., 4:] + s[..., :4]
+    s = s[..., :2] + s[..., 2:]
+    return s[..., 0] + s[..., 1]
+
+
+@needs_kernels
+@pytest.mark.parametrize("n,K", [(1, 70), (4, 50), (8, 96), (9, 13)])
+def test_products_sum_in_the_documented_order_bit_for_bit(kern, n, K):
+    """Both builds (AVX-512 and AVX2 + FMA) add in the same documented order, so they give the same
+    floats: this machine's build against a numpy model of that order, bit for bit."""
+    g = torch.Generator().manual_seed(n * 100 + K)
+    x, w = torch.randn(n, K, generator=g), torch.randn(23, K, generator=g)
+    want = torch.from_numpy(_documented_order(x.numpy(), w.numpy()))
+    assert torch.equal(kern.linear(x, w), want)
 
 
 @contextlib.contextmanager
@@ -152,12 +195,12 @@ def _kernels(half, on: bool):
         step.kernels = saved
 
 
-@needs_avx512
+@needs_kernels
 def test_active_on_the_tiny_checkpoint(half):
     assert half._lean_step.kernels is not None
 
 
-@needs_avx512
+@needs_kernels
 @torch.inference_mode()
 def test_decode_step_with_kernels_matches_transformers_on_a_changing_batch(half):
     """Same protocol as test_decode_step.py's bit-identity test: logits close (rounding only), the
@@ -191,7 +234,7 @@ def test_decode_step_with_kernels_matches_transformers_on_a_changing_batch(half)
         last = got.argmax(-1)[:, None]
 
 
-@needs_avx512
+@needs_kernels
 @torch.inference_mode()
 def test_more_than_one_thread_keeps_the_torch_path(half):
     """The kernels are single-threaded: with two intra-op threads the step is torch's, bit for bit."""

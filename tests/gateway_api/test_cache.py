@@ -62,6 +62,9 @@ def test_only_deterministic_outcomes_are_cacheable():
     ok = PageResult(1, "ok", text="a", finish_reason="stop")
     assert cacheable([ok, error_page(1, "INVALID_ARGUMENT", "unreadable page")])
     assert not cacheable([ok, error_page(1, "UNAVAILABLE", "no replica")])
+    # over a limit of the replica or gateway that read it: another one, or a new limit, may read it
+    assert not cacheable([ok, error_page(1, "INVALID_ARGUMENT", "over the pixel limit", "PAYLOAD_TOO_LARGE")])
+    assert not cacheable([ok, error_page(1, "INVALID_ARGUMENT", "too long", "TOO_LONG_FOR_DEADLINE")])
     assert not cacheable([PageResult(1, "ok", finish_reason="cancelled")])
     assert not cacheable([])
 

@@ -452,3 +452,26 @@ def test_every_page_failed_groups_the_reasons_and_takes_the_most_common_code():
     assert tie is not None and tie.code_name == "UNAVAILABLE"  # the first page's code
     many = every_page_failed([err(i, "INTERNAL", f"bug {i}") for i in range(1, MAX_REASONS + 4)])
     assert many is not None and many.code_name == "INTERNAL" and many.message.endswith("; and 3 more")
+
+
+async def test_a_job_whose_every_page_is_too_small_answers_as_one_such_image(env):
+    """Found by the breaker: a 3-page TIFF of pages too small to read failed its job with 400
+    INVALID_ARGUMENT, a one-page image too small with 422 NOTHING_TO_READ: one cause, one answer (the
+    pages' reason is kept and the job's error takes it)."""
+    import io
+
+    from PIL import Image
+
+    c, _, _ = env
+    tiny = Image.new("L", (4, 4), 255)
+    one, many = io.BytesIO(), io.BytesIO()
+    tiny.save(one, "PNG")
+    tiny.save(many, "TIFF", save_all=True, append_images=[tiny, tiny])
+    answers = []
+    for data in (one.getvalue(), many.getvalue()):
+        job = (await submit(c, data)).json()
+        failed = await wait_status(c, job["job_id"], ("failed", "done"))
+        assert failed["status"] == "failed", failed
+        res = await c.get(f"/v1/jobs/{job['job_id']}/result")
+        answers.append((res.status_code, res.json()["error"]["code"], res.json()["error"]["reason"]))
+    assert answers[0] == answers[1] == (422, "INVALID_ARGUMENT", "NOTHING_TO_READ"), answers

@@ -85,7 +85,7 @@ def test_json_result_schema(spec, path, method):
     block = resolve(spec, prop(spec, page, "blocks")["items"])
     assert set(block["properties"]) == {"type", "text", "box", "confidence", "warnings", "cells", "words", "angle"}
     assert block["properties"]["box"]["minItems"] == block["properties"]["box"]["maxItems"] == 4
-    assert set(prop(spec, page, "error")["properties"]) == {"code", "message"}
+    assert set(prop(spec, page, "error")["properties"]) == {"code", "message", "reason"}
 
 
 def test_ndjson_lines_are_described(spec):

@@ -62,9 +62,11 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
         self.work_window_pages = 0  # window sized in time reported by Info (0: none)
         self.seconds_per_page = 0.0  # busy seconds per page reported by Info (0: unknown)
         self.info_calls = 0
+        self.info_delay_s = 0.0  # seconds each Info call takes
 
     async def Info(self, request, context):
         self.info_calls += 1
+        await asyncio.sleep(self.info_delay_s)
         return encoder_pb2.InfoResponse(
             model_id="fake/encoder", family="fake", hidden_size=HIDDEN, wire_dtype=tensor_pb2.DTYPE_FLOAT32,
             modes=[encoder_pb2.ModeInfo(name="base", page_long_side_px=1024, max_vision_tokens=9),
@@ -88,6 +90,11 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
             if code == "ITEM_INVALID":
                 yield encoder_pb2.EncodeResponse(page_index=req.page_index,
                                                  error={"code": "INVALID_ARGUMENT", "message": "not an image"})
+                continue
+            if code == "ITEM_TOO_LARGE":  # over this replica's pixel limit, as encoder_service.images says
+                yield encoder_pb2.EncodeResponse(page_index=req.page_index, error={
+                    "code": "INVALID_ARGUMENT", "reason": "PAYLOAD_TOO_LARGE",
+                    "message": "page image is 9000x9000 = 81000000 pixels; the limit is 50000000 pixels"})
                 continue
             if code:
                 await errors.abort(context, errors.error_for_code(code, f"fake encoder fails with {code}"))

@@ -7,8 +7,10 @@ import random
 
 import pytest
 
+from gateway.output.stitch import page_result
 from gateway.routing.config import PipelineConfig, RetryPolicy
 from gateway.routing.pipeline import Pipeline
+from gateway.stores.cache import cacheable
 from gateway.types import PageError, PageInput, PipelineOptions
 from inkstream import errors
 from inkstream.fair import BATCH
@@ -213,6 +215,44 @@ async def test_invalid_page_is_final_and_input_errors_pass_through(cluster):
     assert outs[1].error.code == "INVALID_ARGUMENT"
     assert c.encoders[0].calls[digest(images[1])] == 1  # not retried
     assert outs[3].error.message == "page 4 could not be rendered"
+
+
+async def test_a_page_over_a_replicas_limit_keeps_its_reason_and_is_never_cached(cluster):
+    """A page refused for this encoder's pixel limit may be read by another replica or after the limit is
+    raised: its error keeps the reason (PAYLOAD_TOO_LARGE) and the result cache does not keep it, while a
+    page that is unreadable in itself is still cached.
+    """
+    c = await cluster.start()
+    images = make_pages(3, seed=11)
+    c.encoders[0].fail_digests[digest(images[1])] = "ITEM_TOO_LARGE"
+    c.encoders[0].fail_digests[digest(images[2])] = "ITEM_INVALID"
+    outs = await collect(c.pipeline, PageSource(images))
+    assert_all_pages(outs, images, error_pages={1, 2})
+    assert (outs[1].error.code, outs[1].error.reason) == ("INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE")
+    assert page_result(outs[1]).to_dict()["error"]["reason"] == "PAYLOAD_TOO_LARGE"
+    assert not cacheable([page_result(o) for o in outs])
+    assert cacheable([page_result(outs[0]), page_result(outs[2])])
+
+
+async def test_a_stale_encoder_info_is_answered_at_once_and_read_again_once(cluster):
+    """Found by the breaker: 90 requests at once on a local stack all waited (up to 104 s) and none was
+    refused 429 though the bound is 64 pages: each request checks its options against the encoders'
+    Info before admission, and once the cached Info was older than ``info_ttl_s`` each made its own
+    Info call, queued in the encoder's work window behind the pages. Now a stale Info is answered at
+    once while one refresh runs for all."""
+    c = await cluster.start(info_ttl_s=0.2)
+    first = await c.pipeline.encoder_info()
+    calls = c.encoders[0].info_calls
+    c.encoders[0].info_delay_s = 1.0  # a busy encoder
+    c.encoders[0].revision = "fp2-new"
+    await asyncio.sleep(0.3)  # stale now
+    t0 = asyncio.get_running_loop().time()
+    infos = await asyncio.gather(*(c.pipeline.encoder_info() for _ in range(20)))
+    assert asyncio.get_running_loop().time() - t0 < 0.5
+    assert all(i == first for i in infos)
+    await asyncio.sleep(1.3)  # the one refresh is done
+    assert (await c.pipeline.encoder_info()).revision == "fp2-new"
+    assert c.encoders[0].info_calls == calls + 1
 
 
 async def test_decoder_segment_error_is_page_error(cluster):

@@ -64,3 +64,33 @@ def test_a_pdf_page_is_rendered_as_the_gateway_renders_it(tmp_path):
     assert len(mine) == len(gateway) == 2
     assert all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(mine, gateway, strict=True))
     assert max(mine[0].shape[:2]) == LONG_SIDE
+
+
+def test_a_page_over_the_encoders_pixel_limit_is_scaled_as_the_served_stack_scales_it(tmp_path):
+    """Found by the breaker: the served stack fits pages to the encoder's ``max_image_pixels`` (40 M by
+    default, Info field 15) under the gateway's 50 M, but ``eval --in-process`` fitted them to 50 M
+    only, so a 60,000 x 800 px page (48 M: the mode's long side bounds a wide page by its short side)
+    was read at 60,000 x 800 in-process and at 54,772 x 730 through the stack."""
+    from encoder_service.config import EncoderConfig
+    from inkstream.page_image import fit_pixels
+
+    long_side = 2200  # the compact model's mode
+    path = tmp_path / "wide.png"
+    Image.new("L", (60_000, 800), 255).save(path)
+    [mine] = list(iter_pages(path, long_side))
+
+    async def served() -> tuple[int, int]:
+        (tmp_path / "up").mkdir(exist_ok=True)
+        sink = UploadSink(tmp_path / "up", 1 << 30)
+        sink.write(path.read_bytes())
+        doc = await open_document(sink.finish(), long_side_px=long_side, max_pixels=MAX_PAGE_PIXELS, max_pages=1,
+                                  fit_pixels=fit_pixels(EncoderConfig().max_image_pixels, MAX_PAGE_PIXELS))
+        try:
+            page = doc.render(0)
+        finally:
+            await close_document(doc)
+        assert page.image is not None
+        return Image.open(io.BytesIO(page.image)).size
+
+    size = asyncio.run(served())
+    assert mine.size == size and size[0] * size[1] <= EncoderConfig().max_image_pixels, (mine.size, size)

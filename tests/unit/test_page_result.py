@@ -140,3 +140,16 @@ def test_a_cell_the_tables_vote_changed_says_the_same_in_its_line_block():
     assert len(lines) == 10 and lines[3].text == "-0.0153" and [w.text for w in lines[3].words] == ["-0.0153"]
     assert "Ohio  -0.0153" in page.text and page.blocks[-1].cells[3].text == "-0.0153"
     assert "-0,0153" not in json.dumps(dataclasses.asdict(page))
+
+
+def test_a_page_errors_reason_crosses_the_wire_and_the_json():
+    """A page over a replica's limit keeps its reason (PAYLOAD_TOO_LARGE) through gRPC and REST JSON,
+    where a client tells it from a page unreadable in itself."""
+    over = PageError("INVALID_ARGUMENT", "over the limit", "PAYLOAD_TOO_LARGE")
+    err = PageResult(index=2, status="error", error=over)
+    assert page_from_pb(page_to_pb(err)).error == err.error
+    assert PageResult.from_dict(err.to_dict()).error == err.error
+    assert err.to_dict()["error"] == {"code": "INVALID_ARGUMENT", "message": "over the limit",
+                                      "reason": "PAYLOAD_TOO_LARGE"}
+    plain = PageResult(index=1, status="error", error=PageError("INVALID_ARGUMENT", "unreadable"))
+    assert plain.to_dict()["error"] == {"code": "INVALID_ARGUMENT", "message": "unreadable"}  # as before

@@ -40,7 +40,7 @@ import rapidocr
 from PIL import Image
 from rapidocr.ch_ppocr_det.utils import DBPostProcess, DetPreProcess
 
-from models.compact.page import large_print, levels, rowsplit
+from models.compact.page import large_print, levels, rowsplit, wide
 from models.compact.page.boxes import LineBox, _same_line, crop_line
 from models.compact.page.det_net import DetNetwork, onnx_session
 from models.compact.page.direction import _cls_input, _cls_windows
@@ -85,11 +85,15 @@ class LineDetector:
         into ``det_long_side``; each band keeps the lines whose centre lies in its own part (between
         the middles of its overlaps, ``max(256, band / 5)`` pixels), and of a line found by two
         bands the copy farther from its band's edge (lines up to a quarter of the overlap tall are
-        never cut). A page of faint print is detected at full contrast (:func:`levels.for_detection`).
+        never cut); a wide page (width > 2 x height and > ``det_long_side``) likewise in vertical strips
+        (:mod:`models.compact.page.wide`). A page of faint print is detected at full contrast
+        (:func:`levels.for_detection`).
         """
         h, w = rgb.shape[:2]
         band = max(self.det_long_side, w)
         seen = levels.for_detection(rgb)  # faint print at full contrast; the rows are split on the page itself
+        if w > 2 * h and w > self.det_long_side:  # a wide page: in vertical strips (models.compact.page.wide)
+            return rowsplit.split_rows(rgb, wide.detect_in_strips(seen, self._detect_band, self.det_long_side))
         if h <= 2 * w or h <= self.det_long_side:  # display type found by a coarse pass (large_print)
             lines = large_print.with_large_lines(seen, self._detect_band(seen), self._detect_coarse)
             return rowsplit.split_rows(rgb, lines)  # a box over several table rows: one line per row
