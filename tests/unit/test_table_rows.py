@@ -109,6 +109,26 @@ def test_a_neighbours_sliver_at_the_crops_edge_does_not_stop_the_split(sliver_px
     assert rows[0][0] > sliver_px  # the first row's box starts below the sliver's gap
 
 
+def test_a_dash_cell_alone_on_its_row_does_not_stop_the_split():
+    """A table's '-' for a missing value, alone on its row a row's gap above the first number
+    (pdfjs_tracemonkey_14p page 12): joined to that row's band it made the band 2x the print size,
+    so the 14-row box over the column was not split and its 13 numbers were lost. The dash is a row
+    of its own, at the column's print size, so the cell is read too (not dropped)."""
+    img = Image.new("L", (160, 150), 255)
+    d = ImageDraw.Draw(img)
+    font = ImageFont.truetype(FONT, 18)
+    d.rectangle((70, 12, 80, 13), fill=0)  # the '-' cell: 2 px tall, 15+ px above the first number
+    for r, text in enumerate(("1.1", "1.3", "2.0")):
+        d.text((60, 34 + r * 34), text, font=font, fill=0)
+    boxes = sorted(split_box(np.asarray(img), 3, (4, 146)), key=lambda b: b[1])
+    assert len(boxes) == 4, boxes
+    dash, first = boxes[0], boxes[1]
+    assert dash[1] <= 12 and dash[3] >= 14 and dash[3] <= first[1] + 4  # the dash's own row
+    assert dash[0] >= 66 and dash[2] <= 85  # around the dash's ink, not the numbers' columns
+    assert dash[3] - dash[1] >= 0.6 * (first[3] - first[1])  # read at the print size of its column
+    assert first[1] > 13  # the first number's row does not reach up to the dash
+
+
 def test_specks_where_a_column_rule_crosses_the_header_rules_do_not_stop_the_split():
     """A tall box between two column rules, reaching up past the header's rules: where a vertical
     rule crosses a horizontal one, the pixel beside the rule is shaded (anti-aliasing) on a row or

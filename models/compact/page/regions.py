@@ -20,6 +20,7 @@ from models.compact.page.bands import join_key_values, split_bands
 from models.compact.page.boxes import LineBox
 from models.compact.page.kv_rows import join_far_values
 from models.compact.page.layout import IMAGE, TABLE, PageLayout
+from models.compact.page.row_skew import row_pairs_skew
 from models.compact.page.table_find import join_grid_columns, promote_grids
 from models.compact.page.table_gutters import ink_gutters
 from models.compact.page.xycut import reading_order, row_groups
@@ -50,7 +51,9 @@ def line_skew_deg(lines: list[LineBox]) -> float | None:
     at least :data:`SKEW_SHORT_ASPECT` times as long as tall when there are :data:`SKEW_MIN_SHORT` of
     them (a photographed form of labels and values, 2-7 line heights long each, tilted by 4 degrees:
     its values ~0.7 row pitches higher than their labels, read a row off, ``bench/receipts.py`` seed
-    33004); else None.
+    33004); but on a page of many rows of short lines (a table) the slope along its rows
+    (:func:`~models.compact.page.row_skew.row_pairs_skew`), which short boxes' own slopes measure
+    coarsely; else None.
     """
     long_, short = [], []
     for ln in lines:
@@ -63,7 +66,9 @@ def line_skew_deg(lines: list[LineBox]) -> float | None:
                 long_.append(short[-1])
     if len(long_) >= SKEW_MIN_LINES:
         return float(np.median(long_))
-    return float(np.median(short)) if len(short) >= SKEW_MIN_SHORT else None
+    rough = float(np.median(short)) if len(short) >= SKEW_MIN_SHORT else None
+    rows = row_pairs_skew(lines, rough or 0.0)  # a table's rows of short cells
+    return rows if rows is not None else rough
 
 
 #: A "rule" lying inside a detected text line, its centre in the middle band of the line's height

@@ -49,7 +49,12 @@ MARGIN = 0.25
 RULE_EDGE = 2
 #: Fewer ink pixels than this in a row of the crop is noise, not text.
 MIN_ROW_INK = 2
-
+#: A run under MIN_BAND_SHARE of the median run's height at least this many median heights from the
+#: runs above and below it is a mark alone on its row, not a stroke of either row (an accent or an
+#: i's dot lies within ~0.3): pdfjs_tracemonkey_14p page 12, a table column's '-' cell 15 px above its
+#: first number (17 px rows) joined that row, its band looked 2x the print size and SAME_PRINT refused
+#: to split the 14-row box (a column of 13 numbers lost).
+ALONE_GAP = 0.5
 
 
 def ink_mask(gray: np.ndarray, stroke_px: int) -> np.ndarray:
@@ -116,20 +121,29 @@ def _ink_threshold(diff: np.ndarray) -> float:
     return max(32.0, 0.35 * float(np.percentile(diff, 99.5))) if diff.size else 255.0
 
 
-def row_bands(ink: np.ndarray) -> list[tuple[int, int]]:
+def row_bands(ink: np.ndarray, marks: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     """Text rows of an ink mask [H, W]: (y0, y1) runs of rows with at least :data:`MIN_ROW_INK` ink
     pixels; a run under :data:`MIN_BAND_SHARE` of the median run's height joins its nearest neighbour
-    (its gap to it the smaller), so a row is never cut through its characters' strokes.
+    (its gap to it the smaller), so a row is never cut through its characters' strokes -- unless it
+    lies at least :data:`ALONE_GAP` median heights from every neighbour: then it is no stroke of a
+    row but a mark alone on its row (a table's ``-`` for a missing value), left out of the rows and
+    appended to ``marks`` when given (a row of its own, but not of the rows' print size).
     """
     bands = true_runs((ink.sum(axis=1) >= MIN_ROW_INK) if ink.size else np.zeros(0, bool))
     while len(bands) > 1:
         heights = [b - a for a, b in bands]
-        small = [i for i, h in enumerate(heights) if h < MIN_BAND_SHARE * float(np.median(heights))]
+        med = float(np.median(heights))
+        small = [i for i, h in enumerate(heights) if h < MIN_BAND_SHARE * med]
         if not small:
             break
         i = small[0]
         gap_up = bands[i][0] - bands[i - 1][1] if i > 0 else None
         gap_down = bands[i + 1][0] - bands[i][1] if i + 1 < len(bands) else None
+        if min(g for g in (gap_up, gap_down) if g is not None) >= ALONE_GAP * med:
+            if marks is not None:
+                marks.append(bands[i])
+            del bands[i]
+            continue
         j = i - 1 if gap_down is None or (gap_up is not None and gap_up <= gap_down) else i + 1
         lo, hi = sorted((i, j))
         bands[lo: hi + 1] = [(bands[lo][0], bands[hi][1])]
@@ -139,12 +153,15 @@ def row_bands(ink: np.ndarray) -> list[tuple[int, int]]:
 Box = tuple[int, int, int, int]
 
 
-def _pieces(ink: np.ndarray, y0: int, y1: int, top: int, bottom: int, cell_gap: float) -> list[Box]:
-    """Boxes (x0, y0, x1, y1, crop pixels) of one band's cells: its ink columns, cut at blank runs at
-    least ``cell_gap`` pixels wide, each widened by the margin and kept within rows [top, bottom).
+def _pieces(ink: np.ndarray, y0: int, y1: int, top: int, bottom: int, cell_gap: float,
+            own: tuple[int, int] | None = None) -> list[Box]:
+    """Boxes (x0, y0, x1, y1, crop pixels) of one band's cells: its ink columns (of its ``own`` rows
+    when given: a mark's, inside its band), cut at blank runs at least ``cell_gap`` pixels wide, each
+    widened by the margin and kept within rows [top, bottom).
     """
     spans: list[list[int]] = []
-    for a, b in true_runs(np.asarray(ink[y0:y1].any(axis=0))):
+    r0, r1 = own or (y0, y1)
+    for a, b in true_runs(np.asarray(ink[r0:r1].any(axis=0))):
         if spans and a - spans[-1][1] < cell_gap:
             spans[-1][1] = b
         else:
@@ -181,6 +198,23 @@ def _cut_rows(found: list[tuple[int, int]], inside: list[tuple[int, int]], lo: i
             and a > 0 and b < h and b - a <= tallest]
 
 
+def _mark_rows(marks: list[tuple[int, int]], lo: int, hi: int, height: int, h: int,
+               own: dict[tuple[int, int], tuple[int, int]]) -> list[tuple[int, int]]:
+    """Rows (y0, y1) for the marks alone on their rows (:func:`row_bands`) that lie within the box's
+    rows [lo, hi): each a band of the rows' median ``height`` px centred on its mark (clipped to the
+    crop's ``h`` rows), so a table's ``-`` cell is read at the print size of its column, not lost;
+    ``own`` maps each such band to its mark's own rows (where its ink columns are looked for).
+    """
+    out = []
+    for a, b in marks:
+        if lo <= (a + b) / 2 < hi:
+            c = (a + b) // 2
+            band = (max(0, c - height // 2), min(h, c - height // 2 + height))
+            own[band] = (a, b)
+            out.append(band)
+    return out
+
+
 def split_box(gray: np.ndarray, stroke_px: int, inner: tuple[int, int] | None = None) -> list[Box]:
     """The rows (and cells) of one detection's crop ``gray`` uint8 [H, W]: boxes (x0, y0, x1, y1) in
     crop pixels, top to bottom, left to right; [] when the crop holds fewer than two text rows, or
@@ -194,19 +228,22 @@ def split_box(gray: np.ndarray, stroke_px: int, inner: tuple[int, int] | None = 
     lo, hi = inner or (0, gray.shape[0])
     if inner is not None:
         _clear_edge_slivers(ink, lo, hi)
-    found = row_bands(ink)
+    marks: list[tuple[int, int]] = []
+    found = row_bands(ink, marks)
+    own: dict[tuple[int, int], tuple[int, int]] = {}
     bands = [(a, b) for a, b in found if min(b, hi) - max(a, lo) > (b - a) / 2]
     heights = [b - a for a, b in bands]
     if len(bands) < 2 or max(heights) > SAME_PRINT * min(heights):
         return []
-    bands = sorted(bands + _cut_rows(found, bands, lo, hi, gray.shape[0], SAME_PRINT * min(heights)))
+    bands = sorted(bands + _cut_rows(found, bands, lo, hi, gray.shape[0], SAME_PRINT * min(heights))
+                   + _mark_rows(marks, lo, hi, int(np.median(heights)), gray.shape[0], own))
     out = []
     for i, (y0, y1) in enumerate(bands):
         m = MARGIN * (y1 - y0) + 1
         top = max(0, int((bands[i - 1][1] + y0) / 2)) if i > 0 else 0
         bottom = int((y1 + bands[i + 1][0]) / 2 + 1) if i + 1 < len(bands) else gray.shape[0]
         top, bottom = max(top, int(y0 - m)), min(bottom, int(y1 + m + 1))
-        out += _pieces(ink, y0, y1, top, bottom, CELL_GAP * (y1 - y0))
+        out += _pieces(ink, y0, y1, top, bottom, CELL_GAP * (y1 - y0), own.get((y0, y1)))
     return out
 
 
