@@ -131,8 +131,8 @@ def force_towers(engine: object, mode: str) -> None:
         raise ValueError("--towers pp needs a bilingual checkpoint (a PP tower)")
     route = type(enc).route.__get__(enc)
 
-    def forced(crops: list) -> tuple[list[bool], list]:
-        _, tokens = route(crops)
+    def forced(crops: list, page: object = None) -> tuple[list[bool], list]:
+        _, tokens = route(crops, page)
         return [mode == "pp"] * len(crops), tokens
 
     enc.route = forced

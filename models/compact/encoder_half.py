@@ -176,19 +176,24 @@ class CompactEncoderHalf(EncoderHalf):
 
         return reads_forward(self._pp, crops)
 
-    def route(self, crops: list[Image.Image]) -> tuple[list[bool], list[np.ndarray | None]]:
-        """Line crops of one page -> (the tower of each line, True: PP tower; the Latin tower's vision
-        tokens [W/16, hidden] float32 of each line, from the routing forward, None without a PP tower).
+    def route(self, crops: list[Image.Image],
+              page: Image.Image | None = None) -> tuple[list[bool], list[np.ndarray | None]]:
+        """Line crops of one ``page`` (as given, before the detector turns or deskews it: resampling gave
+        the paper of a rendered page grain; None: the grain is not measured) -> (the tower of each line,
+        True: PP tower; the Latin tower's vision tokens [W/16, hidden] float32 of each line, from the
+        routing forward, None without a PP tower).
         A bilingual checkpoint's script head decides per line on the Latin tower's features of the
         whole line (:meth:`models.compact.line.towers.PPTower.script_lines`), and a Chinese page sends every
         line to the PP tower (:func:`models.compact.line.towers.page_routes`), as do a page or a line the
         Latin tower reads with doubt, when the checkpoint has a read head
-        (:func:`models.compact.line.doubt.doubt_routes`), and a line holding a hairline double quote
+        (:func:`models.compact.line.doubt.doubt_routes`: doubtful print on a scan, told by gray print or by the
+        grain of its paper, :func:`models.compact.line.grain.paper_grain`), and a line holding a hairline double quote
         (:func:`models.compact.line.quotes.hairline_quotes`); a Latin checkpoint keeps every line on the
         Latin tower (no forward here).
         """
         if self._pp is None:
             return [False] * len(crops), [None] * len(crops)
+        from models.compact.line.grain import paper_grain
         from models.compact.line.towers import page_routes
 
         lines = self.prepare_lines(crops)
@@ -198,10 +203,11 @@ class CompactEncoderHalf(EncoderHalf):
         if doubts is not None and self._pp.bars is not None:
             from models.compact.line.doubt import doubt_routes
 
-            doubtful, share, alone, faint, scan, scan_doubt = self._pp.bars
+            doubtful, share, alone, faint, scan, scan_doubt, grain_above = self._pp.bars
             routes = doubt_routes(routes, doubts, doubtful, share, alone,
                                   [prepare.ink_contrast(c) for c in crops] if faint > 0 or scan > 0 else (), faint,
-                                  scan, scan_doubt)
+                                  scan, scan_doubt, lambda: paper_grain(page) if page is not None else 0.0,
+                                  grain_above)
         # a hairline double quote reads as an apostrophe on the Latin tower, right on the PP tower
         routes = [r or hairline_quotes(c) > 0 for r, c in zip(routes, crops, strict=True)]
         return routes, list(tokens)
@@ -230,7 +236,7 @@ class CompactEncoderHalf(EncoderHalf):
         tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
         unread = unread_ink(np.asarray(upright.convert("L")), [*detected, *(b for _, b in tight)])
         tight = [(close_tracking(c), b) for c, b in tight]  # letter-spaced display type closed up, then routed
-        cjk, latin = self.route([c for c, _ in tight])
+        cjk, latin = self.route([c for c, _ in tight], image)  # grain: on the page as given
         pieces = []
         for ln, (crop, box), pp, tokens in zip(lines, tight, cjk, latin, strict=True):  # first: the line's join
             # Read without a form's box edges and underlines; routed with them (line/rules.py: its doubt

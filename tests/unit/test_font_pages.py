@@ -55,7 +55,7 @@ def test_force_towers_refuses_unknown_mode_and_missing_pp_tower():
     class Enc:
         _pp = None
 
-        def route(self, crops):
+        def route(self, crops, page=None):
             return [False] * len(crops), [None] * len(crops)
 
     engine = types.SimpleNamespace(enc=Enc())

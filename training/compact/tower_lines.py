@@ -24,6 +24,7 @@ import pathlib
 import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,7 @@ def read_both(enc, dec, image) -> dict:
     the doubt, the ink contrast and the served route (True: PP). Raises what the halves raise.
     """
     from models.compact.line.doubt import doubt_routes
+    from models.compact.line.grain import paper_grain
     from models.compact.line.image import WIDTH_MULTIPLE, normalised_width
     from models.compact.line.towers import page_routes
     from models.compact.page import prepare
@@ -54,14 +56,15 @@ def read_both(enc, dec, image) -> dict:
     seen: dict = {}
 
     def forced(to_pp: bool) -> Callable:
-        def route(crops: list) -> tuple[list[bool], list]:
+        def route(crops: list, page: Any = None) -> tuple[list[bool], list]:
             lines = enc.prepare_lines(crops)
             n_frames = [normalised_width(c.width, c.height) // (WIDTH_MULTIPLE // 2) for c in crops]
             cjk, tokens, doubts = enc._pp.script_lines(lines, n_frames)
             contrasts = [prepare.ink_contrast(c) for c in crops]
-            doubtful, share, alone, faint, scan, scan_doubt = enc._pp.bars
+            doubtful, share, alone, faint, scan, scan_doubt, grain_above = enc._pp.bars
             served = doubt_routes(page_routes(cjk), doubts or [0.0] * len(crops), doubtful, share, alone, contrasts,
-                                  faint, scan, scan_doubt)
+                                  faint, scan, scan_doubt, paper_grain(page) if page is not None else 0.0,
+                                  grain_above)
             seen.update(cjk=[bool(c) for c in cjk], doubts=[round(float(d), 4) for d in doubts or []],
                         contrasts=[round(c, 1) for c in contrasts], served=served)
             return [to_pp] * len(crops), list(tokens)

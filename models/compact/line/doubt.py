@@ -49,6 +49,14 @@ documents 5.04 -> 4.94 %; check: 25.89 -> 25.52 % (one of its pages came out bla
 of the 7 pages it moves, 4 read better (e.g. 31022 3.54 -> 0.79 %), 1 alike and 2 worse: 30014
 1.19 -> 1.78 %, 31004 0.66 -> 1.66 %). Rendered pages keep their black print (contrast 255), so it moves none.
 
+A scan of black print has a line contrast of 255 like a rendered page (the scanner's noise clipped at
+white), so the gray-print sign missed it: the grain of its paper is the second sign of a scan
+(:mod:`models.compact.line.grain`, bar :data:`models.compact.line.grain.GRAIN_ABOVE` 0.15 gray levels,
+config ``scan_grain_above``; every rendered page measured is at 0.00-0.04). With it the scan rule moved 4
+of 22 tune forms (seeds 30,000-30,045, ``training/compact/tower_lines.py``), all read better on the PP
+tower (e.g. 30031 1.53 -> 0.77 %, 30037 1.48 -> 0.99 %); all 46 tune documents 1.23 -> 1.18 %
+order-free; check seed 10,009 (form scan, 175 dpi) 3.43 -> 1.47 %.
+
 The PP-OCRv6 recogniser behind the PP tower was trained on real scans and photos; on generated
 receipts, forms and faxes (``bench/receipts.py``'s documents) it reads the Latin lines at 2.2 %
 CER where the Latin tower reads them at 6.4 % (``training/compact/read_head.py`` prints the table).
@@ -57,7 +65,7 @@ CER where the Latin tower reads them at 6.4 % (``training/compact/read_head.py``
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -97,15 +105,19 @@ def line_doubt(read_top: np.ndarray, n_frames: int) -> float:
 def doubt_routes(script_routes: Sequence[bool], doubts: Sequence[float], doubtful: float, page_share: float,
                  alone_above: float = float("inf"), contrasts: Sequence[float] = (),
                  faint_below: float = 0.0, scan_below: float = 0.0,
-                 scan_doubt_above: float = float("inf")) -> list[bool]:
+                 scan_doubt_above: float = float("inf"), grain: float | Callable[[], float] = 0.0,
+                 grain_above: float = float("inf")) -> list[bool]:
     """The tower of each line (True: PP) from the script routing (:func:`models.compact.line.towers.page_routes`)
     and each line's :func:`line_doubt`: every line when at least ``page_share`` of the page's
     Latin-routed lines have a doubt above ``doubtful``, or when the median of the lines' ink
     ``contrasts`` (gray levels, :func:`models.compact.page.prepare.ink_contrast`) is below
     ``faint_below`` (faint print: a faded thermal receipt), or when that median is below
-    ``scan_below`` (gray print: a scan, not a rendered page) and the median doubt of the Latin lines
-    is above ``scan_doubt_above`` (:data:`SCAN_CONTRAST_BELOW`); else the script's routes plus each
-    line whose doubt is above ``alone_above``. Raises ValueError when the lists' lengths differ.
+    ``scan_below`` (gray print: a scan, not a rendered page) or the paper ``grain`` of the lines is
+    above ``grain_above`` (gray levels, :func:`models.compact.line.grain.paper_grain`: a scan of black
+    print; a function giving it is called only when the rest of the rule would route the page), and
+    the median doubt of the Latin lines is above ``scan_doubt_above`` (:data:`SCAN_CONTRAST_BELOW`);
+    else the script's routes plus each line whose doubt is above ``alone_above``.
+    Raises ValueError when the lists' lengths differ.
     """
     if len(script_routes) != len(doubts):
         raise ValueError(f"{len(script_routes)} routes for {len(doubts)} doubts")
@@ -115,8 +127,9 @@ def doubt_routes(script_routes: Sequence[bool], doubts: Sequence[float], doubtfu
     if len(contrasts) and float(np.median(contrasts)) < faint_below:
         return [True] * len(doubts)
     latin_doubts = [d for r, d in zip(script_routes, doubts, strict=True) if not r]
-    if (len(contrasts) and latin_doubts and float(np.median(contrasts)) < scan_below
-            and float(np.median(latin_doubts)) > scan_doubt_above):
+    if latin_doubts and float(np.median(latin_doubts)) > scan_doubt_above and (
+            (len(contrasts) and float(np.median(contrasts)) < scan_below)
+            or grain_above < float("inf") and (grain() if callable(grain) else grain) > grain_above):
         return [True] * len(doubts)
     return [bool(r) or d > alone_above for r, d in zip(script_routes, doubts, strict=True)]
 

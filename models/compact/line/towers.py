@@ -104,20 +104,23 @@ def page_routes(cjk_lines: list[bool]) -> list[bool]:
     return list(cjk_lines)
 
 
-def _bars(cfg: dict) -> tuple[float, float, float, float, float, float]:
-    """(doubtful, page share, alone, faint, scan contrast, scan doubt) bars of config.json ``read_head``
-    (:func:`models.compact.line.doubt.doubt_routes`; a missing or null bar routes nothing, except the
-    scan bars ``scan_median_below`` / ``scan_doubt_median_above``, which default to
-    :data:`models.compact.line.doubt.SCAN_CONTRAST_BELOW` / :data:`~models.compact.line.doubt.SCAN_DOUBT_ABOVE`).
+def _bars(cfg: dict) -> tuple[float, float, float, float, float, float, float]:
+    """(doubtful, page share, alone, faint, scan contrast, scan doubt, scan grain) bars of config.json
+    ``read_head`` (:func:`models.compact.line.doubt.doubt_routes`; a missing or null bar routes nothing,
+    except the scan bars ``scan_median_below`` / ``scan_doubt_median_above`` / ``scan_grain_above``, which
+    default to :data:`models.compact.line.doubt.SCAN_CONTRAST_BELOW` /
+    :data:`~models.compact.line.doubt.SCAN_DOUBT_ABOVE` / :data:`models.compact.line.grain.GRAIN_ABOVE`).
     """
     from models.compact.line.doubt import SCAN_CONTRAST_BELOW, SCAN_DOUBT_ABOVE
+    from models.compact.line.grain import GRAIN_ABOVE
 
     bars = cfg.get("read_head") or {}
     inf = float("inf")
     return (float(bars.get("doubtful_above") or inf), float(bars.get("page_doubt_share") or inf),
             float(bars.get("alone_above") or inf), float(bars.get("faint_median_below") or 0.0),
             float(bars.get("scan_median_below", SCAN_CONTRAST_BELOW) or 0.0),
-            float(bars.get("scan_doubt_median_above", SCAN_DOUBT_ABOVE) or inf))
+            float(bars.get("scan_doubt_median_above", SCAN_DOUBT_ABOVE) or inf),
+            float(bars.get("scan_grain_above", GRAIN_ABOVE) or inf))
 
 
 class PPTower:
@@ -134,14 +137,14 @@ class PPTower:
     Latin tower; ``loaded``: checkpoint names of the tensors behind them; ``stride``: trunk frames per
     token (1 or 2); ``copy_width``: columns of copy classes after the ``hidden`` features
     (:func:`models.compact.decode.copy_head.pack`; 0 without); ``bars``: (doubtful, page share, alone,
-    faint, scan contrast, scan doubt) bars of :func:`models.compact.line.doubt.doubt_routes` from
+    faint, scan contrast, scan doubt, scan grain) bars of :func:`models.compact.line.doubt.doubt_routes` from
     config.json ``read_head`` (:func:`_bars`), None without a read head.
     """
 
     def __init__(self, trunk: PPTrunk, tokens: Callable[[np.ndarray, np.ndarray], Any],
                  read_latin: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray | None]],
                  loaded: set[str], stride: int, copy_width: int, runtime: str,
-                 bars: tuple[float, float, float, float, float, float] | None = None) -> None:
+                 bars: tuple[float, float, float, float, float, float, float] | None = None) -> None:
         self.trunk, self.tokens, self.read_latin, self.loaded = trunk, tokens, read_latin, loaded
         self.copy_width, self.runtime, self.bars = copy_width, runtime, bars
         self.token_px = PP_FRAME_PX * stride
