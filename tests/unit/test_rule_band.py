@@ -62,3 +62,31 @@ def test_thin_and_vertical_boxes_are_left_to_the_whole_box() -> None:
     assert rule_band(gray, (19, 29, W - 19, 32), 1.5) is None  # 3 px thick: paint the box
     gray_v = np.full((W, H), 255, np.uint8)
     assert rule_band(gray_v, (20, 20, 40, W - 20), 1.5) is None  # taller than wide
+
+
+@pytest.mark.parametrize("slope_px", [0.0, 5.0])
+def test_a_descender_reaching_into_a_rules_edge_keeps_its_ink(slope_px: float) -> None:
+    """A tight row (issue 37, generated table seed 7 page 2: ``Georgia`` read ``Georaia``): the
+    descenders end 1 px above a 2-px rule, inside its painted anti-aliased edge. Their ink there is
+    kept; the rule's own ink and its edge away from the strokes are painted paper."""
+    im = Image.new("RGB", (W, H), "white")
+    d = ImageDraw.Draw(im)
+    x0, x1, y0 = 20, W - 20, 30.0
+    d.line([(x0, y0), (x1, y0 + slope_px)], fill=(0, 0, 0), width=2)
+
+    def y_rule(x: float) -> float:
+        return y0 + slope_px * (x - x0) / (x1 - x0)
+
+    xs = list(range(100, W - 100, 97))
+    for x in xs:  # 2-px strokes whose last row is 2 rows above the rule's centre
+        d.rectangle((x, int(round(y_rule(x))) - 14, x + 1, int(round(y_rule(x))) - 2), fill=(0, 0, 0))
+    gray = np.asarray(im.convert("L"))
+    cols = np.arange(x0, x1)
+    rows = [np.flatnonzero(gray[:, c] < 128) for c in cols[::50]]
+    top, bottom = min(r.min() for r in rows) - 1.0, max(r.max() for r in rows) + 1.0
+    out = np.asarray(erase_rules(im, [(x0 - 1.0, top, x1 + 1.0, bottom)]).convert("L"))
+    for x in xs:
+        yr = int(round(y_rule(x)))
+        assert out[yr - 2, x] < 128 and out[yr - 2, x + 1] < 128, f"the descender at x={x} lost its end"
+    on_rule = [out[int(round(y_rule(x))), x] for x in range(40, W - 40, 50) if all(abs(x - s) > 4 for s in xs)]
+    assert min(on_rule) > 200, "the rule's own ink must be painted paper"

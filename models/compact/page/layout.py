@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
-from models.compact.page.rule_band import rule_band
+from models.compact.page.rule_band import crossing_strokes, rule_band
 
 Box = tuple[float, float, float, float]
 
@@ -131,7 +131,9 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> Im
     anti-aliased edge of a rule) painted with the page's paper colour (its median edge colour), so
     that table borders and rules are not read as characters. ``image`` itself when ``rules`` is empty.
     A thick box holding a slanted rule is painted only along the rule's own band
-    (:func:`models.compact.page.rule_band.rule_band`), sparing descenders and commas beside it.
+    (:func:`models.compact.page.rule_band.rule_band`), sparing descenders and commas beside it; in the
+    grown edge, the ink of a stroke reaching into it from beyond (a descender on a tight row) is kept
+    (:func:`models.compact.page.rule_band.crossing_strokes`).
     """
     if not rules:
         return image
@@ -142,15 +144,22 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> Im
     border.paste(rgb.crop((0, 0, rgb.width, 1)), (0, 0))
     border.paste(rgb.crop((0, rgb.height - 1, rgb.width, rgb.height)), (0, 1))
     paper = tuple(int(v) for v in ImageStat.Stat(border).median)
-    draw = ImageDraw.Draw(rgb)
     gray = np.asarray(rgb.convert("L"))
+    painted, own = Image.new("L", rgb.size, 0), Image.new("L", rgb.size, 0)
+    draw_painted, draw_own = ImageDraw.Draw(painted), ImageDraw.Draw(own)
     for x0, y0, x1, y1 in rules:
         band = rule_band(gray, (x0, y0, x1, y1), pad_px)  # a slanted rule: its own band, not its box
         if band is not None:
-            draw.polygon(band, fill=paper)
+            draw_painted.polygon(band, fill=255)
+            draw_own.polygon(rule_band(gray, (x0, y0, x1, y1), -0.5) or band, fill=255)
         else:
-            draw.rectangle((x0 - pad_px, y0 - pad_px, x1 + pad_px, y1 + pad_px), fill=paper)
-    return rgb
+            draw_painted.rectangle((x0 - pad_px, y0 - pad_px, x1 + pad_px, y1 + pad_px), fill=255)
+            draw_own.rectangle((x0, y0, x1, y1), fill=255)
+    erase = np.asarray(painted) > 0
+    erase &= ~crossing_strokes(gray, erase, np.asarray(own) > 0)
+    out = np.array(rgb)
+    out[erase] = paper
+    return Image.fromarray(out)
 
 
 def interval_gaps(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
