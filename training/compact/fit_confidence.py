@@ -56,10 +56,10 @@ from training.compact.confidence_targets import (  # noqa: F401 - line_groups re
 )
 from training.compact.fit_unread import MIN_SIGNAL_PAGES, document_unread_ink, fit_unread, missed
 from training.compact.fit_worst_line import document_worst_line, fit_worst_line
+from training.compact.logistic import RIDGE, fit_logistic  # noqa: F401 - re-exported
 from training.compact.recalibrate import recalibrate_table
 
 TABLE = pathlib.Path(__file__).resolve().parents[2] / "gateway" / "output" / "calibration_tables.py"
-RIDGE = 1e-5  # on the weights but the intercept, relative to the total weight (keeps IRLS stable)
 #: a tower gets weights of its own when it read at least this many of the fitted lines (else the pooled
 #: ones serve it): 96 fitted documents hold ~1,300 Latin-tower and ~1,900 PP-tower lines
 TOWER_MIN_LINES = 300
@@ -83,27 +83,6 @@ def read_documents(seeds: Iterable[int], model: str | None, clean: bool = False)
                "lines": [{"text": ln.text, "confidence": ln.confidence, "tokens": ln.tokens, "truth": ln.truth,
                           "tower": ln.tower, "box": [round(v, 1) for v in ln.box],
                           "logprobs": [round(v, 4) for v in ln.logprobs]} for ln in lines]}
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, iters: int = 200) -> np.ndarray:
-    """Weights ``b`` [F] of ``sigmoid(x @ b)`` fitted to fractional targets ``y`` [N] in [0, 1] with
-    sample weights ``w`` [N] (binomial log-likelihood, Newton / IRLS, ridge :data:`RIDGE` x sum(w) on
-    all but the first column). ``x`` [N, F] float64.
-    """
-    b = np.zeros(x.shape[1])
-    b[0] = np.log(max(1e-4, np.average(y, weights=w)) / max(1e-4, 1 - np.average(y, weights=w)))
-    reg = RIDGE * w.sum() * np.eye(x.shape[1])
-    reg[0, 0] = 1e-9 * w.sum()  # the intercept nearly free; keeps the Hessian invertible when p saturates
-    for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-np.clip(x @ b, -40, 40)))
-        grad = x.T @ (w * (p - y)) + reg @ b
-        hess = (x * (w * p * (1 - p))[:, None]).T @ x + reg
-        step = np.linalg.solve(hess, grad)
-        step *= min(1.0, 2.0 / max(1e-12, float(np.abs(step).max())))  # damped: no weight moves by more than 2
-        b -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return b
 
 
 def fit_lines(docs: Sequence[dict], tower: str | None = None) -> list[float]:

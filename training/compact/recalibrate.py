@@ -15,7 +15,7 @@ lifts good receipts over the 2 % page bar (6 of 79 good pages of seed 20,000 fla
 
 How (:func:`fit_recalibration`): the table's shape is kept and only its scale is refitted, the
 recalibration of Cox (1958): each tower's expected CER becomes ``sigmoid(a + b * logit(e))``, ``e``
-the table's, with ``(a, b)`` fitted (:func:`training.compact.fit_confidence.fit_logistic`, the same
+the table's, with ``(a, b)`` fitted (:func:`training.compact.logistic.fit_logistic`, the same
 binomial likelihood, targets and weights as the line fit) on that tower's lines of the new pages;
 two numbers per tower are set by thousands of lines, so they hinge on no few pages. The features
 hold an intercept, so the recalibrated model is again a weight vector: ``b * w`` with ``a`` added to
@@ -31,6 +31,7 @@ import numpy as np
 
 from inkstream.confidence import line_features
 from training.compact.confidence_targets import line_targets
+from training.compact.logistic import fit_logistic
 
 
 def recalibrated_weights(weights: Sequence[float], level: float, slope: float) -> list[float]:
@@ -67,8 +68,6 @@ def fit_level_slope(docs: Sequence[dict], weights: Sequence[float], towers: Mapp
     the line targets (:func:`training.compact.confidence_targets.line_targets`). Raises ValueError
     when there is no such line.
     """
-    from training.compact.fit_confidence import fit_logistic
-
     z, y, w = _logits(docs, weights, towers, tower)
     if not len(z):
         raise ValueError(f"no line read by tower {tower!r} to recalibrate on")
