@@ -119,3 +119,39 @@ def test_the_table_bench_counts_numbers_that_are_not_on_the_page():
     assert numbers_added(lines, "Totals 2024\nOhio 2,799.55 2 -11 -112.63%") == (2, 2, 5)
     assert numbers_added(lines, "Totals 2024\nOhio 2,799.56 -112.63%") == (1, 0, 3)  # a misread, no duplicate
     assert cell_precision(["2,799.55", "-112.63%"], ["2,799.55 2", "-112.63%", ""]) == (1, 1, 2)
+
+
+def test_a_wide_page_in_strips_lets_go_of_the_next_columns_first_digit_too():
+    # A 3,400 x 300 px page (wider than 2 x its height and than det_long_side: detected in strips,
+    # models/compact/page/wide.py): a tall box over a column's rows 1-3 cuts row 4 and reaches into the
+    # right-aligned next column's longest number there. Its row split made a line '1,204 2' (the
+    # number's first digit read twice); the whole and banded paths dropped it, the strips' did not.
+    img = Image.new("RGB", (3400, 300), "white")
+    draw, font = ImageDraw.Draw(img), ImageFont.truetype(FONT, 22)
+    left, right = [], []
+    for r, (a, b) in enumerate([("-3,352", "12.5"), ("16,584", "7.25"), ("(80,324)", "3.1"), ("1,204", "2,799.55")]):
+        y, xa, xb = 30 + 56 * r, 580 - draw.textlength(a, font=font), 700 - draw.textlength(b, font=font)
+        draw.text((xa, y), a, font=font, fill="black")
+        draw.text((xb, y), b, font=font, fill="black")
+        left.append(draw.textbbox((xa, y), a, font=font))
+        right.append(draw.textbbox((xb, y), b, font=font))
+    x0, y1 = min(b[0] for b in left) - 6, left[3][1] + (left[3][3] - left[3][1]) / 3
+    tall = LineBox(np.array([[x0, 20], [610, 20], [610, y1], [x0, y1]], np.float32), (x0, 20.0, 610.0, y1), 0.6)
+    found = [tall, *(_line(b) for b in right)]
+
+    from models.compact.page.detect import LineDetector
+
+    det = LineDetector.__new__(LineDetector)
+    det.det_long_side, det.pad = 1600, 24
+    strips: list[tuple[int, ...]] = []
+
+    def first_strip(rgb: np.ndarray, enlarge: bool = True) -> list[LineBox]:  # the table lies in strip 0
+        strips.append(rgb.shape)
+        return list(found) if len(strips) == 1 else []
+
+    det._detect_band = first_strip  # type: ignore[method-assign]
+    lines = det._detect(np.asarray(img))
+    assert len(strips) > 1  # the strips path
+    assert len(lines) == 8
+    row4 = [ln for ln in lines if ln.box[1] > left[3][1] - 10 and ln.box[0] < 590]
+    assert len(row4) == 1 and left[3][2] < row4[0].box[2] < right[3][0]  # '1,204' whole, no digit of '2,799.55'

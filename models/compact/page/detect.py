@@ -93,11 +93,10 @@ class LineDetector:
         band = max(self.det_long_side, w)
         seen = levels.for_detection(rgb)  # faint print at full contrast; the rows are split on the page itself
         if w > 2 * h and w > self.det_long_side:  # a wide page: in vertical strips (models.compact.page.wide)
-            return rowsplit.split_rows(rgb, wide.detect_in_strips(seen, self._detect_band, self.det_long_side))
+            return _finished(rgb, wide.detect_in_strips(seen, self._detect_band, self.det_long_side))
         if h <= 2 * w or h <= self.det_long_side:  # display type found by a coarse pass (large_print)
             lines = large_print.with_large_lines(seen, self._detect_band(seen), self._detect_coarse)
-            # a box over several table rows: one line per row; a box over ink another box holds: none
-            return dup_boxes.drop_duplicates(rgb, rowsplit.split_rows(rgb, lines))
+            return _finished(rgb, lines)
         overlap = max(256, band // 5)
         starts = list(range(0, h - band, band - overlap)) + [h - band]
         starts = sorted(set(starts))
@@ -119,7 +118,7 @@ class LineDetector:
         for _, i, ln in sorted(found, key=lambda f: -f[0]):
             if not any(j != i and _same_line(ln.box, other.box) for j, other in kept):
                 kept.append((i, ln))
-        return dup_boxes.drop_duplicates(rgb, rowsplit.split_rows(rgb, [ln for _, ln in kept]))
+        return _finished(rgb, [ln for _, ln in kept])
 
     def _detect_coarse(self, small: np.ndarray) -> list[LineBox]:
         """Lines of the large-print pass's shrunk page (:mod:`models.compact.page.large_print`), detected at
@@ -280,6 +279,15 @@ class LineDetector:
             lines = [ln for ln in lines if not inside_rule(ln, page.rules, dark=dark)]
             gray = erased
         return image, region_order(lines, page, image.height, gray, image.width), rotation
+
+
+def _finished(rgb: np.ndarray, lines: list[LineBox]) -> list[LineBox]:
+    """The detector's ``lines`` on the page ``rgb`` [H, W, 3] uint8 (boxes in its pixels) made lines, the
+    last step of every path of :meth:`LineDetector._detect` (a page whole, in bands, in strips): a box
+    over several table rows becomes one line per row (:func:`rowsplit.split_rows`), then a box whose ink
+    another box on its row holds is dropped or trimmed (:func:`dup_boxes.drop_duplicates`).
+    """
+    return dup_boxes.drop_duplicates(rgb, rowsplit.split_rows(rgb, lines))
 
 
 def _deskewed(image: Image.Image, skew_deg: float) -> Image.Image:
