@@ -28,13 +28,47 @@ def _moved(word: Word, start: float, end: float, turn: int) -> None:
     word.box = _paged(word.box, start, end, turn)
 
 
+def _near_pairs(across: np.ndarray, along: np.ndarray, font: np.ndarray) -> list[tuple[int, int, float]]:
+    """(i, j, font size of the pair) for the pairs i < j, sorted by i then j, of the N words whose
+    upright spans ``across`` and ``along`` (N x 2, :func:`_upright`) may need parting: their boxes
+    overlap across the line by at least half the shorter one's height, and along it they overlap or
+    leave a gap under :data:`BREAK` font sizes (``font`` [N]: of each word's own height; a pair's is
+    its taller word's). Every such pair, with the gap measured now, is there; :func:`parted` tests
+    them again as it goes.
+
+    Two boxes that overlap across the line have one's top within the other's height, so the words
+    are sorted by their top and each is paired with the words whose top lies within its own height:
+    O(N log N + the words of one visual line each), where every word against every other was O(N^2).
+    """
+    n = len(across)
+    by_top = np.argsort(across[:, 0], kind="stable")  # by top, then index
+    tops = across[by_top, 0]
+    # each word with the words after it in that order whose top lies above its bottom: each pair once
+    lo = np.arange(1, n + 1)
+    counts = np.clip(np.searchsorted(tops, across[by_top, 1], side="left") - lo, 0, None)
+    first = by_top[np.repeat(np.arange(n), counts)]
+    other = by_top[np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))]
+    code = np.sort(np.minimum(first, other) * n + np.maximum(first, other))  # by i, then j
+    i, j = code // n, code % n
+    height = across[:, 1] - across[:, 0]
+    shorter = np.minimum(height[i], height[j])
+    shared = np.minimum(across[j, 1], across[i, 1]) - np.maximum(across[j, 0], across[i, 0])
+    gap = np.maximum(along[j, 0], along[i, 0]) - np.minimum(along[j, 1], along[i, 1])
+    pair_font = np.maximum(font[i], font[j])
+    reach = BREAK * pair_font
+    keep = (shorter > 0) & (shared >= 0.5 * shorter) & (gap < reach + 1e-6 * (1.0 + np.abs(reach)))
+    return list(zip(i[keep].tolist(), j[keep].tolist(), pair_font[keep].tolist(), strict=True))
+
+
 def parted(lines: Sequence[Line]) -> None:
     """Parts, in place, each pair of words of ``lines`` (boxes in page pixels; of one line or of two)
     that run at one angle, share a visual line (their boxes overlap across it by at least half the
     shorter one's height) and overlap along it, or leave a gap under :data:`BREAK` font sizes (font:
     the taller box's height times :func:`reader_geometry`'s size over its height in reader units),
-    one not inside the other; a line's box then spans its words again. Vectorised per word:
-    O(N^2) box tests for N words, a few ms for a page of 3,000.
+    one not inside the other; a line's box then spans its words again. Pairs are parted in the order
+    of their first word, then their second; the pairs of a first word are those near it once the
+    pairs before them were parted (parting only narrows words, so the pairs to test are found once,
+    :func:`_near_pairs`): O(N log N) for N words in lines.
     """
     above, below, size = reader_geometry()
     for turn in {ln.angle % 360 for ln in lines}:
@@ -43,25 +77,26 @@ def parted(lines: Sequence[Line]) -> None:
         if len(words) < 2:
             continue
         across, along = _upright(np.array([w.box for w in words], dtype=np.float64), turn)
-        moved = False
-        for i in range(len(words) - 1):
-            a, b = across[i + 1:], along[i + 1:]
-            tall = np.maximum(a[:, 1] - a[:, 0], across[i, 1] - across[i, 0])
-            shorter = np.minimum(a[:, 1] - a[:, 0], across[i, 1] - across[i, 0])
-            shared = np.minimum(a[:, 1], across[i, 1]) - np.maximum(a[:, 0], across[i, 0])
-            font = size * tall / (above + below)
-            gap = np.maximum(b[:, 0], along[i, 0]) - np.minimum(b[:, 1], along[i, 1])
-            inside = ((b[:, 0] <= along[i, 0]) & (b[:, 1] >= along[i, 1])) | \
-                     ((b[:, 0] >= along[i, 0]) & (b[:, 1] <= along[i, 1]))
-            near = (shorter > 0) & (shared >= 0.5 * shorter) & (gap < BREAK * font) & ~inside
-            for j in np.flatnonzero(near) + i + 1:
-                pair = [i, int(j)] if along[i, 0] <= along[j, 0] else [int(j), i]
-                spans = along[pair]
-                if spans[1, 0] - spans[0, 1] >= BREAK * font[j - i - 1]:
+        pairs = _near_pairs(across, along, size * (across[:, 1] - across[:, 0]) / (above + below))
+        span = along.tolist()  # [start, end] of each word along the line, as parting leaves it
+        moved, k = False, 0
+        while k < len(pairs):
+            i, e = pairs[k][0], k
+            while e < len(pairs) and pairs[e][0] == i:
+                e += 1
+            s0, e0 = span[i]
+            near = [(j, f) for _, j, f in pairs[k:e]
+                    if max(span[j][0], s0) - min(span[j][1], e0) < BREAK * f
+                    and not ((span[j][0] <= s0 and span[j][1] >= e0) or (span[j][0] >= s0 and span[j][1] <= e0))]
+            k = e
+            for j, f in near:
+                pair = (i, j) if span[i][0] <= span[j][0] else (j, i)
+                if span[pair[1]][0] - span[pair[0]][1] >= BREAK * f:
                     continue  # parted already by an earlier pair
-                along[pair] = _opened(spans, float(font[j - i - 1]))
-                for k in pair:
-                    _moved(words[k], float(along[k, 0]), float(along[k, 1]), turn)
+                opened = _opened(np.array([span[pair[0]], span[pair[1]]], dtype=np.float64), f).tolist()
+                for w, (start, end) in zip(pair, opened, strict=True):
+                    span[w] = [start, end]
+                    _moved(words[w], start, end, turn)
                 moved = True
         if moved:
             for ln in owners:
