@@ -434,7 +434,7 @@ async def test_a_job_with_some_pages_read_is_done_with_the_others_errors(env):
 
 
 def test_every_page_failed_groups_the_reasons_and_takes_the_most_common_code():
-    from gateway.jobs.run import MAX_REASONS, every_page_failed
+    from gateway.output.page_errors import MAX_REASONS, every_page_failed
     from inkstream.page_result import PageError, PageResult
 
     def err(i: int, code: str, message: str) -> PageResult:
@@ -450,6 +450,11 @@ def test_every_page_failed_groups_the_reasons_and_takes_the_most_common_code():
                          "page 2: INVALID_ARGUMENT: unreadable image; pages 3-4: INVALID_ARGUMENT: too big")
     tie = every_page_failed([err(1, "UNAVAILABLE", "down"), err(2, "INVALID_ARGUMENT", "bad")])
     assert tie is not None and tie.code_name == "UNAVAILABLE"  # the first page's code
+    # each page's own number left out (found by the tryout: "page 1: ...: page 1 encode: ..."), so alike reasons group
+    alike = every_page_failed([err(i, "INVALID_ARGUMENT", f"page {i} encode: page of 2200x1 px is too small")
+                               for i in (1, 2)])
+    assert alike is not None and alike.message == ("no page could be read (2 of 2 failed): pages 1-2: "
+                                                    "INVALID_ARGUMENT: encode: page of 2200x1 px is too small")
     many = every_page_failed([err(i, "INTERNAL", f"bug {i}") for i in range(1, MAX_REASONS + 4)])
     assert many is not None and many.code_name == "INTERNAL" and many.message.endswith("; and 3 more")
 
