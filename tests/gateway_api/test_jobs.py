@@ -480,3 +480,27 @@ async def test_a_job_whose_every_page_is_too_small_answers_as_one_such_image(env
         res = await c.get(f"/v1/jobs/{job['job_id']}/result")
         answers.append((res.status_code, res.json()["error"]["code"], res.json()["error"]["reason"]))
     assert answers[0] == answers[1] == (422, "INVALID_ARGUMENT", "NOTHING_TO_READ"), answers
+
+
+async def test_an_attempt_taken_over_stops_without_touching_the_job(env):
+    """Found by the tryout: Redis stopped for longer than a job's lease; once it was back the job was
+    taken over (attempts 2) and done, while the first attempt, asleep in its store retry, woke and went
+    on reading pages beside it (holding 3 of the gateway's 4 page slots: a sync request got 429) and
+    checkpointing over the done job (pages_done 2/3). The first attempt stops when the record shows a
+    later attempt, and leaves the record and the delivery to it."""
+    c, fake, core = env
+    fake.delay_s = 0.5
+    job = (await submit(c, marked_pdf([1, 2, 3, 4, 5, 6]), format="json")).json()
+    running = await wait_status(c, job["job_id"], ("running",))
+    assert running["attempts"] == 1
+    await asyncio.to_thread(core.job_store.update, job["job_id"], attempts=2)  # another worker took it over
+    for _ in range(60):
+        if core.worker.running == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert core.worker.running == 0, "the superseded attempt went on"
+    read = fake.pages_run
+    await asyncio.sleep(1.2)
+    assert fake.pages_run == read  # no page read after it stopped
+    after = (await c.get(f"/v1/jobs/{job['job_id']}")).json()
+    assert (after["status"], after["attempts"]) == ("running", 2), after  # the new attempt's, untouched
