@@ -40,6 +40,7 @@ log = logging.getLogger("inkstream.gateway.jobs")
 
 POLL_S = 0.5
 RECORD_TRIES = 3  #: tries (1 s apart) to record a job's failure before leaving it to the queue
+BEAT_LOG_EVERY_S = 30.0  #: while a job's heartbeat keeps failing, one warning per this many seconds
 
 
 class Finish(Protocol):
@@ -184,9 +185,13 @@ class JobWorker:
         (setting ``superseded`` first) when it shows a later attempt than ``attempt`` (this run's
         number, 1-based: a takeover, which marks the job running with ``attempts`` + 1 before it reads
         a page, whether it has finished since or not; see the module docstring). A failed
-        renewal or poll is logged and tried again at the next beat.
+        renewal or poll is tried again at the next beat; it is logged when it starts failing, then at
+        most every :data:`BEAT_LOG_EVERY_S` while it goes on (not every beat: 2 lines a second per job
+        through a store outage), and once when it recovers.
         """
         last_renew = time.monotonic()
+        failing_since: float | None = None
+        logged = 0.0
         while True:
             await asyncio.sleep(POLL_S)
             try:
@@ -195,8 +200,16 @@ class JobWorker:
                     last_renew = time.monotonic()
                 job = await self._read(d.job_id)
             except InkstreamError as exc:
-                log.warning("job %s: heartbeat failed (%s)", d.job_id, exc.message)
+                now = time.monotonic()
+                if failing_since is None or now - logged >= BEAT_LOG_EVERY_S:
+                    failing_since = now if failing_since is None else failing_since
+                    log.warning("job %s: heartbeat failed (%s)%s", d.job_id, exc.message,
+                                f" for {now - failing_since:.0f} s" if now > failing_since else "")
+                    logged = now
                 continue
+            if failing_since is not None:
+                log.warning("job %s: heartbeat works again after %.0f s", d.job_id, time.monotonic() - failing_since)
+                failing_since = None
             if job is not None and job.status == "cancelled" and task is not None:
                 task.cancel()
                 return

@@ -504,3 +504,30 @@ async def test_an_attempt_taken_over_stops_without_touching_the_job(env):
     assert fake.pages_run == read  # no page read after it stopped
     after = (await c.get(f"/v1/jobs/{job['job_id']}")).json()
     assert (after["status"], after["attempts"]) == ("running", 2), after  # the new attempt's, untouched
+
+
+async def test_a_failing_heartbeat_is_logged_once_not_every_beat(env, caplog, monkeypatch):
+    """Found by the tryout: with Redis stopped each running job logged "heartbeat failed" twice a
+    second (275 lines in 90 s); now once when it starts failing and once when it works again."""
+    import logging
+
+    from gateway.jobs.queue import Delivery
+
+    _, _, core = env
+    worker = core.worker
+    down = True
+
+    async def read(_job_id):
+        if down:
+            raise Unavailable("the job store is unavailable (ConnectionError); retry shortly")
+
+    monkeypatch.setattr(worker, "_read", read)
+    monkeypatch.setattr(worker_mod, "POLL_S", 0.01)
+    caplog.set_level(logging.WARNING, logger="inkstream.gateway.jobs")
+    beat = asyncio.create_task(worker._heartbeat(Delivery("j1"), None))
+    await asyncio.sleep(0.5)  # about 50 beats
+    down = False
+    await asyncio.sleep(0.1)
+    beat.cancel()
+    lines = [r.getMessage() for r in caplog.records if "heartbeat" in r.getMessage()]
+    assert len(lines) == 2 and "failed" in lines[0] and "works again" in lines[1], lines
