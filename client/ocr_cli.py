@@ -366,7 +366,7 @@ def main(argv: list[str]) -> int:
     failed = [p for p in pages if p.status != "ok"]
     for p in failed:
         assert p.error is not None
-        print(f"inkstream ocr: page {p.index}: {p.error.code}: {p.error.message}", file=sys.stderr)
+        print(f"inkstream ocr: page {p.index}: {p.error.code}: {p.error.detail(p.index)}", file=sys.stderr)
     warned = [p for p in pages if p.status == "ok" and p.warnings]
     for p in warned:
         print(f"inkstream ocr: page {p.index}: {', '.join(p.warnings)} (confidence {p.confidence:.2f})",

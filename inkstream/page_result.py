@@ -15,6 +15,7 @@ confidences to 4 decimals.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,14 @@ class PageError:
     code: str
     message: str
     reason: str = ""
+
+    def detail(self, index: int) -> str:
+        """``message`` without its own mention of page ``index`` (1-based) at its start, for a line that
+        names the page already (a document's error line, a failed job's list of page reasons): "page 3:
+        X" -> "X", "page 3 could not be rendered: X" -> "could not be rendered: X"; any other message
+        (another page's number included, e.g. "page 31: ..." for page 3) unchanged.
+        """
+        return re.sub(rf"^page {index}(?::\s*|\s+)(?=\S)", "", self.message, count=1)
 
     def to_dict(self) -> dict[str, str]:
         """JSON form: ``{code, message}``, plus ``reason`` when it has one."""

@@ -49,6 +49,7 @@ from gateway.apis.rest_http import StreamWithCleanup
 from gateway.apis.rest_schema import chat_route
 from gateway.core import GatewayCore
 from gateway.ingest.pdf import PasswordRequired
+from gateway.output.page_errors import every_page_failed
 from gateway.service import OcrRequest, run_id
 from gateway.session import ocr_bytes
 from inkstream.errors import (
@@ -90,7 +91,7 @@ def _page_text(page: PageResult) -> str:
     if page.status == "ok":
         return page.text
     assert page.error is not None
-    return f"[page {page.index}: error {page.error.code}: {page.error.message}]"
+    return f"[page {page.index}: error {page.error.code}: {page.error.detail(page.index)}]"
 
 
 def _usage(pages: list[PageResult]) -> dict[str, int]:
@@ -162,8 +163,12 @@ class ChatCompletions:
         yield b"data: [DONE]\n\n"
 
     async def complete(self, model: str) -> dict[str, Any]:
-        """The whole ``chat.completion`` object."""
+        """The whole ``chat.completion`` object; the error of a document none of whose pages was read
+        (:func:`gateway.output.page_errors.every_page_failed`, as ``POST /v1/ocr`` answers) raised.
+        """
         pages = [p async for p in self.pages()]
+        if (failed := every_page_failed(pages)) is not None:
+            raise failed
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": model,
                 "choices": [{"index": 0, "finish_reason": _finish_reason(pages),
                              "message": {"role": "assistant", "content": "\f".join(_page_text(p) for p in pages)}}],

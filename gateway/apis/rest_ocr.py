@@ -8,6 +8,11 @@ line is ``{"error": {"code", "reason", "message", "retry_after_s"}}`` instead of
 Headers ``X-Pages-Total``, ``X-Model-Id``, ``X-Inkstream-Cache``
 (``hit`` when the pages came from the result cache, else ``miss``; also on the whole-document
 answers, where the JSON result and the NDJSON summary carry it as ``"cached": true|false``).
+
+A whole-document answer whose every page failed is the error a job of that document fails with
+(:func:`gateway.output.page_errors.every_page_failed`: e.g. 422 NOTHING_TO_READ, 503 UNAVAILABLE), not
+a 200 holding only errors; an NDJSON stream has sent its status with the first page, so its page lines
+and summary (``pages_ok`` 0) say it.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from gateway.apis.rest_http import (
 )
 from gateway.audit import audited
 from gateway.core import GatewayCore
+from gateway.output.page_errors import every_page_failed
 from gateway.output.searchable_pdf import write_searchable_pdf
 from gateway.output.stitch import render_document
 from gateway.service import run_id
@@ -132,6 +138,8 @@ def ocr_router(core: GatewayCore) -> APIRouter:
                     return StreamWithCleanup(_ndjson(first, session), stack, media_type=NDJSON,
                                              headers=headers)
                 pages = await collect_while_connected(request, session.pages(), core)
+                if (failed := every_page_failed(pages)) is not None:
+                    raise failed  # nothing read: the status a job of this document fails with
                 if fmt == "pdf":
                     out = session.tmp / "searchable.pdf"
                     await asyncio.to_thread(write_searchable_pdf, pages, got.upload.path, prepared.doc.kind, out,

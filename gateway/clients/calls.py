@@ -42,6 +42,8 @@ class CallFailure(Exception):
     mid-call, i.e. the replica may have crashed on this page). ``unreachable``: the replica should
     get no new work until its health watch reports SERVING again. ``misrouted``: the replica cannot
     serve this page (it runs other weights); the page goes elsewhere without spending retry budget.
+    ``detail``: for the gateway's log only (gRPC's own words for a lost connection, which name the
+    replica's address: a client's page error never names an endpoint).
     """
 
     error: InkstreamError
@@ -49,6 +51,7 @@ class CallFailure(Exception):
     suspect: bool = False
     unreachable: bool = False
     misrouted: bool = False
+    detail: str = ""
 
     def __str__(self) -> str:
         return f"{self.error.code_name}: {self.error.message}"
@@ -75,8 +78,8 @@ def classify_rpc_error(err: grpc.RpcError) -> CallFailure:
         # Refused before the call started: the page cannot be to blame. Lost during the call: the
         # replica died while holding this page (maybe because of it), so the page becomes suspect.
         what = "replica unreachable" if refused else "connection to the replica lost"
-        return CallFailure(Unavailable(f"{what} ({err.details() if hasattr(err, 'details') else err})"),
-                           transient=True, suspect=not refused, unreachable=True)
+        return CallFailure(Unavailable(what), transient=True, suspect=not refused, unreachable=True,
+                           detail=str(err.details() if hasattr(err, "details") else err))
     if code == "RESOURCE_EXHAUSTED" and not _server_sent_status(err) and "larger than max" in str(exc.message):
         # gRPC's own message-size check: deterministic, so retrying elsewhere cannot help.
         return CallFailure(type(exc)(f"message over the gRPC size limit; raise max_message_bytes on the gateway "

@@ -135,7 +135,8 @@ async def open_document(upload: UploadedFile, *, long_side_px: int, max_pixels: 
     loop = asyncio.get_running_loop()
     if kind == "pdf":
         return await loop.run_in_executor(
-            PdfDocument.executor, lambda: PdfDocument(upload.path, long_side_px, fit, password, max_image_bytes))
+            PdfDocument.executor, lambda: PdfDocument(upload.path, long_side_px, fit, password, max_image_bytes,
+                                                       min_side))
     return await loop.run_in_executor(
         None, lambda: ImageDocument(upload.path, kind, long_side_px, max_pixels, max_pages, min_side,
                                         max_image_bytes, fit_pixels=fit))

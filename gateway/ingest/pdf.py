@@ -21,7 +21,7 @@ from gateway.ingest.images import encode_page
 from gateway.types import PageError, PageInput
 from inkstream.decode_errors import pdf_page_problem
 from inkstream.errors import InkstreamError, InvalidInput, Unprocessable
-from inkstream.page_image import pdf_scale, render_pdf_page
+from inkstream.page_image import check_min_side, pdf_scale, render_pdf_page
 from inkstream.pdf_fonts import install_upright_fonts
 
 log = logging.getLogger("inkstream.gateway.ingest")
@@ -96,6 +96,8 @@ class PdfDocument:
     ``long_side_px``: pixels of the rendered page's long side (``EncoderInfo.mode().page_long_side_px``);
     ``max_pixels``: cap on width x height of a rendered page (the scale is lowered to fit);
     ``max_image_bytes``: the encoder's limit per page image (see :func:`images.encode_page`);
+    ``min_side``: a page rendered smaller than this many pixels on a side (a page of 1000 x 0.5 pt)
+    is a page error 422 NOTHING_TO_READ, as such an image or TIFF frame is, not sent to an encoder;
     ``password``: tried only when the document does not open without one (``password_needed``
     then says it was used; a password for a PDF that opens without one is not needed, and ignored).
     Raises InvalidInput (400: damaged, password), Unprocessable (422: no pages) from the constructor.
@@ -105,8 +107,8 @@ class PdfDocument:
     executor = PDFIUM_EXECUTOR
 
     def __init__(self, path: pathlib.Path, long_side_px: int, max_pixels: int, password: str = "",
-                 max_image_bytes: int = 0):
-        self.long_side_px = long_side_px
+                 max_image_bytes: int = 0, min_side: int = 1):
+        self.long_side_px, self.min_side = long_side_px, min_side
         self.max_pixels = max_pixels
         self.max_image_bytes = max_image_bytes
         self.sizes: dict[int, tuple[int, int]] = {}
@@ -147,6 +149,7 @@ class PdfDocument:
             page = self._pdf[index]
             image = render_pdf_page(page, self.long_side_px, self.max_pixels)  # as eval --in-process does
             self.sizes[index] = image.size
+            check_min_side(image.size, self.min_side)
             data = encode_page(image, self.max_image_bytes)
             return PageInput(index=index, image=data, width=image.width, height=image.height)
         except InkstreamError as exc:

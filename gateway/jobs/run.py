@@ -13,8 +13,8 @@ the job fails with it. A gateway with no replica up thus accepts jobs and runs t
 
 Pages: a page that came back with a transient error (UNAVAILABLE, RESOURCE_EXHAUSTED: a replica down
 or full) is read again, with the same backoff, until the job's deadline; a job whose every page is
-still an error then fails (:func:`every_page_failed`: the pages' most common code, every page's reason
-in its message) rather than being ``done`` with nothing read.
+still an error then fails (:func:`gateway.output.page_errors.every_page_failed`: the pages' most
+common code, every page's reason in its message) rather than being ``done`` with nothing read.
 
 Page checkpoints: a page whose outcome a retry could not change (:func:`gateway.stores.cache.cacheable`)
 is checkpointed before the next page is taken. Its write is retried like any store call; when it
@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from gateway.jobs.results import write_result
 from gateway.jobs.sources import Sources, file_upload
+from gateway.output.page_errors import every_page_failed
 from gateway.scope import RequestScope
 from gateway.service import OcrRequest, OcrService
 from gateway.stores import JobRecord, JobStore, ResultStore
@@ -42,12 +43,11 @@ from gateway.stores.sealed import secret_box
 from gateway.tenancy import Principal, acting_as
 from inkstream.errors import DeadlineExceeded, InkstreamError, error_for_code
 from inkstream.fair import BATCH
-from inkstream.page_result import PageError, PageResult
+from inkstream.page_result import PageResult
 
 log = logging.getLogger("inkstream.gateway.jobs")
 
 BACKOFF_MAX_S = 30.0
-MAX_REASONS = 10  #: distinct page errors a failed job's message lists (then how many more)
 T = TypeVar("T")
 
 
@@ -182,43 +182,3 @@ def retryable(page: PageResult) -> bool:
     RESOURCE_EXHAUSTED).
     """
     return page.status == "error" and page.error is not None and error_for_code(page.error.code, "").transient
-
-
-def every_page_failed(pages: list[PageResult]) -> InkstreamError | None:
-    """The error that fails a job whose every page in ``pages`` is an error, None when a page was
-    read (or there are none): the code and finer reason most pages have (the first page's on a tie),
-    so the same cause answers the same status as a one-page document's (pages of a TIFF all too small:
-    422 NOTHING_TO_READ, as one such image), and a message giving each page's reason, pages with the
-    same reason together ("pages 1-2, 5: UNAVAILABLE: no decoder replica answered"), at most
-    :data:`MAX_REASONS` reasons then how many more.
-    """
-    if not pages or any(p.status != "error" for p in pages):
-        return None
-    groups: dict[tuple[str, str, str], list[int]] = {}
-    for p in sorted(pages, key=lambda p: p.index):
-        err = p.error or PageError("INTERNAL", "the page failed without a reason")
-        own = f"page {p.index}: "  # the ingest's messages name their page: said once, in front
-        groups.setdefault((err.code, err.reason, err.message.removeprefix(own)), []).append(p.index)
-    codes: dict[str, int] = {}
-    finer: dict[tuple[str, str], int] = {}
-    for (c, r, _), indices in groups.items():
-        codes[c] = codes.get(c, 0) + len(indices)
-        finer[c, r] = finer.get((c, r), 0) + len(indices)
-    code = max(codes, key=lambda c: codes[c])  # dicts keep order: the first page's code wins a tie
-    reason = max((r for c, r in finer if c == code), key=lambda r: finer[code, r])  # then the reason, likewise
-    reasons = [f"{_page_list(indices)}: {c}: {m}" for (c, _, m), indices in groups.items()]
-    more = f"; and {len(reasons) - MAX_REASONS} more" if len(reasons) > MAX_REASONS else ""
-    return error_for_code(code, f"no page could be read ({len(pages)} of {len(pages)} failed): "
-                          + "; ".join(reasons[:MAX_REASONS]) + more, reason=reason)
-
-
-def _page_list(indices: list[int]) -> str:
-    """``page 3`` / ``pages 1-2, 5`` for sorted 1-based page numbers."""
-    runs: list[list[int]] = []
-    for i in indices:
-        if runs and i == runs[-1][-1] + 1:
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    text = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
-    return f"page {text}" if len(indices) == 1 else f"pages {text}"

@@ -5,7 +5,11 @@ finished or cancelled job is acknowledged and dropped), marked ``running`` (``at
 ``job_max_attempts`` it fails), and run by :class:`gateway.jobs.run.JobRun` (document fetched and
 opened once, the pages not yet checkpointed read, the result written), then marked done — in that
 order, so a job is never done with a half-written result. While it runs a heartbeat renews the lease
-and polls the record, so a cancel made on any gateway stops it within a second.
+and polls the record, so a cancel made on any gateway stops it within a second. So does a takeover: an
+attempt whose lease lapsed (its store or queue unreachable for longer than ``job_lease_s``, say) while
+another attempt took the job over (the record's ``attempts`` past its own; finished since or not) stops
+without acknowledging the delivery or touching the record, instead of reading the pages again beside
+the new attempt and checkpointing over its finished job.
 
 A job that fails is marked ``failed`` with its error. When even that cannot be recorded (the job
 store stays unreachable for :data:`RECORD_TRIES` tries) the failure is logged as an error with the
@@ -36,6 +40,7 @@ log = logging.getLogger("inkstream.gateway.jobs")
 
 POLL_S = 0.5
 RECORD_TRIES = 3  #: tries (1 s apart) to record a job's failure before leaving it to the queue
+BEAT_LOG_EVERY_S = 30.0  #: while a job's heartbeat keeps failing, one warning per this many seconds
 
 
 class Finish(Protocol):
@@ -99,8 +104,9 @@ class JobWorker:
             self.tasks[delivery.job_id] = task
             task.add_done_callback(functools.partial(self._done, delivery))
 
-    def _done(self, delivery: Delivery, _task: asyncio.Task[None]) -> None:
-        self.tasks.pop(delivery.job_id, None)
+    def _done(self, delivery: Delivery, task: asyncio.Task[None]) -> None:
+        if self.tasks.get(delivery.job_id) is task:  # not a later attempt's entry (a takeover in this process)
+            del self.tasks[delivery.job_id]
         self._slots.release()
 
     async def _read(self, job_id: str) -> JobRecord | None:
@@ -121,7 +127,8 @@ class JobWorker:
             return
         self.running += 1
         self._on_running(1)
-        beat = asyncio.create_task(self._heartbeat(d, asyncio.current_task()))
+        superseded = asyncio.Event()
+        beat = asyncio.create_task(self._heartbeat(d, asyncio.current_task(), job.attempts + 1, superseded))
         folder = self.spool / job_id
         try:
             await self.queue.started(d)
@@ -135,7 +142,7 @@ class JobWorker:
             await self.finish(job_id, "done", pages_done=pages)
             await self._ack(d)
         except asyncio.CancelledError:
-            if not self._closing:  # cancelled by a user (the record says so already)
+            if not self._closing and not superseded.is_set():  # cancelled by a user (the record says so already)
                 await self._ack(d)
             raise
         except Exception as exc:  # a job's failure is recorded, never raised
@@ -172,11 +179,19 @@ class JobWorker:
         except InkstreamError as exc:
             log.warning("job %s: acknowledging the delivery failed (%s)", d.job_id, exc.message)
 
-    async def _heartbeat(self, d: Delivery, task: asyncio.Task[Any] | None) -> None:
-        """Renew the lease every third of it; cancel ``task`` when the record says cancelled. A
-        failed renewal or poll is logged and tried again at the next beat.
+    async def _heartbeat(self, d: Delivery, task: asyncio.Task[Any] | None, attempt: int = 0,
+                         superseded: asyncio.Event | None = None) -> None:
+        """Renew the lease every third of it; cancel ``task`` when the record says cancelled, and also
+        (setting ``superseded`` first) when it shows a later attempt than ``attempt`` (this run's
+        number, 1-based: a takeover, which marks the job running with ``attempts`` + 1 before it reads
+        a page, whether it has finished since or not; see the module docstring). A failed
+        renewal or poll is tried again at the next beat; it is logged when it starts failing, then at
+        most every :data:`BEAT_LOG_EVERY_S` while it goes on (not every beat: 2 lines a second per job
+        through a store outage), and once when it recovers.
         """
         last_renew = time.monotonic()
+        failing_since: float | None = None
+        logged = 0.0
         while True:
             await asyncio.sleep(POLL_S)
             try:
@@ -185,9 +200,24 @@ class JobWorker:
                     last_renew = time.monotonic()
                 job = await self._read(d.job_id)
             except InkstreamError as exc:
-                log.warning("job %s: heartbeat failed (%s)", d.job_id, exc.message)
+                now = time.monotonic()
+                if failing_since is None or now - logged >= BEAT_LOG_EVERY_S:
+                    failing_since = now if failing_since is None else failing_since
+                    log.warning("job %s: heartbeat failed (%s)%s", d.job_id, exc.message,
+                                f" for {now - failing_since:.0f} s" if now > failing_since else "")
+                    logged = now
                 continue
+            if failing_since is not None:
+                log.warning("job %s: heartbeat works again after %.0f s", d.job_id, time.monotonic() - failing_since)
+                failing_since = None
             if job is not None and job.status == "cancelled" and task is not None:
+                task.cancel()
+                return
+            if job is not None and task is not None and attempt and job.attempts > attempt:
+                log.warning("job %s: attempt %d stops: the job was taken over (attempt %d, %s) after its lease "
+                            "lapsed", d.job_id, attempt, job.attempts, job.status)
+                if superseded is not None:
+                    superseded.set()
                 task.cancel()
                 return
 

@@ -10,7 +10,8 @@ Output conventions (decided here, documented for API users):
 
 * markdown: each page starts with ``<!-- page N -->``; pages are separated by a blank line.
 * text: pages separated by a form feed ``\f`` (the pdftotext convention).
-* a page with an error reads ``[page N: error CODE: message]`` (text) or an HTML comment (markdown);
+* a page with an error reads ``[page N: error CODE: message]`` (text) or an HTML comment (markdown),
+  the page named once (its own number left out of the message: :meth:`PageError.detail`);
   a page cut short by ``length`` / ``repetition`` is followed by a note saying so.
 * every page and block carries ``confidence`` and ``warnings`` (:mod:`gateway.output.signal`); in
   markdown a page with warnings ends with an HTML comment naming them (``no text found`` for an
@@ -231,7 +232,7 @@ def render_page(page: PageResult, fmt: str) -> str:
         head = f"<!-- page {page.index} -->"
         if page.status != "ok":
             err = page.error or PageError("INTERNAL", "unknown error")
-            return f"{head}\n\n<!-- page {page.index}: error {err.code}: {_comment_safe(err.message)} -->"
+            return f"{head}\n\n<!-- page {page.index}: error {err.code}: {_comment_safe(err.detail(page.index))} -->"
         text = page.text
         lines = [b for b in page.blocks if b.type != "table"]
         if lines and all(b.type == "line" for b in lines):
@@ -243,7 +244,7 @@ def render_page(page: PageResult, fmt: str) -> str:
         return f"{head}\n\n{body}".rstrip()
     if page.status != "ok":
         err = page.error or PageError("INTERNAL", "unknown error")
-        return f"[page {page.index}: error {err.code}: {err.message}]"
+        return f"[page {page.index}: error {err.code}: {err.detail(page.index)}]"
     note = finish_note(page)
     return page.text + (f"\n[page {page.index}: {note}]" if note else "")
 

@@ -271,7 +271,7 @@ class ReplicaSet:
                 await asyncio.wait_for(changed, timeout=left)
 
     def describe(self) -> str:
-        """The known replicas and their health, for error messages."""
+        """The known replicas and their health, for the gateway's log (never a client's message: addresses)."""
         return ", ".join(f"{a} ({'serving' if x.healthy else 'not serving'})"
                          for a, x in self.replicas.items()) or "none"
 

@@ -143,13 +143,17 @@ async def with_retries(
             router.invalidate(lease.replica)
         if last.unreachable:
             lease.replica.mark_unreachable()
-        log.info("%s failed on %s (incarnation %d): %s", what, lease.replica.address, lease.incarnation, last)
+        log.info("%s failed on %s (incarnation %d): %s%s", what, lease.replica.address, lease.incarnation, last,
+                 f" ({last.detail})" if last.detail else "")
         if last.suspect:
             suspects[lease.key] = str(last)
             if len(suspects) >= policy.quarantine_after:
                 counters.quarantined += 1
-                detail = "; ".join(f"{a} (incarnation {i}): {m}" for (a, i), m in suspects.items())
-                msg = f"{what} quarantined after failing on {len(suspects)} replicas ({detail})"
+                log.warning("%s quarantined: %s", what,
+                            "; ".join(f"{a} (incarnation {i}): {m}" for (a, i), m in suspects.items()))
+                # the client's message says what failed, not where (replica addresses stay in the log)
+                causes = "; ".join(dict.fromkeys(suspects.values()))
+                msg = f"{what} quarantined after failing on {len(suspects)} replicas ({causes})"
                 raise PageFailed(InternalError(msg), quarantined=True)
         if not (last.transient or last.suspect):
             raise PageFailed(_reword(last.error, f"{what}: {last.error.message}"))

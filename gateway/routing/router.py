@@ -198,11 +198,18 @@ class Router:
         if left <= 0:
             changed.cancel()
             names = ", ".join(f"{a} (incarnation {i})" for a, i in sorted(tried))
-            tried_s = f"; already tried: {names}" if tried else ""
             refused = [f"{v.address} (revision {v.revision or 'unknown'})" for v in self.eligible_views(stage)
                        if accept is not None and not accept(v)]
-            why = f"; {unaccepted}: {', '.join(refused)}" if refused and unaccepted else ""
-            raise Unavailable(f"no {rs.name} replica is available (known: {rs.describe()}{tried_s}{why})")
+            log.warning("no %s replica is available (known: %s%s%s)", rs.name, rs.describe(),
+                        f"; already tried: {names}" if tried else "",
+                        f"; {unaccepted}: {', '.join(refused)}" if refused and unaccepted else "")
+            # the client's message counts replicas; their addresses stay in the log above
+            tried_s = f"; {len(tried)} already tried" if tried else ""
+            revisions = sorted({v.revision or "unknown" for v in self.eligible_views(stage)
+                                if accept is not None and not accept(v)})
+            why = f"; {len(refused)} {unaccepted}: revision {', '.join(revisions)}" if refused and unaccepted else ""
+            raise Unavailable(f"no {rs.name} replica is available ({len(rs.eligible())} of {len(rs.replicas)} "
+                              f"serving{tried_s}{why})")
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(changed, timeout=left)
 

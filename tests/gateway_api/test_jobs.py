@@ -434,7 +434,7 @@ async def test_a_job_with_some_pages_read_is_done_with_the_others_errors(env):
 
 
 def test_every_page_failed_groups_the_reasons_and_takes_the_most_common_code():
-    from gateway.jobs.run import MAX_REASONS, every_page_failed
+    from gateway.output.page_errors import MAX_REASONS, every_page_failed
     from inkstream.page_result import PageError, PageResult
 
     def err(i: int, code: str, message: str) -> PageResult:
@@ -450,6 +450,11 @@ def test_every_page_failed_groups_the_reasons_and_takes_the_most_common_code():
                          "page 2: INVALID_ARGUMENT: unreadable image; pages 3-4: INVALID_ARGUMENT: too big")
     tie = every_page_failed([err(1, "UNAVAILABLE", "down"), err(2, "INVALID_ARGUMENT", "bad")])
     assert tie is not None and tie.code_name == "UNAVAILABLE"  # the first page's code
+    # each page's own number left out (found by the tryout: "page 1: ...: page 1 encode: ..."), so alike reasons group
+    alike = every_page_failed([err(i, "INVALID_ARGUMENT", f"page {i} encode: page of 2200x1 px is too small")
+                               for i in (1, 2)])
+    assert alike is not None and alike.message == ("no page could be read (2 of 2 failed): pages 1-2: "
+                                                    "INVALID_ARGUMENT: encode: page of 2200x1 px is too small")
     many = every_page_failed([err(i, "INTERNAL", f"bug {i}") for i in range(1, MAX_REASONS + 4)])
     assert many is not None and many.code_name == "INTERNAL" and many.message.endswith("; and 3 more")
 
@@ -475,3 +480,54 @@ async def test_a_job_whose_every_page_is_too_small_answers_as_one_such_image(env
         res = await c.get(f"/v1/jobs/{job['job_id']}/result")
         answers.append((res.status_code, res.json()["error"]["code"], res.json()["error"]["reason"]))
     assert answers[0] == answers[1] == (422, "INVALID_ARGUMENT", "NOTHING_TO_READ"), answers
+
+
+async def test_an_attempt_taken_over_stops_without_touching_the_job(env):
+    """Found by the tryout: Redis stopped for longer than a job's lease; once it was back the job was
+    taken over (attempts 2) and done, while the first attempt, asleep in its store retry, woke and went
+    on reading pages beside it (holding 3 of the gateway's 4 page slots: a sync request got 429) and
+    checkpointing over the done job (pages_done 2/3). The first attempt stops when the record shows a
+    later attempt, and leaves the record and the delivery to it."""
+    c, fake, core = env
+    fake.delay_s = 0.5
+    job = (await submit(c, marked_pdf([1, 2, 3, 4, 5, 6]), format="json")).json()
+    running = await wait_status(c, job["job_id"], ("running",))
+    assert running["attempts"] == 1
+    await asyncio.to_thread(core.job_store.update, job["job_id"], attempts=2)  # another worker took it over
+    for _ in range(60):
+        if core.worker.running == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert core.worker.running == 0, "the superseded attempt went on"
+    read = fake.pages_run
+    await asyncio.sleep(1.2)
+    assert fake.pages_run == read  # no page read after it stopped
+    after = (await c.get(f"/v1/jobs/{job['job_id']}")).json()
+    assert (after["status"], after["attempts"]) == ("running", 2), after  # the new attempt's, untouched
+
+
+async def test_a_failing_heartbeat_is_logged_once_not_every_beat(env, caplog, monkeypatch):
+    """Found by the tryout: with Redis stopped each running job logged "heartbeat failed" twice a
+    second (275 lines in 90 s); now once when it starts failing and once when it works again."""
+    import logging
+
+    from gateway.jobs.queue import Delivery
+
+    _, _, core = env
+    worker = core.worker
+    down = True
+
+    async def read(_job_id):
+        if down:
+            raise Unavailable("the job store is unavailable (ConnectionError); retry shortly")
+
+    monkeypatch.setattr(worker, "_read", read)
+    monkeypatch.setattr(worker_mod, "POLL_S", 0.01)
+    caplog.set_level(logging.WARNING, logger="inkstream.gateway.jobs")
+    beat = asyncio.create_task(worker._heartbeat(Delivery("j1"), None))
+    await asyncio.sleep(0.5)  # about 50 beats
+    down = False
+    await asyncio.sleep(0.1)
+    beat.cancel()
+    lines = [r.getMessage() for r in caplog.records if "heartbeat" in r.getMessage()]
+    assert len(lines) == 2 and "failed" in lines[0] and "works again" in lines[1], lines

@@ -224,3 +224,24 @@ def test_a_password_protected_pdf_does_not_point_to_an_option_the_api_lacks(serv
     err = r.json()["error"]
     assert err["param"] == "messages[0].content[0].image_url" and err["code"] == "invalid_argument", err
     assert "password-protected" in err["message"] and "/v1/ocr" in err["message"], err
+
+
+def test_a_document_none_of_whose_pages_was_read_is_refused_as_by_v1_ocr(server):
+    """Found by the tryout: a chat completion whose every page failed answered 200 with only
+    "[page N: error ...]" text, where POST /v1/ocr and a job answer 422 NOTHING_TO_READ: the same
+    error now, in OpenAI's shape."""
+    import io
+
+    from PIL import Image
+
+    url, fake = server
+    tiny = Image.new("L", (4, 4), 255)
+    many = io.BytesIO()
+    tiny.save(many, "TIFF", save_all=True, append_images=[tiny, tiny])
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": _data_uri(many.getvalue(), "image/tiff")}},
+        {"type": "text", "text": "<image>\nFree OCR."}]}]}
+    r = httpx.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "nothing_to_read" and err["message"].startswith("no page could be read (3 of 3 failed)"), err

@@ -310,3 +310,55 @@ async def test_a_malformed_multipart_body_says_what_to_send_instead(client):
     msg = r.json()["error"]["message"]
     assert "do not follow the boundary" in msg and "application/octet-stream" in msg
     assert "index" not in msg  # the parser's own words ("Expected boundary character 45 ...") stay in the log
+
+
+async def test_a_document_whose_every_page_failed_answers_the_jobs_error(client, fake):
+    """Found by the tryout: ``POST /v1/ocr`` answered 200 with nothing but page errors where a job of
+    the same document fails with 422 NOTHING_TO_READ (pages too small) or 503 UNAVAILABLE (every
+    replica down): one document, one answer, whichever route (every whole-document format; a page read
+    keeps the 200)."""
+    import io
+
+    from PIL import Image
+
+    tiny = Image.new("L", (4, 4), 255)
+    many = io.BytesIO()
+    tiny.save(many, "TIFF", save_all=True, append_images=[tiny, tiny])
+    for fmt in ("markdown", "text", "json", "hocr", "pdf"):
+        r = await ocr(client, many.getvalue(), format=fmt)
+        err = r.json()["error"]
+        assert (r.status_code, err["code"], err["reason"]) == (422, "INVALID_ARGUMENT", "NOTHING_TO_READ"), r.text
+        assert err["message"].startswith("no page could be read (3 of 3 failed): pages 1-3: "), err
+    fake.fail.update({31, 32})
+    r = await ocr(client, marked_pdf([31, 32]), format="json")
+    assert r.status_code == 503 and r.json()["error"]["code"] == "UNAVAILABLE", r.text
+    assert "pages 1-2: UNAVAILABLE: " in r.json()["error"]["message"]
+    r = await ocr(client, marked_pdf([31, 33]), format="json")
+    assert r.status_code == 200 and [p["status"] for p in r.json()["pages"]] == ["error", "ok"], r.text
+
+
+async def test_a_pdf_page_too_thin_to_read_is_nothing_to_read_as_an_image_is(client, fake):
+    """Found by the tryout: a PDF page of 14400 x 0.5 pt rendered to 2200 x 1 px went to the encoder,
+    which refused it with INVALID_ARGUMENT ("page 1 encode: page of 2200x1 px is too small"), so a
+    document of such pages answered 400 where an image or TIFF frame that small is 422 NOTHING_TO_READ;
+    the gateway now checks a rendered page's side as it checks an image's, before any encoder call."""
+    import io
+
+    import pikepdf
+
+    def pdf(sizes: list[tuple[float, float]]) -> bytes:
+        doc = pikepdf.new()
+        for w, h in sizes:
+            doc.add_blank_page().obj.MediaBox = pikepdf.Array([0, 0, w, h])  # add_blank_page refuses < 3 pt
+        out = io.BytesIO()
+        doc.save(out)
+        return out.getvalue()
+
+    r = await ocr(client, pdf([(14400, 0.5), (14400, 0.5)]), format="json")
+    err = r.json()["error"]
+    assert (r.status_code, err["reason"]) == (422, "NOTHING_TO_READ"), r.text
+    assert fake.pages_run == 0  # refused by the gateway, not by an encoder
+    r = await ocr(client, pdf([(612, 792), (14400, 0.5)]), format="json")
+    pages = r.json()["pages"]
+    assert r.status_code == 200 and [p["status"] for p in pages] == ["ok", "error"], r.text
+    assert pages[1]["error"]["reason"] == "NOTHING_TO_READ" and "too small" in pages[1]["error"]["message"]

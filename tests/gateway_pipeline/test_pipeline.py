@@ -201,6 +201,8 @@ async def test_quarantine_after_internal_on_two_replicas(cluster):
     outs = await collect(c.pipeline, PageSource(images))
     assert_all_pages(outs, images, error_pages={2})
     assert outs[2].error.code == "INTERNAL" and "quarantined" in outs[2].error.message
+    # the client's message never names a replica (the tryout saw "127.0.0.1:48053 (incarnation 1): ...")
+    assert not any(a in outs[2].error.message for a in c.dec_addrs), outs[2].error.message
     assert sum(d.calls[poison] for d in c.decoders) == 2  # two different replicas, then stop
     assert c.pipeline.stats.decode.quarantined == 1
 

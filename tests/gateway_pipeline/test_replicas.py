@@ -64,6 +64,8 @@ async def test_classify_refused_vs_server_status():
     f = classify_rpc_error(ei.value)
     assert isinstance(f, CallFailure)
     assert f.transient and f.unreachable and not f.suspect
+    # gRPC's own words name the address ("ipv4:127.0.0.1:PORT: Connection refused"): the log's, not the page's
+    assert str(port) in f.detail and str(port) not in f.error.message, (f.detail, f.error.message)
     # A server-sent UNAVAILABLE (draining) is transient but neither suspect nor unreachable.
     svc = FakeDecoder()
     svc.fail_all = "UNAVAILABLE"

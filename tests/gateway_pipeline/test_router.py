@@ -224,8 +224,9 @@ async def test_an_outage_is_waited_for_once_not_once_per_page():
         assert all(isinstance(x, errors.Unavailable) for x in results), results
         assert 0.35 <= loop.time() - t0 < 1.0
         t1 = loop.time()
-        with pytest.raises(errors.Unavailable, match="no decoder replica"):
+        with pytest.raises(errors.Unavailable, match="no decoder replica") as refused:
             await lease()
+        assert servers[0][1] not in refused.value.message, refused.value.message  # counted, never named
         assert loop.time() - t1 < 0.1
         t2 = loop.time()
         with pytest.raises(errors.Unavailable):
