@@ -44,12 +44,22 @@ between labels and values for a panel gutter (:data:`models.compact.page.xycut.P
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from models.compact.page.bands import KV_GAP, KV_LABEL_WIDTH, text_column
 from models.compact.page.boxes import centre_y
 from models.compact.page.layout import TEXT, interval_gaps
 from models.compact.page.order import Group, lines_box
 from models.compact.page.tab_stops import aligned
-from models.compact.page.xycut import row_groups
+from models.compact.page.xycut import PANEL_GAP, row_groups
+
+#: Where a line's ink starts and ends (page x, pixels): a left-aligned column of values is aligned by its
+#: ink, and a label's width measured on it, not on the detector's boxes, which reach up to 1 line height
+#: past the print where the detector cut a label and its value out of one line (``bench/doc_pages.py
+#: --seed 900`` page 0: value boxes at 418-449 px over values printed at 456, two in six off by more than
+#: :data:`models.compact.page.xycut.VALUE_ALIGN`; a label's box 8.1 line heights wide over 7.6 of print).
+InkSpan = Callable[[Any], tuple[float, float]]
 
 #: A value column holds at least this many rows (one label beside one value is a line, not a list).
 MIN_ROWS = 2
@@ -62,10 +72,11 @@ def _row_of(line, rows: list[float], med_h: float) -> int | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def _value_column(g: Group, med_h: float) -> tuple[list[float], bool] | None:
+def _value_column(g: Group, med_h: float, ink: InkSpan | None = None) -> tuple[list[float], bool] | None:
     """The row centres (page y, pixels, top to bottom) of ``g`` when it is a column of short values at
     one tab stop (module docstring), and whether they are right-aligned (else left-aligned); None
-    when it is not such a column.
+    when it is not such a column. ``ink``: a line's ink span (page x, pixels) for the left-aligned
+    test (:data:`InkSpan`); default its detector box's.
     """
     if g.kind != TEXT or len(g.lines) < MIN_ROWS or text_column(g.lines, med_h):
         return None
@@ -76,7 +87,7 @@ def _value_column(g: Group, med_h: float) -> tuple[list[float], bool] | None:
     right = aligned([ln.box[2] for ln in g.lines], med_h, ys)
     if right and any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in g.lines):
         return None
-    if not right and not aligned([ln.box[0] for ln in g.lines], med_h, ys):
+    if not right and not aligned([ink(ln)[0] if ink else ln.box[0] for ln in g.lines], med_h, ys):
         return None
     return [centre_y(r[0]) for r in rows], right
 
@@ -91,13 +102,15 @@ def _title(g: Group, values: Group, med_h: float) -> object | None:
     return above[0] if len(above) == 1 and len(g.lines) > 1 else None
 
 
-def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: float) -> list[Group] | None:
+def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: float,
+                ink: InkSpan | None = None, panel_from: float | None = None) -> list[Group] | None:
     """The text groups left of ``values`` that hold its labels, or None: taken nearest first (by right
     edge), each with every line on one of ``rows`` and none on a row already labelled, until every row
     has one label (text further left on those rows -- a note, bank details beside an invoice's
     totals -- is not a label). None too when the labels are long lines or a column of text, or when
     another line stands right of a label on its row (between it and its value or after the value),
-    or left of it and short (a cell: the labels are then a table's middle column).
+    or left of it and short (a cell: the labels are then a table's middle column). Lines starting at
+    or right of ``panel_from`` (page x, pixels; :func:`_panel_from`) are a panel beside, not a third column.
     """
     left = sorted((g for g in groups if g is not values and g.kind == TEXT and g.lines
                    and g.box[2] <= values.box[0] and min(g.box[3], values.box[3]) > max(g.box[1], values.box[1])),
@@ -118,7 +131,8 @@ def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: fl
     lines = [ln for g in labels for ln in g.lines if not any(ln is t for t in titles)]
     if len(taken) != len(rows) or len(lines) != len(rows):
         return None
-    if text_column(lines, med_h) or any(ln.box[2] - ln.box[0] > KV_LABEL_WIDTH * med_h for ln in lines):
+    spans = [ink(ln) if ink else (ln.box[0], ln.box[2]) for ln in lines]
+    if text_column(lines, med_h) or any(x1 - x0 > KV_LABEL_WIDTH * med_h for x0, x1 in spans):
         return None
     label_end = {_row_of(ln, rows, med_h): ln.box[2] for ln in lines}
     for g in groups:
@@ -126,6 +140,8 @@ def _labels_for(values: Group, rows: list[float], groups: list[Group], med_h: fl
             continue
         for ln in g.lines:
             i = _row_of(ln, rows, med_h)
+            if panel_from is not None and ln.box[0] >= panel_from:
+                continue
             if i is not None and ((ln.box[0] + ln.box[2]) / 2 >= label_end[i]
                                   or ln.box[2] - ln.box[0] <= KV_LABEL_WIDTH * med_h):
                 return None  # a third column between them, after them or short before: a table's
@@ -212,10 +228,22 @@ def _stacked_values(labels: Group, groups: list[Group], med_h: float) -> list[li
     return columns
 
 
-def _pairs(values: Group, groups: list[Group], med_h: float, page_width: float | None) -> list[Group] | None:
+def _panel_from(values: Group, med_h: float, page_width: float | None) -> float | None:
+    """Page x (pixels) from which lines right of ``values`` are a panel beside its key-value rows, not a
+    third column of theirs: in the page's right half (:data:`HALF_PAGE` of ``page_width``; None when
+    unknown) and a panel gutter (:data:`models.compact.page.xycut.PANEL_GAP` line heights) past the
+    values (``bench/doc_pages.py --seed 1200`` page 0: a form's two key-value panels side by side, the
+    left one's labels cut into two blocks, read all labels then all values: 7.2 % CER at 0.0 % order-free).
+    """
+    return None if page_width is None else max(HALF_PAGE * page_width, values.box[2] + PANEL_GAP * med_h)
+
+
+def _pairs(values: Group, groups: list[Group], med_h: float, page_width: float | None,
+           ink: InkSpan | None = None) -> list[Group] | None:
     """The label groups of the value column ``values`` (module docstring), or None."""
-    column = _value_column(values, med_h)
-    labels = None if column is None else _labels_for(values, column[0], groups, med_h)
+    column = _value_column(values, med_h, ink)
+    labels = None if column is None else _labels_for(values, column[0], groups, med_h, ink,
+                                                     _panel_from(values, med_h, page_width))
     if not labels or not (column and column[1]) and not _form_pairs(labels, values, med_h, page_width):
         return None  # left-aligned values farther right than a form's tab stop: a panel beside
     return labels
@@ -230,7 +258,8 @@ def _joined(out: list[Group], members: list[Group]) -> list[Group]:
     return out
 
 
-def _paired_inside(g: Group, groups: list[Group], med_h: float, page_width: float | None) -> list[Group] | None:
+def _paired_inside(g: Group, groups: list[Group], med_h: float, page_width: float | None,
+                   ink: InkSpan | None = None) -> list[Group] | None:
     """The text group ``g`` (one block of the analysis, or blocks joined by the steps before) as
     [title, key-value rows] ([key-value rows] without a title) when it is a column of labels and the
     column of their values (module docstring) under at most one title row: its rows but a first one
@@ -254,29 +283,31 @@ def _paired_inside(g: Group, groups: list[Group], med_h: float, page_width: floa
     left = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < mid]
     right = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= mid]
     lg, rg = Group(TEXT, lines_box(left), left), Group(TEXT, lines_box(right), right)
-    labels = _pairs(rg, [lg, rg, *(o for o in groups if o is not g)], med_h, page_width)
+    labels = _pairs(rg, [lg, rg, *(o for o in groups if o is not g)], med_h, page_width, ink)
     if labels is None or len(labels) != 1 or labels[0] is not lg:
         return None
     kv = Group(TEXT, lines_box(lines), lines, rows=True)
     return [Group(TEXT, lines_box(title), title), kv] if title else [kv]
 
 
-def join_far_values(groups: list[Group], med_h: float, page_width: float | None = None) -> list[Group]:
+def join_far_values(groups: list[Group], med_h: float, page_width: float | None = None,
+                    ink: InkSpan | None = None) -> list[Group]:
     """``groups`` with each column of values at a tab stop and the text groups of its labels left of it
     (module docstring) made one text group, in the place of the first of them; other groups
-    unchanged, in their order. ``med_h``: the page's median line height in pixels. Every line is kept
+    unchanged, in their order. ``med_h``: the page's median line height in pixels; ``ink``: where a
+    line's print starts and ends (:data:`InkSpan`; default its detector box's edges). Every line is kept
     exactly once.
     """
     out = list(groups)
     for g in list(groups):
         if not any(g is o for o in out):
             continue
-        inside = _paired_inside(g, out, med_h, page_width)
+        inside = _paired_inside(g, out, med_h, page_width, ink)
         if inside is not None:
             at = next(i for i, o in enumerate(out) if o is g)
             out[at:at + 1] = inside
             continue
-        labels = _pairs(g, out, med_h, page_width)
+        labels = _pairs(g, out, med_h, page_width, ink)
         if labels:
             out = _joined(out, [*labels, g])
             continue
@@ -288,7 +319,7 @@ def join_far_values(groups: list[Group], med_h: float, page_width: float | None 
             vlines = [ln for v in stacked for ln in v.lines]
             column = Group(TEXT, lines_box(vlines), vlines)
             trial = [column if o is stacked[0] else o for o in out if not any(o is v for v in stacked[1:])]
-            labels = _pairs(column, trial, med_h, page_width)
+            labels = _pairs(column, trial, med_h, page_width, ink)
             if labels:
                 out = _joined(out, [*labels, *stacked])
     return out

@@ -21,6 +21,7 @@ from models.compact.page.boxes import LineBox
 from models.compact.page.kv_rows import join_far_values
 from models.compact.page.layout import IMAGE, TABLE, PageLayout
 from models.compact.page.row_skew import row_pairs_skew
+from models.compact.page.tab_stops import ink_span
 from models.compact.page.table_find import join_grid_columns, promote_grids
 from models.compact.page.table_gutters import ink_gutters
 from models.compact.page.xycut import reading_order, row_groups
@@ -287,7 +288,8 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
     groups = split_bands(join_key_values(groups, med_h), med_h)
     ink_bounds = None if gray is None else partial(_ink_bounds, gray, med_h=med_h)
     groups = promote_grids(join_grid_columns(regroup_panels(groups, med_h), med_h, ink_bounds), med_h, ink_bounds)
-    groups = join_far_values(groups, med_h, page_width)
+    groups = join_far_values(groups, med_h, page_width,
+                             None if gray is None else lambda ln: ink_span(gray, ln.box))
     for t in [g for g in groups if g.kind == TABLE]:
         if t not in groups:  # merged into an earlier table
             continue

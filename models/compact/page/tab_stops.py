@@ -45,3 +45,25 @@ def aligned(edges: list[float], med_h: float, ys: list[float] | None = None) -> 
         return at_one(edges)
     slope = lean(edges, ys)
     return abs(slope) <= MAX_LEAN and at_one([e - slope * y for e, y in zip(edges, ys, strict=True)])
+
+
+
+def ink_span(gray: np.ndarray, box: tuple[float, float, float, float]) -> tuple[float, float]:
+    """Page x (pixels) of the first and past the last column of ``box`` (x0, y0, x1, y1, page pixels)
+    in ``gray`` (uint8 [H, W], the page, dark ink on light paper) that hold ink: a pixel darker than
+    halfway from the box's paper (90th gray percentile) to its ink (1st), as
+    :func:`models.compact.page.regions.gutter_gap` measures it; the box's own x0, x1 when it holds no
+    ink (under 32 gray levels of contrast) or lies off the page. Where a line's print starts and ends
+    (:data:`models.compact.page.kv_rows.InkSpan`): a detector box can reach a line height past it.
+    """
+    h, w = gray.shape[:2]
+    x0, y0 = max(0, int(box[0])), max(0, int(box[1]))
+    x1, y1 = min(w, int(np.ceil(box[2]))), min(h, int(np.ceil(box[3])))
+    if x1 <= x0 or y1 <= y0:
+        return float(box[0]), float(box[2])
+    patch = gray[y0:y1, x0:x1]
+    paper, ink = np.percentile(patch, (90.0, 1.0))
+    cols = np.flatnonzero((patch < (paper + ink) / 2.0).any(axis=0))
+    if paper - ink < 32 or not cols.size:
+        return float(box[0]), float(box[2])
+    return float(x0 + cols[0]), float(x0 + cols[-1] + 1)
