@@ -179,7 +179,7 @@ def render_table_page(seed: int, lang: str | None = None, skew_deg: float | None
         for r in range(len(header), len(header) + n_rows, 2):
             draw.rectangle((xs[0], y_rows[r], xs[-1], y_rows[r + 1]), fill=shade)
     ink = (0, 0, 0) if rng.random() < 0.7 else (40, 40, 60)
-    _draw_rules(draw, rules, xs, y_rows, len(header), rng.choice((1, 2)))
+    _draw_rules(draw, rules, xs, y_rows, header, rng.choice((1, 2)))
     font_for = [label_font] + [latin] * n_num
     for r, row in enumerate(header):  # header cells centred over their spans
         c = 0 if r == 0 else 1
@@ -211,16 +211,46 @@ def render_table_page(seed: int, lang: str | None = None, skew_deg: float | None
     return page
 
 
-def _draw_rules(draw: ImageDraw.ImageDraw, rules: str, xs: list[float], ys: list[int], n_head: int,
-                width: int) -> None:
-    """The table's rules of style ``rules`` on column edges ``xs`` and row edges ``ys`` (pixels)."""
+def _header_grid(header: list[list[tuple[str, int, int]]]) -> list[list[int]]:
+    """The cell (its order in ``header``, row by row) over each column of each header row, spans
+    spread out: [rows][columns] ints, so a cell spanning 2 columns or rows has its number in each."""
+    n = sum(cs for _, cs, _ in header[0])
+    grid = [[-1] * n for _ in header]
+    k = 0
+    for r, row in enumerate(header):
+        c = 0
+        for _, cs, rs in row:
+            while grid[r][c] != -1:  # a cell of a row above spans down into this one
+                c += 1
+            for rr in range(r, r + rs):
+                grid[rr][c: c + cs] = [k] * cs
+            c, k = c + cs, k + 1
+    return grid
+
+
+def _draw_rules(draw: ImageDraw.ImageDraw, rules: str, xs: list[float], ys: list[int],
+                header: list[list[tuple[str, int, int]]], width: int) -> None:
+    """The table's rules of style ``rules`` on column edges ``xs`` and row edges ``ys`` (pixels); in the
+    ``header`` rows only on the edges of its cells: no rule runs through a cell spanning two columns or
+    two rows (its centred text lies on the inner edge, and a printed table never rules through it).
+    """
     dark = (0, 0, 0)
+    n_head = len(header)
+    grid = _header_grid(header)
     if rules in ("grid", "vertical"):
-        for x in xs:
-            draw.line((x, ys[0], x, ys[-1]), fill=dark, width=width)
+        for k, x in enumerate(xs):
+            draw.line((x, ys[n_head], x, ys[-1]), fill=dark, width=width)
+            for r in range(n_head):  # a header row: only between two of its cells
+                if k in (0, len(xs) - 1) or grid[r][k - 1] != grid[r][k]:
+                    draw.line((x, ys[r], x, ys[r + 1]), fill=dark, width=width)
     if rules in ("grid", "horizontal"):
-        for y in ys:
-            draw.line((xs[0], y, xs[-1], y), fill=dark, width=width)
+        for r, y in enumerate(ys):
+            if 0 < r < n_head:  # between two header rows: not under a cell spanning both
+                for c in range(len(xs) - 1):
+                    if grid[r - 1][c] != grid[r][c]:
+                        draw.line((xs[c], y, xs[c + 1], y), fill=dark, width=width)
+            else:
+                draw.line((xs[0], y, xs[-1], y), fill=dark, width=width)
     if rules in ("vertical", "booktabs"):
         for y, w in ((ys[0], width + 1), (ys[n_head], width), (ys[-1], width + 1)):
             draw.line((xs[0], y, xs[-1], y), fill=dark, width=w)
