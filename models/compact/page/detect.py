@@ -45,6 +45,7 @@ from models.compact.page.boxes import LineBox, _same_line, crop_line
 from models.compact.page.det_net import DetNetwork, onnx_session
 from models.compact.page.direction import _cls_input, _cls_windows
 from models.compact.page.layout import LayoutAnalyser, PageLayout, erase_rules
+from models.compact.page.rule_clip import clip_at_rules
 from models.compact.page.xycut import reading_order
 
 RAPIDOCR_MODELS = pathlib.Path(rapidocr.__file__).parent / "models"
@@ -277,6 +278,7 @@ class LineDetector:
             erased = np.asarray(image.convert("L"))
             dark = erased_ink(gray, erased)  # text typed on a slanted underline is not the rule
             lines = [ln for ln in lines if not inside_rule(ln, page.rules, dark=dark)]
+            lines = clip_at_rules(lines, page.rules)  # no sliver of the next cell's paper past a rule
             gray = erased
         return image, region_order(lines, page, image.height, gray, image.width), rotation
 
