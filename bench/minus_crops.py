@@ -19,6 +19,18 @@ The minus is lost by shift variance, not for want of paper: with 0-15 px of whit
 and 14 px only (a 4-px period: the trunk's stride-4 stem), ``-92.32%`` (DejaVu Serif 19 px, and the
 123 x 41 crop of bench/tables.py seed 11 page 2) at 1-14 px but not at 0 or 15, ``-7`` (Liberation
 Serif 19 px) at 3 and 7-15. Paper above and below (2-8 px: the scale) flips some of them too.
+
+The crops are read as the encoder half prepares them: a leading dash closer than one stride-8 frame to
+the left edge gets paper up to it (``models/compact/line/lead_dash.py``): as given 38 wrong -> 20.
+
+Tried and dropped (minus2): choosing the left shift in the encoder half by the Latin tower's CTC read
+head. Its per-frame argmax (torch, ``models.compact.line.doubt.load_read_head`` on the stride-8
+features) reads the minus at 0-4 px of added paper alike for ``-92.32%`` (DejaVu Serif 19, off 5),
+U+2212 ``17.05%`` (Liberation Serif 28, off 3) and ``-7`` (Liberation Serif 19, off 7), where the
+decoder drops it (or reads ``=``) at 0 px; and for ``-4,512`` (Liberation Sans Narrow 19, off 1) at
+none of them, where the decoder reads it at 2 px. The minus is lost in the attention decoder's reading
+of the vision tokens, not in what the encoder's features show the read head: an encoder-side choice
+by that head cannot find the phase.
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.table_pages import LATIN_FONTS, _font  # noqa: E402 - after sys.path
 from models.compact.line.image import WIDTH_MULTIPLE, gray_percentiles, normalised_width  # noqa: E402
+from models.compact.line.lead_dash import dash_at_frame  # noqa: E402 - after sys.path
 
 TEXTS = ("-11", "\u22123.2", "-92.32%", "-0.1298", "-4,512", "\u221217.05%", "-7")
 NO_MINUS_GLYPH = "NotoSans-Regular"  # draws U+2212 as a missing-glyph box
@@ -84,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     enc, dec = ours.enc, ours.dec
 
     def read(crops: list[Image.Image]) -> list[str]:
+        crops = [dash_at_frame(c) for c in crops]  # as the encoder half's preprocess does (issue 37)
         xs = enc.prepare_lines(crops)
         n = [normalised_width(c.width, c.height) // WIDTH_MULTIPLE for c in crops]
         tokens = enc._encode_routed(xs, n, ["line"] * len(xs))
