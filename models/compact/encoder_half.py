@@ -46,6 +46,7 @@ from models.compact.line.image import (
     normalised_width,
     width_batches,
 )
+from models.compact.line.lead_dash import dash_at_frame
 from models.compact.line.onnx_runtime import OnnxLineEncoder
 from models.compact.line.quotes import hairline_quotes
 from models.compact.line.rules import erase_rules
@@ -236,6 +237,7 @@ class CompactEncoderHalf(EncoderHalf):
         tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
         unread = unread_ink(np.asarray(upright.convert("L")), [*detected, *(b for _, b in tight)])
         tight = [(close_tracking(c), b) for c, b in tight]  # letter-spaced display type closed up, then routed
+        tight = [(dash_at_frame(c), b) for c, b in tight]  # a leading minus at the phase it is read at (issue 37)
         cjk, latin = self.route([c for c, _ in tight], image)  # grain: on the page as given
         pieces = []
         for ln, (crop, box), pp, tokens in zip(lines, tight, cjk, latin, strict=True):  # first: the line's join
@@ -245,6 +247,8 @@ class CompactEncoderHalf(EncoderHalf):
             parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX, tabs=not pp)
             whole = tokens if len(parts) == 1 and read is crop else None  # a Latin line read whole: routing encoded it
             pieces += [(parts[0][0], parts[0][1], ln.join, pp, whole), *((*part, pp, None) for part in parts[1:])]
+        # a Latin piece led by a minus: the minus put at the phase the tower reads it at (issue 37)
+        pieces = [p if p[3] or (c := dash_at_frame(p[0])) is p[0] else (c, *p[1:4], None) for p in pieces]
         tensors, n_tokens, towers = {}, [], []
         for i, (crop, _, _, pp, whole) in enumerate(pieces):
             n = normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE
