@@ -352,11 +352,13 @@ SEED10003_BLOCKS = [
 ]
 
 
-def _read_page(page: list, blocks: list, size: tuple[int, int]) -> list[str]:
+def _read_page(page: list, blocks: list, size: tuple[int, int], gray: np.ndarray | None = None) -> list[str]:
+    """Texts of ``page`` [(box, text)] in the reading order of ``blocks`` [(kind, box)] on a page of ``size``
+    (width, height) pixels, blank paper or ``gray`` (uint8 [H, W])."""
     lines = [_box(*box) for box, _ in page]
     text = {id(ln): t for ln, (_, t) in zip(lines, page, strict=True)}
     layout = PageLayout(regions=[Region(kind, box, k) for k, (kind, box) in enumerate(blocks)])
-    paper = np.full((size[1], size[0]), 255, dtype=np.uint8)
+    paper = np.full((size[1], size[0]), 255, dtype=np.uint8) if gray is None else gray
     return [text[id(ln)] for ln in region_order(lines[::-1], layout, size[1], paper)]
 
 
@@ -455,10 +457,7 @@ def test_form_values_aligned_by_their_print_not_their_detector_boxes_are_read_ro
         truth += [label, value]
         gray[lbox[1] + 8:lbox[3] - 8, 133:lend] = 0
         gray[vbox[1] + 8:vbox[3] - 8, 456:vbox[2] - 6] = 0
-    lines = [_box(*box) for box, _ in page]
-    text = {id(ln): t for ln, (_, t) in zip(lines, page, strict=True)}
-    layout = PageLayout(regions=[Region(TEXT, b, k) for k, b in enumerate(SEED900_BLOCKS)])
-    assert [text[id(ln)] for ln in region_order(lines[::-1], layout, 2200, gray)] == truth
+    assert _read_page(page, [(TEXT, b) for b in SEED900_BLOCKS], (1700, 2200), gray) == truth
 
 
 #: Section 1 of ``bench/doc_pages.py --seed 1200`` page 0: two key-value panels side by side, the left
@@ -483,7 +482,5 @@ def test_form_labels_beside_their_values_with_a_panel_beside_them_are_read_row_b
         b = next(b for b in SEED1200_BLOCKS if min(b[2], box[2]) > max(b[0], box[0])
                  and min(b[3], box[3]) > max(b[1], box[1]))
         gray[box[1] + 8:box[3] - 8, max(box[0], b[0]):min(box[2], b[2])] = 0
-    lines = [_box(*box) for box, _ in SEED1200_PANELS]
-    text = {id(ln): t for ln, (_, t) in zip(lines, SEED1200_PANELS, strict=True)}
-    layout = PageLayout(regions=[Region(TEXT, b, k) for k, b in enumerate(SEED1200_BLOCKS)])
-    assert [text[id(ln)] for ln in region_order(lines[::-1], layout, 2200, gray)] == [t for _, t in SEED1200_PANELS]
+    order = _read_page(SEED1200_PANELS, [(TEXT, b) for b in SEED1200_BLOCKS], (1700, 2200), gray)
+    assert order == [t for _, t in SEED1200_PANELS]
