@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.compact.line.image import gray_percentiles
 from models.compact.page.xycut import VALUE_ALIGN
 
 #: Values stand at one tab stop when at least this share of their edges lie within VALUE_ALIGN line heights
@@ -62,7 +63,7 @@ def ink_span(gray: np.ndarray, box: tuple[float, float, float, float]) -> tuple[
     if x1 <= x0 or y1 <= y0:
         return float(box[0]), float(box[2])
     patch = gray[y0:y1, x0:x1]
-    paper, ink = np.percentile(patch, (90.0, 1.0))
+    paper, ink = gray_percentiles(patch, (90.0, 1.0))
     cols = np.flatnonzero((patch < (paper + ink) / 2.0).any(axis=0))
     if paper - ink < 32 or not cols.size:
         return float(box[0]), float(box[2])
