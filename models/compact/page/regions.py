@@ -11,7 +11,7 @@ from functools import partial
 
 import numpy as np
 
-from models.compact.line.image import gray_percentiles
+from models.compact.line.image import gray_percentiles, ink_columns
 from models.compact.line.runs import true_runs
 from models.compact.page import order as layout_order
 from models.compact.page import table
@@ -219,8 +219,7 @@ def gutter_gap(gray: np.ndarray, line: LineBox, x0: float, x1: float, least: flo
     """Whether ``line``'s pixels in ``gray`` (uint8 [H, W], the page, dark ink on light paper), between
     page x ``x0`` and ``x1`` (the facing edges of two side-by-side blocks, widened by the line's
     height: the blocks' edges are loose), hold a run of columns without ink at least ``least`` times
-    the line's height wide (default :data:`GUTTER_GAP`). Ink: darker than halfway from the crop's paper
-    (90th percentile) to its ink (1st).
+    the line's height wide (default :data:`GUTTER_GAP`). Ink: :func:`models.compact.line.image.ink_columns`.
     """
     bx0, by0, bx1, by1 = line.box
     h = max(1.0, by1 - by0)
@@ -228,10 +227,9 @@ def gutter_gap(gray: np.ndarray, line: LineBox, x0: float, x1: float, least: flo
     patch = gray[int(max(0, by0)):int(min(gray.shape[0], by1)), lo:hi]
     if patch.size == 0:
         return True
-    paper, ink = gray_percentiles(patch, (90.0, 1.0))
-    if paper - ink < 32:
+    dark = ink_columns(patch)
+    if dark is None:
         return True  # no ink there at all
-    dark = np.asarray((patch < (paper + ink) / 2.0).any(axis=0), dtype=bool)
     return max((b - a for a, b in true_runs(~dark)), default=0) >= least * h
 
 
