@@ -12,7 +12,7 @@ of one line); what was read is left as it is, only where its words are drawn mov
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,6 +26,27 @@ if TYPE_CHECKING:  # lines imports this module
 def _moved(word: Word, start: float, end: float, turn: int) -> None:
     """Sets ``word``'s extent along a line running at ``turn`` to the upright frame's [start, end]."""
     word.box = _paged(word.box, start, end, turn)
+
+
+def _turns(lines: Sequence[Line]) -> Iterator[tuple[int, list[Line], list[Word], np.ndarray, np.ndarray]]:
+    """For each angle of ``lines`` with two words or more: (the angle, degrees mod 360; its lines that
+    hold words; their words, line by line; the words' upright spans across and along the line, N x 2
+    each, :func:`_upright`), measured when its turn comes (after the angles before it were parted).
+    """
+    for turn in {ln.angle % 360 for ln in lines}:
+        owners = [ln for ln in lines if ln.angle % 360 == turn and ln.words]
+        words = [w for ln in owners for w in ln.words]
+        if len(words) < 2:
+            continue
+        across, along = _upright(np.array([w.box for w in words], dtype=np.float64), turn)
+        yield turn, owners, words, across, along
+
+
+def _respanned(owners: list[Line], turn: int) -> None:
+    """Sets the box of each line of ``owners`` (running at ``turn`` degrees) to span its words again."""
+    for ln in owners:
+        _, spans = _upright(np.array([w.box for w in ln.words], dtype=np.float64), turn)
+        ln.box = _paged(ln.box, float(spans[:, 0].min()), float(spans[:, 1].max()), turn)
 
 
 def _near_pairs(across: np.ndarray, along: np.ndarray, font: np.ndarray) -> list[tuple[int, int, float]]:
@@ -71,12 +92,7 @@ def parted(lines: Sequence[Line]) -> None:
     :func:`_near_pairs`): O(N log N) for N words in lines.
     """
     above, below, size = reader_geometry()
-    for turn in {ln.angle % 360 for ln in lines}:
-        owners = [ln for ln in lines if ln.angle % 360 == turn and ln.words]
-        words = [w for ln in owners for w in ln.words]
-        if len(words) < 2:
-            continue
-        across, along = _upright(np.array([w.box for w in words], dtype=np.float64), turn)
+    for turn, owners, words, across, along in _turns(lines):
         pairs = _near_pairs(across, along, size * (across[:, 1] - across[:, 0]) / (above + below))
         span = along.tolist()  # [start, end] of each word along the line, as parting leaves it
         moved, k = False, 0
@@ -99,6 +115,4 @@ def parted(lines: Sequence[Line]) -> None:
                     _moved(words[w], start, end, turn)
                 moved = True
         if moved:
-            for ln in owners:
-                _, spans = _upright(np.array([w.box for w in ln.words], dtype=np.float64), turn)
-                ln.box = _paged(ln.box, float(spans[:, 0].min()), float(spans[:, 1].max()), turn)
+            _respanned(owners, turn)

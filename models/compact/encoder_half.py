@@ -237,14 +237,16 @@ class CompactEncoderHalf(EncoderHalf):
         tight = [(prepare.flat_paper(prepare.dark_on_light(c)), b) for c, b in tight]  # band edges are no ink
         unread = unread_ink(np.asarray(upright.convert("L")), [*detected, *(b for _, b in tight)])
         tight = [(close_tracking(c), b) for c, b in tight]  # letter-spaced display type closed up, then routed
-        tight = [(dash_at_frame(c), b) for c, b in tight]  # a leading minus at the phase it is read at (issue 37)
+        framed = [dash_at_frame(c) for c, _ in tight]  # a leading minus at the phase it is read at (issue 37)
+        leads = [f.width - c.width for f, (c, _) in zip(framed, tight, strict=True)]  # paper added, not on the page
+        tight = [(f, b) for f, (_, b) in zip(framed, tight, strict=True)]
         cjk, latin = self.route([c for c, _ in tight], image)  # grain: on the page as given
         pieces = []
-        for ln, (crop, box), pp, tokens in zip(lines, tight, cjk, latin, strict=True):  # first: the line's join
+        for ln, (crop, box), lead, pp, tokens in zip(lines, tight, leads, cjk, latin, strict=True):
             # Read without a form's box edges and underlines; routed with them (line/rules.py: its doubt
             # is the page's sign of a scan), so a line they were erased from is encoded again.
             read = erase_rules(crop)
-            parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX, tabs=not pp)
+            parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX, tabs=not pp, lead=lead)
             whole = tokens if len(parts) == 1 and read is crop else None  # a Latin line read whole: routing encoded it
             pieces += [(parts[0][0], parts[0][1], ln.join, pp, whole), *((*part, pp, None) for part in parts[1:])]
         # a Latin piece led by a minus: the minus put at the phase the tower reads it at (issue 37)

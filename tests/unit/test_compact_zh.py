@@ -66,7 +66,7 @@ def test_reads_rendered_chinese_lines_in_held_out_fonts(halves, face):
     """Six business lines on a small clean page (880 px wide) in each held-out face (Noto Sans Mono CJK
     SC regular and bold, AR PL KaitiM GB, WenQuanYi Micro Hei): each line found whole, CER <= 3 %
     (#17's goal). zh-noise-step2000 reads all four faces without an error; before the rule check
-    (models/compact/regions.unbroken_rules) the Noto regular page lost the top strokes of 币, 万, 三
+    (models/compact/page/rule_lines.unbroken_rules) the Noto regular page lost the top strokes of 币, 万, 三
     to rule erasing (18 % CER)."""
     enc, dec = halves
     fonts = [f for f in find_zh_fonts()[1] if face in f]

@@ -152,7 +152,7 @@ def test_strokes_inside_a_text_line_are_not_rules():
     """Tesseract reports the long horizontal strokes of hanzi (董, 事, 三) as rule lines; erasing them
     loses the characters. A rule in the middle band of a detected line is dropped; an underline at the
     line's bottom edge and a table border between two lines are kept."""
-    from models.compact.page.regions import character_strokes_dropped
+    from models.compact.page.rule_lines import character_strokes_dropped
 
     lines = [_line(100, 100, 800, 140), _line(100, 200, 800, 240)]
     stroke = (300.0, 118.0, 420.0, 121.0)  # across three hanzi, mid-height of the first line
@@ -167,7 +167,7 @@ def test_a_column_rule_inside_a_box_over_several_rows_is_kept():
     """A detection over many rows of two table columns (the detector's tall box that the row split
     could not cut) holds the column rule between them from end to end: that rule is a rule, not a
     stroke of the box's "characters" (seed 2 page 6 of bench/tables.py lost four column rules so)."""
-    from models.compact.page.regions import character_strokes_dropped
+    from models.compact.page.rule_lines import character_strokes_dropped
 
     lines = [_line(100, 100 + 40 * i, 300, 130 + 40 * i) for i in range(20)]
     tall = _line(400, 90, 600, 900)  # 810 px over 20 rows of two columns, 200 px wide
@@ -180,7 +180,7 @@ def test_rules_that_are_strokes_lined_up_are_not_erased():
     """Tesseract joins strokes that line up into one rule (the top strokes of a run of hanzi, the left
     strokes of three lines' first characters across the gaps between the lines); only a run of ink
     from end to end is a rule."""
-    from models.compact.page.regions import unbroken_rules
+    from models.compact.page.rule_lines import unbroken_rules
 
     img = Image.new("L", (600, 400), 255)
     draw = ImageDraw.Draw(img)

@@ -103,3 +103,49 @@ def test_a_crop_not_led_by_a_dash_is_encoded_as_before(halves, monkeypatch, text
     monkeypatch.setattr(encoder_half, "dash_at_frame", lambda c: c)
     before = encode()
     assert len(now) == len(before) and all(np.array_equal(a, b) for a, b in zip(now, before, strict=True))
+
+
+def _drawn(words: list[str], path: str, size: int, off: int) -> tuple[Image.Image, list[tuple[int, int, int, int]]]:
+    """``words`` drawn on one line, the first ink ``off`` px from the left edge: (the page, RGB; each
+    word's ink box (x0, y0, x1, y1) in page pixels, measured on the word drawn alone at its place)."""
+    from PIL import ImageDraw, ImageFont
+
+    font = ImageFont.truetype(path, size)
+    text = " ".join(words)
+    page = Image.new("L", (int(font.getlength(text)) + off + 8, int(size * 1.2) + 8), 255)
+    left = off - font.getbbox(text)[0]
+    boxes = []
+    for i, word in enumerate(words):
+        at = (left + font.getlength(" ".join(words[: i + 1])) - font.getlength(word), 4)
+        alone = Image.new("L", page.size, 255)
+        ImageDraw.Draw(alone).text(at, word, font=font, fill=0)
+        ImageDraw.Draw(page).text(at, word, font=font, fill=0)
+        ys, xs = np.nonzero(np.asarray(alone) < 128)
+        boxes.append((int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1))
+    return page.convert("RGB"), boxes
+
+
+def test_the_words_of_a_long_line_led_by_a_minus_are_boxed_on_their_ink(halves, monkeypatch):
+    """A line led by a ``-4,512`` cell, too long to be read whole: the paper put before its minus
+    (models/compact/line/lead_dash.py) is no part of the page, so the pieces' page boxes must not
+    count it. On main they did (each cut mapped ~3 px right): the piece before the cut reached into
+    ``before``, and the gateway's box of ``year`` (gateway/output/word_boxes.py) took its first letter."""
+    from gateway.output.word_boxes import locate_words
+
+    enc, _ = halves
+    words = ("-4,512 was the net change of the year against 1,234 the year before and 7,020 two years ago "
+             "in the same quarter of trading").split()
+    page, drawn = _drawn(words, NARROW, 19, 1)
+    monkeypatch.setattr(enc, "_detector", _OneLine())
+    monkeypatch.setattr(enc, "route", lambda crops, page=None: ([False] * len(crops), [None] * len(crops)))
+    boxes = enc.preprocess(page, "lines").meta["boxes"]
+    assert len(boxes) > 1  # split at a word gap
+    gray = np.asarray(page.convert("L"))
+    found = []
+    for box in boxes:
+        mine = [w for w, d in zip(words, drawn, strict=True) if box[0] <= (d[0] + d[2]) / 2 < box[2]]
+        found += locate_words(gray, " ".join(mine), box) or [(w, None) for w in mine]
+    assert [w for w, _ in found] == words
+    off = {w: (b, d) for (w, b), d in zip(found, drawn, strict=True)
+           if b is None or max(abs(p - q) for p, q in zip(b, d, strict=True)) > 1}
+    assert not off, f"word boxes off their ink: {off}"

@@ -62,16 +62,11 @@ def _parted_reference(lines) -> None:
     reference the sorted one must equal."""
     import numpy as np
 
-    from gateway.output.parted import _moved
-    from gateway.output.text_band import _opened, _paged, _upright
+    from gateway.output.parted import _moved, _respanned, _turns
+    from gateway.output.text_band import _opened
 
     above, below, size = reader_geometry()
-    for turn in {ln.angle % 360 for ln in lines}:
-        owners = [ln for ln in lines if ln.angle % 360 == turn and ln.words]
-        words = [w for ln in owners for w in ln.words]
-        if len(words) < 2:
-            continue
-        across, along = _upright(np.array([w.box for w in words], dtype=np.float64), turn)
+    for turn, owners, words, across, along in _turns(lines):
         moved = False
         for i in range(len(words) - 1):
             a, b = across[i + 1:], along[i + 1:]
@@ -93,9 +88,7 @@ def _parted_reference(lines) -> None:
                     _moved(words[k], float(along[k, 0]), float(along[k, 1]), turn)
                 moved = True
         if moved:
-            for ln in owners:
-                _, spans = _upright(np.array([w.box for w in ln.words], dtype=np.float64), turn)
-                ln.box = _paged(ln.box, float(spans[:, 0].min()), float(spans[:, 1].max()), turn)
+            _respanned(owners, turn)
 
 
 def _page_lines(seed: int, n_words: int) -> list[Line]:

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from models.compact.page.boxes import LineBox
-from models.compact.page.rule_clip import PAINT_PAD, SLIVER, clip_at_rules
+from models.compact.page.layout import RULE_PAD_PX
+from models.compact.page.rule_clip import SLIVER, clip_at_rules
 
 RULE = (200.0, 0.0, 202.0, 1000.0)  # a vertical rule, 2 px wide
 
@@ -25,13 +26,13 @@ def _line(x0: float, x1: float, y0: float = 100.0, y1: float = 140.0) -> LineBox
 
 def test_a_box_reaching_just_past_a_rule_is_cut_back_to_its_painted_strip():
     (cut,) = clip_at_rules([_line(120.0, 206.0)], [RULE])
-    assert 202.0 < cut.box[2] <= 202.0 + PAINT_PAD  # the painted strip stays, the next cell's paper goes
+    assert 202.0 < cut.box[2] <= 202.0 + RULE_PAD_PX  # the painted strip stays, the next cell's paper goes
     assert cut.box[0] == 120.0 and cut.quad[:, 0].max() == pytest.approx(cut.box[2])
 
 
 def test_a_box_starting_just_before_a_rule_keeps_the_strip_before_its_text():
     (cut,) = clip_at_rules([_line(195.0, 280.0)], [RULE])
-    assert 200.0 - PAINT_PAD <= cut.box[0] < 200.0 and cut.box[2] == 280.0
+    assert 200.0 - RULE_PAD_PX <= cut.box[0] < 200.0 and cut.box[2] == 280.0
 
 
 @pytest.mark.parametrize("box", [(120.0, 199.0), (120.0, 200.0 + 40 * SLIVER + 10), (203.5, 280.0), (300.0, 400.0)])
@@ -83,6 +84,6 @@ def test_no_number_box_on_a_grid_page_reaches_past_its_cells_rule(detector, spec
         for ln in lines:
             x0, y0, x1, y1 = ln.box
             holds = x0 <= ink[0] + 1 and ink[2] - 1 <= x1 and y0 <= (ink[1] + ink[3]) / 2 <= y1
-            if holds and end + PAINT_PAD < x1 < end + SLIVER * (y1 - y0):  # a sliver of the next cell
+            if holds and end + RULE_PAD_PX < x1 < end + SLIVER * (y1 - y0):  # a sliver of the next cell
                 past.append((ink, ln.box, end))
     assert not past, f"{len(past)} of {len(page.number_boxes)} number boxes reach past the rule: {past[:3]}"

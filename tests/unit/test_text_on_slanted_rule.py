@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from models.compact.page.boxes import LineBox
-from models.compact.page.regions import holds_text, inside_rule
+from models.compact.page.rule_lines import holds_text, inside_rule
 
 
 def _line(x0, y0, x1, y1) -> LineBox:

@@ -55,6 +55,32 @@ def gray_percentiles(gray: np.ndarray, qs: Sequence[float]) -> list[float]:
     return out
 
 
+#: A crop holds print when its paper (90th gray percentile) and its ink (1st) lie at least this many gray
+#: levels apart (:func:`paper_ink`).
+PRINT_CONTRAST = 32
+
+
+def paper_ink(gray: np.ndarray) -> tuple[float, float] | None:
+    """(paper, ink) gray levels of a dark-on-light uint8 crop of any shape: its 90th and 1st gray
+    percentiles (:func:`gray_percentiles`); None when it holds no print (the two under
+    :data:`PRINT_CONTRAST` apart). Raises ValueError for an empty array or another dtype.
+    """
+    paper, ink = gray_percentiles(gray, (90.0, 1.0))
+    return None if paper - ink < PRINT_CONTRAST else (paper, ink)
+
+
+def ink_columns(gray: np.ndarray) -> np.ndarray | None:
+    """Which columns of a dark-on-light uint8 crop [H, W] hold ink (bool [W]): a pixel darker than
+    halfway from its paper to its ink (:func:`paper_ink`); None when it holds no print. Raises
+    ValueError for an empty array or another dtype.
+    """
+    levels = paper_ink(gray)
+    if levels is None:
+        return None
+    paper, ink = levels
+    return np.asarray((gray < (paper + ink) / 2.0).any(axis=0), dtype=bool)
+
+
 def normalise_line(image: Image.Image) -> torch.Tensor:
     """:func:`normalise_line_array` as a torch tensor [1, 32, W] float32 (for training and the torch tower)."""
     import torch

@@ -36,7 +36,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from models.compact.line.image import gray_percentiles
+from models.compact.line.image import paper_ink
 
 #: a stroke is a hairline below this width, in H (see the module docstring: the held-out geometric
 #: face's strokes are 0.063-0.067 H, the thinnest of 18 other faces 0.075 H)
@@ -54,14 +54,6 @@ STROKE_ABOVE = 0.15
 INK_LEVEL = 0.5
 #: fewest ink components (of at least 4 px) for a line's metrics to mean anything
 MIN_COMPONENTS = 4
-
-
-def _levels(gray: np.ndarray) -> tuple[float, float] | None:
-    """(paper, ink) gray levels of a uint8 crop: its 90th and 1st percentiles; None when the crop holds
-    no print (the two within 32 gray levels).
-    """
-    paper, ink = gray_percentiles(gray, (90.0, 1.0))
-    return None if paper - ink < 32 else (paper, ink)
 
 
 def _stroke(gray: np.ndarray, levels: tuple[float, float], box: tuple[int, int, int, int],
@@ -85,7 +77,7 @@ def hairline_quotes(crop: Image.Image) -> int:
     without print or with fewer than :data:`MIN_COMPONENTS` ink components.
     """
     gray = np.asarray(crop.convert("L"))
-    levels = _levels(gray) if gray.size else None
+    levels = paper_ink(gray) if gray.size else None
     if levels is None:
         return 0
     ink = (gray < levels[0] - INK_LEVEL * (levels[0] - levels[1])).astype(np.uint8)

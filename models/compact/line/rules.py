@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from models.compact.line.image import gray_percentiles
+from models.compact.line.image import PRINT_CONTRAST, gray_percentiles
 from models.compact.line.runs import true_runs
 
 #: a box edge lies in this outer share of the crop's width, at either end ...
@@ -50,7 +50,7 @@ INK_LEVEL = 0.5
 def _ink(gray: np.ndarray) -> tuple[np.ndarray, float]:
     """(bool ink mask [H, W], paper level) of a uint8 gray crop: paper the 90th percentile, ink the 1st."""
     paper, ink = gray_percentiles(gray, (90.0, 1.0))
-    if paper - ink < 32:  # no print to speak of
+    if paper - ink < PRINT_CONTRAST:  # no print to speak of
         return np.zeros(gray.shape, dtype=bool), float(paper)
     return gray < paper - INK_LEVEL * (paper - ink), float(paper)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 from PIL import Image
@@ -132,7 +133,7 @@ def _cuts(crop: Image.Image, max_px: int) -> list[tuple[int, bool]]:
 
 
 def split_line(crop: Image.Image, box: tuple[float, float, float, float], max_px: int = SPLIT_PX,
-               tabs: bool = True) -> list[tuple[Image.Image, tuple[float, float, float, float], str]]:
+               tabs: bool = True, lead: int = 0) -> list[tuple[Image.Image, tuple[float, float, float, float], str]]:
     """(piece image, piece box in page pixels, join) for each piece of the line ``crop`` whose page
     box is ``box`` (x0, y0, x1, y1); the piece boxes divide the box's x range in proportion to the
     cuts. The line is cut at its tab gaps (:func:`tab_points`), then each part that is too long at
@@ -142,27 +143,38 @@ def split_line(crop: Image.Image, box: tuple[float, float, float, float], max_px
     as the only piece. ``tabs``: whether to cut at tab gaps (False for a line read by the CJK tower:
     it reads such gaps right, read alone a hanzi label's ``：`` became ``:``, and the space of a
     "space" join is dropped between wide characters, :func:`inkstream.segments.piece_separator`).
+    ``lead``: columns of paper added on the crop's left that are not on the page
+    (:func:`models.compact.line.lead_dash.dash_at_frame`): ``box`` spans the crop's other columns.
     """
     cuts = tab_points(crop) if tabs else []
     if not cuts:
-        return _split_long(crop, box, max_px)
+        return _split_long(crop, box, max_px, lead)
     x0, y0, x1, y1 = box
-    scale = (x1 - x0) / max(1, crop.width)
+    page_x = _page_x(crop.width, x0, x1, lead)
     out: list[tuple[Image.Image, tuple[float, float, float, float], str]] = []
     for a, b in itertools.pairwise([0, *cuts, crop.width]):
-        part = _split_long(crop.crop((a, 0, b, crop.height)), (x0 + a * scale, y0, x0 + b * scale, y1), max_px)
+        part = _split_long(crop.crop((a, 0, b, crop.height)), (page_x(a), y0, page_x(b), y1), max_px,
+                           max(0, lead - a))
         out += [(im, pbox, JOIN_SPACE if out and k == 0 else join) for k, (im, pbox, join) in enumerate(part)]
     return out
 
 
-def _split_long(crop: Image.Image, box: tuple[float, float, float, float], max_px: int,
+def _page_x(width: int, x0: float, x1: float, lead: int) -> Callable[[int], float]:
+    """Page x of a column of a crop ``width`` pixels wide whose columns after its first ``lead`` (paper
+    added, not on the page) span page x ``x0`` to ``x1``; a column of the added paper maps to ``x0``.
+    """
+    scale = (x1 - x0) / max(1, width - lead)
+    return lambda c: x0 + max(0, c - lead) * scale
+
+
+def _split_long(crop: Image.Image, box: tuple[float, float, float, float], max_px: int, lead: int = 0,
                 ) -> list[tuple[Image.Image, tuple[float, float, float, float], str]]:
     """:func:`split_line` without the tab gaps: cut only where the line is longer than ``max_px``."""
     cuts = _cuts(crop, max_px)
     if not cuts:
         return [(crop, box, JOIN_LINE)]
     x0, y0, x1, y1 = box
-    scale = (x1 - x0) / max(1, crop.width)
+    page_x = _page_x(crop.width, x0, x1, lead)
     edges = [0, *(c for c, _ in cuts), crop.width]
     joins = [JOIN_LINE, *(JOIN_SPACE if gap else JOIN_DIRECT for _, gap in cuts)]
     out: list[tuple[Image.Image, tuple[float, float, float, float], str]] = []
@@ -172,6 +184,6 @@ def _split_long(crop: Image.Image, box: tuple[float, float, float, float], max_p
         if b - a < 2:
             continue
         kept = JOIN_LINE if not out else JOIN_SPACE if gap else join
-        out.append((crop.crop((a, 0, b, crop.height)), (x0 + a * scale, y0, x0 + b * scale, y1), kept))
+        out.append((crop.crop((a, 0, b, crop.height)), (page_x(a), y0, page_x(b), y1), kept))
         gap = False
     return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from models.compact.line.image import gray_percentiles
+from models.compact.line.image import PRINT_CONTRAST, gray_percentiles
 from models.compact.line.runs import true_runs
 
 #: A line is letter-spaced when the median blank run between its glyphs is at least this share of its
@@ -58,10 +58,10 @@ _RULE_FRACTION = 0.9
 
 def _glyph_columns(gray: np.ndarray) -> tuple[np.ndarray, int] | None:
     """(bool [W]: columns holding glyph-core ink, ink height in rows) of a dark-on-light uint8 crop
-    [H, W]; None for a crop without print (under 32 gray levels between paper and ink).
+    [H, W]; None for a crop without print (under PRINT_CONTRAST gray levels between paper and ink).
     """
     paper, ink = gray_percentiles(gray, (90.0, 1.0))
-    if paper - ink < 32:
+    if paper - ink < PRINT_CONTRAST:
         return None
     core = gray < paper - CORE_LEVEL * (paper - ink)
     text = core.mean(axis=1) <= _RULE_FRACTION

@@ -243,16 +243,8 @@ class LineDetector:
         docstring); same return value as :meth:`detect`. ``early``: the layout analysis of ``image``
         already under way (:meth:`detect`), used instead of analysing it again.
         """
-        from models.compact.page.regions import (
-            MAX_SKEW_DEG,
-            MIN_SKEW_DEG,
-            character_strokes_dropped,
-            erased_ink,
-            inside_rule,
-            line_skew_deg,
-            region_order,
-            unbroken_rules,
-        )
+        from models.compact.page.regions import MAX_SKEW_DEG, MIN_SKEW_DEG, line_skew_deg, region_order
+        from models.compact.page.rule_lines import character_strokes_dropped, erased_ink, inside_rule, unbroken_rules
 
         skew = line_skew_deg(lines)
         page = PageLayout()

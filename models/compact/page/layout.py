@@ -126,9 +126,13 @@ class LayoutAnalyser:
         return out
 
 
-def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> Image.Image:
-    """A copy of ``image`` with each rule box (page pixels, grown by ``pad_px`` on every side, the
-    anti-aliased edge of a rule) painted with the page's paper colour (its median edge colour), so
+#: Pixels a rule is painted out beyond its box on every side (:func:`erase_rules`): its anti-aliased edge.
+RULE_PAD_PX = 1.5
+
+
+def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = RULE_PAD_PX) -> Image.Image:
+    """A copy of ``image`` with each rule box (page pixels, grown by ``pad_px`` on every side, default
+    :data:`RULE_PAD_PX`) painted with the page's paper colour (its median edge colour), so
     that table borders and rules are not read as characters. ``image`` itself when ``rules`` is empty.
     A thick box holding a slanted rule is painted only along the rule's own band
     (:func:`models.compact.page.rule_band.rule_band`), sparing descenders and commas beside it; in the

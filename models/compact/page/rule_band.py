@@ -31,7 +31,7 @@ SAMPLES = 160
 #: Pixels from the fitted line beyond which a column's centre is an outlier (a stroke touching the rule).
 OUTLIER_PX = 1.5
 #: Pixels a stroke's ink is followed into the painted edge of a rule from the ink beyond it (the edge
-#: is ``pad_px`` = 1.5 px of :func:`models.compact.page.layout.erase_rules`, rounded out, plus one).
+#: is :data:`models.compact.page.layout.RULE_PAD_PX` = 1.5 px, rounded out, plus one).
 REACH_PX = 3
 
 

@@ -21,6 +21,7 @@ import copy
 import numpy as np
 
 from models.compact.page.boxes import LineBox
+from models.compact.page.layout import RULE_PAD_PX
 
 #: The part of a box beyond a vertical rule is cut off when narrower than this share of the box's
 #: height (a digit is about 0.5 of a line box's height wide; a sliver of a third holds none).
@@ -31,8 +32,6 @@ VERTICAL_ASPECT = 3.0
 ROW_COVER = 0.8
 #: ... and is a rule, not a frame: at most this share of the box's height wide.
 THIN = 0.5
-#: The rule was painted this many pixels beyond its box on each side (``erase_rules``' ``pad_px``).
-PAINT_PAD = 1.5
 
 #: A cut lands this far inside the strip's outer edge: the painted strip (paper) stays in the box as the
 #: margin beside the text (a minus sign right beside a rule was dropped from a crop starting at it).
@@ -54,7 +53,7 @@ def _clipped(box: Box, rules: list[Box]) -> Box:
             continue
         if min(y1, ry1) - max(y0, ry0) < ROW_COVER * h:
             continue
-        left, right = rx0 - PAINT_PAD, rx1 + PAINT_PAD  # the painted strip
+        left, right = rx0 - RULE_PAD_PX, rx1 + RULE_PAD_PX  # the painted strip (erase_rules)
         to_right, to_left = right - EDGE_KEEP, left + EDGE_KEEP  # a cut keeps the strip (paper beside the text)
         if left <= x0 or right >= x1:  # a rule past either end cuts nothing; one inside is judged below
             if x0 < left < x1 <= right + SLIVER * h:  # reaching into the rule from the left

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.compact.line.image import gray_percentiles
+from models.compact.line.image import ink_columns
 from models.compact.page.xycut import VALUE_ALIGN
 
 #: Values stand at one tab stop when at least this share of their edges lie within VALUE_ALIGN line heights
@@ -51,20 +51,19 @@ def aligned(edges: list[float], med_h: float, ys: list[float] | None = None) -> 
 
 def ink_span(gray: np.ndarray, box: tuple[float, float, float, float]) -> tuple[float, float]:
     """Page x (pixels) of the first and past the last column of ``box`` (x0, y0, x1, y1, page pixels)
-    in ``gray`` (uint8 [H, W], the page, dark ink on light paper) that hold ink: a pixel darker than
-    halfway from the box's paper (90th gray percentile) to its ink (1st), as
-    :func:`models.compact.page.regions.gutter_gap` measures it; the box's own x0, x1 when it holds no
-    ink (under 32 gray levels of contrast) or lies off the page. Where a line's print starts and ends
-    (:data:`models.compact.page.kv_rows.InkSpan`): a detector box can reach a line height past it.
+    in ``gray`` (uint8 [H, W], the page, dark ink on light paper) that hold ink
+    (:func:`models.compact.line.image.ink_columns`, as :func:`models.compact.page.regions.gutter_gap`
+    measures it); the box's own x0, x1 when it holds no ink or lies off the page. Where a line's print
+    starts and ends (:data:`models.compact.page.kv_rows.InkSpan`): a detector box can reach a line
+    height past it.
     """
     h, w = gray.shape[:2]
     x0, y0 = max(0, int(box[0])), max(0, int(box[1]))
     x1, y1 = min(w, int(np.ceil(box[2]))), min(h, int(np.ceil(box[3])))
     if x1 <= x0 or y1 <= y0:
         return float(box[0]), float(box[2])
-    patch = gray[y0:y1, x0:x1]
-    paper, ink = gray_percentiles(patch, (90.0, 1.0))
-    cols = np.flatnonzero((patch < (paper + ink) / 2.0).any(axis=0))
-    if paper - ink < 32 or not cols.size:
+    inked = ink_columns(gray[y0:y1, x0:x1])
+    if inked is None or not inked.any():
         return float(box[0]), float(box[2])
+    cols = np.flatnonzero(inked)
     return float(x0 + cols[0]), float(x0 + cols[-1] + 1)
