@@ -27,6 +27,7 @@ from gateway.stores import JobRecord
 from inkstream import refused_stream, trace_interceptors
 from inkstream.errors import InkstreamError, InvalidInput, JobCancelled, grpc_guard
 from inkstream.lifecycle import Lifecycle, listener_options
+from inkstream.page_errors import error_body
 from inkstream.page_result import PageResult
 from inkstream.page_result_pb import page_to_pb
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
@@ -51,13 +52,16 @@ def options_from_pb(o: gateway_pb2.OcrOptions) -> OcrRequest:
 def summary_to_pb(pages: list[PageResult], model_id: str, fmt: str, seconds: float,
                   cached: bool = False) -> gateway_pb2.Summary:
     """Summary with the stitched document in ``fmt`` (JSON for "json"); ``cached``: the pages came
-    from the result cache.
+    from the result cache; ``error`` set when no page was read (a job's error of the same pages).
     """
-    return gateway_pb2.Summary(
+    msg = gateway_pb2.Summary(
         model_id=model_id, pages=len(pages), pages_ok=sum(p.status == "ok" for p in pages),
         pages_error=sum(p.status != "ok" for p in pages), document=render_document(pages, fmt, model_id),
         seconds=seconds, cached=cached,
     )
+    if (err := error_body(pages)) is not None:
+        msg.error.code, msg.error.reason, msg.error.message = err["code"], err["reason"], err["message"]
+    return msg
 
 
 def job_to_pb(job: JobRecord) -> gateway_pb2.Job:
