@@ -20,8 +20,8 @@ from gateway.apis.auth import ApiKeyInterceptor, ApiKeys
 from gateway.audit import audited
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, upload_too_slow
-from gateway.output.stitch import render_document
-from gateway.service import OcrRequest, run_id
+from gateway.output.stitch import TEXT_FORMATS, render_document
+from gateway.service import OcrRequest, run_id, unknown_format
 from gateway.session import OcrSession
 from gateway.stores import JobRecord
 from inkstream import refused_stream, trace_interceptors
@@ -39,13 +39,21 @@ DRAIN_S = 5.0  # longest wait for the rest of a refused upload (see OcrGatewaySe
 
 # ---- conversions -------------------------------------------------------------------------------
 
+#: the output formats gRPC serves: every text format (pdf, a binary document, is REST's)
+GRPC_FORMATS = TEXT_FORMATS
+
+
 def options_from_pb(o: gateway_pb2.OcrOptions) -> OcrRequest:
     """OcrOptions -> OcrRequest (not yet validated). ``format=pdf`` is refused (InvalidInput): the
-    searchable PDF is a binary document served by REST (``POST /v1/ocr``, job results).
+    searchable PDF is a binary document served by REST (``POST /v1/ocr``, job results); so is a
+    format not in :data:`GRPC_FORMATS`, with those listed (not REST's, which include pdf).
     """
-    if o.format.strip().lower() == "pdf":
+    fmt = o.format.strip().lower()
+    if fmt == "pdf":
         raise InvalidInput("format=pdf (searchable PDF) is served over REST: POST /v1/ocr or a job's result; "
-                           "over gRPC use markdown, text, json or hocr")
+                           f"over gRPC use {', '.join(GRPC_FORMATS)}")
+    if fmt and fmt not in GRPC_FORMATS:
+        raise InvalidInput(unknown_format(o.format, GRPC_FORMATS))
     return OcrRequest(format=o.format, pages=o.pages, mode=o.mode, task=o.task, password=o.password)
 
 

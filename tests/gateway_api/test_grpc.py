@@ -137,6 +137,23 @@ async def test_the_summary_agrees_with_the_job_of_the_same_pages(grpc_env, fail)
         assert st.error.code == "UNAVAILABLE" and "pages 1-2" in st.error.message
 
 
+async def test_an_unknown_output_format_lists_the_formats_grpc_serves(grpc_env):
+    # Found by tryout7: gRPC answered an unknown format with REST's list "markdown, text, json, hocr, pdf",
+    # then refused pdf; and a document type given as the format ("png") was not told apart.
+    target, _, _ = grpc_env
+    async with AsyncGatewayClient(target, timeout_s=30) as c:
+        for fmt in ("xlsx", "png", ".TIFF"):
+            for call in (c.recognize, c.submit_job):
+                with pytest.raises(InvalidInput) as ei:
+                    await call(marked_pdf([1]), format=fmt)
+                msg = ei.value.message
+                assert f"unknown format {fmt!r}; format is the output, one of: markdown, text, json, hocr" in msg, msg
+                assert "pdf" not in msg.lower(), msg
+                assert ("is a document type" in msg) == (fmt != "xlsx"), msg
+        with pytest.raises(InvalidInput, match="over gRPC use markdown, text, json, hocr"):
+            await c.recognize(marked_pdf([1]), format="pdf")
+
+
 async def test_cancel_job_and_health(grpc_env):
     target, fake, _ = grpc_env
     fake.delay_s = 0.3
