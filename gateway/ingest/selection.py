@@ -20,7 +20,10 @@ def _ranges(spec: str, page_count: int | None) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for part in spec.split(","):
         m = _PART.match(part)
-        if not m or len(m.group(1)) > _MAX_DIGITS or len(m.group(3) or "") > _MAX_DIGITS:
+        if m and max(len(m.group(1)), len(m.group(3) or "")) > _MAX_DIGITS:
+            raise InvalidInput(f"invalid page selection {spec[:100]!r}: {part.strip()[:40]!r} names a page number "
+                               f"of more than {_MAX_DIGITS} digits; no document has that many pages")
+        if not m:
             raise InvalidInput(
                 f"invalid page selection {spec[:100]!r}: {part.strip()[:40]!r} is not a page number or range "
                 "(use e.g. \"1-5,9\" or \"3-\"; pages are numbered from 1)"
