@@ -43,7 +43,9 @@ def _item(msg: gateway_pb2.RecognizeResponse) -> PageResult | DocumentSummary:
     if msg.WhichOneof("part") == "page":
         return page_from_pb(msg.page)
     s = msg.summary
-    return DocumentSummary(s.model_id, s.pages, s.pages_ok, s.pages_error, s.document, s.seconds, s.cached)
+    err = JobError(s.error.code, s.error.reason or s.error.code, s.error.message) \
+        if s.HasField("error") and s.error.code else None
+    return DocumentSummary(s.model_id, s.pages, s.pages_ok, s.pages_error, s.document, s.seconds, s.cached, err)
 
 
 def _job(msg: gateway_pb2.Job) -> JobStatus:

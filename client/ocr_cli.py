@@ -8,9 +8,13 @@ response header) while the page lines stream in. Without ``--gateway`` a tempora
 duration. The document goes to ``-o OUT`` or stdout.
 
 Exit codes: 0 every page read; 3 the document came back but some pages carry errors (listed on
-stderr); 1 the request failed (the gateway's message on stderr: unreachable, overloaded, 5xx) or
-the stack did not start; 2 bad command line, unreadable FILE, or the gateway refused the request's
-document or options (HTTP 4xx other than 408 / 429, e.g. ``--pages 5`` of a 1-page file).
+stderr); when no page could be read, nothing is written and one stderr line gives the error the
+gateway's whole-document answer and a job of the document have (the summary's ``error``: the pages'
+most common reason, each page's reason grouped), with the exit code of that answer: 2 for a document
+the gateway cannot read (4xx, e.g. NOTHING_TO_READ), 1 otherwise (e.g. UNAVAILABLE); 1 the request
+failed (the gateway's message on stderr: unreachable, overloaded, 5xx) or the stack did not start;
+2 bad command line, unreadable FILE, or the gateway refused the request's document or options
+(HTTP 4xx other than 408 / 429, e.g. ``--pages 5`` of a 1-page file).
 Pages read with warnings (``no_text_found``, ``unread_region``, ``unread_ink``, ``unsupported_script``,
 ``low_confidence``, ``password_unused``) are listed
 on stderr with their confidence and counted in the last line ("N/M pages read, K with warnings");
@@ -32,7 +36,8 @@ import httpx
 
 from client.results import FORMATS, PageResult, document_json
 from inkstream.doc_types import SNIFF_BYTES, accepted_list, detect_type
-from inkstream.errors import InvalidInput
+from inkstream.errors import InvalidInput, error_for_code
+from inkstream.page_errors import every_page_failed
 
 #: what each output format is (``--format``; the same names as the gateway's ``format``).
 FORMAT_HELP = {"markdown": "Markdown (.md), pages marked by <!-- page N --> comments",
@@ -57,8 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="inkstream ocr",
         description="OCR a document through a running gateway (--gateway URL), or through a temporary local "
-        "stack started for the duration. Exit codes: 0 all pages read, 3 some pages failed, 1 request failed, "
-        "2 bad arguments.")
+        "stack started for the duration. Exit codes: 0 all pages read, 3 some pages failed, 1 request failed "
+        "(unreachable, overloaded, 5xx; also no page read for a transient reason, e.g. UNAVAILABLE), 2 bad "
+        "arguments or a document or option the gateway refused (4xx; also no page read because the document "
+        "cannot be, e.g. NOTHING_TO_READ).")
     p.add_argument("file", help="the document; its type is recognised by its first bytes, not its name. "
                    f"Accepted: {accepted_list(with_extensions=True)}")
     p.add_argument("--gateway", metavar="URL", help="gateway REST URL, e.g. http://127.0.0.1:8080 "
@@ -260,6 +267,22 @@ def _http_failure(url: str, exc: httpx.HTTPError, timeout_s: float) -> str:
     return f"the request to the gateway at {url} failed: {exc}"
 
 
+def nothing_read(pages: list[PageResult], summary: dict[str, Any]) -> GatewayRefused | None:
+    """The error of an answer whose every page failed (None when a page was read): the summary's
+    ``error`` (what the whole-document answer and a job of the document say), else the same built from
+    the pages (a gateway from before the summary had it); its ``status`` is that answer's HTTP status.
+    """
+    err = summary.get("error")
+    if isinstance(err, dict) and err.get("code"):
+        exc = error_for_code(str(err["code"]), str(err.get("message", "")), reason=str(err.get("reason", "")))
+        reason = str(err.get("reason") or err["code"])
+    elif (built := every_page_failed(pages)) is not None:
+        exc, reason = built, built.reason_name
+    else:
+        return None
+    return GatewayRefused(f"{reason}: {exc.message}", exc.http_status)
+
+
 def _unwritable(out: pathlib.Path) -> str:
     """Why the document cannot be written to ``out`` ("" when it can, as far as can be told before)."""
     folder = out.parent
@@ -349,6 +372,9 @@ def main(argv: list[str]) -> int:
     except httpx.HTTPError as exc:
         print(f"inkstream ocr: {_http_failure(url, exc, args.timeout)}", file=sys.stderr)
         return 1
+    if (none_read := nothing_read(pages, summary)) is not None:  # no document of error placeholders
+        print(f"inkstream ocr: {none_read}", file=sys.stderr)
+        return 2 if none_read.bad_request else 1
     if fmt == "pdf":
         document = ""
     elif fmt == "json":

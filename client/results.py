@@ -26,7 +26,8 @@ FORMATS = ("markdown", "text", "json", "hocr", "pdf")
 @dataclass
 class DocumentSummary:
     """The last message of a recognition: page counts, the stitched ``document``, wall time in seconds,
-    and whether the answer came from the gateway's result cache.
+    whether the answer came from the gateway's result cache, and ``error`` when no page could be read
+    (the :class:`JobError` a job of the same document fails with; None when a page was read).
     """
 
     model_id: str
@@ -36,6 +37,7 @@ class DocumentSummary:
     document: str
     seconds: float
     cached: bool = False
+    error: JobError | None = None
 
 
 @dataclass

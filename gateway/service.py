@@ -33,6 +33,7 @@ from gateway.output.stitch import FORMATS
 from gateway.routing.in_order import pages_in_order
 from gateway.stores.cache import ResultCache, cache_key
 from gateway.types import PagePipeline, PipelineOptions, RequestSlot
+from inkstream.doc_types import DOC_TYPES
 from inkstream.errors import InkstreamError, InvalidInput, Unavailable, as_inkstream_error
 from inkstream.fair import INTERACTIVE
 from inkstream.page_image import fit_pixels
@@ -63,6 +64,18 @@ def run_id(request_id: str | None, client_supplied: bool) -> str:
     return f"{request_id[:119]}.{uuid.uuid4().hex[:8]}"
 
 
+def unknown_format(value: str, accepted: tuple[str, ...]) -> str:
+    """The message for an output ``format`` that is not one of ``accepted`` (the output formats of the
+    API asked); a document type's name or extension (``png``, ``.tiff``) is said to be one, since the
+    document's own type is never an option (it is recognised from its bytes).
+    """
+    name = value.strip().lower().lstrip(".")
+    doc_type = next((t.label for t in DOC_TYPES if name in (t.kind, t.label.lower(), *(e[1:] for e in t.extensions))),
+                    None)
+    hint = f" ({doc_type} is a document type: the gateway recognises it from the file's bytes)" if doc_type else ""
+    return f"unknown format {value!r}; format is the output, one of: {', '.join(accepted)}{hint}"
+
+
 @dataclass(frozen=True)
 class OcrRequest:
     """Options of one OCR request. ``format`` "markdown" | "text" | "json"; ``pages`` 1-based
@@ -85,7 +98,7 @@ class OcrRequest:
         """Self with defaults filled; raises InvalidInput (400) naming the accepted values."""
         fmt = (self.format or "markdown").strip().lower()
         if fmt not in FORMATS:
-            raise InvalidInput(f"unknown format {self.format!r}; use one of: {', '.join(FORMATS)}")
+            raise InvalidInput(unknown_format(self.format, FORMATS))
         task = (self.task or "").strip().lower()
         if task and not _TASK_NAME.match(task):
             raise InvalidInput(f"invalid task {self.task!r}; use 'ocr' (free OCR) or 'markdown' (layout)")

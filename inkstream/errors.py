@@ -104,14 +104,32 @@ def error_for_code(code_name: str, message: str, retry_after_s: float | None = N
     return cls(message, retry_after_s=retry_after_s)
 
 
+#: UTF-8 bytes of a status message at most: it travels twice in the trailers (``grpc-message``,
+#: percent-encoded: up to 3 bytes a byte; ``grpc-status-details-bin``, base64), which a client
+#: refuses past 16 KiB with a bare RESOURCE_EXHAUSTED ("received metadata size exceeds hard limit")
+#: in place of the real status -- an option of 10,000 characters echoed in its error did that.
+MAX_STATUS_MESSAGE_BYTES = 2048
+_CUT = " ... (cut)"
+
+
+def status_message(message: str) -> str:
+    """``message`` cut to :data:`MAX_STATUS_MESSAGE_BYTES` UTF-8 bytes (at a character boundary, marked)."""
+    raw = message.encode("utf-8")
+    if len(raw) <= MAX_STATUS_MESSAGE_BYTES:
+        return message
+    return raw[:MAX_STATUS_MESSAGE_BYTES - len(_CUT)].decode("utf-8", "ignore") + _CUT
+
+
 def to_status(exc: InkstreamError) -> status_pb2.Status:
     """google.rpc.Status for ``exc``, with RetryInfo when it carries ``retry_after_s`` and ErrorInfo
-    (``reason``, domain ``inkstream``) when its class has a :attr:`InkstreamError.reason`.
+    (``reason``, domain ``inkstream``) when its class has a :attr:`InkstreamError.reason`; the
+    message cut by :func:`status_message`.
     """
     from google.protobuf import duration_pb2
     from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-    st = status_pb2.Status(code=getattr(code_pb2, exc.code_name, code_pb2.INTERNAL), message=exc.message)
+    st = status_pb2.Status(code=getattr(code_pb2, exc.code_name, code_pb2.INTERNAL),
+                           message=status_message(exc.message))
     if exc.reason:
         st.details.add().Pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=ERROR_DOMAIN))
     if exc.retry_after_s is not None:

@@ -20,13 +20,14 @@ from gateway.apis.auth import ApiKeyInterceptor, ApiKeys
 from gateway.audit import audited
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, upload_too_slow
-from gateway.output.stitch import render_document
-from gateway.service import OcrRequest, run_id
+from gateway.output.stitch import TEXT_FORMATS, render_document
+from gateway.service import OcrRequest, run_id, unknown_format
 from gateway.session import OcrSession
 from gateway.stores import JobRecord
 from inkstream import refused_stream, trace_interceptors
 from inkstream.errors import InkstreamError, InvalidInput, JobCancelled, grpc_guard
 from inkstream.lifecycle import Lifecycle, listener_options
+from inkstream.page_errors import error_body
 from inkstream.page_result import PageResult
 from inkstream.page_result_pb import page_to_pb
 from inkstream.pb import gateway_pb2, gateway_pb2_grpc
@@ -38,26 +39,37 @@ DRAIN_S = 5.0  # longest wait for the rest of a refused upload (see OcrGatewaySe
 
 # ---- conversions -------------------------------------------------------------------------------
 
+#: the output formats gRPC serves: every text format (pdf, a binary document, is REST's)
+GRPC_FORMATS = TEXT_FORMATS
+
+
 def options_from_pb(o: gateway_pb2.OcrOptions) -> OcrRequest:
     """OcrOptions -> OcrRequest (not yet validated). ``format=pdf`` is refused (InvalidInput): the
-    searchable PDF is a binary document served by REST (``POST /v1/ocr``, job results).
+    searchable PDF is a binary document served by REST (``POST /v1/ocr``, job results); so is a
+    format not in :data:`GRPC_FORMATS`, with those listed (not REST's, which include pdf).
     """
-    if o.format.strip().lower() == "pdf":
+    fmt = o.format.strip().lower()
+    if fmt == "pdf":
         raise InvalidInput("format=pdf (searchable PDF) is served over REST: POST /v1/ocr or a job's result; "
-                           "over gRPC use markdown, text, json or hocr")
+                           f"over gRPC use {', '.join(GRPC_FORMATS)}")
+    if fmt and fmt not in GRPC_FORMATS:
+        raise InvalidInput(unknown_format(o.format, GRPC_FORMATS))
     return OcrRequest(format=o.format, pages=o.pages, mode=o.mode, task=o.task, password=o.password)
 
 
 def summary_to_pb(pages: list[PageResult], model_id: str, fmt: str, seconds: float,
                   cached: bool = False) -> gateway_pb2.Summary:
     """Summary with the stitched document in ``fmt`` (JSON for "json"); ``cached``: the pages came
-    from the result cache.
+    from the result cache; ``error`` set when no page was read (a job's error of the same pages).
     """
-    return gateway_pb2.Summary(
+    msg = gateway_pb2.Summary(
         model_id=model_id, pages=len(pages), pages_ok=sum(p.status == "ok" for p in pages),
         pages_error=sum(p.status != "ok" for p in pages), document=render_document(pages, fmt, model_id),
         seconds=seconds, cached=cached,
     )
+    if (err := error_body(pages)) is not None:
+        msg.error.code, msg.error.reason, msg.error.message = err["code"], err["reason"], err["message"]
+    return msg
 
 
 def job_to_pb(job: JobRecord) -> gateway_pb2.Job:

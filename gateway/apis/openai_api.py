@@ -49,7 +49,6 @@ from gateway.apis.rest_http import StreamWithCleanup
 from gateway.apis.rest_schema import chat_route
 from gateway.core import GatewayCore
 from gateway.ingest.pdf import PasswordRequired
-from gateway.output.page_errors import every_page_failed
 from gateway.service import OcrRequest, run_id
 from gateway.session import ocr_bytes
 from inkstream.errors import (
@@ -60,6 +59,7 @@ from inkstream.errors import (
     http_status,
     retry_after_header,
 )
+from inkstream.page_errors import every_page_failed
 from inkstream.page_result import PageResult
 from inkstream.request_id import current_request_id
 
@@ -164,7 +164,7 @@ class ChatCompletions:
 
     async def complete(self, model: str) -> dict[str, Any]:
         """The whole ``chat.completion`` object; the error of a document none of whose pages was read
-        (:func:`gateway.output.page_errors.every_page_failed`, as ``POST /v1/ocr`` answers) raised.
+        (:func:`inkstream.page_errors.every_page_failed`, as ``POST /v1/ocr`` answers) raised.
         """
         pages = [p async for p in self.pages()]
         if (failed := every_page_failed(pages)) is not None:

@@ -97,6 +97,16 @@ class DocumentResult(BaseModel):
     cached: bool | None = Field(None, description="true: the pages came from the gateway's result cache")
 
 
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    code: str = Field(description="gRPC status code name, e.g. INVALID_ARGUMENT, FAILED_PRECONDITION")
+    reason: str = Field(description="finer cause, e.g. PAYLOAD_TOO_LARGE, TOO_LONG_FOR_DEADLINE, "
+                                    "UNSUPPORTED_MEDIA_TYPE, NOTHING_TO_READ, IDEMPOTENCY_CONFLICT, UPLOAD_TIMEOUT, "
+                                    "JOB_CANCELLED, JOB_FAILED, METHOD_NOT_ALLOWED (else the code)")
+    message: str = Field(description="for a person")
+
+
 class Summary(BaseModel):
     """The last NDJSON line's ``summary``."""
 
@@ -108,16 +118,9 @@ class Summary(BaseModel):
     cached: bool = Field(description="true: the pages came from the gateway's result cache")
     document: str = Field(description="the stitched document in the requested format (empty for format=json: "
                                       "the page lines are the JSON result)")
-
-
-class ErrorDetail(BaseModel):
-    """What went wrong."""
-
-    code: str = Field(description="gRPC status code name, e.g. INVALID_ARGUMENT, FAILED_PRECONDITION")
-    reason: str = Field(description="finer cause, e.g. PAYLOAD_TOO_LARGE, TOO_LONG_FOR_DEADLINE, "
-                                    "UNSUPPORTED_MEDIA_TYPE, NOTHING_TO_READ, IDEMPOTENCY_CONFLICT, UPLOAD_TIMEOUT, "
-                                    "JOB_CANCELLED, JOB_FAILED, METHOD_NOT_ALLOWED (else the code)")
-    message: str = Field(description="for a person")
+    error: ErrorDetail | None = Field(None, description="null when a page was read; when none was, the error "
+                                                        "the whole-document answer and a job of the document "
+                                                        "have (the pages' most common code and reason)")
 
 
 class ErrorBody(BaseModel):

@@ -106,11 +106,13 @@ def jobs_router(core: GatewayCore) -> APIRouter:
     @router.post("/v1/uploads", **schema.UPLOAD_ROUTE)
     async def new_upload() -> JSONResponse:
         """201 ``{upload_url, source, expires_in}``: PUT the document to ``upload_url``, then submit
-        ``source`` to /v1/jobs or /v1/ocr (the file never passes through the gateway).
+        ``source`` to /v1/jobs or /v1/ocr (the file never passes through the gateway); 503 +
+        Retry-After while the object store does not answer.
         """
         with audited("upload"):
             core.check_accepting()
-            return JSONResponse(core.sources.new_upload(tenancy.current().tenant), status_code=201)
+            upload = await asyncio.to_thread(core.sources.new_upload, tenancy.current().tenant)  # asks the store
+            return JSONResponse(upload, status_code=201)
 
     @router.get("/v1/admin/queue", summary="Job queue state", **schema.QUEUE_ROUTE)
     async def queue_state() -> dict[str, Any]:

@@ -10,9 +10,10 @@ Headers ``X-Pages-Total``, ``X-Model-Id``, ``X-Inkstream-Cache``
 answers, where the JSON result and the NDJSON summary carry it as ``"cached": true|false``).
 
 A whole-document answer whose every page failed is the error a job of that document fails with
-(:func:`gateway.output.page_errors.every_page_failed`: e.g. 422 NOTHING_TO_READ, 503 UNAVAILABLE), not
+(:func:`inkstream.page_errors.every_page_failed`: e.g. 422 NOTHING_TO_READ, 503 UNAVAILABLE), not
 a 200 holding only errors; an NDJSON stream has sent its status with the first page, so its page lines
-and summary (``pages_ok`` 0) say it.
+and summary say it: ``pages_ok`` 0 and ``error``, the ``{code, reason, message}`` that answer and a
+job of the document would have (null when a page was read).
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ from gateway.apis.rest_http import (
 )
 from gateway.audit import audited
 from gateway.core import GatewayCore
-from gateway.output.page_errors import every_page_failed
 from gateway.output.searchable_pdf import write_searchable_pdf
 from gateway.output.stitch import render_document
 from gateway.service import run_id
 from gateway.session import OcrSession
 from inkstream.errors import InvalidInput, as_inkstream_error
+from inkstream.page_errors import error_body, every_page_failed
 from inkstream.page_result import PageResult, document_json
 from inkstream.request_id import current_request_id
 
@@ -70,7 +71,7 @@ def document_response(pages: list[PageResult], fmt: str, model_id: str, seconds:
 def _summary(pages: list[PageResult], model_id: str, fmt: str, seconds: float, cached: bool) -> dict[str, Any]:
     return {"model_id": model_id, "pages": len(pages), "pages_ok": sum(p.status == "ok" for p in pages),
             "pages_error": sum(p.status != "ok" for p in pages), "seconds": round(seconds, 3), "cached": cached,
-            "document": "" if fmt == "json" else render_document(pages, fmt)}
+            "document": "" if fmt == "json" else render_document(pages, fmt), "error": error_body(pages)}
 
 
 def error_line(exc: BaseException) -> bytes:

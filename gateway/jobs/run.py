@@ -13,7 +13,7 @@ the job fails with it. A gateway with no replica up thus accepts jobs and runs t
 
 Pages: a page that came back with a transient error (UNAVAILABLE, RESOURCE_EXHAUSTED: a replica down
 or full) is read again, with the same backoff, until the job's deadline; a job whose every page is
-still an error then fails (:func:`gateway.output.page_errors.every_page_failed`: the pages' most
+still an error then fails (:func:`inkstream.page_errors.every_page_failed`: the pages' most
 common code, every page's reason in its message) rather than being ``done`` with nothing read.
 
 Page checkpoints: a page whose outcome a retry could not change (:func:`gateway.stores.cache.cacheable`)
@@ -34,7 +34,6 @@ from typing import Any, TypeVar
 
 from gateway.jobs.results import write_result
 from gateway.jobs.sources import Sources, file_upload
-from gateway.output.page_errors import every_page_failed
 from gateway.scope import RequestScope
 from gateway.service import OcrRequest, OcrService
 from gateway.stores import JobRecord, JobStore, ResultStore
@@ -43,6 +42,7 @@ from gateway.stores.sealed import secret_box
 from gateway.tenancy import Principal, acting_as
 from inkstream.errors import DeadlineExceeded, InkstreamError, error_for_code
 from inkstream.fair import BATCH
+from inkstream.page_errors import every_page_failed
 from inkstream.page_result import PageResult
 
 log = logging.getLogger("inkstream.gateway.jobs")

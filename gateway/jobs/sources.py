@@ -96,9 +96,13 @@ class Sources:
 
     def new_upload(self, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
         """``{upload_url, source, expires_in}``: a presigned PUT for a new object under the tenant's
-        ``uploads/<tenant>/``.
+        ``uploads/<tenant>/``. Blocking (call it on a thread): the store is asked first (HEAD of its
+        bucket, the S3 client's short timeouts), since signing needs no store and a URL into a store
+        that is down would only fail at the client's PUT: Unavailable (503 + Retry-After) then;
+        FailedPrecondition (400) for a gateway without an object store.
         """
         store = self._need_store()
+        store.ping()
         name = f"{upload_prefix(tenant)}{uuid.uuid4().hex}"
         return {"upload_url": store.upload_url(name, self.expires_s), "source": store.uri(name),
                 "expires_in": self.expires_s}

@@ -90,6 +90,7 @@ class PageStages:
 
         return await with_retries(self.router, "encoder", call, policy=self.config.retry, budget=self.budget,
                                   counters=self.stats.encode, what=f"page {page.index + 1} encode",
+                                  told=f"page {page.index + 1}: its image could not be read",
                                   key=_key(options), deadline=options.deadline, accept=self._decodable,
                                   unaccepted="whose weights no ready decoder serves yet")
 
@@ -127,6 +128,7 @@ class PageStages:
 
         return await with_retries(self.router, "decoder", call, policy=self.config.retry, budget=self.budget,
                                   counters=self.stats.decode, what=f"page {encoded.page_index + 1} decode",
+                                  told=f"page {encoded.page_index + 1}: its text could not be written",
                                   key=_key(options), deadline=options.deadline, accept=same_weights,
                                   unaccepted=f"serving other weights than revision {encoded.revision} "
                                   "of the page's encoder")

@@ -172,7 +172,8 @@ class Pipeline:
 
         try:
             info = await with_retries(self.router, "encoder", call, policy=self.config.retry,
-                                      budget=self.budget, counters=RetryCounters(), what="encoder Info")
+                                      budget=self.budget, counters=RetryCounters(), what="encoder Info",
+                                      told="the model's details could not be had from an encoder")
         except PageFailed as exc:
             if self._info is not None:  # keep serving with the last known Info
                 log.warning("refreshing encoder Info failed: %s", exc.error.message)

@@ -89,6 +89,7 @@ async def with_retries(
     budget: RetryBudget,
     counters: RetryCounters,
     what: str,
+    told: str = "",
     key: WorkKey = NO_KEY,
     deadline: float | None = None,
     accept: Callable[[RouteView], bool] | None = None,
@@ -97,7 +98,9 @@ async def with_retries(
     """Run ``fn(lease)`` on a leased replica of ``stage`` until it succeeds, following the module's
     policy.
 
-    ``fn`` raises :class:`CallFailure` on failure. ``what`` names the work in errors ("page 3 decode").
+    ``fn`` raises :class:`CallFailure` on failure. ``what`` names the work in the log by its step
+    ("page 3 decode"); ``told`` in the error's message, which reaches the client, in a user's words
+    ("page 3: its text could not be written"; default ``what``).
     ``key``: the request's turn in the replicas' windows; ``deadline``: event-loop time up to which
     the page may wait for a replica (None: ``replica_wait_s`` of an outage). ``accept``: only
     replicas for which it is true are leased (``unaccepted`` says why the others were not, for the
@@ -107,6 +110,7 @@ async def with_retries(
     address is tried again. The backoff sleep comes before the next lease, never between choosing
     a replica and calling it. Raises :class:`PageFailed` with the error the page should report.
     """
+    said = told or what
     tried: set[ReplicaKey] = set()
     suspects: dict[ReplicaKey, str] = {}  # (address, incarnation) -> failure
     last: CallFailure | None = None
@@ -132,8 +136,8 @@ async def with_retries(
                     return result
         except Unavailable as exc:
             if last is not None:
-                raise PageFailed(_reword(last.error, f"{what}: {last.error.message} (and {exc.message})")) from None
-            raise PageFailed(_reword(exc, f"{what}: {exc.message}")) from None
+                raise PageFailed(_reword(last.error, f"{said}: {last.error.message} (and {exc.message})")) from None
+            raise PageFailed(_reword(exc, f"{said}: {exc.message}")) from None
         assert last is not None
         if (last.transient or last.suspect) and not last.misrouted:  # gRFC A6: only retryable failures drain the budget
             budget.on_failure()
@@ -153,14 +157,14 @@ async def with_retries(
                             "; ".join(f"{a} (incarnation {i}): {m}" for (a, i), m in suspects.items()))
                 # the client's message says what failed, not where (replica addresses stay in the log)
                 causes = "; ".join(dict.fromkeys(suspects.values()))
-                msg = f"{what} quarantined after failing on {len(suspects)} replicas ({causes})"
+                msg = f"{said}: quarantined after failing on {len(suspects)} replicas ({causes})"
                 raise PageFailed(InternalError(msg), quarantined=True)
         if not (last.transient or last.suspect):
-            raise PageFailed(_reword(last.error, f"{what}: {last.error.message}"))
+            raise PageFailed(_reword(last.error, f"{said}: {last.error.message}"))
         if not last.misrouted and not budget.can_retry():
-            raise PageFailed(_reword(last.error, f"{what}: {last.error.message} (gateway retry budget exhausted)"))
+            raise PageFailed(_reword(last.error, f"{said}: {last.error.message} (gateway retry budget exhausted)"))
     assert last is not None
-    msg = f"{what}: {last.error.message} (gave up after {policy.max_attempts} attempts)"
+    msg = f"{said}: {last.error.message} (gave up after {policy.max_attempts} attempts)"
     raise PageFailed(_reword(last.error, msg))
 
 

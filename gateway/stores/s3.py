@@ -51,7 +51,12 @@ def _unavailable(exc: BaseException) -> Unavailable:
     status = 0
     if isinstance(exc, botocore.exceptions.ClientError):
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    what = f"answered HTTP {status}" if status else f"failed ({type(exc).__name__})"
+    if status:
+        what = f"answered HTTP {status}"
+    elif isinstance(exc, (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError)):
+        what = "cannot be reached (it is down or unreachable)"
+    else:
+        what = f"failed ({type(exc).__name__})"
     return Unavailable(f"the object store {what}; retry shortly", retry_after_s=RETRY_AFTER_S)
 
 

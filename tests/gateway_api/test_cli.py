@@ -346,3 +346,35 @@ def test_a_timeout_that_is_not_a_positive_number_of_seconds_exits_2(tmp_path, ca
     assert ocr_cli.main([str(doc), "--gateway", "http://127.0.0.1:1", "--timeout", value]) == 2
     err = capsys.readouterr().err
     assert "argument --timeout" in err and "number of seconds" in err and "Traceback" not in err, err
+
+
+async def test_a_document_whose_every_page_failed_says_why_in_one_line(server, tmp_path, capsys):
+    """Found by tryout7: every page failing (replicas down) printed a document of error placeholders, a
+    line per page and "0/2 pages read", and exited 3 ("some pages failed"). Now nothing is written,
+    one stderr line gives the error a job of the document has, and the exit code is that answer's:
+    1 for a transient cause (UNAVAILABLE), 2 for pages the gateway cannot read (NOTHING_TO_READ)."""
+    import io
+
+    from PIL import Image
+
+    url, fake = server
+    fake.fail = {1, 2}
+    doc = tmp_path / "two.pdf"
+    doc.write_bytes(marked_pdf([1, 2]))
+    out = tmp_path / "out.txt"
+    for args in ([], ["-o", str(out)]):
+        rc = await asyncio.to_thread(ocr_cli.main, [str(doc), "--gateway", url, "--no-progress", *args])
+        cap = capsys.readouterr()
+        assert rc == 1, (rc, cap.err)
+        assert cap.out == "" and not out.exists()
+        assert cap.err.splitlines() == ["inkstream ocr: UNAVAILABLE: no page could be read (2 of 2 failed): "
+                                        "pages 1-2: UNAVAILABLE: no decoder replica answered"], cap.err
+    tiny = Image.new("L", (4, 4), 255)
+    buf = io.BytesIO()
+    tiny.save(buf, "TIFF", save_all=True, append_images=[tiny])
+    small = tmp_path / "small.tiff"
+    small.write_bytes(buf.getvalue())
+    rc = await asyncio.to_thread(ocr_cli.main, [str(small), "--gateway", url, "--no-progress"])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("inkstream ocr: NOTHING_TO_READ: no page could be read "
+                                                           "(2 of 2 failed): pages 1-2: "), (rc, err)

@@ -112,6 +112,60 @@ async def test_get_job_reports_a_failed_jobs_error_as_rest_does(grpc_env):
         assert res.value.message == st.error.message
 
 
+@pytest.mark.parametrize("fail", [{1, 2}, {2}], ids=["every-page-failed", "one-page-failed"])
+async def test_the_summary_agrees_with_the_job_of_the_same_pages(grpc_env, fail):
+    # Found by tryout7: a Recognize stream whose every page failed ended with a Summary of pages_ok 0 and
+    # no error, where GetJob of the same pages has the job's {code, reason, message}: Summary.error now
+    # carries it (unset when a page was read).
+    target, fake, core = grpc_env
+    core.config.stores.job_deadline_s = 1.0
+    fake.fail = fail
+    async with AsyncGatewayClient(target, timeout_s=30) as c:
+        res = await c.recognize(marked_pdf([1, 2]), format="text")
+        job = await c.submit_job(marked_pdf([1, 2]), format="text")
+        for _ in range(400):
+            st = await c.get_job(job.job_id)
+            if st.status in ("failed", "done"):
+                break
+            await asyncio.sleep(0.05)
+    summary = res.summary
+    assert summary is not None
+    assert st.status == ("failed" if fail == {1, 2} else "done"), st
+    assert (summary.pages, summary.pages_ok, summary.pages_error) == (st.pages_total, 2 - len(fail), len(fail))
+    assert summary.error == st.error, (summary, st)
+    if st.error is not None:
+        assert st.error.code == "UNAVAILABLE" and "pages 1-2" in st.error.message
+
+
+async def test_an_unknown_output_format_lists_the_formats_grpc_serves(grpc_env):
+    # Found by tryout7: gRPC answered an unknown format with REST's list "markdown, text, json, hocr, pdf",
+    # then refused pdf; and a document type given as the format ("png") was not told apart.
+    target, _, _ = grpc_env
+    async with AsyncGatewayClient(target, timeout_s=30) as c:
+        for fmt in ("xlsx", "png", ".TIFF"):
+            for call in (c.recognize, c.submit_job):
+                with pytest.raises(InvalidInput) as ei:
+                    await call(marked_pdf([1]), format=fmt)
+                msg = ei.value.message
+                assert f"unknown format {fmt!r}; format is the output, one of: markdown, text, json, hocr" in msg, msg
+                assert "pdf" not in msg.lower(), msg
+                assert ("is a document type" in msg) == (fmt != "xlsx"), msg
+        with pytest.raises(InvalidInput, match="over gRPC use markdown, text, json, hocr"):
+            await c.recognize(marked_pdf([1]), format="pdf")
+
+
+async def test_a_huge_option_value_gets_its_own_error_not_a_trailer_overflow(grpc_env):
+    # Found by tryout7: task="x" * 10000 was echoed in its INVALID_ARGUMENT message, twice in the trailers
+    # (grpc-message, grpc-status-details-bin): 20 KB, over the client's 16 KiB metadata limit, so the client
+    # got RESOURCE_EXHAUSTED "Stream removed (received metadata size exceeds hard limit ...)". Cut now.
+    target, _, _ = grpc_env
+    async with AsyncGatewayClient(target, timeout_s=30) as c:
+        for opts in ({"task": "x" * 10000}, {"format": "\u00e9" * 10000}):
+            with pytest.raises(InvalidInput) as ei:
+                await c.recognize(marked_pdf([1]), **opts)
+            assert ei.value.message.endswith(" ... (cut)") and len(ei.value.message.encode()) <= 2048, opts
+
+
 async def test_cancel_job_and_health(grpc_env):
     target, fake, _ = grpc_env
     fake.delay_s = 0.3

@@ -52,6 +52,35 @@ def test_parse_pages():
         parse_pages("1-3", 3, max_pages=2)
 
 
+def test_a_huge_page_range_costs_nothing_before_the_document_is_opened():
+    """Found by tryout7: ``pages=1-99999999999999999999`` (one REST request) made the gateway build a set of
+    every page number while checking the syntax before admission: 17 GB, the gateway OOM-killed. Now the
+    selection is checked range by range; a number over 12 digits is malformed (int() of 5000 raises)."""
+    import time
+    import tracemalloc
+
+    from gateway.ingest.selection import check_selection
+
+    tracemalloc.start()
+    t0 = time.monotonic()
+    try:
+        check_selection("1-99999999999")
+        check_selection("2-, 5-999999999999")
+        with pytest.raises(InvalidInput, match="page 99999999999 does not exist; the document has 3 pages"):
+            parse_pages("1-99999999999", 3)
+        with pytest.raises(InvalidInput, match="page 9 does not exist"):
+            parse_pages("9-", 3)
+        with pytest.raises(InvalidInput, match="names a page number of more than 12 digits"):
+            check_selection("1-99999999999999999999")
+        for spec in ("9" * 5000, "0-3", "4-2", "1-x"):
+            with pytest.raises(InvalidInput):
+                check_selection(spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - t0 < 1.0 and peak < 1 << 20, peak
+
+
 def test_normalise_modes():
     rgba = Image.new("RGBA", (4, 4), (255, 0, 0, 0))  # fully transparent red -> white
     assert normalise(rgba).getpixel((0, 0)) == (255, 255, 255)

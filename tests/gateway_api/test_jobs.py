@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -434,7 +435,7 @@ async def test_a_job_with_some_pages_read_is_done_with_the_others_errors(env):
 
 
 def test_every_page_failed_groups_the_reasons_and_takes_the_most_common_code():
-    from gateway.output.page_errors import MAX_REASONS, every_page_failed
+    from inkstream.page_errors import MAX_REASONS, every_page_failed
     from inkstream.page_result import PageError, PageResult
 
     def err(i: int, code: str, message: str) -> PageResult:
@@ -531,3 +532,25 @@ async def test_a_failing_heartbeat_is_logged_once_not_every_beat(env, caplog, mo
     beat.cancel()
     lines = [r.getMessage() for r in caplog.records if "heartbeat" in r.getMessage()]
     assert len(lines) == 2 and "failed" in lines[0] and "works again" in lines[1], lines
+
+
+@pytest.mark.parametrize("fail", [{1, 2}, {2}], ids=["every-page-failed", "one-page-failed"])
+async def test_the_ndjson_summary_agrees_with_the_job_of_the_same_pages(env, fail):
+    """Found by tryout7: a stream whose every page failed ended with a summary of ``pages_ok`` 0 and no
+    error, where a job of the same pages fails with {code, reason, message} (and the whole-document
+    answer with that status): the summary now carries the job's error (null when a page was read)."""
+    c, fake, core = env
+    core.config.stores.job_deadline_s = 1.0
+    fake.fail = fail
+    r = await c.post("/v1/ocr", files={"file": ("d.pdf", marked_pdf([1, 2]))}, data={"format": "text"},
+                     headers={"Accept": "application/x-ndjson"})
+    assert r.status_code == 200, r.text
+    summary = json.loads(r.text.strip().splitlines()[-1])["summary"]
+    job = (await submit(c, marked_pdf([1, 2]), format="text")).json()
+    job = await wait_status(c, job["job_id"], ("failed", "done"))
+    assert job["status"] == ("failed" if fail == {1, 2} else "done"), job
+    assert (summary["pages"], summary["pages_ok"], summary["pages_error"]) == (job["pages_total"], 2 - len(fail),
+                                                                               len(fail))
+    assert summary["error"] == job["error"], (summary, job)
+    if job["error"] is not None:
+        assert job["error"]["code"] == "UNAVAILABLE" and "pages 1-2" in job["error"]["message"]

@@ -260,3 +260,29 @@ async def test_redis_down_means_not_ready_and_503(engines, tmp_path):
             assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1
     finally:
         await core.close()
+
+
+async def test_a_presigned_upload_while_the_object_store_is_down_is_503(engines, tmp_path, monkeypatch):
+    """Found by tryout7: with the object store down, POST /v1/uploads still answered 201 with a presigned
+    URL (signing needs no store), whose PUT then failed at the client. Now the store is asked first:
+    503 + Retry-After, a message without the endpoint, within the S3 client's short timeouts."""
+    import time
+
+    redis_srv, s3 = engines
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")  # the store is down: nothing listens there
+    cfg = shared_config(redis_srv, s3, tmp_path, "d", "down")
+    fake = FakePipeline()
+    core = GatewayCore(cfg, fake)
+    core.start()
+    app = create_app(cfg, fake, core)
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://d") as c:
+            t0 = time.monotonic()
+            r = await c.post("/v1/uploads")
+            assert time.monotonic() - t0 < 20
+            assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1, r.text
+            err = r.json()["error"]
+            assert err["code"] == "UNAVAILABLE" and "object store cannot be reached" in err["message"], err
+            assert "127.0.0.1" not in err["message"]
+    finally:
+        await core.close()

@@ -90,6 +90,15 @@ async def test_line_segments_become_line_blocks(gw_config):
     assert page["text"] == "line one of page 4\nline two of page 4"
 
 
+async def test_an_unknown_format_lists_the_output_formats_and_tells_a_document_type_apart(client):
+    # Found by tryout7: format=png answered "unknown format 'png'; use one of: ..." as if any name would do.
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", marked_pdf([1]))}, data={"format": "png"})
+    msg = r.json()["error"]["message"]
+    assert r.status_code == 400 and msg == ("unknown format 'png'; format is the output, one of: markdown, text, "
+                                            "json, hocr, pdf (PNG is a document type: the gateway recognises it "
+                                            "from the file's bytes)"), msg
+
+
 async def test_page_selection(client):
     r = await ocr(client, marked_pdf([10, 11, 12, 13, 14]), pages="4-5,1", format="json")
     assert r.status_code == 200

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 
 import pytest
 
@@ -266,6 +267,21 @@ async def test_decoder_segment_error_is_page_error(cluster):
     assert outs[0].error.code == "INVALID_ARGUMENT"
 
 
+async def test_a_page_error_says_what_happened_to_the_page_not_the_step(cluster):
+    """Found by tryout7: page errors read "page 2 encode: ..." / "page 1 decode: ..." (the pipeline's step
+    names, which the log keeps); the client's message says what happened to the page in words."""
+    c = await cluster.start()
+    images = make_pages(3, seed=12)
+    c.encoders[0].fail_digests[digest(images[1])] = "ITEM_INVALID"
+    c.decoders[0].fail_digests[digest(images[2])] = "INTERNAL"
+    outs = await collect(c.pipeline, PageSource(images))
+    assert_all_pages(outs, images, error_pages={1, 2})
+    assert outs[1].error.message.startswith("page 2: its image could not be read: "), outs[1].error.message
+    assert outs[2].error.message.startswith("page 3: its text could not be written: "), outs[2].error.message
+    for o in outs[1:]:  # "decoder replica" is a word a user knows; the step name "decode" is not
+        assert not re.search(r"\b(en|de)code\b", o.error.message), o.error.message
+
+
 async def test_no_replica_is_page_error_not_hang(cluster):
     c = await cluster.start(retry=RetryPolicy(base_s=0.01, cap_s=0.02, replica_wait_s=0.3))
     await c.servers[1].stop(0)  # the only decoder
@@ -381,7 +397,7 @@ async def test_call_deadline_is_final_page_error(cluster):
     c.decoders[0].hang_digests = {digest(images[0])}
     outs = await collect(c.pipeline, PageSource(images))
     assert outs[0].status == "error" and outs[0].error.code == "DEADLINE_EXCEEDED"
-    assert "page 1 decode" in outs[0].error.message
+    assert "page 1: its text could not be written" in outs[0].error.message
     assert c.decoders[0].calls[digest(images[0])] == 1  # not retried
     assert outs[1].status == "ok" and outs[1].text == expected_page_text(images[1])
 

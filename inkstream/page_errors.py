@@ -1,7 +1,9 @@
 """A document whose every page failed, as one error: the answer of a job (:mod:`gateway.jobs.run`) and
 of a synchronous whole-document request (``POST /v1/ocr``, :mod:`gateway.apis.rest_ocr`) alike, so the
 same document gets the same status and reason by either route (a document of pages too small to read:
-422 NOTHING_TO_READ, as one such image; every page's replica down: 503 UNAVAILABLE).
+422 NOTHING_TO_READ, as one such image; every page's replica down: 503 UNAVAILABLE). The streams'
+summaries (NDJSON, gRPC ``Summary.error``) carry it as :func:`error_body`, and the command line
+(:mod:`client.ocr_cli`) reports it, so every route says the same of the same pages.
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ def every_page_failed(pages: list[PageResult]) -> InkstreamError | None:
     more = f"; and {len(reasons) - MAX_REASONS} more" if len(reasons) > MAX_REASONS else ""
     return error_for_code(code, f"no page could be read ({len(pages)} of {len(pages)} failed): "
                           + "; ".join(reasons[:MAX_REASONS]) + more, reason=reason)
+
+
+def error_body(pages: list[PageResult]) -> dict[str, str] | None:
+    """``{"code", "reason", "message"}`` of :func:`every_page_failed` (a job's ``error``, the REST error
+    body's fields), None when a page was read or there are none.
+    """
+    err = every_page_failed(pages)
+    return None if err is None else {"code": err.code_name, "reason": err.reason_name, "message": err.message}
 
 
 def page_list(indices: list[int]) -> str:
