@@ -12,7 +12,10 @@ its vision tokens do not depend on which other lines share its forward pass.
 
 A bilingual checkpoint (config.json ``"pp_tower"``, :mod:`models.compact.line.towers`) first routes every
 line by script: the script head on the Latin tower's features of the whole line sends a line with CJK
-script to the PP-OCRv6 tower (48-px lines, cut only beyond 32 em), any other line to the Latin tower.
+script to the PP-OCRv6 tower (48-px lines, cut only beyond 32 em), any other line to the Latin tower;
+then a Latin piece (a table cell, cut from its line) that the Latin tower's CTC read head reads as one
+number goes to the PP tower too (:meth:`CompactEncoderHalf.number_routes`,
+:mod:`models.compact.line.number_reads`: the Latin decoder misreads clean number cells).
 Its routing and PP tower run on onnxruntime too, without torch, when its ``encoder.onnx`` (with the
 script head's output) and ``pp_tokens.onnx`` are current (:mod:`models.compact.export.pp_onnx`).
 
@@ -217,24 +220,14 @@ class CompactEncoderHalf(EncoderHalf):
         return routes, list(tokens), reads
 
     def number_routes(self, pieces: list[tuple]) -> list[tuple]:
-        """Pieces (crop, box, join, PP tower?, Latin tokens or None, read-head reading or None) of a page
-        -> the same with every Latin piece whose read-head reading is one number sent to the PP tower
-        (:mod:`models.compact.line.number_reads`, issue 37). A Latin piece without tokens (cut from its
-        line, or changed after routing) is encoded here, giving its tokens and reading from one forward.
-        Unchanged without a PP tower or with :attr:`numbers_to_pp` off.
+        """:func:`models.compact.line.number_reads.number_routes` of a page's pieces on this half's PP tower
+        (issue 37); unchanged without a PP tower or with :attr:`numbers_to_pp` off.
         """
         if self._pp is None or not self.numbers_to_pp:
             return pieces
-        from models.compact.line.number_reads import is_number
+        from models.compact.line.number_reads import number_routes
 
-        todo = [i for i, p in enumerate(pieces) if not p[3] and p[4] is None]
-        if todo:
-            crops = [pieces[i][0] for i in todo]
-            frames = [normalised_width(c.width, c.height) // (WIDTH_MULTIPLE // 2) for c in crops]
-            _, tokens, _, reads = self._pp.read_lines(self.prepare_lines(crops), frames)
-            for i, t, r in zip(todo, tokens, reads, strict=True):
-                pieces[i] = (*pieces[i][:4], t, r)
-        return [(*p[:3], True, None, p[5]) if not p[3] and is_number(p[5]) else p for p in pieces]
+        return number_routes(pieces, self._pp.read_lines, self.prepare_lines)
 
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
         """Page -> PreparedPage with, per piece ``i``, ``tensors["line_<i>"]`` [1, 32, W] float16 (a Latin

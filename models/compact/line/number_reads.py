@@ -37,9 +37,13 @@ A word line is routed as before: its reading has a letter.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from PIL import Image
 
+from models.compact.line.image import WIDTH_MULTIPLE, normalised_width
 from models.compact.vocab import CHARSET, SPECIALS
 
 #: The Latin read head's classes: its class ``i`` is the Latin vocabulary's id ``i`` (blank = ``<pad>``).
@@ -73,3 +77,23 @@ def is_number(text: str | None) -> bool:
     with a space between.
     """
     return bool(text) and NUMBER.fullmatch(text or "") is not None
+
+
+def number_routes(pieces: list[tuple], read_lines: Callable[[list[np.ndarray], list[int]], tuple[Any, ...]],
+                  prepare_lines: Callable[[list[Image.Image]], list[np.ndarray]]) -> list[tuple]:
+    """A page's pieces (crop, box, join, PP tower?, Latin vision tokens [T, hidden] or None, read-head
+    reading or None) -> the same, every Latin piece whose reading :func:`is_number` sent to the PP
+    tower (tokens None). A Latin piece without tokens (cut from its line, or changed after routing)
+    is encoded first: ``prepare_lines`` (crops -> bucketed [1, 32, W] lines) and ``read_lines``
+    (:meth:`models.compact.line.towers.PPTower.read_lines`: the second of what it returns are the
+    tokens, the fourth the readings) give both from one forward, so the piece is not encoded again. ``pieces``
+    is updated in place where a piece gets its tokens.
+    """
+    todo = [i for i, p in enumerate(pieces) if not p[3] and p[4] is None]
+    if todo:
+        crops = [pieces[i][0] for i in todo]
+        frames = [normalised_width(c.width, c.height) // (WIDTH_MULTIPLE // 2) for c in crops]
+        _, tokens, _, reads = read_lines(prepare_lines(crops), frames)
+        for i, t, r in zip(todo, tokens, reads, strict=True):
+            pieces[i] = (*pieces[i][:4], t, r)
+    return [(*p[:3], True, None, p[5]) if not p[3] and is_number(p[5]) else p for p in pieces]

@@ -15,7 +15,9 @@ On a Chinese page every line goes to the PP tower, number cells and Latin words 
 The routing forward of the Latin tower also gives the tokens of the lines that stay there
 (:meth:`PPTower.script_lines`) and, for a checkpoint with a read head, each line's doubt: a page the
 Latin tower reads doubtfully (a scan, a fax, a faded receipt) or a doubtful line goes to the PP tower
-too (:mod:`models.compact.line.doubt`, :attr:`PPTower.bars`).
+too (:mod:`models.compact.line.doubt`, :attr:`PPTower.bars`); its read head's greedy reading of each line
+(:meth:`PPTower.read_lines`) sends a piece that is one number there as well
+(:mod:`models.compact.line.number_reads`).
 
 Two runtimes, the same tokens: :meth:`PPTower.load` (torch: the compressor
 :class:`models.compact.line.pptower.PPTokens` and the script head :class:`models.compact.line.script.ScriptHead`
