@@ -130,10 +130,11 @@ def force_towers(engine: object, mode: str) -> None:
     if mode == "pp" and getattr(enc, "_pp", None) is None:
         raise ValueError("--towers pp needs a bilingual checkpoint (a PP tower)")
     route = type(enc).route.__get__(enc)
+    enc.numbers_to_pp = mode == "pp"  # latin: number pieces stay on the Latin tower too
 
-    def forced(crops: list, page: object = None) -> tuple[list[bool], list]:
-        _, tokens = route(crops, page)
-        return [mode == "pp"] * len(crops), tokens
+    def forced(crops: list, page: object = None) -> tuple[list[bool], list, list]:
+        _, tokens, reads = route(crops, page)
+        return [mode == "pp"] * len(crops), tokens, reads
 
     enc.route = forced
 

@@ -12,7 +12,10 @@ its vision tokens do not depend on which other lines share its forward pass.
 
 A bilingual checkpoint (config.json ``"pp_tower"``, :mod:`models.compact.line.towers`) first routes every
 line by script: the script head on the Latin tower's features of the whole line sends a line with CJK
-script to the PP-OCRv6 tower (48-px lines, cut only beyond 32 em), any other line to the Latin tower.
+script to the PP-OCRv6 tower (48-px lines, cut only beyond 32 em), any other line to the Latin tower;
+then a Latin piece (a table cell, cut from its line) that the Latin tower's CTC read head reads as one
+number goes to the PP tower too (:meth:`CompactEncoderHalf.number_routes`,
+:mod:`models.compact.line.number_reads`: the Latin decoder misreads clean number cells).
 Its routing and PP tower run on onnxruntime too, without torch, when its ``encoder.onnx`` (with the
 script head's output) and ``pp_tokens.onnx`` are current (:mod:`models.compact.export.pp_onnx`).
 
@@ -96,6 +99,8 @@ class CompactEncoderHalf(EncoderHalf):
         #: the copy classes (and spacing probabilities) after the features (models/compact/line/token_columns.py)
         self.extra_columns = columns_of_width(pp.copy_width if pp is not None else 0)
         self.device, self.dtype, self.default_mode = device, dtype, "lines"
+        #: send Latin pieces the read head reads as one number to the PP tower (:meth:`number_routes`)
+        self.numbers_to_pp = True
         self.runtime = "onnxruntime" if isinstance(runner, OnnxLineEncoder) else "torch"
 
     @classmethod
@@ -177,12 +182,13 @@ class CompactEncoderHalf(EncoderHalf):
 
         return reads_forward(self._pp, crops)
 
-    def route(self, crops: list[Image.Image],
-              page: Image.Image | None = None) -> tuple[list[bool], list[np.ndarray | None]]:
+    def route(self, crops: list[Image.Image], page: Image.Image | None = None
+              ) -> tuple[list[bool], list[np.ndarray | None], list[str | None]]:
         """Line crops of one ``page`` (as given, before the detector turns or deskews it: resampling gave
         the paper of a rendered page grain; None: the grain is not measured) -> (the tower of each line,
         True: PP tower; the Latin tower's vision tokens [W/16, hidden] float32 of each line, from the
-        routing forward, None without a PP tower).
+        routing forward, None without a PP tower; the read head's reading of each line,
+        :func:`models.compact.line.number_reads.read_text`, None without one).
         A bilingual checkpoint's script head decides per line on the Latin tower's features of the
         whole line (:meth:`models.compact.line.towers.PPTower.script_lines`), and a Chinese page sends every
         line to the PP tower (:func:`models.compact.line.towers.page_routes`), as do a page or a line the
@@ -193,13 +199,13 @@ class CompactEncoderHalf(EncoderHalf):
         Latin tower (no forward here).
         """
         if self._pp is None:
-            return [False] * len(crops), [None] * len(crops)
+            return [False] * len(crops), [None] * len(crops), [None] * len(crops)
         from models.compact.line.grain import paper_grain
         from models.compact.line.towers import page_routes
 
         lines = self.prepare_lines(crops)
         n_frames = [normalised_width(c.width, c.height) // (WIDTH_MULTIPLE // 2) for c in crops]
-        cjk, tokens, doubts = self._pp.script_lines(lines, n_frames)
+        cjk, tokens, doubts, reads = self._pp.read_lines(lines, n_frames)
         routes = page_routes(cjk)
         if doubts is not None and self._pp.bars is not None:
             from models.compact.line.doubt import doubt_routes
@@ -211,7 +217,17 @@ class CompactEncoderHalf(EncoderHalf):
                                   grain_above)
         # a hairline double quote reads as an apostrophe on the Latin tower, right on the PP tower
         routes = [r or hairline_quotes(c) > 0 for r, c in zip(routes, crops, strict=True)]
-        return routes, list(tokens)
+        return routes, list(tokens), reads
+
+    def number_routes(self, pieces: list[tuple]) -> list[tuple]:
+        """:func:`models.compact.line.number_reads.number_routes` of a page's pieces on this half's PP tower
+        (issue 37); unchanged without a PP tower or with :attr:`numbers_to_pp` off.
+        """
+        if self._pp is None or not self.numbers_to_pp:
+            return pieces
+        from models.compact.line.number_reads import number_routes
+
+        return number_routes(pieces, self._pp.read_lines, self.prepare_lines)
 
     def preprocess(self, image: Image.Image, mode: str) -> PreparedPage:
         """Page -> PreparedPage with, per piece ``i``, ``tensors["line_<i>"]`` [1, 32, W] float16 (a Latin
@@ -240,19 +256,21 @@ class CompactEncoderHalf(EncoderHalf):
         framed = [dash_at_frame(c) for c, _ in tight]  # a leading minus at the phase it is read at (issue 37)
         leads = [f.width - c.width for f, (c, _) in zip(framed, tight, strict=True)]  # paper added, not on the page
         tight = [(f, b) for f, (_, b) in zip(framed, tight, strict=True)]
-        cjk, latin = self.route([c for c, _ in tight], image)  # grain: on the page as given
+        cjk, latin, reads = self.route([c for c, _ in tight], image)  # grain: on the page as given
         pieces = []
-        for ln, (crop, box), lead, pp, tokens in zip(lines, tight, leads, cjk, latin, strict=True):
+        for ln, (crop, box), lead, pp, tokens, text in zip(lines, tight, leads, cjk, latin, reads, strict=True):
             # Read without a form's box edges and underlines; routed with them (line/rules.py: its doubt
             # is the page's sign of a scan), so a line they were erased from is encoded again.
             read = erase_rules(crop)
             parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX, tabs=not pp, lead=lead)
             whole = tokens if len(parts) == 1 and read is crop else None  # a Latin line read whole: routing encoded it
-            pieces += [(parts[0][0], parts[0][1], ln.join, pp, whole), *((*part, pp, None) for part in parts[1:])]
+            pieces += [(parts[0][0], parts[0][1], ln.join, pp, whole, text if whole is not None else None),
+                       *((*part, pp, None, None) for part in parts[1:])]
         # a Latin piece led by a minus: the minus put at the phase the tower reads it at (issue 37)
-        pieces = [p if p[3] or (c := dash_at_frame(p[0])) is p[0] else (c, *p[1:4], None) for p in pieces]
+        pieces = [p if p[3] or (c := dash_at_frame(p[0])) is p[0] else (c, *p[1:4], None, None) for p in pieces]
+        pieces = self.number_routes(pieces)  # a number cell the read head reads: to the PP tower (issue 37)
         tensors, n_tokens, towers = {}, [], []
-        for i, (crop, _, _, pp, whole) in enumerate(pieces):
+        for i, (crop, _, _, pp, whole, _) in enumerate(pieces):
             n = normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE
             if pp and self._pp is not None:
                 tensors[f"pp_{i}"], n = self._pp.prepare(prepare.dark_on_light(crop))
@@ -262,7 +280,7 @@ class CompactEncoderHalf(EncoderHalf):
                 tensors[f"line_{i}"] = self.prepare_lines([crop])[0]
             n_tokens.append(n)
             towers.append("pp" if pp else "latin")
-        boxes = [unrotate_box(box, rotation, image.width, image.height) for _, box, _, _, _ in pieces]
+        boxes = [unrotate_box(box, rotation, image.width, image.height) for _, box, *_ in pieces]
         return PreparedPage(batch_key="compact-lines", tensors=tensors, width=image.width, height=image.height,
                             meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [p[2] for p in pieces],
                                   "towers": towers, "rotation": rotation, "unread_ink": unread})

@@ -135,7 +135,7 @@ def test_onnx_and_torch_runtimes_give_the_same_doubts_and_routes(read_ckpt, tmp_
     assert a is not None and b is not None and all(d > 0 for d in a)
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     # every line is doubtful: the page is a scan, every line goes to the PP tower
-    routes, _ = onnx_half.route(crops)
+    routes, *_ = onnx_half.route(crops)
     assert routes == [True] * len(TEXTS)
 
 

@@ -56,7 +56,7 @@ def test_force_towers_refuses_unknown_mode_and_missing_pp_tower():
         _pp = None
 
         def route(self, crops, page=None):
-            return [False] * len(crops), [None] * len(crops)
+            return [False] * len(crops), [None] * len(crops), [None] * len(crops)
 
     engine = types.SimpleNamespace(enc=Enc())
     with pytest.raises(ValueError, match="tower mode"):
@@ -65,5 +65,5 @@ def test_force_towers_refuses_unknown_mode_and_missing_pp_tower():
         force_towers(engine, "pp")
     engine.enc._pp = object()
     force_towers(engine, "pp")
-    routes, tokens = engine.enc.route([1, 2, 3])
+    routes, tokens, _ = engine.enc.route([1, 2, 3])
     assert routes == [True, True, True] and tokens == [None, None, None]

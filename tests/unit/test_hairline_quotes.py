@@ -67,7 +67,7 @@ def test_bilingual_encoder_routes_a_hairline_quote_line_to_pp():
              "in all copies, and that you add no other conditions whatsoever to those of",
              "this License. You may not use technical measures to obstruct or control the"]
     crops = [_line(book, QUOTED, 28), _line(sans, QUOTED, 28), *(_line(sans, t, 28) for t in prose)]
-    routes, _ = enc.route(crops)
+    routes, *_ = enc.route(crops)
     assert routes == [True] + [False] * (len(crops) - 1)  # the Latin tower reads the rest
 
 

@@ -3,7 +3,8 @@ line crop and in a generated table row (issue 37: ``-92.32%`` read ``92.32%`` on
 page 2). They failed on main: the tower's reading moves with the minus's horizontal phase
 (bench/minus_crops.py); the encoder half now puts a leading dash one stride-8 frame from the crop's
 left edge when it is closer (models/compact/line/lead_dash.py) and leaves every other crop as it was.
-OPEN: the table cell (its minus 13 px from the edge) still loses it (strict xfail)."""
+The table cell (its minus 13 px from the edge) is read right since number cells go to the PP tower
+(models/compact/line/number_reads.py; it was a strict xfail before)."""
 
 from __future__ import annotations
 
@@ -64,10 +65,10 @@ def test_a_minus_at_a_crops_left_edge_is_read(halves, text, path, size, off):
 
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: this cell's minus sits 13 px (> one frame) from its crop's edge; "
-                   "taking paper off broke bench/tables.py seed 10")
 def test_negative_cells_of_a_generated_table_keep_their_minus():
-    """bench/tables.py seed 11 page 2 (horizontal rules, zebra rows): ``-92.32%`` was read ``92.32%``."""
+    """bench/tables.py seed 11 page 2 (horizontal rules, zebra rows): ``-92.32%`` was read ``92.32%``
+    (its minus 13 px, more than a frame, from its crop's edge). Read right since number cells the Latin
+    read head reads as a number go to the PP tower (models/compact/line/number_reads.py)."""
     from bench.table_pages import render_table_page
     from bench.tables import Ours, page_spec
 

@@ -56,7 +56,7 @@ def read_both(enc, dec, image) -> dict:
     seen: dict = {}
 
     def forced(to_pp: bool) -> Callable:
-        def route(crops: list, page: Any = None) -> tuple[list[bool], list]:
+        def route(crops: list, page: Any = None) -> tuple[list[bool], list, list]:
             lines = enc.prepare_lines(crops)
             n_frames = [normalised_width(c.width, c.height) // (WIDTH_MULTIPLE // 2) for c in crops]
             cjk, tokens, doubts = enc._pp.script_lines(lines, n_frames)
@@ -67,12 +67,12 @@ def read_both(enc, dec, image) -> dict:
                                   grain_above)
             seen.update(cjk=[bool(c) for c in cjk], doubts=[round(float(d), 4) for d in doubts or []],
                         contrasts=[round(c, 1) for c in contrasts], served=served)
-            return [to_pp] * len(crops), list(tokens)
+            return [to_pp] * len(crops), list(tokens), [None] * len(crops)
         return route
 
     out: dict = {}
     for name, to_pp in (("latin", False), ("pp", True)):
-        enc.route = forced(to_pp)
+        enc.route, enc.numbers_to_pp = forced(to_pp), to_pp
         try:
             lines = read_scored(enc, dec, image)
         finally:

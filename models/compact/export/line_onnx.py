@@ -22,8 +22,8 @@ they hold CJK script, which :func:`models.compact.line.towers.script_decisions` 
 decision; its PP tower's compressor goes to ``pp_tokens.onnx`` (:mod:`models.compact.export.pp_onnx`). With
 both current, the encoder service of a bilingual checkpoint imports no torch either. With a read head
 (``read_head.*`` tensors, :mod:`models.compact.line.doubt`) it gets a third output, ``read_top``
-[N, W/8, 2] float32: per stride-8 frame, the read head's log-probability of its most likely class and
-of the blank.
+[N, W/8, 3] float32: per stride-8 frame, the read head's log-probability of its most likely class and
+of the blank, and that class's id (:mod:`models.compact.line.number_reads`).
 :func:`export_onnx` (and this module's command line) writes every ONNX file a checkpoint needs.
 """
 

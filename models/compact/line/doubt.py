@@ -5,7 +5,8 @@ attention, :class:`models.compact.model.CompactOCR`); a bilingual checkpoint shi
 *read head* (``read_head.*`` tensors: a linear layer 192 -> 256 Latin classes, blank = class 0,
 copied from the training state whose encoder weights the checkpoint carries:
 ``training/compact/read_head.py``). Per frame the encoder gives (log-probability of the most likely
-class, log-probability of the blank) -- ``read_top`` [N, W/8, 2] float32, an output of the bilingual
+class, log-probability of the blank, that class's id) -- ``read_top`` [N, W/8, 3] float32 (files exported
+before the ids: [N, W/8, 2]), an output of the bilingual
 ``encoder.onnx`` (:mod:`models.compact.export.line_onnx`) or of the torch runtime.
 
 * :func:`line_doubt`: the mean negative log-probability of the line's character spikes (frames
@@ -91,8 +92,8 @@ BLANK_ID = 0
 
 
 def line_doubt(read_top: np.ndarray, n_frames: int) -> float:
-    """The doubt of one line: ``read_top`` [T, 2] float (per frame: log-probability of the most
-    likely class, of the blank; frames past ``n_frames`` are padding and ignored) -> mean of
+    """The doubt of one line: ``read_top`` [T, 2 or 3] float (per frame: log-probability of the most
+    likely class, of the blank, [the class's id]; frames past ``n_frames`` are padding and ignored) -> mean of
     ``-log p`` over the frames whose most likely class is not the blank (nats, >= 0; 0.0 without any).
     """
     x = np.asarray(read_top, dtype=np.float32)[: max(0, n_frames)]
@@ -150,10 +151,12 @@ def load_read_head(checkpoint_dir: str | pathlib.Path) -> torch.nn.Linear | None
 
 
 def read_top(head: torch.nn.Linear, feats: torch.Tensor) -> torch.Tensor:
-    """Stride-8 features [N, T, C] -> [N, T, 2] float32: per frame the log-probability of the read
-    head's most likely class and of the blank (class :data:`BLANK_ID`).
+    """Stride-8 features [N, T, C] -> [N, T, 3] float32: per frame the log-probability of the read
+    head's most likely class, of the blank (class :data:`BLANK_ID`), and that most likely class's id
+    (a whole number as float32: the Latin vocabulary's id, :mod:`models.compact.line.number_reads`).
     """
     import torch
 
     lp = torch.log_softmax(head(feats.float()), dim=-1)
-    return torch.stack([lp.max(dim=-1).values, lp[..., BLANK_ID]], dim=-1)
+    top = lp.max(dim=-1)
+    return torch.stack([top.values, lp[..., BLANK_ID], top.indices.float()], dim=-1)

@@ -24,7 +24,8 @@ PP_ONNX = "pp_tokens.onnx"
 REVISION_KEY = "inkstream_revision"
 #: the bilingual line encoder's second output: script logits [N, W/8]
 SCRIPT_OUTPUT = "script_logits"
-#: its third, with a read head: per frame the top class's and the blank's log-probability [N, W/8, 2]
+#: its third, with a read head: per frame the top class's and the blank's log-probability and the top
+#: class's id [N, W/8, 3]
 READ_OUTPUT = "read_top"
 
 
@@ -102,8 +103,8 @@ class OnnxLineEncoder:
         return np.asarray(tokens), np.asarray(logits)
 
     def read_all(self, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """As :meth:`tokens_and_script`, plus the read head's ``read_top`` [N, W/8, 2] float32 (None for
-        a file without it), from one forward.
+        """As :meth:`tokens_and_script`, plus the read head's ``read_top`` [N, W/8, 3] float32 (2 columns
+        from an older export; None for a file without it), from one forward.
         """
         if not self.has_read:
             return (*self.tokens_and_script(lines), None)

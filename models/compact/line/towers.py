@@ -15,7 +15,9 @@ On a Chinese page every line goes to the PP tower, number cells and Latin words 
 The routing forward of the Latin tower also gives the tokens of the lines that stay there
 (:meth:`PPTower.script_lines`) and, for a checkpoint with a read head, each line's doubt: a page the
 Latin tower reads doubtfully (a scan, a fax, a faded receipt) or a doubtful line goes to the PP tower
-too (:mod:`models.compact.line.doubt`, :attr:`PPTower.bars`).
+too (:mod:`models.compact.line.doubt`, :attr:`PPTower.bars`); its read head's greedy reading of each line
+(:meth:`PPTower.read_lines`) sends a piece that is one number there as well
+(:mod:`models.compact.line.number_reads`).
 
 Two runtimes, the same tokens: :meth:`PPTower.load` (torch: the compressor
 :class:`models.compact.line.pptower.PPTokens` and the script head :class:`models.compact.line.script.ScriptHead`
@@ -133,7 +135,8 @@ class PPTower:
     onnxruntime: float32 numpy); ``read_latin``: normalised Latin lines [N, 1, 32, W] float32 (numpy, W
     a multiple of 16) and their real stride-8 frames [N] int64 -> (bool [N], the script head's
     decision; the Latin tower's vision tokens [N, W/16, hidden] float32, numpy; the read head's
-    ``read_top`` [N, W/8, 2] float32 or None without a read head) from one forward of the
+    ``read_top`` [N, W/8, 3] float32 ([N, W/8, 2] from an older ``encoder.onnx``) or None without a
+    read head) from one forward of the
     Latin tower; ``loaded``: checkpoint names of the tensors behind them; ``stride``: trunk frames per
     token (1 or 2); ``copy_width``: columns of copy classes after the ``hidden`` features
     (:func:`models.compact.decode.copy_head.pack`; 0 without); ``bars``: (doubtful, page share, alone,
@@ -228,6 +231,12 @@ class PPTower:
 
     def script_lines(self, lines: list[np.ndarray],
                      n_frames: list[int]) -> tuple[list[bool], list[np.ndarray], list[float] | None]:
+        """The first three of :meth:`read_lines`."""
+        cjk, tokens, doubts, _ = self.read_lines(lines, n_frames)
+        return cjk, tokens, doubts
+
+    def read_lines(self, lines: list[np.ndarray], n_frames: list[int]
+                   ) -> tuple[list[bool], list[np.ndarray], list[float] | None, list[str | None]]:
         """Normalised Latin-tower lines ([1, 32, W] arrays, any float dtype, W a multiple of 16: the
         encoder half's bucketed lines, :meth:`models.compact.encoder_half.CompactEncoderHalf.prepare_lines`)
         and each line's real stride-8 frames (its width before the paper padding / 8) -> (the script
@@ -236,11 +245,16 @@ class PPTower:
         Latin tower is not encoded twice; lines of equal width share a forward (the script head ignores
         the padded frames: on the 891 detected lines of ../shared/eval's English and Chinese pages it
         decided alike at the bucket width and at each line's own width, as it was trained); third, each
-        line's doubt (:func:`models.compact.line.doubt.line_doubt`), None without a read head.
+        line's doubt (:func:`models.compact.line.doubt.line_doubt`), None without a read head; fourth,
+        each line's read-head reading (:func:`models.compact.line.number_reads.read_text`), None where
+        the runtime gives no class ids.
         """
+        from models.compact.line.number_reads import read_text
+
         out: list[bool] = [False] * len(lines)
         tokens: list[np.ndarray | None] = [None] * len(lines)
         doubts: list[float] = [0.0] * len(lines)
+        reads: list[str | None] = [None] * len(lines)
         has_read = True
         for chunk in width_batches(lines, MAX_LINES_PER_FORWARD):
             x = np.stack([np.asarray(lines[i], dtype=np.float32) for i in chunk])
@@ -249,7 +263,8 @@ class PPTower:
             for j, i in enumerate(chunk):
                 out[i], tokens[i] = bool(cjk[j]), latin[j]
                 doubts[i] = line_doubt(top[j], n_frames[i]) if top is not None else 0.0
-        return out, [t for t in tokens if t is not None], doubts if has_read and lines else None
+                reads[i] = read_text(top[j], n_frames[i]) if top is not None else None
+        return out, [t for t in tokens if t is not None], doubts if has_read and lines else None, reads
 
     def prepare(self, crop: Image.Image) -> tuple[np.ndarray, int]:
         """A PP line: (float16 [48, W_bucket] in [-1, 1], paper +1, one channel of
