@@ -47,6 +47,24 @@ ROW_BAND_GAP = 1.0
 #: other (one tab stop: measured 0.05-0.16 on generated forms, the detector's box edges and glyph side
 #: bearings; a right-aligned column's one-digit-longer number starts ~0.4 line heights further left).
 VALUE_ALIGN = 0.3
+#: A value's box that starts less than this many line heights past the end of its label's box (or
+#: before it) reaches back over the label's print: its left edge is not where the value's print starts
+#: (the detector's box of ``564-54852`` began 1.35 line heights early, over the colon of ``Policy
+#: number:``, ``bench/doc_pages.py --seed 1500`` page 6) and says nothing of the panel's tab stop.
+VALUE_REACH = 0.25
+
+
+def value_lefts(rows: list[list[LineBox]], med_h: float) -> list[float]:
+    """Page x (pixels) of the left edges of the values (the second box of a row of two) of ``rows``
+    (:func:`row_groups`), leaving out those that reach back to their label (:data:`VALUE_REACH`).
+    """
+    out = []
+    for row in rows:
+        if len(row) == 2:
+            label, value = sorted(row, key=lambda ln: ln.box[0])
+            if value.box[0] - label.box[2] >= VALUE_REACH * med_h:
+                out.append(value.box[0])
+    return out
 
 
 #: Between blocks stacked one above the other, a gap at least this many line heights tall ...
@@ -78,7 +96,8 @@ def is_panel(side: list[LineBox], med_h: float) -> bool:
     one line height: a table's last column of right-aligned numbers, or a grid of equal cells, is
     not a panel) and, where a row has a second box (a value at the panel's tab stop), those boxes
     left-aligned within :data:`VALUE_ALIGN` line heights (a table's right-aligned numbers of
-    different lengths are not). ``med_h``: the median line height in pixels.
+    different lengths are not; a value whose box reaches back to its label is not measured,
+    :func:`value_lefts`). ``med_h``: the median line height in pixels.
     """
     rows = row_groups(side, med_h)
     if not 2 <= len(rows) <= PANEL_MAX_ROWS or any(len(row) > 2 for row in rows):
@@ -90,7 +109,7 @@ def is_panel(side: list[LineBox], med_h: float) -> bool:
     lefts = [ln.box[0] for ln in firsts]
     rights = [max(ln.box[2] for ln in row) for row in rows]
     head_rights = [ln.box[2] for ln in firsts]
-    values = [max(row, key=lambda ln: ln.box[0]).box[0] for row in rows if len(row) == 2]
+    values = value_lefts(rows, med_h)
     ragged = max(rights) - min(rights) > med_h or max(head_rights) - min(head_rights) > med_h
     tabbed = not values or max(values) - min(values) <= VALUE_ALIGN * med_h
     return max(lefts) - min(lefts) <= med_h and ragged and tabbed
