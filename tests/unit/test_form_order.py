@@ -536,3 +536,27 @@ def test_a_label_block_of_its_own_inside_its_panel_is_read_with_its_row():
     panel's last row: it was read after the panel, its value before it (3.7 % CER on the page)."""
     order = _read_page(SEED1200_LONE_LABEL, SEED1200_LONE_BLOCKS, (1700, 2200))
     assert order == [t for _, t in SEED1200_LONE_LABEL]
+
+
+#: Section 1 of ``bench/doc_pages.py --seed 1800`` page 3 (Chinese form): four key-value rows beside two
+#: in one table block of the analysis; the right panel's labels and values each of one length (its rows
+#: end alike, 1 px apart).
+SEED1800_PANELS = [
+    ((127, 205, 291, 243), "一、基本信息"),
+    ((126, 267, 253, 301), "所属部门："), ((294, 272, 360, 310), "李娜"),
+    ((124, 310, 255, 348), "联系电话："), ((297, 322, 538, 354), "760863953852640030"),
+    ((129, 357, 253, 390), "电子邮箱："), ((293, 361, 361, 403), "陈静"),
+    ((124, 402, 203, 438), "性别："), ((293, 407, 361, 449), "赵敏"),
+    ((875, 264, 1004, 302), "邮政编码："), ((1098, 274, 1251, 308), "76506309570"),
+    ((877, 312, 1029, 346), "身份证号码："), ((1097, 320, 1252, 354), "34359759454"),
+    ((129, 480, 290, 514), "二、联系方式"),
+]
+SEED1800_BLOCKS = [(TEXT, (131, 210, 285, 238)), (TABLE, (131, 273, 1245, 460)), (TEXT, (132, 484, 286, 510))]
+
+
+def test_a_key_value_panel_whose_rows_end_alike_beside_a_longer_one_is_a_panel():
+    """Two rows that end alike were no panel (not ragged): the band was one four-column table, read row
+    across row (29.7 % CER at 0.0 % order-free). Beside a panel of four rows they are not a table's
+    columns (a table's columns share its rows)."""
+    order = _read_page(SEED1800_PANELS, SEED1800_BLOCKS, (1700, 2200))
+    assert order == [t for _, t in SEED1800_PANELS]

@@ -87,7 +87,7 @@ def median_row_gap(blocks: list[list[LineBox]], med_h: float) -> float | None:
     return float(np.median(gaps)) if gaps else None
 
 
-def is_panel(side: list[LineBox], med_h: float) -> bool:
+def is_panel(side: list[LineBox], med_h: float, ragged_needed: bool = True) -> bool:
     """Whether ``side`` reads as one panel of a form or an invoice (an address block, a few key-value
     rows): 2 to :data:`PANEL_MAX_ROWS` rows (boxes whose centres lie within half a line height make a
     row) of at most two boxes each (a line, or a key and its value), left-aligned (the rows' left
@@ -97,7 +97,8 @@ def is_panel(side: list[LineBox], med_h: float) -> bool:
     not a panel) and, where a row has a second box (a value at the panel's tab stop), those boxes
     left-aligned within :data:`VALUE_ALIGN` line heights (a table's right-aligned numbers of
     different lengths are not; a value whose box reaches back to its label is not measured,
-    :func:`value_lefts`). ``med_h``: the median line height in pixels.
+    :func:`value_lefts`). ``med_h``: the median line height in pixels. ``ragged_needed`` False: the
+    rows' right edges may align (see :func:`kv_panel`).
     """
     rows = row_groups(side, med_h)
     if not 2 <= len(rows) <= PANEL_MAX_ROWS or any(len(row) > 2 for row in rows):
@@ -112,21 +113,37 @@ def is_panel(side: list[LineBox], med_h: float) -> bool:
     values = value_lefts(rows, med_h)
     ragged = max(rights) - min(rights) > med_h or max(head_rights) - min(head_rights) > med_h
     tabbed = not values or max(values) - min(values) <= VALUE_ALIGN * med_h
-    return max(lefts) - min(lefts) <= med_h and ragged and tabbed
+    return max(lefts) - min(lefts) <= med_h and (ragged or not ragged_needed) and tabbed
+
+
+def kv_panel(side: list[LineBox], med_h: float) -> bool:
+    """Whether ``side`` is a panel of key-value rows whose right edges may align (its labels and its
+    values each of one length: ``邮政编码：  76506309570`` over ``身份证号码：  34359759454``,
+    ``bench/doc_pages.py --seed 1800`` page 3): every row a label and a value, at least two values
+    measured at one tab stop (:func:`value_lefts`), otherwise :func:`is_panel`. Only beside a panel
+    of another number of rows (:func:`panel_cut`): a table's columns share its rows.
+    """
+    rows = row_groups(side, med_h)
+    return (all(len(row) == 2 for row in rows) and len(value_lefts(rows, med_h)) >= 2
+            and is_panel(side, med_h, ragged_needed=False))
 
 
 def panel_cut(lines: list[LineBox], med_h: float,
               gutters: list[tuple[float, float]] | None = None) -> float | None:
     """The page x (pixels) of the widest gutter at least :data:`PANEL_GAP` line heights (``med_h``
-    pixels each) wide with a panel (:func:`is_panel`) on each side, or None. ``gutters``: the
-    candidate gutters (x0, x1) when already found (default: :func:`_column_gutters`).
+    pixels each) wide with a panel (:func:`is_panel`) on each side, or None; where the sides hold
+    different numbers of rows, a key-value panel whose right edges align (:func:`kv_panel`) counts.
+    ``gutters``: the candidate gutters (x0, x1) when already found (default: :func:`_column_gutters`).
     """
     best = None
     for g0, g1 in _column_gutters(lines, med_h) if gutters is None else gutters:
         mid = (g0 + g1) / 2
         left = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < mid]
         right = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= mid]
-        if g1 - g0 >= PANEL_GAP * med_h and is_panel(left, med_h) and is_panel(right, med_h):
+        if g1 - g0 < PANEL_GAP * med_h:
+            continue
+        uneven = len(row_groups(left, med_h)) != len(row_groups(right, med_h))
+        if all(is_panel(s, med_h) or (uneven and kv_panel(s, med_h)) for s in (left, right)):
             if best is None or g1 - g0 > best[0]:
                 best = (g1 - g0, mid)
     return None if best is None else best[1]
