@@ -560,3 +560,30 @@ def test_a_key_value_panel_whose_rows_end_alike_beside_a_longer_one_is_a_panel()
     columns (a table's columns share its rows)."""
     order = _read_page(SEED1800_PANELS, SEED1800_BLOCKS, (1700, 2200))
     assert order == [t for _, t in SEED1800_PANELS]
+
+
+#: Section 1's right panel of ``bench/doc_pages.py --seed 2400`` page 0: three key-value rows at one
+#: pitch, the values 1.5 line heights right of the first (long) label, 4.5 right of the other two.
+SEED2400_PANEL = [
+    ((853, 317, 1188, 355), "Account number:"), ((1253, 315, 1428, 357), "918-61804"),
+    ((850, 375, 994, 419), "Phone:"), ((1256, 375, 1430, 419), "891-44071"),
+    ((850, 434, 1060, 478), "Full name:"), ((1259, 435, 1477, 473), "Omar Haddad"),
+]
+
+
+def test_rows_at_one_pitch_are_not_cut_into_panels_below_their_first_row():
+    """The rows are no panels as a whole (the first label crosses the gap); cut at their widest row gap
+    (one pitch: 0.39 line heights), the last two rows' labels and values looked like two panels: both
+    labels were read before their values (4.3 % CER on the page at 0.2 % order-free)."""
+    lines = [_box(*box) for box, _ in SEED2400_PANEL]
+    assert _ids(reading_order(lines[::-1])) == _ids(lines)
+
+
+def test_a_line_over_two_panels_at_their_rows_pitch_leaves_them_panels():
+    """A sentence across the gutter, one row pitch above bill-to beside ship-to: cut off at the first
+    row gap, the panels below are read panel by panel (a row of one box is no label and value)."""
+    title = _line(130, -1, 1000)
+    bill = [_line(130, r, w) for r, w in enumerate((140, 260, 330, 200))]
+    ship = [_line(900, r, w) for r, w in enumerate((150, 230, 360))]
+    lines = [title, *bill, *ship]
+    assert _ids(reading_order(lines[::-1])) == _ids(lines)

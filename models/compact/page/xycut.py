@@ -217,7 +217,20 @@ def _rows(lines: list[LineBox], med_h: float) -> list[LineBox]:
     return [ln for row in row_groups(lines, med_h) for ln in sorted(row, key=lambda b: b.box[0])]
 
 
-def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
+def _one_pitch(gaps: list[float], widest: float) -> bool:
+    """Whether ``widest`` (pixels), the widest of the gaps between a band's rows ``gaps``, is below
+    :data:`SECTION_RATIO` times their median: rows at one pitch, no section gap among them.
+    """
+    return widest < SECTION_RATIO * float(np.median(gaps))
+
+
+def _xy_cut(lines: list[LineBox], med_h: float, panels: bool = True) -> list[LineBox]:
+    """``lines`` in reading order by recursive XY-cut (see the module docstring); ``panels`` False: a
+    piece of a band of rows at one pitch, each of two boxes or more, that is not side-by-side panels
+    as a whole, whose pieces are then not cut into panels either (a form's labels and their values 4.5
+    line heights to the right, under a first row whose long label crosses that gap, were read labels
+    first below that row: ``bench/doc_pages.py --seed 2400`` page 0).
+    """
     if len(lines) <= 1:
         return list(lines)
     best = None  # (gap width in line heights, axis, position)
@@ -231,15 +244,19 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
             if best is None or score > best[0]:
                 best = (score, "x", mid)
     if best is None:
+        y_gaps = [g1 - g0 for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines])]
         for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines]):
             score = (g1 - g0) / med_h
             if best is None or score > best[0]:
                 best = (score, "y", (g0 + g1) / 2)
         if best is None or best[0] < ROW_BAND_GAP:  # one band of rows: panels side by side, or rows
-            x_panel = panel_cut(lines, med_h, gutters)
+            x_panel = panel_cut(lines, med_h, gutters) if panels else None
             if x_panel is not None:
                 return _xy_cut([ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < x_panel], med_h) + \
                     _xy_cut([ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= x_panel], med_h)
+            if best is not None and _one_pitch(y_gaps, best[0] * med_h) and \
+                    all(len(row) >= 2 for row in row_groups(lines, med_h)):
+                panels = False  # rows of labels and values (a line over panels leaves them panels)
     if best is None:  # overlapping boxes everywhere: rows top to bottom, then left to right
         return _rows(lines, med_h)
     _, axis, mid = best
@@ -252,4 +269,4 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
     second = [ln for ln in lines if (ln.box[k] + ln.box[k + 2]) / 2 >= mid]
     if not first or not second:
         return _rows(lines, med_h)
-    return _xy_cut(first, med_h) + _xy_cut(second, med_h)
+    return _xy_cut(first, med_h, panels) + _xy_cut(second, med_h, panels)
