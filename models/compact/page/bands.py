@@ -22,7 +22,15 @@ from __future__ import annotations
 from models.compact.page.layout import IMAGE, TABLE, TEXT, interval_gaps
 from models.compact.page.order import Group, lines_box
 from models.compact.page.table import BESIDE_MAX_WIDTH
-from models.compact.page.xycut import PANEL_GAP, VALUE_ALIGN, is_panel, is_prose, panel_cut, row_groups
+from models.compact.page.xycut import (
+    PANEL_GAP,
+    VALUE_ALIGN,
+    is_panel,
+    is_prose,
+    panel_cut,
+    row_groups,
+    value_lefts,
+)
 
 #: Gap across the page (in median line heights) that separates bands: above a text's interline gap
 #: (0.2-0.5) and a table's row gap, at or below a form's section gap or an invoice's band gap.
@@ -69,15 +77,16 @@ def join_key_values(groups: list[Group], med_h: float) -> list[Group]:
     other. A non-prose block of cells right of a table block (its lines' median width at most
     :data:`models.compact.page.table.BESIDE_MAX_WIDTH` line heights), :data:`KV_ROW_SHARE` of its lines
     on the table's rows, joins the table whatever the gap (an invoice's amount column, the values of its
-    totals); a block of the next text column's lines does not (see :func:`_key_values`).
-    ``med_h``: the page's median line height in pixels. Every line is kept exactly once.
+    totals); a block of the next text column's lines does not (see :func:`_key_values`). A text block
+    inside another's box, on its rows, joins it (:func:`_inside`). ``med_h``: the page's median line
+    height in pixels. Every line is kept exactly once.
     """
     out = list(groups)
     joined = True
     while joined:
         joined = False
         for a in out:
-            b = next((b for b in out if b is not a and _key_values(a, b, med_h)), None)
+            b = next((b for b in out if b is not a and (_key_values(a, b, med_h) or _inside(b, a, med_h))), None)
             if b is not None:
                 out[out.index(a)] = Group(a.kind, lines_box(a.lines + b.lines), a.lines + b.lines)
                 out.remove(b)
@@ -106,6 +115,25 @@ def _key_values(a: Group, b: Group, med_h: float) -> bool:
         return False  # one line beside one line, or long lines: headings or text of adjacent columns
     return (b.box[0] - a.box[2] <= KV_GAP * med_h and _on_rows(a.lines, b.lines, med_h) >= KV_ROW_SHARE
             and _on_rows(b.lines, a.lines, med_h) >= KV_ROW_SHARE)
+
+
+#: A block lies inside another when its box is inside the other's grown by this many line heights.
+INSIDE_PAD = 0.5
+
+
+def _inside(b: Group, a: Group, med_h: float) -> bool:
+    """Whether the text block ``b`` lies inside the box of the text block ``a`` (grown by
+    :data:`INSIDE_PAD` line heights), every line of ``b`` on a row of ``a``'s lines: a piece of ``a``
+    the analysis made a block of its own (a key-value panel's last label, its value in the panel's
+    value block: ``bench/doc_pages.py --seed 1200`` page 6, the label was read after the panel).
+    """
+    if TABLE in (a.kind, b.kind) or IMAGE in (a.kind, b.kind) or not a.lines or not b.lines:
+        return False
+    pad = INSIDE_PAD * med_h
+    if not (b.box[0] >= a.box[0] - pad and b.box[1] >= a.box[1] - pad
+            and b.box[2] <= a.box[2] + pad and b.box[3] <= a.box[3] + pad):
+        return False
+    return _on_rows(b.lines, a.lines, med_h) == 1.0
 
 
 def _on_rows(lines: list, others: list, med_h: float) -> float:
@@ -208,9 +236,11 @@ def kv_list(lines: list, med_h: float) -> bool:
     """
     if not is_panel(lines, med_h):
         return False
-    values = [max(row, key=lambda ln: ln.box[0]).box for row in row_groups(lines, med_h) if len(row) == 2]
+    rows = row_groups(lines, med_h)
+    values = [max(row, key=lambda ln: ln.box[0]).box for row in rows if len(row) == 2]
     if len(values) < 2:
         return False
-    left_spread = max(v[0] for v in values) - min(v[0] for v in values)
+    lefts = value_lefts(rows, med_h)  # a value's box reaching back to its label: not measured
+    left_spread = max(lefts) - min(lefts) if lefts else 0.0
     right_spread = max(v[2] for v in values) - min(v[2] for v in values)
     return left_spread <= VALUE_ALIGN * med_h and right_spread > left_spread

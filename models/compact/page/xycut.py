@@ -47,6 +47,24 @@ ROW_BAND_GAP = 1.0
 #: other (one tab stop: measured 0.05-0.16 on generated forms, the detector's box edges and glyph side
 #: bearings; a right-aligned column's one-digit-longer number starts ~0.4 line heights further left).
 VALUE_ALIGN = 0.3
+#: A value's box that starts less than this many line heights past the end of its label's box (or
+#: before it) reaches back over the label's print: its left edge is not where the value's print starts
+#: (the detector's box of ``564-54852`` began 1.35 line heights early, over the colon of ``Policy
+#: number:``, ``bench/doc_pages.py --seed 1500`` page 6) and says nothing of the panel's tab stop.
+VALUE_REACH = 0.25
+
+
+def value_lefts(rows: list[list[LineBox]], med_h: float) -> list[float]:
+    """Page x (pixels) of the left edges of the values (the second box of a row of two) of ``rows``
+    (:func:`row_groups`), leaving out those that reach back to their label (:data:`VALUE_REACH`).
+    """
+    out = []
+    for row in rows:
+        if len(row) == 2:
+            label, value = sorted(row, key=lambda ln: ln.box[0])
+            if value.box[0] - label.box[2] >= VALUE_REACH * med_h:
+                out.append(value.box[0])
+    return out
 
 
 #: Between blocks stacked one above the other, a gap at least this many line heights tall ...
@@ -69,7 +87,7 @@ def median_row_gap(blocks: list[list[LineBox]], med_h: float) -> float | None:
     return float(np.median(gaps)) if gaps else None
 
 
-def is_panel(side: list[LineBox], med_h: float) -> bool:
+def is_panel(side: list[LineBox], med_h: float, ragged_needed: bool = True) -> bool:
     """Whether ``side`` reads as one panel of a form or an invoice (an address block, a few key-value
     rows): 2 to :data:`PANEL_MAX_ROWS` rows (boxes whose centres lie within half a line height make a
     row) of at most two boxes each (a line, or a key and its value), left-aligned (the rows' left
@@ -78,7 +96,9 @@ def is_panel(side: list[LineBox], med_h: float) -> bool:
     one line height: a table's last column of right-aligned numbers, or a grid of equal cells, is
     not a panel) and, where a row has a second box (a value at the panel's tab stop), those boxes
     left-aligned within :data:`VALUE_ALIGN` line heights (a table's right-aligned numbers of
-    different lengths are not). ``med_h``: the median line height in pixels.
+    different lengths are not; a value whose box reaches back to its label is not measured,
+    :func:`value_lefts`). ``med_h``: the median line height in pixels. ``ragged_needed`` False: the
+    rows' right edges may align (see :func:`kv_panel`).
     """
     rows = row_groups(side, med_h)
     if not 2 <= len(rows) <= PANEL_MAX_ROWS or any(len(row) > 2 for row in rows):
@@ -90,24 +110,40 @@ def is_panel(side: list[LineBox], med_h: float) -> bool:
     lefts = [ln.box[0] for ln in firsts]
     rights = [max(ln.box[2] for ln in row) for row in rows]
     head_rights = [ln.box[2] for ln in firsts]
-    values = [max(row, key=lambda ln: ln.box[0]).box[0] for row in rows if len(row) == 2]
+    values = value_lefts(rows, med_h)
     ragged = max(rights) - min(rights) > med_h or max(head_rights) - min(head_rights) > med_h
     tabbed = not values or max(values) - min(values) <= VALUE_ALIGN * med_h
-    return max(lefts) - min(lefts) <= med_h and ragged and tabbed
+    return max(lefts) - min(lefts) <= med_h and (ragged or not ragged_needed) and tabbed
+
+
+def kv_panel(side: list[LineBox], med_h: float) -> bool:
+    """Whether ``side`` is a panel of key-value rows whose right edges may align (its labels and its
+    values each of one length: ``邮政编码：  76506309570`` over ``身份证号码：  34359759454``,
+    ``bench/doc_pages.py --seed 1800`` page 3): every row a label and a value, at least two values
+    measured at one tab stop (:func:`value_lefts`), otherwise :func:`is_panel`. Only beside a panel
+    of another number of rows (:func:`panel_cut`): a table's columns share its rows.
+    """
+    rows = row_groups(side, med_h)
+    return (all(len(row) == 2 for row in rows) and len(value_lefts(rows, med_h)) >= 2
+            and is_panel(side, med_h, ragged_needed=False))
 
 
 def panel_cut(lines: list[LineBox], med_h: float,
               gutters: list[tuple[float, float]] | None = None) -> float | None:
     """The page x (pixels) of the widest gutter at least :data:`PANEL_GAP` line heights (``med_h``
-    pixels each) wide with a panel (:func:`is_panel`) on each side, or None. ``gutters``: the
-    candidate gutters (x0, x1) when already found (default: :func:`_column_gutters`).
+    pixels each) wide with a panel (:func:`is_panel`) on each side, or None; where the sides hold
+    different numbers of rows, a key-value panel whose right edges align (:func:`kv_panel`) counts.
+    ``gutters``: the candidate gutters (x0, x1) when already found (default: :func:`_column_gutters`).
     """
     best = None
     for g0, g1 in _column_gutters(lines, med_h) if gutters is None else gutters:
         mid = (g0 + g1) / 2
         left = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < mid]
         right = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= mid]
-        if g1 - g0 >= PANEL_GAP * med_h and is_panel(left, med_h) and is_panel(right, med_h):
+        if g1 - g0 < PANEL_GAP * med_h:
+            continue
+        uneven = len(row_groups(left, med_h)) != len(row_groups(right, med_h))
+        if all(is_panel(s, med_h) or (uneven and kv_panel(s, med_h)) for s in (left, right)):
             if best is None or g1 - g0 > best[0]:
                 best = (g1 - g0, mid)
     return None if best is None else best[1]
@@ -181,7 +217,20 @@ def _rows(lines: list[LineBox], med_h: float) -> list[LineBox]:
     return [ln for row in row_groups(lines, med_h) for ln in sorted(row, key=lambda b: b.box[0])]
 
 
-def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
+def _one_pitch(gaps: list[float], widest: float) -> bool:
+    """Whether ``widest`` (pixels), the widest of the gaps between a band's rows ``gaps``, is below
+    :data:`SECTION_RATIO` times their median: rows at one pitch, no section gap among them.
+    """
+    return widest < SECTION_RATIO * float(np.median(gaps))
+
+
+def _xy_cut(lines: list[LineBox], med_h: float, panels: bool = True) -> list[LineBox]:
+    """``lines`` in reading order by recursive XY-cut (see the module docstring); ``panels`` False: a
+    piece of a band of rows at one pitch, each of two boxes or more, that is not side-by-side panels
+    as a whole, whose pieces are then not cut into panels either (a form's labels and their values 4.5
+    line heights to the right, under a first row whose long label crosses that gap, were read labels
+    first below that row: ``bench/doc_pages.py --seed 2400`` page 0).
+    """
     if len(lines) <= 1:
         return list(lines)
     best = None  # (gap width in line heights, axis, position)
@@ -195,15 +244,19 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
             if best is None or score > best[0]:
                 best = (score, "x", mid)
     if best is None:
+        y_gaps = [g1 - g0 for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines])]
         for g0, g1 in interval_gaps([(ln.box[1], ln.box[3]) for ln in lines]):
             score = (g1 - g0) / med_h
             if best is None or score > best[0]:
                 best = (score, "y", (g0 + g1) / 2)
         if best is None or best[0] < ROW_BAND_GAP:  # one band of rows: panels side by side, or rows
-            x_panel = panel_cut(lines, med_h, gutters)
+            x_panel = panel_cut(lines, med_h, gutters) if panels else None
             if x_panel is not None:
                 return _xy_cut([ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 < x_panel], med_h) + \
                     _xy_cut([ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= x_panel], med_h)
+            if best is not None and _one_pitch(y_gaps, best[0] * med_h) and \
+                    all(len(row) >= 2 for row in row_groups(lines, med_h)):
+                panels = False  # rows of labels and values (a line over panels leaves them panels)
     if best is None:  # overlapping boxes everywhere: rows top to bottom, then left to right
         return _rows(lines, med_h)
     _, axis, mid = best
@@ -216,4 +269,4 @@ def _xy_cut(lines: list[LineBox], med_h: float) -> list[LineBox]:
     second = [ln for ln in lines if (ln.box[k] + ln.box[k + 2]) / 2 >= mid]
     if not first or not second:
         return _rows(lines, med_h)
-    return _xy_cut(first, med_h) + _xy_cut(second, med_h)
+    return _xy_cut(first, med_h, panels) + _xy_cut(second, med_h, panels)
