@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
-from models.compact.page.rule_band import crossing_strokes, rule_band
+from models.compact.page.rule_band import crossing_strokes, descender_hooks, rule_band
 
 Box = tuple[float, float, float, float]
 
@@ -133,7 +133,8 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> Im
     A thick box holding a slanted rule is painted only along the rule's own band
     (:func:`models.compact.page.rule_band.rule_band`), sparing descenders and commas beside it; in the
     grown edge, the ink of a stroke reaching into it from beyond (a descender on a tight row) is kept
-    (:func:`models.compact.page.rule_band.crossing_strokes`).
+    (:func:`models.compact.page.rule_band.crossing_strokes`); under a descender that comes down into the
+    rule's own rows, the rule is left (:func:`models.compact.page.rule_band.descender_hooks`).
     """
     if not rules:
         return image
@@ -155,8 +156,9 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> Im
         else:
             draw_painted.rectangle((x0 - pad_px, y0 - pad_px, x1 + pad_px, y1 + pad_px), fill=255)
             draw_own.rectangle((x0, y0, x1, y1), fill=255)
-    erase = np.asarray(painted) > 0
-    erase &= ~crossing_strokes(gray, erase, np.asarray(own) > 0)
+    erase, rule = np.asarray(painted) > 0, np.asarray(own) > 0
+    erase &= ~crossing_strokes(gray, erase, rule)
+    erase &= ~descender_hooks(gray, erase, rule, rules)
     out = np.array(rgb)
     out[erase] = paper
     return Image.fromarray(out)

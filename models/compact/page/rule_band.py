@@ -33,6 +33,12 @@ OUTLIER_PX = 1.5
 #: Pixels a stroke's ink is followed into the painted edge of a rule from the ink beyond it (the edge
 #: is ``pad_px`` = 1.5 px of :func:`models.compact.page.layout.erase_rules`, rounded out, plus one).
 REACH_PX = 3
+#: Rows above a rule searched for the ink of the line over it (:func:`descender_hooks`).
+HOOK_LOOK_PX = 12
+#: Columns on each side of a hook whose ink is compared with it (the rest of its line).
+HOOK_NEAR_PX = 30
+#: The strip searched for a glyph's top is this many times :data:`HOOK_LOOK_PX` tall.
+HOOK_TALL = 2
 
 
 def rule_band(gray: np.ndarray, box: Box, pad_px: float) -> list[tuple[float, float]] | None:
@@ -113,3 +119,131 @@ def crossing_strokes(gray: np.ndarray, painted: np.ndarray, rule: np.ndarray) ->
             break
         kept |= grown
     return kept.astype(bool) & ~seeds.astype(bool)
+
+
+def descender_hooks(gray: np.ndarray, erase: np.ndarray, rule: np.ndarray, boxes: list[Box]) -> np.ndarray:
+    """Pixels of ``erase`` to leave as printed: a horizontal rule's pixels under a descender that
+    comes down into the rule's own rows (a ``g``'s hook), bool (H, W).
+
+    ``gray``: the page, uint8 (H, W); ``erase``: bool (H, W), what the caller would paint paper (the
+    rules' bands and their edge, less :func:`crossing_strokes`); ``rule``: bool (H, W), the rules' own
+    boxes or bands; ``boxes``: the rules' boxes (page pixels; those taller than wide are skipped).
+
+    A stroke whose bottom lies inside the rule cannot be told from the rule there: painted paper, a
+    ``g`` loses its hook and is read ``q`` (``Georqia``, ``Waqes`` on generated tables). Along each
+    rule, a *contact* column has ink right above the painted run through the rule, and an *inside*
+    column more ink in that run than the rule's median (a hook's bottom, a tail's end). A run of
+    contact and inside columns (one-column gaps joined) holding a contact is a descender when
+
+    * of the other glyphs whose bottoms are near the rule within :data:`HOOK_NEAR_PX` columns (at
+      least two), fewer than half touch it: text sitting on a rule all along (a form's underline) is
+      still erased;
+    * its glyph is not taller than theirs by more than 1 px: a bracket's foot reaches below the
+      baseline too, and a stub under it was read ``{``.
+
+    The painted run is left in the descender's columns, grown by one column on each side: a stub of
+    rule under the hook, which the recogniser reads as the closed hook.
+    """
+    keep = np.zeros(gray.shape, bool)
+    h_img, w_img = gray.shape
+    ink = gray < INK_LEVEL
+    for bx0, by0, bx1, by1 in boxes:
+        if bx1 - bx0 < by1 - by0:
+            continue
+        x0, x1 = max(0, int(np.floor(bx0))), min(w_img, int(np.ceil(bx1)) + 1)
+        y0, y1 = max(0, int(np.floor(by0)) - HOOK_LOOK_PX), min(h_img, int(np.ceil(by1)) + 4)
+        if x1 - x0 < 3 or y1 - y0 < 3:
+            continue
+        win, own = erase[y0:y1, x0:x1], rule[y0:y1, x0:x1]
+        cols = np.arange(x1 - x0)
+        has = np.asarray(own.any(axis=0))
+        level = np.where(own, gray[y0:y1, x0:x1].astype(np.int16), 256)
+        core = np.argmin(level, axis=0)  # per column, the rule's darkest row
+        top, bottom = _run(win, core, has)  # the painted run through the rule
+        painted = has & win[core, cols]
+        top = np.where(painted & (top > 0), top, -1)  # -1: no run, or a vertical rule's band (up to the top)
+        win_ink = ink[y0:y1, x0:x1]
+        rows = np.arange(y1 - y0)[:, None]
+        in_run = (rows >= top) & (rows < bottom) & (top > 0)
+        dark = (win_ink & in_run).sum(axis=0)  # ink pixels in the painted run
+        above = win_ink & (rows < top) & (top > 0)
+        low = np.where(above.any(axis=0), y1 - y0 - 1 - np.argmax(above[::-1], axis=0), -1)
+        gap = np.where(low >= 0, top - 1 - low, -1)  # paper rows between the run and the ink above; -1: none
+        contact = gap == 0
+        plain = (top > 0) & ~contact
+        if not contact.any() or plain.sum() < 3:
+            continue
+        # a stroke inside the run (the bottom of a hook, the tail's end) darkens more of it than the rule
+        inside = (top > 0) & (dark > np.median(dark[plain]))
+        glyph = None
+        for a, b in _groups(contact | inside, 1):
+            if not contact[a:b].any():
+                continue  # a thicker stretch with no stroke coming down into it: the rule's own unevenness
+            if glyph is None:
+                glyph, tops = _glyphs(ink, erase, x0, x1, by0)
+            near = np.r_[max(0, a - HOOK_NEAR_PX):a, b:min(cols.size, b + HOOK_NEAR_PX)]
+            others = [n for n in np.unique(glyph[near]) if n >= 0 and n not in glyph[a:b]]
+            touching = [gap[glyph == n].min() == 0 for n in others]
+            if len(others) < 2 or np.mean(touching) >= 0.5:
+                continue  # no line to compare with, or the line sits on the rule
+            mine, theirs = tops[a:b][glyph[a:b] >= 0], tops[near][glyph[near] >= 0]
+            if not mine.size or mine.min() < np.median(theirs) - 1:
+                continue  # a glyph taller than its line (a bracket's foot)
+            for c in range(max(0, a - 1), min(cols.size, b + 1)):
+                if top[c] > 0:
+                    keep[y0 + top[c]:y0 + bottom[c], x0 + c] = True
+    return keep & erase
+
+
+def _glyphs(ink: np.ndarray, erase: np.ndarray, x0: int, x1: int, y_rule: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of [x0, x1): the glyph that comes lowest down towards the rule at ``y_rule`` (an
+    8-connected ink component outside ``erase`` whose bottom is within :data:`HOOK_LOOK_PX` rows of
+    the rule; its label, -1 for none) and its top row (page pixels). Components reaching the top of
+    the strip searched (:data:`HOOK_TALL` x :data:`HOOK_LOOK_PX` rows: a vertical rule, display type)
+    are none.
+    """
+    y1 = int(np.floor(y_rule))
+    y0 = max(0, y1 - HOOK_TALL * HOOK_LOOK_PX)
+    label, top = np.full(x1 - x0, -1), np.full(x1 - x0, -1)
+    strip = (ink[y0:y1, x0:x1] & ~erase[y0:y1, x0:x1]).astype(np.uint8)
+    if y1 - y0 < 3 or not strip.any():
+        return label, top
+    _, labels, stats, _ = cv2.connectedComponentsWithStats(strip, connectivity=8)
+    lowest = np.where(strip > 0, np.arange(y1 - y0)[:, None], -1).max(axis=0)  # per column, its lowest ink
+    for c in np.flatnonzero(lowest >= y1 - y0 - HOOK_LOOK_PX):
+        n = labels[lowest[c], c]
+        if stats[n, cv2.CC_STAT_TOP] > 0:
+            label[c], top[c] = n, y0 + stats[n, cv2.CC_STAT_TOP]
+    return label, top
+
+
+def _run(mask: np.ndarray, start: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``mask`` (bool, rows x columns), [top, end) rows of its run of True through row
+    ``start`` (int per column); (start, start) where ``valid`` is False or ``mask`` is False there.
+    """
+    rows, n = mask.shape
+    cols = np.arange(n)
+    on = valid & mask[start, cols]
+    top, end = start.copy(), np.where(on, start + 1, start)
+    going = on.copy()
+    for k in range(1, rows):
+        r = start - k
+        going &= (r >= 0) & mask[np.clip(r, 0, rows - 1), cols]
+        top = np.where(going, r, top)
+    going = on.copy()
+    for k in range(1, rows):
+        r = start + k
+        going &= (r < rows) & mask[np.clip(r, 0, rows - 1), cols]
+        end = np.where(going, r + 1, end)
+    return top, end
+
+
+def _groups(flags: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """[start, end) runs of True in ``flags`` (bool, 1-D), runs at most ``gap`` False apart joined."""
+    idx = np.flatnonzero(flags)
+    if idx.size == 0:
+        return []
+    cut = np.flatnonzero(np.diff(idx) > gap + 1)
+    starts = np.r_[idx[0], idx[cut + 1]]
+    ends = np.r_[idx[cut], idx[-1]] + 1
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
