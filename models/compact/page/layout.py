@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
-from models.compact.page.rule_band import crossing_strokes, descender_hooks, rule_band
+from models.compact.page.rule_band import crossing_strokes, rule_band
+from models.compact.page.rule_hooks import descender_hooks
 
 Box = tuple[float, float, float, float]
 
@@ -133,11 +134,20 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> Im
     A thick box holding a slanted rule is painted only along the rule's own band
     (:func:`models.compact.page.rule_band.rule_band`), sparing descenders and commas beside it; in the
     grown edge, the ink of a stroke reaching into it from beyond (a descender on a tight row) is kept
-    (:func:`models.compact.page.rule_band.crossing_strokes`); under a descender that comes down into the
-    rule's own rows, the rule is left (:func:`models.compact.page.rule_band.descender_hooks`).
+    (:func:`models.compact.page.rule_band.crossing_strokes`); under the bottom of a descender's hook
+    inside the rule's own rows, the rule is left (:func:`models.compact.page.rule_hooks.descender_hooks`).
+    """
+    return erase_rules_twice(image, rules, pad_px)[1]
+
+
+def erase_rules_twice(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> tuple[Image.Image, Image.Image]:
+    """(``image`` with its rules erased whole, the same with the rule left under descenders' hooks) for
+    :func:`erase_rules`' ``image`` and ``rules``; ``(image, image)`` when ``rules`` is empty. The first
+    is for finding the lines (a stub of rule is no layout; the detector's boxes all over a
+    straightened page moved by a pixel or two with it), the second for reading them.
     """
     if not rules:
-        return image
+        return image, image
     from PIL import ImageDraw, ImageStat  # light; kept local to the one caller
 
     rgb = image.convert("RGB")
@@ -158,10 +168,14 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> Im
             draw_own.rectangle((x0, y0, x1, y1), fill=255)
     erase, rule = np.asarray(painted) > 0, np.asarray(own) > 0
     erase &= ~crossing_strokes(gray, erase, rule)
-    erase &= ~descender_hooks(gray, erase, rule, rules)
+    hooks = descender_hooks(gray, erase, rule, rules)
     out = np.array(rgb)
     out[erase] = paper
-    return Image.fromarray(out)
+    whole = Image.fromarray(out)
+    if not hooks.any():
+        return whole, whole
+    out[hooks] = np.asarray(rgb)[hooks]
+    return whole, Image.fromarray(out)
 
 
 def interval_gaps(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
