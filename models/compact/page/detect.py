@@ -20,7 +20,9 @@ Layout (:meth:`LineDetector.detect`, when ``tesserocr`` is installed): once the 
 Tesseract's page-layout analysis (:mod:`models.compact.page.layout`) measures its skew -- a page skewed by
 ``MIN_SKEW_DEG`` to ``MAX_SKEW_DEG`` degrees is rotated straight and detected again -- and finds its
 regions and rule lines; rules are painted out of the returned image (borders are not read as
-characters) and the lines are ordered region by region (:mod:`models.compact.page.order`), table
+characters; a stub is left under a descender's hook inside a rule, the lines being found on the
+page without it: :func:`models.compact.page.layout.erase_rules_twice`) and the lines are ordered
+region by region (:mod:`models.compact.page.order`), table
 regions cell by cell (:mod:`models.compact.page.table`). Without it, the whole page is ordered by
 :func:`reading_order`.
 
@@ -44,7 +46,7 @@ from models.compact.page import dup_boxes, large_print, levels, rowsplit, wide
 from models.compact.page.boxes import LineBox, _same_line, crop_line
 from models.compact.page.det_net import DetNetwork, onnx_session
 from models.compact.page.direction import _cls_input, _cls_windows
-from models.compact.page.layout import LayoutAnalyser, PageLayout, erase_rules
+from models.compact.page.layout import LayoutAnalyser, PageLayout, erase_rules_twice
 from models.compact.page.rule_clip import clip_at_rules
 from models.compact.page.xycut import reading_order
 
@@ -260,8 +262,9 @@ class LineDetector:
             page = self.layout.analyse(image)
         gray = np.asarray(image.convert("L"))
         page.rules = unbroken_rules(character_strokes_dropped(page.rules, lines), gray)
+        read = image
         if page.rules:
-            image = erase_rules(image, page.rules)
+            image, read = erase_rules_twice(image, page.rules)  # lines found without hooks' stubs, read with
             if rotation % 90:
                 # Straightened by resampling, a table's rules are faint grey bands the detector bridged:
                 # two rows' cells found as one box and read as a stray mark (the shared report page at
@@ -272,7 +275,7 @@ class LineDetector:
             lines = [ln for ln in lines if not inside_rule(ln, page.rules, dark=dark)]
             lines = clip_at_rules(lines, page.rules)  # no sliver of the next cell's paper past a rule
             gray = erased
-        return image, region_order(lines, page, image.height, gray, image.width), rotation
+        return read, region_order(lines, page, image.height, gray, image.width), rotation
 
 
 def _finished(rgb: np.ndarray, lines: list[LineBox]) -> list[LineBox]:

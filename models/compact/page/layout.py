@@ -25,6 +25,7 @@ import numpy as np
 from PIL import Image
 
 from models.compact.page.rule_band import crossing_strokes, rule_band
+from models.compact.page.rule_hooks import descender_hooks
 
 Box = tuple[float, float, float, float]
 
@@ -137,10 +138,20 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = RULE_PAD_P
     A thick box holding a slanted rule is painted only along the rule's own band
     (:func:`models.compact.page.rule_band.rule_band`), sparing descenders and commas beside it; in the
     grown edge, the ink of a stroke reaching into it from beyond (a descender on a tight row) is kept
-    (:func:`models.compact.page.rule_band.crossing_strokes`).
+    (:func:`models.compact.page.rule_band.crossing_strokes`); under the bottom of a descender's hook
+    inside the rule's own rows, the rule is left (:func:`models.compact.page.rule_hooks.descender_hooks`).
+    """
+    return erase_rules_twice(image, rules, pad_px)[1]
+
+
+def erase_rules_twice(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> tuple[Image.Image, Image.Image]:
+    """(``image`` with its rules erased whole, the same with the rule left under descenders' hooks) for
+    :func:`erase_rules`' ``image`` and ``rules``; ``(image, image)`` when ``rules`` is empty. The first
+    is for finding the lines (a stub of rule is no layout; the detector's boxes all over a
+    straightened page moved by a pixel or two with it), the second for reading them.
     """
     if not rules:
-        return image
+        return image, image
     from PIL import ImageDraw, ImageStat  # light; kept local to the one caller
 
     rgb = image.convert("RGB")
@@ -159,11 +170,16 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = RULE_PAD_P
         else:
             draw_painted.rectangle((x0 - pad_px, y0 - pad_px, x1 + pad_px, y1 + pad_px), fill=255)
             draw_own.rectangle((x0, y0, x1, y1), fill=255)
-    erase = np.asarray(painted) > 0
-    erase &= ~crossing_strokes(gray, erase, np.asarray(own) > 0)
+    erase, rule = np.asarray(painted) > 0, np.asarray(own) > 0
+    erase &= ~crossing_strokes(gray, erase, rule)
+    hooks = descender_hooks(gray, erase, rule, rules)
     out = np.array(rgb)
     out[erase] = paper
-    return Image.fromarray(out)
+    whole = Image.fromarray(out)
+    if not hooks.any():
+        return whole, whole
+    out[hooks] = np.asarray(rgb)[hooks]
+    return whole, Image.fromarray(out)
 
 
 def interval_gaps(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
