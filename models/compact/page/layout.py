@@ -144,7 +144,8 @@ def erase_rules(image: Image.Image, rules: list[Box], pad_px: float = RULE_PAD_P
     return erase_rules_twice(image, rules, pad_px)[1]
 
 
-def erase_rules_twice(image: Image.Image, rules: list[Box], pad_px: float = 1.5) -> tuple[Image.Image, Image.Image]:
+def erase_rules_twice(image: Image.Image, rules: list[Box],
+                      pad_px: float = RULE_PAD_PX) -> tuple[Image.Image, Image.Image]:
     """(``image`` with its rules erased whole, the same with the rule left under descenders' hooks) for
     :func:`erase_rules`' ``image`` and ``rules``; ``(image, image)`` when ``rules`` is empty. The first
     is for finding the lines (a stub of rule is no layout; the detector's boxes all over a
