@@ -39,7 +39,7 @@ import httpx
 from client.page_notes import warnings_note
 from client.results import FORMATS, PageResult, document_json
 from inkstream.doc_types import SNIFF_BYTES, accepted_list, detect_type
-from inkstream.errors import InvalidInput, error_for_code
+from inkstream.errors import InvalidInput, PasswordRequired, error_for_code, password_required
 from inkstream.page_errors import every_page_failed
 
 #: what each output format is (``--format``; the same names as the gateway's ``format``).
@@ -136,7 +136,8 @@ def _refusal(r: httpx.Response, url: str) -> RuntimeError:
         return NotAGateway(f"{url} is not an inkstream gateway: it answered HTTP {r.status_code} "
                            f"{r.reason_phrase}{f' ({server})' if server else ''} to POST /v1/ocr without a "
                            f"gateway's JSON error; {_GIVE_REST_URL}")
-    return GatewayRefused(f"{err.get('reason') or err['code']}: {err['message']}", r.status_code)
+    message = password_required("cli").message if err.get("reason") == PasswordRequired.reason else err["message"]
+    return GatewayRefused(f"{err.get('reason') or err['code']}: {message}", r.status_code)
 
 
 def _check_media(r: httpx.Response, url: str, media: str) -> None:
