@@ -17,7 +17,9 @@ failed (the gateway's message on stderr: unreachable, overloaded, 5xx) or the st
 (HTTP 4xx other than 408 / 429, e.g. ``--pages 5`` of a 1-page file).
 Pages read with warnings (``no_text_found``, ``unread_region``, ``unread_ink``, ``unsupported_script``,
 ``low_confidence``, ``password_unused``) are listed
-on stderr with their confidence and counted in the last line ("N/M pages read, K with warnings");
+on stderr with what they mean (for ``low_confidence``, which of the page's lines are doubtful, with
+their confidences, and the page's confidence; :func:`client.page_notes.warnings_note`) and counted
+in the last line ("N/M pages read, K with warnings");
 they do not change the exit code.
 """
 
@@ -34,9 +36,10 @@ from typing import Any
 
 import httpx
 
+from client.page_notes import warnings_note
 from client.results import FORMATS, PageResult, document_json
 from inkstream.doc_types import SNIFF_BYTES, accepted_list, detect_type
-from inkstream.errors import InvalidInput, error_for_code
+from inkstream.errors import InvalidInput, PasswordRequired, error_for_code, password_required
 from inkstream.page_errors import every_page_failed
 
 #: what each output format is (``--format``; the same names as the gateway's ``format``).
@@ -133,7 +136,8 @@ def _refusal(r: httpx.Response, url: str) -> RuntimeError:
         return NotAGateway(f"{url} is not an inkstream gateway: it answered HTTP {r.status_code} "
                            f"{r.reason_phrase}{f' ({server})' if server else ''} to POST /v1/ocr without a "
                            f"gateway's JSON error; {_GIVE_REST_URL}")
-    return GatewayRefused(f"{err.get('reason') or err['code']}: {err['message']}", r.status_code)
+    message = password_required("cli").message if err.get("reason") == PasswordRequired.reason else err["message"]
+    return GatewayRefused(f"{err.get('reason') or err['code']}: {message}", r.status_code)
 
 
 def _check_media(r: httpx.Response, url: str, media: str) -> None:
@@ -395,8 +399,7 @@ def main(argv: list[str]) -> int:
         print(f"inkstream ocr: page {p.index}: {p.error.code}: {p.error.detail(p.index)}", file=sys.stderr)
     warned = [p for p in pages if p.status == "ok" and p.warnings]
     for p in warned:
-        print(f"inkstream ocr: page {p.index}: {', '.join(p.warnings)} (confidence {p.confidence:.2f})",
-              file=sys.stderr)
+        print(f"inkstream ocr: page {p.index}: {warnings_note(p)}", file=sys.stderr)
     cached = " (cached)" if summary.get("cached") else ""
     with_warnings = f", {len(warned)} with warnings" if warned else ""
     print(f"inkstream ocr: {len(pages) - len(failed)}/{len(pages)} pages read{with_warnings} in "

@@ -20,7 +20,7 @@ import asyncio
 import re
 import time
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -43,6 +43,22 @@ from inkstream.page_result import PASSWORD_UNUSED, PageResult
 #: (deepseek_ocr2: "figure", "describe"). Any name of this shape is passed on; the decoder's Info
 #: decides (see :meth:`OcrService.check_task`).
 _TASK_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+
+
+def check_task_name(task: str, tasks: Sequence[str]) -> None:
+    """InvalidInput (400) when ``task`` (lower-cased, "" = the decoder's default) is not one of ``tasks``,
+    the served model's tasks (its decoders' Info), listing them; when they are not known (``tasks``
+    empty), only a name that cannot be a task is refused, without a list (the decoder then rejects an
+    unknown task per page). The accepted tasks are never taken from anywhere but the served model.
+    """
+    if not task:
+        return
+    if tasks:
+        if task not in tasks:
+            raise InvalidInput(f"unknown task {task!r}; this model supports: {', '.join(tasks)}")
+    elif not _TASK_NAME.match(task):
+        raise InvalidInput(f"invalid task {task!r}: a task is a name of lower-case letters, digits and '_' "
+                           "(the served model's tasks cannot be listed now)")
 
 #: Retry-After (seconds) of the 503 given while no encoder or decoder replica is SERVING: about one
 #: health-watch round plus a replica's restart on a warm machine.
@@ -94,14 +110,15 @@ class OcrRequest:
     max_new_tokens: int = 0
     temperature: float = 0.0
 
-    def validated(self) -> OcrRequest:
-        """Self with defaults filled; raises InvalidInput (400) naming the accepted values."""
+    def validated(self, tasks: Sequence[str] = ()) -> OcrRequest:
+        """Self with defaults filled; raises InvalidInput (400) naming the accepted values: for the task,
+        ``tasks``, the served model's (:func:`check_task_name`; () when not known).
+        """
         fmt = (self.format or "markdown").strip().lower()
         if fmt not in FORMATS:
             raise InvalidInput(unknown_format(self.format, FORMATS))
         task = (self.task or "").strip().lower()
-        if task and not _TASK_NAME.match(task):
-            raise InvalidInput(f"invalid task {self.task!r}; use 'ocr' (free OCR) or 'markdown' (layout)")
+        check_task_name(task, tasks)
         if self.max_new_tokens < 0 or not 0.0 <= self.temperature <= 2.0:
             raise InvalidInput("max_new_tokens must be >= 0 and temperature in [0, 2]")
         return OcrRequest(fmt, (self.pages or "").strip(), (self.mode or "").strip(), task, self.password or "",
@@ -244,11 +261,8 @@ class OcrService:
         pipeline's :meth:`gateway.types.PagePipeline.decoder_tasks`; when it knows none, the decoder
         rejects an unknown task per page: INVALID_ARGUMENT page errors).
         """
-        if not task:
-            return
-        tasks = await self.pipeline.decoder_tasks()
-        if tasks and task not in tasks:
-            raise InvalidInput(f"unknown task {task!r}; this model supports: {', '.join(tasks)}")
+        if task:
+            check_task_name(task.strip().lower(), await self.pipeline.decoder_tasks())
 
     async def check_options(self, request: OcrRequest) -> OcrRequest:
         """``request`` validated as far as it can be without its document, for the front ends to call
@@ -261,11 +275,10 @@ class OcrService:
         it is not ready they are left to :meth:`prepare`, which answers 503). Raises InvalidInput;
         returns the validated request. :meth:`prepare` checks all of it again.
         """
-        request = request.validated()
+        request = request.validated(await self.pipeline.decoder_tasks())
         check_selection(request.pages)
         ok, _ = await self.ready()
         if ok:
-            await self.check_task(request.task)
             try:
                 info = await self.pipeline.encoder_info()
             except InkstreamError:  # no Info now: prepare() checks the mode (or answers 503)
@@ -277,9 +290,8 @@ class OcrService:
         """Validate options and open the document (once); raises 4xx InkstreamErrors with a message
         for a person, Unavailable (503) when no replica is SERVING or no encoder answers its Info.
         """
-        request = request.validated()
+        request = request.validated(await self.pipeline.decoder_tasks())
         await self.check_serving()
-        await self.check_task(request.task)
         info = await self.pipeline.encoder_info()
         mode = info.mode(request.mode)
         limits = self.config.limits

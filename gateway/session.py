@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.ingest.upload import UploadedFile, UploadSink
 from gateway.scope import RequestScope
 from gateway.service import OcrRequest, Prepared
-from inkstream.errors import Unavailable, http_status
+from inkstream.errors import PasswordRequired, Unavailable, http_status, password_required
 from inkstream.page_result import PageResult
 
 if TYPE_CHECKING:
@@ -95,8 +95,13 @@ class OcrSession:
         return sink.finish()
 
     async def prepare(self, upload: UploadedFile, request: OcrRequest) -> Prepared:
-        """Validate ``request`` and open ``upload`` (4xx InkstreamErrors here, before any output)."""
-        return await self.scope.prepare(upload, request)
+        """Validate ``request`` and open ``upload`` (4xx InkstreamErrors here, before any output; a PDF
+        sent without its password: PasswordRequired naming this session's API's option).
+        """
+        try:
+            return await self.scope.prepare(upload, request)
+        except PasswordRequired:
+            raise password_required(self.api) from None
 
     def pages(self) -> AsyncGenerator[PageResult, None]:
         """The page results in page order, each selected page exactly once (once per session)."""

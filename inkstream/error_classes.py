@@ -44,6 +44,15 @@ class InvalidInput(InkstreamError):
     http_status = 400
 
 
+class PasswordRequired(InvalidInput):
+    """A PDF that opens only with a user password and was sent without one (HTTP 400, INVALID_ARGUMENT,
+    reason PASSWORD_REQUIRED). Its message names the option of the API the request came through
+    (:func:`inkstream.errors.password_required`); this class's default message is neutral.
+    """
+
+    reason = "PASSWORD_REQUIRED"
+
+
 class PayloadTooLarge(InvalidInput):
     """Input over a configured size / pixel / page limit (HTTP 413, INVALID_ARGUMENT)."""
 

@@ -36,6 +36,7 @@ from inkstream.error_classes import (
     JobFailed,
     MethodNotAllowed,
     NotFound,
+    PasswordRequired,
     PayloadTooLarge,
     PermissionDenied,
     RequestTimeout,
@@ -59,12 +60,33 @@ log = logging.getLogger("inkstream.errors")
 
 __all__ = [  # the classes (inkstream.error_classes), then the map
     "InkstreamError", "InvalidInput", "PayloadTooLarge", "TooLongForDeadline", "UnsupportedMediaType",
-    "Unprocessable", "IdempotencyConflict", "MethodNotAllowed", "PermissionDenied",
+    "Unprocessable", "PasswordRequired", "IdempotencyConflict", "MethodNotAllowed", "PermissionDenied",
     "NotFound", "Unauthenticated", "ResourceExhausted", "Unavailable", "WeightsMismatch", "DeadlineExceeded",
     "RequestTimeout", "Cancelled", "FailedPrecondition", "JobCancelled", "JobFailed", "InternalError",
     "TRANSIENT_CODES", "ERROR_DOMAIN", "error_for_code", "to_status", "retry_after_of", "from_rpc_error",
     "is_transient", "abort", "as_inkstream_error", "grpc_guard", "http_status", "retry_after_header",
+    "PASSWORD_OPTION", "password_required",
 ]
+
+
+#: where each API takes a PDF's password, by the ``api`` of a request (gateway.session.OcrSession's
+#: label; "cli" for ``inkstream ocr``); any other api gets the neutral wording
+PASSWORD_OPTION = {
+    "rest": "in the 'password' form field",
+    "grpc": "in the 'password' field of the request's OcrOptions",
+    "cli": "with inkstream ocr --password",
+    "openai": ("through POST /v1/ocr (or /v1/jobs) with the 'password' form field: a chat completion cannot "
+               "carry it"),
+}
+
+
+def password_required(api: str = "") -> PasswordRequired:
+    """The PASSWORD_REQUIRED error (400, INVALID_ARGUMENT) of a password-protected PDF sent without its
+    password through ``api`` (a key of :data:`PASSWORD_OPTION`): its message names that API's option,
+    or none for an unknown ``api`` (e.g. a job's worker, which does not know the front end).
+    """
+    where = PASSWORD_OPTION.get(api, "with the request's 'password' option")
+    return PasswordRequired(f"the PDF is password-protected; send its password {where}")
 
 
 _BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
@@ -83,7 +105,7 @@ _BY_CODE: dict[grpc.StatusCode, type[InkstreamError]] = {
 TRANSIENT_CODES = frozenset(c for c, k in _BY_CODE.items() if k.transient)
 _BY_REASON: dict[str, type[InkstreamError]] = {
     k.reason: k for k in (PayloadTooLarge, TooLongForDeadline, UnsupportedMediaType, Unprocessable, RequestTimeout,
-                          IdempotencyConflict,
+                          IdempotencyConflict, PasswordRequired,
                           WeightsMismatch, JobCancelled, JobFailed)}
 ERROR_DOMAIN = "inkstream"  # google.rpc.ErrorInfo.domain of inkstream's reasons
 

@@ -48,7 +48,6 @@ from gateway.apis.openai_messages import ChatBody, ChatRequest, InvalidParameter
 from gateway.apis.rest_http import StreamWithCleanup
 from gateway.apis.rest_schema import chat_route
 from gateway.core import GatewayCore
-from gateway.ingest.pdf import PasswordRequired
 from gateway.service import OcrRequest, run_id
 from gateway.session import ocr_bytes
 from inkstream.errors import (
@@ -131,10 +130,6 @@ class ChatCompletions:
                     async for page in session.pages():
                         n += 1
                         yield dataclasses.replace(page, index=n)
-            except PasswordRequired:
-                raise name_param(InvalidInput(
-                    "the PDF is password-protected and a chat completion cannot carry its password; "
-                    "read it through POST /v1/ocr (or /v1/jobs) with the 'password' option"), where) from None
             except InvalidInput as exc:
                 raise name_param(exc, where) from None
 

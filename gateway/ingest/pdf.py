@@ -20,7 +20,7 @@ import pypdfium2.raw as pdfium_c
 from gateway.ingest.images import encode_page
 from gateway.types import PageError, PageInput
 from inkstream.decode_errors import pdf_page_problem
-from inkstream.errors import InkstreamError, InvalidInput, Unprocessable
+from inkstream.errors import InkstreamError, InvalidInput, Unprocessable, password_required
 from inkstream.page_image import check_min_side, pdf_scale, render_pdf_page
 from inkstream.pdf_fonts import install_upright_fonts
 
@@ -64,13 +64,6 @@ def _reset_last_error() -> None:
         pdfium_c.FPDF_CloseDocument(doc)
 
 
-class PasswordRequired(InvalidInput):
-    """A PDF that opens only with a user password and was sent without one (HTTP 400,
-    INVALID_ARGUMENT, as any InvalidInput): an API without a ``password`` option (the OpenAI-compatible
-    one) says where a password can be sent instead of naming an option it lacks.
-    """
-
-
 def _open_error(exc: pdfium.PdfiumError, password: str, path: pathlib.Path) -> Exception:
     if _looks_pageless(path):
         return Unprocessable("the document has no pages")
@@ -78,8 +71,7 @@ def _open_error(exc: pdfium.PdfiumError, password: str, path: pathlib.Path) -> E
     if code == pdfium_c.FPDF_ERR_PASSWORD:
         if password:
             return InvalidInput("the password given for this PDF is wrong")
-        return PasswordRequired("the PDF is password-protected; send its password in the 'password' option "
-                                "(inkstream ocr --password)")
+        return password_required()  # neutral: gateway.session.OcrSession names its API's option
     if code == pdfium_c.FPDF_ERR_SECURITY:
         return Unprocessable("the PDF uses an unsupported security handler and cannot be opened")
     log.info("PDF could not be opened: %s: %s", type(exc).__name__, exc)

@@ -129,7 +129,7 @@ class JobManager:
             raise InvalidInput("the Idempotency-Key is longer than 255 characters")
         if callback_url:
             check_callback_url(callback_url, allowed_hosts())
-        request = request.validated()
+        request = request.validated(await self.service.pipeline.decoder_tasks())
         detect_type(upload.head)
         check_selection(request.pages)
         idempotency_key = scoped_idempotency_key(tenant, idempotency_key)

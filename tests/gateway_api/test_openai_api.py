@@ -222,7 +222,7 @@ def test_a_password_protected_pdf_does_not_point_to_an_option_the_api_lacks(serv
                    headers={"Authorization": f"Bearer {KEY}"})
     assert r.status_code == 400, r.text
     err = r.json()["error"]
-    assert err["param"] == "messages[0].content[0].image_url" and err["code"] == "invalid_argument", err
+    assert err["param"] == "messages[0].content[0].image_url" and err["code"] == "password_required", err
     assert "password-protected" in err["message"] and "/v1/ocr" in err["message"], err
 
 

@@ -115,3 +115,29 @@ async def test_chat_completion_bad_parameter_is_400_when_full(full_client):
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
     r = await full_client.post("/v1/chat/completions", json=body)
     assert r.status_code == 429
+
+
+@pytest.mark.parametrize("task", ["Mark Down!", "<script>", "markdown", "poem"])
+async def test_a_wrong_task_lists_only_the_served_models_tasks(client, fake, gw_config, task):
+    """Found by tryout8: a task that was not a name ("Mark Down!") was answered "use 'ocr' (free OCR) or
+    'markdown' (layout)" by REST and gRPC whatever the model served; a model serving only ``ocr`` now
+    lists ``ocr`` alone, for the synchronous routes and a job's submission alike."""
+    fake.tasks = ("ocr",)
+    want = f"unknown task {task.lower()!r}; this model supports: ocr"
+    r = await _post(client, f"task={task}")
+    assert r.status_code == 400 and r.json()["error"]["message"] == want, r.text
+    r = await client.post("/v1/jobs", files={"file": ("d.pdf", marked_pdf([1]), "application/pdf")},
+                          data={"task": task})
+    assert r.status_code == 400 and r.json()["error"]["message"] == want, r.text
+    core = GatewayCore(gw_config, fake)
+    core.start()
+    server, port, _ = await build_grpc_server(core, 0)
+    try:
+        async with AsyncGatewayClient(f"127.0.0.1:{port}", timeout_s=30) as c:
+            for call in (c.recognize, c.submit_job):
+                with pytest.raises(InvalidInput) as ei:
+                    await call(marked_pdf([1]), task=task)
+                assert ei.value.message == want, ei.value.message
+    finally:
+        await server.stop(None)
+        await core.close()

@@ -97,5 +97,38 @@ async def test_a_pdf_sent_without_its_password_names_the_option_of_each_client(c
     # flag is --password) got the REST field name.
     r = await client.post("/v1/ocr", files={"file": ("d.pdf", encrypted(marked_pdf([1]), PASSWORD))})
     assert r.status_code == 400, r.text
-    message = r.json()["error"]["message"]
-    assert "password-protected" in message and "'password'" in message and "--password" in message
+    err = r.json()["error"]
+    message = err["message"]
+    # tryout8: a REST client was told about the CLI's flag; each API now names its own option
+    assert message == "the PDF is password-protected; send its password in the 'password' form field", message
+    assert err["reason"] == "PASSWORD_REQUIRED", err
+
+
+async def test_grpc_and_the_cli_are_told_their_own_password_option(gw_config, tmp_path, monkeypatch, capsys):
+    from client import ocr_cli
+    from client.gateway_client import AsyncGatewayClient
+    from gateway.apis.grpc_api import build_grpc_server
+    from inkstream.errors import PasswordRequired
+
+    fake = FakePipeline()
+    core = GatewayCore(gw_config, fake)
+    core.start()
+    server, port, _ = await build_grpc_server(core, 0)
+    try:
+        async with AsyncGatewayClient(f"127.0.0.1:{port}", timeout_s=30) as c:
+            with pytest.raises(PasswordRequired) as ei:
+                await c.recognize(encrypted(marked_pdf([1]), PASSWORD))
+        assert ei.value.message == ("the PDF is password-protected; send its password in the 'password' field "
+                                    "of the request's OcrOptions"), ei.value.message
+    finally:
+        await server.stop(None)
+        await core.close()
+    # the CLI turns the REST answer's PASSWORD_REQUIRED into its own flag
+    doc = tmp_path / "d.pdf"
+    doc.write_bytes(encrypted(marked_pdf([1]), PASSWORD))
+    answer = httpx.Response(400, json={"error": {"code": "INVALID_ARGUMENT", "reason": "PASSWORD_REQUIRED", "message":
+                                                 "the PDF is password-protected; send its password in the "
+                                                 "'password' form field"}})
+    refusal = ocr_cli._refusal(answer, "http://gw/v1/ocr")
+    assert str(refusal) == ("PASSWORD_REQUIRED: the PDF is password-protected; send its password with "
+                            "inkstream ocr --password"), refusal

@@ -8,7 +8,9 @@ import math
 import pytest
 
 from client import ocr_cli
+from client.results import Block as ClientBlock
 from client.results import PageResult as ClientPage
+from client.results import TableCell as ClientCell
 from decoder_service.sequence import sequence_confidence
 from gateway.output.signal import (
     LOW_CONFIDENCE,
@@ -126,5 +128,33 @@ def test_cli_summary_counts_pages_with_warnings(tmp_path, monkeypatch, capsys):
                                                                           "model_id": "m"}))
     assert ocr_cli.main([str(doc), "--gateway", "http://127.0.0.1:9", "--format", "text"]) == 0
     err = capsys.readouterr().err
-    assert "page 2: no_text_found (confidence 0.00)" in err
+    assert "page 2: no_text_found\n" in err and "confidence" not in err  # an empty page has none to give
     assert "2/2 pages read, 1 with warnings in 1.0 s (m)" in err.splitlines()[-1]
+
+
+def test_cli_low_confidence_names_the_doubtful_line_not_a_contradiction(tmp_path, monkeypatch, capsys):
+    """A page flagged by one doubtful line while its mean confidence is 0.98: the stderr line says which
+    line, not "low_confidence (confidence 0.98)"."""
+    doc = tmp_path / "a.png"
+    doc.write_bytes(b"x")
+    lines = [ClientBlock("line", f"line {i}", (0, 10 * i, 50, 10 * i + 8), 0.99) for i in range(1, 6)]
+    lines[3] = ClientBlock("line", "T0tal 1,2B4", (0, 40, 50, 48), 0.71, [LOW_CONFIDENCE])
+    table = ClientBlock("table", "a b", (0, 60, 50, 80), 0.9,
+                        cells=[ClientCell(0, 0, "a", (0, 60, 25, 80), 0.99),
+                               ClientCell(0, 1, "8", (25, 60, 50, 80), 0.6, warnings=[LOW_CONFIDENCE])])
+    pages = [ClientPage(index=1, status="ok", text="x", confidence=0.98, warnings=[LOW_CONFIDENCE],
+                        blocks=[*lines, ClientBlock("line", "", (0, 90, 5, 95))]),
+             ClientPage(index=2, status="ok", text="x", confidence=0.97, warnings=[LOW_CONFIDENCE],
+                        blocks=[lines[0], table]),
+             ClientPage(index=3, status="ok", text="x", confidence=0.90, warnings=[LOW_CONFIDENCE],
+                        blocks=lines[:2])]
+    monkeypatch.setattr(ocr_cli, "stream_pages", lambda *a, **k: (pages, {"document": "x\n", "seconds": 1.0,
+                                                                          "model_id": "m"}))
+    assert ocr_cli.main([str(doc), "--gateway", "http://127.0.0.1:9", "--format", "text"]) == 0
+    err = capsys.readouterr().err
+    assert "(confidence 0.98)" not in err
+    assert ("page 1: low_confidence: 1 of 5 lines doubtful: line 4 (0.71) (page confidence 0.98)"
+            in err), err
+    assert ("page 2: low_confidence: 1 of 3 lines and table cells doubtful: table 1 row 1 column 2 (0.60) "
+            "(page confidence 0.97)") in err, err
+    assert "page 3: low_confidence: the page as a whole is doubtful (page confidence 0.90)" in err, err
