@@ -28,7 +28,7 @@ read, so the whole text was searched).
 
 Run: ``PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python bench/statements.py [--pages 10] [--seed 0]``;
 prints one line per page, one per lost number (page, kind, cause, truth, read) and per lost text cell
-(a label or header-like body cell: ``merged`` / ``split`` / ``outside`` the table / ``misread``, see
+(a label or a nil ``-``: ``merged`` / ``split`` / ``outside`` the table / ``not_read``, see
 :func:`cell_cause`), then per kind and in all: ``numbers_kept`` and ``cell_recall`` (percent) and the
 counts by cause.
 """
@@ -122,7 +122,7 @@ def cause(number: str, label: str, text: str) -> tuple[str, str]:
 def cell_cause(truth: str, cells: list[str], text: str) -> str:
     """Why a ground-truth cell has no exactly matching predicted cell: ``merged`` (a predicted cell holds
     it beside other text), ``split`` (two predicted cells make it), ``outside`` (in the page text but in
-    no table cell), ``misread`` (none of these)."""
+    no table cell, as whole tokens), ``not_read`` (none of these: not detected, or misread)."""
     t = " ".join(truth.split())
     for c in cells:
         if c != t and (f" {t} " in f" {c} "):
@@ -130,7 +130,7 @@ def cell_cause(truth: str, cells: list[str], text: str) -> str:
     for a, b in zip(cells, cells[1:], strict=False):
         if f"{a} {b}" == t or a + b == t:
             return "split"
-    return "outside" if t in " ".join(text.split()) else "misread"
+    return "outside" if f" {t} " in " " + " ".join(text.split()) + " " else "not_read"
 
 
 @dataclass
