@@ -15,6 +15,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from models.compact.page.layout import erase_rules, erase_rules_twice
+from tests.unit.test_leading_minus import _read_crop
 
 DEJAVU = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
@@ -119,6 +120,7 @@ def test_no_stub_joins_a_glyph_of_the_row_below() -> None:
 
 
 LIBERATION = "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf"
+_read = _read_crop  # a crop read as the one line of a page (test_leading_minus)
 
 
 @pytest.fixture(scope="module")
@@ -129,31 +131,6 @@ def halves():
 
     d = default_checkpoint_dir()
     return CompactEncoderHalf.load(d), CompactDecoderHalf.load(d)
-
-
-class _OneLine:
-    """A detector that finds one line: the page's full extent (the crop as given)."""
-
-    def detect(self, image: Image.Image):
-        from models.compact.page.boxes import LineBox
-
-        w, h = image.size
-        quad = np.array([[0, 0], [w, 0], [w, h], [0, h]], dtype=np.float32)
-        return image, [LineBox(quad=quad, box=(0.0, 0.0, float(w), float(h)), score=0.9)], 0
-
-
-def _read(halves, crop: Image.Image) -> str:
-    """``crop`` read as the one line of a page, through the encoder half's own preprocessing."""
-    from models.inprocess import greedy_segments
-
-    enc, dec = halves
-    real, enc._detector = enc._detector, _OneLine()
-    try:
-        encoded = enc.encode_batch([enc.preprocess(crop, "lines")])[0]
-    finally:
-        enc._detector = real
-    ids = greedy_segments(dec, [s.vision_tokens for s in encoded.segments])
-    return " ".join(dec.decode_text(t).strip() for t in ids)
 
 
 @pytest.mark.parametrize("size,width,drop", [(19, 1, 0), (19, 2, 0), (23, 1, 1), (23, 2, 1)])
