@@ -18,7 +18,7 @@ failed (the gateway's message on stderr: unreachable, overloaded, 5xx) or the st
 Pages read with warnings (``no_text_found``, ``unread_region``, ``unread_ink``, ``unsupported_script``,
 ``low_confidence``, ``password_unused``) are listed
 on stderr with what they mean (for ``low_confidence``, which of the page's lines are doubtful, with
-their confidences, and the page's confidence; :func:`client.page_notes.warnings_note`) and counted
+their confidences, and the page's confidence; :func:`inkstream.page_notes.warnings_note`) and counted
 in the last line ("N/M pages read, K with warnings");
 they do not change the exit code.
 """
@@ -36,11 +36,11 @@ from typing import Any
 
 import httpx
 
-from client.page_notes import warnings_note
 from client.results import FORMATS, PageResult, document_json
 from inkstream.doc_types import SNIFF_BYTES, accepted_list, detect_type
 from inkstream.errors import InvalidInput, PasswordRequired, error_for_code, password_required
 from inkstream.page_errors import every_page_failed
+from inkstream.page_notes import warnings_note
 
 #: what each output format is (``--format``; the same names as the gateway's ``format``).
 FORMAT_HELP = {"markdown": "Markdown (.md), pages marked by <!-- page N --> comments",

@@ -31,6 +31,7 @@ from gateway.output.signal import SegmentScore, block_signal, page_warnings
 from gateway.output.tables import Table, markdown_body, page_lines
 from gateway.types import PageOutcome, SegmentText
 from inkstream.decimal_marks import page_mark, with_mark
+from inkstream.page_notes import warnings_note
 from inkstream.page_result import Block, Box, PageError, PageResult, Word, as_box, document_json
 from inkstream.segments import JOIN_LINE, is_known_join
 
@@ -211,14 +212,15 @@ def page_result(outcome: PageOutcome, doc_size: tuple[int, int] | None = None, m
 
 
 def warning_note(page: PageResult) -> str:
-    """What a page's warnings say, for a person ("" without warnings): ``no text found``, or the codes
-    with the page's confidence.
+    """What a page's warnings say, for a person ("" without warnings): ``no text found``, or
+    ``warnings: `` and :func:`inkstream.page_notes.warnings_note` (the codes; for ``low_confidence`` the
+    doubtful lines named, then the page's confidence), the line ``inkstream ocr`` prints.
     """
     if not page.warnings:
         return ""
     if page.warnings == ["no_text_found"]:
         return "no text found"
-    return f"warnings: {', '.join(page.warnings)} (confidence {page.confidence:.2f})"
+    return f"warnings: {warnings_note(page)}"
 
 
 def finish_note(page: PageResult) -> str:

@@ -114,7 +114,9 @@ def test_empty_page_says_no_text_found_in_markdown_only():
     assert "<!-- page 2: no text found -->" in render_document([res], "markdown")
     assert render_document([res], "text") == "\n"
     bad = page_result(_outcome([0.3, 0.3, 0.3]))
-    assert "warnings: unsupported_script, low_confidence (confidence 0.30)" in render_document([bad], "markdown")
+    note = "warnings: unsupported_script, low_confidence: 3 of 3 lines doubtful: line 1 (0.30); line 2 (0.30); line 3"
+    assert note in render_document([bad], "markdown")  # the CLI's line: doubtful lines named (inkstream/page_notes.py)
+    assert "low_confidence (confidence" not in render_document([bad], "markdown")
     err = page_result(PageOutcome(index=2, status="error"))
     assert err.warnings == [] and err.confidence == 0.0
 
