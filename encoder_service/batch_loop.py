@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -46,6 +45,7 @@ class BatchLoop:
     metrics: EncoderMetrics
     forward_health: ForwardHealth | None
     pace: ServiceRate
+    clock: Callable[[], float]
 
     def _ready_batch(self, now: float) -> list[QueuedPage] | None:
         """Pop the next batch (see :meth:`BatchQueue.pop_ready`), giving back the popped pages'
@@ -88,12 +88,11 @@ class BatchLoop:
     async def _forward(self, batch: list[QueuedPage]) -> None:
         half = self._half
         assert half is not None
-        t0 = time.perf_counter()
-        started = asyncio.get_running_loop().time()
+        t0 = self.clock()
         for it in batch:
-            it.forward_at, it.batch_pages = started, len(batch)
+            it.forward_at, it.batch_pages = t0, len(batch)
         results = await encode_isolated(self._fwd_pool, half, [it.prepared for it in batch])
-        elapsed = time.perf_counter() - t0
+        elapsed = self.clock() - t0
         self._forward_ema_s = elapsed if self._forward_ema_s is None else 0.8 * self._forward_ema_s + 0.2 * elapsed
         self.stats.batches += 1
         self.stats.batch_sizes.append(len(batch))

@@ -31,8 +31,8 @@ class QueuedPage:
     ``future`` gets the page's EncodedPage or exception; ``enqueued_at``: ``loop.time()`` seconds;
     ``stream_id``: the request stream it belongs to; ``key``: its request and priority class (from
     the call's metadata, :func:`inkstream.fair.key_from_metadata`); ``released``: its admission slot
-    was given back (it entered a forward pass or left the queue); ``forward_at`` (``loop.time()``
-    seconds) and ``batch_pages``: when its forward pass started and how many pages it held;
+    was given back (it entered a forward pass or left the queue); ``forward_at`` (seconds of the
+    batcher's ``clock``) and ``batch_pages``: when its forward pass started and how many pages it held;
     ``paced``: its forward pass ended and counted it in the replica's rate (``Batcher.pace``).
     """
 
@@ -74,6 +74,10 @@ class BatchQueue:
         if not group:
             del self._groups[page.prepared.batch_key]
         return True
+
+    def __len__(self) -> int:
+        """Pages queued (in every group)."""
+        return sum(len(group) for group in self._groups.values())
 
     def __iter__(self) -> Iterator[QueuedPage]:
         """Every queued page (a snapshot: the queue may be changed while iterating)."""

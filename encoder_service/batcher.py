@@ -32,6 +32,8 @@ import collections
 import contextlib
 import logging
 import math
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -53,10 +55,16 @@ log = logging.getLogger("inkstream.encoder.batcher")
 class MicroBatcher(BatchLoop):
     """Admission control + micro-batching + single-threaded forward for one encoder half (the
     scheduling loop and the forward step: :class:`encoder_service.batch_loop.BatchLoop`).
+
+    ``clock``: monotonic seconds that every measured time is read from (a page's times, the forward
+    and preprocessing averages, :attr:`pace`); tests pass a fake one. The batch queue's
+    ``max_wait_ms`` runs on the event loop's own clock.
     """
 
-    def __init__(self, limits: BatchLimits, metrics: EncoderMetrics | None = None):
+    def __init__(self, limits: BatchLimits, metrics: EncoderMetrics | None = None, *,
+                 clock: Callable[[], float] = time.perf_counter):
         self.limits = limits
+        self.clock = clock
         self.metrics = metrics or EncoderMetrics()
         self.stats = BatcherStats()
         # Trip wire over forward passes (inkstream.fatal); set by the server, None in bare tests.
@@ -74,7 +82,7 @@ class MicroBatcher(BatchLoop):
         self._forward_ema_s: float | None = None
         self._running: list[QueuedPage] = []  # the batch inside the forward pass
         self._preparer = FairPreparer(limits.max_image_bytes, limits.max_image_pixels,
-                                      in_service=self._requests)  # threads: at start
+                                      in_service=self._requests, clock=clock)  # threads: at start
         self._fwd_pool = ThreadPoolExecutor(1, thread_name_prefix="encoder-forward")
         # The heaps keep freed memory for the next page while pages keep coming (no page faults to
         # fill it again) and are trimmed once the replica has been idle (inkstream.malloc).
@@ -84,7 +92,7 @@ class MicroBatcher(BatchLoop):
         #: with fewer in flight (one at a time) each take a whole forward pass alone: counted, they made
         #: the rate their latency (0.4 s a page where a full batch gave 0.1), so a gateway sizing a
         #: deadline with it refused documents that would have been read in time.
-        self.pace = ServiceRate(min_inflight=self.full_inflight)
+        self.pace = ServiceRate(min_inflight=self.full_inflight, clock=clock)
         #: the warm-up's estimate of the same (encoder_service.warm_rate; None until the server's warm-up ran)
         self.warmup_s: float | None = None
 
@@ -123,6 +131,11 @@ class MicroBatcher(BatchLoop):
     def queue_depth(self) -> int:
         """Admitted pages not yet inside a forward pass (decoding, preprocessing or queued)."""
         return self._pending
+
+    @property
+    def queued(self) -> int:
+        """Pages prepared and waiting in the batch queue for a forward pass (part of :attr:`queue_depth`)."""
+        return len(self._queue)
 
     @property
     def inflight(self) -> int:
@@ -209,7 +222,7 @@ class MicroBatcher(BatchLoop):
             self.metrics.reject(exc.code_name)
             raise
         loop = asyncio.get_running_loop()
-        start = loop.time()
+        start = self.clock()
         self._pending += 1
         self._inflight += 1
         self._requests[key.request_id] += 1
@@ -224,15 +237,16 @@ class MicroBatcher(BatchLoop):
             if self._closed:
                 raise Unavailable("the encoder is shutting down; retry on another replica")
             item = QueuedPage(prepared, loop.create_future(), loop.time(), stream_id, key)
+            queued_at = self.clock()
             self._queue.push(item)
             self._wake.set()
             page = await item.future
-            now = loop.time()
+            now = self.clock()
             seconds = now - start
             self.metrics.latency.record(seconds, self.metrics.attrs)
             self.metrics.pages.add(1, self.metrics.attrs)
             fwd_at = item.forward_at if item.forward_at is not None else now
-            return TimedPage(page, seconds, prepare_s=item.enqueued_at - start, queue_s=fwd_at - item.enqueued_at,
+            return TimedPage(page, seconds, prepare_s=queued_at - start, queue_s=fwd_at - queued_at,
                              forward_s=now - fwd_at, batch_pages=item.batch_pages, thread_wait_s=thread_wait_s)
         except Exception as exc:  # mapped to the error map (CancelledError passes)
             err = as_inkstream_error(exc)

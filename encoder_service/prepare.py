@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from encoder_service.images import decode_page
@@ -28,10 +29,13 @@ class FairPreparer:
     ``max_image_bytes`` / ``max_image_pixels``: limits of :func:`encoder_service.images.decode_page`;
     ``in_service``: pages each request (by id) has in the encoder, admitted and not answered (the
     batcher's count; the fewest go first, :mod:`inkstream.fair`); None: the threads each holds.
+    ``clock``: monotonic seconds the waits and :attr:`page_seconds` are read from (tests: a fake one).
     """
 
-    def __init__(self, max_image_bytes: int, max_image_pixels: int, in_service: InService | None = None):
+    def __init__(self, max_image_bytes: int, max_image_pixels: int, in_service: InService | None = None, *,
+                 clock: Callable[[], float] = time.perf_counter):
         self.max_image_bytes = max_image_bytes
+        self._clock = clock
         self.max_image_pixels = max_image_pixels
         self.threads = 0
         self._pool: ThreadPoolExecutor | None = None
@@ -55,9 +59,9 @@ class FairPreparer:
         loop = asyncio.get_running_loop()
         if self._pool is None:
             raise RuntimeError("FairPreparer.prepare() before use()")
-        t0 = loop.time()
+        t0 = self._clock()
         await self._slots.acquire(key)
-        waited = loop.time() - t0
+        waited = self._clock() - t0
         try:
             work = self._pool.submit(self._prepare, half, image, mode)
         except BaseException:
@@ -73,10 +77,10 @@ class FairPreparer:
 
     def _prepare(self, half: EncoderHalf, image: bytes, mode: str) -> PreparedPage:
         """Worker thread: bytes -> RGB page -> PreparedPage (CPU tensors)."""
-        t0 = time.perf_counter()
+        t0 = self._clock()
         rgb = decode_page(image, max_image_bytes=self.max_image_bytes, max_image_pixels=self.max_image_pixels)
         page = half.preprocess(rgb, mode or half.default_mode)
-        took = time.perf_counter() - t0
+        took = self._clock() - t0
         last = self.page_seconds  # one float written at once: a racing thread loses one sample at most
         self.page_seconds = took if last is None else 0.8 * last + 0.2 * took
         return page

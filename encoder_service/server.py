@@ -78,10 +78,12 @@ def warmup_page_png(long_side_px: int, max_pixels: int) -> bytes:
     return buf.getvalue()
 
 
-def warm_full_batch(half: EncoderHalf, page_png: bytes, mode: str, batch_size: int) -> tuple[float, float]:
+def warm_full_batch(half: EncoderHalf, page_png: bytes, mode: str, batch_size: int,
+                    clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
     """One forward pass at ``max_batch_size`` pages before turning SERVING. Returns (seconds the
     page took to decode and preprocess, a second time: warm, unlike the warm-up page's first pass;
-    seconds of the forward pass); (0.0, 0.0) when ``batch_size`` <= 1: not run.
+    seconds of the forward pass), read from ``clock`` (monotonic seconds); (0.0, 0.0) when
+    ``batch_size`` <= 1: not run.
 
     The allocator then holds the activation memory of the largest batch from the start, so resident
     memory does not climb under the first burst of load, and a batch that does not fit in device
@@ -90,12 +92,12 @@ def warm_full_batch(half: EncoderHalf, page_png: bytes, mode: str, batch_size: i
     """
     if batch_size <= 1:
         return 0.0, 0.0
-    t0 = time.perf_counter()
+    t0 = clock()
     with Image.open(io.BytesIO(page_png)) as im:
         prepared = half.preprocess(im.convert("RGB"), mode)
-    t1 = time.perf_counter()
+    t1 = clock()
     half.encode_batch([prepared] * batch_size)
-    return t1 - t0, time.perf_counter() - t1
+    return t1 - t0, clock() - t1
 
 
 @dataclass
@@ -156,7 +158,7 @@ class EncoderServer:
         res = await self.batcher.submit(page_png, half.default_mode)
         log.info("encoder warm-up page done", extra={"seconds": res.seconds, "vision_tokens": res.page.n_vision_tokens})
         prep_s, batch_s = await in_daemon_thread(warm_full_batch, half, page_png, half.default_mode,
-                                                 cfg.max_batch_size)
+                                                 cfg.max_batch_size, self.batcher.clock)
         batch_pages = cfg.max_batch_size
         if batch_s <= 0:  # no batch ran (max_batch_size 1): the warm-up page's own (cold) timings
             prep_s, batch_s, batch_pages = res.prepare_s - res.thread_wait_s, res.forward_s, 1
@@ -197,11 +199,13 @@ async def build_server(
     half: EncoderHalf | None = None,
     *,
     metrics: EncoderMetrics | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> EncoderServer:
     """Create the gRPC server (bound, not started) for ``config``.
 
     ``half``: an already loaded EncoderHalf (tests, benchmarks); None loads ``config.model_dir`` in
     :meth:`EncoderServer.start`. ``metrics``: instruments to use (default: the process-wide meter).
+    ``clock``: monotonic seconds the batcher and the warm-up measure with (tests: a fake one).
     When ``config.metrics_port`` is set, the Prometheus ``/metrics`` endpoint is started here.
     The server carries the tracing interceptors (W3C trace context + request id from metadata) and
     TLS when ``config.tls.enabled``. Must run on the event loop that will serve. Raises RuntimeError
@@ -219,7 +223,7 @@ async def build_server(
         max_image_pixels=config.max_image_pixels,
         preprocess_threads=config.preprocess_threads,
     )
-    batcher = MicroBatcher(limits, metrics)
+    batcher = MicroBatcher(limits, metrics, clock=clock)
     lifecycle = Lifecycle([SERVICE_NAME])
     batcher.forward_health = lifecycle.forward_health("encoder", config.max_consecutive_failures)
     server = grpc.aio.server(options=listener_options(config.max_message_bytes),

@@ -41,10 +41,30 @@ class _Tower(torch.nn.Module):
         return self.proj(torch.nn.functional.gelu(x))
 
 
+class FakeClock:
+    """Monotonic seconds that move only when told (:meth:`advance`), for the batcher's ``clock``:
+    measured times then do not depend on how loaded the machine running the tests is.
+    Thread-safe (forwards and preprocessing advance it from worker threads).
+    """
+
+    def __init__(self) -> None:
+        self._t = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return self._t
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` (>= 0) forward."""
+        with self._lock:
+            self._t += seconds
+
+
 class PatchHalf(EncoderHalf):
     """A small real EncoderHalf. Knobs for tests:
 
     ``delay_s``: extra seconds per forward (simulated compute, so pages pile up behind it);
+    ``clock``: a :class:`FakeClock` a forward advances by ``delay_s`` instead of sleeping;
     ``gate``: a threading.Event every forward waits on (tests hold a forward in flight);
     ``fail_on_black``: raise RuntimeError when a batch holds an all-black page.
     Records ``batches`` (list of (batch_key, n_pages)).
@@ -62,6 +82,7 @@ class PatchHalf(EncoderHalf):
         self.dtype = torch.float32
         self.default_mode = "small"
         self.delay_s = 0.0
+        self.clock: FakeClock | None = None
         self.gate: threading.Event | None = None
         self.fail_on_black = False
         self.batches: list[tuple[Any, int]] = []
@@ -95,7 +116,9 @@ class PatchHalf(EncoderHalf):
     def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
         if self.gate is not None:
             assert self.gate.wait(30), "test gate never opened"
-        if self.delay_s:
+        if self.clock is not None:
+            self.clock.advance(self.delay_s)
+        elif self.delay_s:
             time.sleep(self.delay_s)
         keys = {p.batch_key for p in pages}
         assert len(keys) == 1, f"mixed batch keys in one batch: {keys}"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
 
 import grpc
 from opentelemetry.sdk.metrics import MeterProvider
@@ -18,11 +19,14 @@ from models.base import EncoderHalf
 
 @contextlib.asynccontextmanager
 async def running_encoder(
-    half: EncoderHalf, *, wait_ready: bool = True, **settings
+    half: EncoderHalf, *, wait_ready: bool = True, clock: Callable[[], float] = time.perf_counter, **settings
 ) -> AsyncIterator[tuple[EncoderServer, encoder_pb2_grpc.VisionEncoderStub, grpc.aio.Channel]]:
-    """Build + start an encoder server around ``half`` with ``settings`` (EncoderConfig fields)."""
+    """Build + start an encoder server around ``half`` with ``settings`` (EncoderConfig fields);
+    ``clock``: what it measures times with (:func:`encoder_service.server.build_server`).
+    """
     config = EncoderConfig(**{"host": "127.0.0.1", "port": 0, "drain_grace_s": 5.0, **settings})
-    srv = await build_server(config, half=half, metrics=EncoderMetrics(MeterProvider().get_meter("test")))
+    srv = await build_server(config, half=half, metrics=EncoderMetrics(MeterProvider().get_meter("test")),
+                             clock=clock)
     await srv.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}", options=client_options(config.max_message_bytes))
     try:

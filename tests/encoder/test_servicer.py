@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import grpc
 import pytest
@@ -16,7 +15,7 @@ from inkstream.pace import ServiceRate
 from inkstream.pb import encoder_pb2, tensor_pb2
 from inkstream.wire import from_wire
 from models.base import TokenColumns
-from tests.encoder.doubles import PatchHalf, WideHalf, page_png, solid_png
+from tests.encoder.doubles import FakeClock, PatchHalf, WideHalf, page_png, solid_png
 from tests.encoder.grpc_util import encode_all, requests, running_encoder
 
 pytestmark = pytest.mark.integration
@@ -93,6 +92,21 @@ async def _until(cond, timeout: float = 10.0) -> None:
     raise AssertionError("condition not reached")
 
 
+async def _all_queued_behind_a_held_forward(srv, half: PatchHalf, sends: list, pages: int) -> None:
+    """Hold ``half``'s forwards, run ``sends`` (coroutines sending ``pages`` pages in all) until every
+    page is queued or inside the held forward, then let the forwards go and wait for the answers:
+    the batches are then full whatever the machine's load (``max_batch_size`` pages, the first fewer).
+    """
+    b = srv.batcher
+    half.gate = threading.Event()
+    sent = asyncio.gather(*sends)
+    try:
+        await _until(lambda: b.inflight == pages and b.queued == b.queue_depth and b.queued < pages)
+    finally:
+        half.gate.set()
+    await sent
+
+
 async def test_queue_full_gives_resource_exhausted_with_retry_info(patch_half: PatchHalf):
     async with running_encoder(patch_half, max_batch_size=1, max_wait_ms=0, max_queue_pages=2) as (srv, stub, _):
         patch_half.gate = threading.Event()
@@ -165,12 +179,13 @@ async def test_info_reports_model_and_limits(patch_half: PatchHalf):
 @pytest.mark.parametrize("batch", [4, 1])
 async def test_info_reports_the_warm_ups_seconds_per_page_before_any_page_is_served(patch_half: PatchHalf, batch):
     # A forward pass takes 0.4 s whatever its size: kept full at 4 pages a batch, a page costs
-    # 0.1 s of forward (plus its share of preprocessing: this double's is ~ms); one page a batch, 0.4 s.
-    patch_half.delay_s = 0.4
-    async with running_encoder(patch_half, max_batch_size=batch, max_wait_ms=5.0) as (srv, stub, _):
+    # 0.1 s of forward (plus its share of preprocessing: none on the fake clock); one page a batch, 0.4 s.
+    clock = FakeClock()
+    patch_half.clock, patch_half.delay_s = clock, 0.4
+    async with running_encoder(patch_half, max_batch_size=batch, max_wait_ms=5.0, clock=clock) as (srv, stub, _):
         info = await stub.Info(encoder_pb2.InfoRequest())
         assert not srv.batcher.pace.measured  # only the warm-up ran
-    assert 0.4 / batch <= info.seconds_per_page < 0.4 / batch + 0.15
+    assert info.seconds_per_page == pytest.approx(0.4 / batch)
 
 
 async def test_pages_served_one_at_a_time_do_not_make_the_rate_a_latency(patch_half: PatchHalf):
@@ -178,8 +193,10 @@ async def test_pages_served_one_at_a_time_do_not_make_the_rate_a_latency(patch_h
     # ~0.1 s. Pages sent one at a time each took the whole 0.4 s alone, and that latency used to become
     # the replica's reported seconds_per_page, 4x its throughput: a gateway that had not measured the
     # stack itself then refused a document (TOO_LONG_FOR_DEADLINE) that would have been read in time.
-    patch_half.delay_s = 0.4
-    async with running_encoder(patch_half, max_batch_size=4, max_wait_ms=5.0) as (srv, stub, _):
+    # Times on a clock only the forwards move; the full burst is queued behind a held forward.
+    clock = FakeClock()
+    patch_half.clock, patch_half.delay_s = clock, 0.4
+    async with running_encoder(patch_half, max_batch_size=4, max_wait_ms=5.0, clock=clock) as (srv, stub, _):
         warm = (await stub.Info(encoder_pb2.InfoRequest())).seconds_per_page
         assert 0.1 <= warm < 0.25
         for i in range(6):  # more than ServiceRate's min_units, each page alone in the replica
@@ -189,33 +206,36 @@ async def test_pages_served_one_at_a_time_do_not_make_the_rate_a_latency(patch_h
         # A gateway that has not measured the stack: 40 pages in 10 s fit at ~0.1-0.25 s a page (not at 0.4).
         DocumentLoad(ServiceRate(), lambda: alone).check("doc", pages=40, time_left_s=10.0)
         # Kept full (four streams of four pages), the measured rate takes over, at its throughput.
-        await asyncio.gather(*(encode_all(stub, requests([(i, page_png(80 + s * 4 + i), "")]))
-                               for s in range(4) for i in range(4)))
+        await _all_queued_behind_a_held_forward(srv, patch_half, [
+            encode_all(stub, requests([(i, page_png(80 + s * 4 + i), "")])) for s in range(4) for i in range(4)], 16)
         assert srv.batcher.pace.measured
         full = (await stub.Info(encoder_pb2.InfoRequest())).seconds_per_page
     assert 0.05 < full < 0.25, full
 
 
 class _ColdStartHalf(PatchHalf):
-    """Its first preprocessing takes 0.8 s more (lazy set-up), the later ones a few ms."""
+    """Its first preprocessing takes 0.8 s more on its fake clock (lazy set-up), the later ones none."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: FakeClock) -> None:
         super().__init__(seed=0)
+        self.clock = clock
         self.cold = True
 
     def preprocess(self, image, mode):
         if self.cold:
             self.cold = False
-            time.sleep(0.8)
+            self.clock.advance(0.8)
         return super().preprocess(image, mode)
 
 
 async def test_the_warm_up_rate_leaves_out_the_first_preprocessings_set_up():
-    half = _ColdStartHalf()
+    clock = FakeClock()
+    half = _ColdStartHalf(clock)
     half.delay_s = 0.4
-    async with running_encoder(half, max_batch_size=4, max_wait_ms=5.0, preprocess_threads=1) as (_srv, stub, _):
+    async with running_encoder(half, max_batch_size=4, max_wait_ms=5.0, preprocess_threads=1,
+                               clock=clock) as (_srv, stub, _):
         info = await stub.Info(encoder_pb2.InfoRequest())
-    assert 0.1 <= info.seconds_per_page < 0.4  # 0.1 s forward + a warm preprocessing; the cold one: 0.9 s
+    assert info.seconds_per_page == pytest.approx(0.1)  # 0.1 s forward + a warm preprocessing (0); cold: 0.9 s
 
 
 async def test_info_declares_the_halfs_extra_token_columns(patch_half: PatchHalf):
@@ -232,10 +252,15 @@ async def test_info_sizes_the_work_window_in_time_from_measured_pages(patch_half
     # A forward of 0.1 s whatever the batch (a GPU): pages come out far faster than one goes through,
     # so the replica asks for more than its 2 preprocessing threads,
     # never more than it holds (max_queue_pages + max_batch_size).
-    async with running_encoder(patch_half, max_batch_size=8, max_wait_ms=5.0, max_queue_pages=24) as (_srv, stub, _):
-        patch_half.delay_s = 0.1
-        await asyncio.gather(*(encode_all(stub, requests([(i, page_png(40 + s * 8 + i), "")]))
-                               for s in range(3) for i in range(8)))
+    # Times are read from a clock only the forwards move (0.1 s each), and the 24 pages are all
+    # queued behind a held forward first: the batches (8 pages, the first 1 to 8) and so the figures
+    # do not depend on how loaded the machine is.
+    clock = FakeClock()
+    patch_half.clock, patch_half.delay_s = clock, 0.1
+    async with running_encoder(patch_half, max_batch_size=8, max_wait_ms=5.0, max_queue_pages=24,
+                               clock=clock) as (srv, stub, _):
+        await _all_queued_behind_a_held_forward(srv, patch_half, [
+            encode_all(stub, requests([(i, page_png(40 + s * 8 + i), "")])) for s in range(3) for i in range(8)], 24)
         info = await stub.Info(encoder_pb2.InfoRequest())
     assert 0 < info.seconds_per_page < 0.1  # busy seconds per page: several pages per 0.1 s forward
     assert 3 < info.work_window_pages <= 24 + 8
