@@ -51,6 +51,7 @@ from models.compact.line.image import (
 )
 from models.compact.line.lead_dash import dash_at_frame
 from models.compact.line.onnx_runtime import OnnxLineEncoder
+from models.compact.line.piece import Piece
 from models.compact.line.quotes import hairline_quotes
 from models.compact.line.rules import erase_rules
 from models.compact.line.runners import load_torch_towers, open_onnx_towers
@@ -219,7 +220,7 @@ class CompactEncoderHalf(EncoderHalf):
         routes = [r or hairline_quotes(c) > 0 for r, c in zip(routes, crops, strict=True)]
         return routes, list(tokens), reads
 
-    def number_routes(self, pieces: list[tuple]) -> list[tuple]:
+    def number_routes(self, pieces: list[Piece]) -> list[Piece]:
         """:func:`models.compact.line.number_reads.number_routes` of a page's pieces on this half's PP tower
         (issue 37); unchanged without a PP tower or with :attr:`numbers_to_pp` off.
         """
@@ -257,32 +258,33 @@ class CompactEncoderHalf(EncoderHalf):
         leads = [f.width - c.width for f, (c, _) in zip(framed, tight, strict=True)]  # paper added, not on the page
         tight = [(f, b) for f, (_, b) in zip(framed, tight, strict=True)]
         cjk, latin, reads = self.route([c for c, _ in tight], image)  # grain: on the page as given
-        pieces = []
+        pieces: list[Piece] = []
         for ln, (crop, box), lead, pp, tokens, text in zip(lines, tight, leads, cjk, latin, reads, strict=True):
             # Read without a form's box edges and underlines; routed with them (line/rules.py: its doubt
             # is the page's sign of a scan), so a line they were erased from is encoded again.
             read = erase_rules(crop)
             parts = split_line(read, box, self._pp.split_px if pp and self._pp else SPLIT_PX, tabs=not pp, lead=lead)
             whole = tokens if len(parts) == 1 and read is crop else None  # a Latin line read whole: routing encoded it
-            pieces += [(parts[0][0], parts[0][1], ln.join, pp, whole, text if whole is not None else None),
-                       *((*part, pp, None, None) for part in parts[1:])]
+            pieces += [Piece(parts[0][0], parts[0][1], ln.join, pp, whole, text if whole is not None else None),
+                       *(Piece(*part, pp, None, None) for part in parts[1:])]
         # a Latin piece led by a minus: the minus put at the phase the tower reads it at (issue 37)
-        pieces = [p if p[3] or (c := dash_at_frame(p[0])) is p[0] else (c, *p[1:4], None, None) for p in pieces]
+        pieces = [p if p.pp or (c := dash_at_frame(p.crop)) is p.crop else p._replace(crop=c, tokens=None, read=None)
+                  for p in pieces]
         pieces = self.number_routes(pieces)  # a number cell the read head reads: to the PP tower (issue 37)
         tensors, n_tokens, towers = {}, [], []
-        for i, (crop, _, _, pp, whole, _) in enumerate(pieces):
-            n = normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE
-            if pp and self._pp is not None:
-                tensors[f"pp_{i}"], n = self._pp.prepare(prepare.dark_on_light(crop))
-            elif whole is not None:
-                tensors[f"tokens_{i}"] = np.ascontiguousarray(whole[:n])
+        for i, piece in enumerate(pieces):
+            n = normalised_width(piece.crop.width, piece.crop.height) // WIDTH_MULTIPLE
+            if piece.pp and self._pp is not None:
+                tensors[f"pp_{i}"], n = self._pp.prepare(prepare.dark_on_light(piece.crop))
+            elif piece.tokens is not None:
+                tensors[f"tokens_{i}"] = np.ascontiguousarray(piece.tokens[:n])
             else:
-                tensors[f"line_{i}"] = self.prepare_lines([crop])[0]
+                tensors[f"line_{i}"] = self.prepare_lines([piece.crop])[0]
             n_tokens.append(n)
-            towers.append("pp" if pp else "latin")
-        boxes = [unrotate_box(box, rotation, image.width, image.height) for _, box, *_ in pieces]
+            towers.append("pp" if piece.pp else "latin")
+        boxes = [unrotate_box(p.box, rotation, image.width, image.height) for p in pieces]
         return PreparedPage(batch_key="compact-lines", tensors=tensors, width=image.width, height=image.height,
-                            meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [p[2] for p in pieces],
+                            meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [p.join for p in pieces],
                                   "towers": towers, "rotation": rotation, "unread_ink": unread})
 
     def encode_lines(self, lines: list[np.ndarray], n_tokens: list[int]) -> list[np.ndarray]:

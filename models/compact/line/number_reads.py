@@ -53,6 +53,7 @@ import numpy as np
 from PIL import Image
 
 from models.compact.line.image import WIDTH_MULTIPLE, normalised_width
+from models.compact.line.piece import Piece
 from models.compact.vocab import CHARSET, SPECIALS
 
 #: The Latin read head's classes: its class ``i`` is the Latin vocabulary's id ``i`` (blank = ``<pad>``).
@@ -88,21 +89,21 @@ def is_number(text: str | None) -> bool:
     return bool(text) and NUMBER.fullmatch(text or "") is not None
 
 
-def number_routes(pieces: list[tuple], read_lines: Callable[[list[np.ndarray], list[int]], tuple[Any, ...]],
-                  prepare_lines: Callable[[list[Image.Image]], list[np.ndarray]]) -> list[tuple]:
-    """A page's pieces (crop, box, join, PP tower?, Latin vision tokens [T, hidden] or None, read-head
-    reading or None) -> the same, every Latin piece whose reading :func:`is_number` sent to the PP
-    tower (tokens None). A Latin piece without tokens (cut from its line, or changed after routing)
+def number_routes(pieces: list[Piece], read_lines: Callable[[list[np.ndarray], list[int]], tuple[Any, ...]],
+                  prepare_lines: Callable[[list[Image.Image]], list[np.ndarray]]) -> list[Piece]:
+    """A page's pieces (:class:`~models.compact.line.piece.Piece`) -> the same, every Latin piece whose
+    reading :func:`is_number` sent to the PP tower (tokens None). A Latin piece without tokens (cut
+    from its line, or changed after routing)
     is encoded first: ``prepare_lines`` (crops -> bucketed [1, 32, W] lines) and ``read_lines``
     (:meth:`models.compact.line.towers.PPTower.read_lines`: the second of what it returns are the
     tokens, the fourth the readings) give both from one forward, so the piece is not encoded again. ``pieces``
     is updated in place where a piece gets its tokens.
     """
-    todo = [i for i, p in enumerate(pieces) if not p[3] and p[4] is None]
+    todo = [i for i, p in enumerate(pieces) if not p.pp and p.tokens is None]
     if todo:
-        crops = [pieces[i][0] for i in todo]
+        crops = [pieces[i].crop for i in todo]
         frames = [normalised_width(c.width, c.height) // (WIDTH_MULTIPLE // 2) for c in crops]
         _, tokens, _, reads = read_lines(prepare_lines(crops), frames)
         for i, t, r in zip(todo, tokens, reads, strict=True):
-            pieces[i] = (*pieces[i][:4], t, r)
-    return [(*p[:3], True, None, p[5]) if not p[3] and is_number(p[5]) else p for p in pieces]
+            pieces[i] = pieces[i]._replace(tokens=t, read=r)
+    return [p._replace(pp=True, tokens=None) if not p.pp and is_number(p.read) else p for p in pieces]
