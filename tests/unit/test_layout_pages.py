@@ -15,16 +15,6 @@ from bench.layout_pages import render_page
 from evaluation.score import fold, score
 
 
-@pytest.fixture(scope="module")
-def halves():
-    from launcher.model_dir import default_model_dir
-    from models.compact.decoder_half import CompactDecoderHalf
-    from models.compact.encoder_half import CompactEncoderHalf
-
-    d = default_model_dir()
-    return CompactEncoderHalf.load(d), CompactDecoderHalf.load(d)
-
-
 def _read(halves, image):
     """(segments of the encoded page, their texts) read greedily."""
     from models.inprocess import greedy_segments

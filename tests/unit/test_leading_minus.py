@@ -13,21 +13,11 @@ import pytest
 from PIL import Image
 
 from bench.minus_crops import tight_crop
-from models.compact import default_checkpoint_dir
 from models.compact.page.boxes import LineBox
 
 SERIF = "/usr/share/fonts/truetype/liberation/LiberationSerif-Regular.ttf"
 NARROW = "/usr/share/fonts/truetype/liberation/LiberationSansNarrow-Regular.ttf"
 DEJAVU_SERIF = "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf"
-
-
-@pytest.fixture(scope="module")
-def halves():
-    from models.compact.decoder_half import CompactDecoderHalf
-    from models.compact.encoder_half import CompactEncoderHalf
-
-    d = default_checkpoint_dir()
-    return CompactEncoderHalf.load(d), CompactDecoderHalf.load(d)
 
 
 class _OneLine:

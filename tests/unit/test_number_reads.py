@@ -28,15 +28,6 @@ WORDS = [("Summary by item", DEJAVU, 18, 4), ("Units", DEJAVU, 16, 5), ("Net rev
          ("Total amount due", SERIF, 20, 3)]
 
 
-@pytest.fixture(scope="module")
-def halves():
-    from models.compact.decoder_half import CompactDecoderHalf
-    from models.compact.encoder_half import CompactEncoderHalf
-
-    d = default_checkpoint_dir()
-    return CompactEncoderHalf.load(d), CompactDecoderHalf.load(d)
-
-
 def _top(chars: str) -> np.ndarray:
     """read_top rows [T, 3] spelling ``chars`` (``_``: a blank frame)."""
     ids = [0 if c == "_" else READ_CLASSES.index(c) for c in chars]

@@ -123,16 +123,6 @@ LIBERATION = "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf"
 _read = _read_crop  # a crop read as the one line of a page (test_leading_minus)
 
 
-@pytest.fixture(scope="module")
-def halves():
-    from models.compact import default_checkpoint_dir
-    from models.compact.decoder_half import CompactDecoderHalf
-    from models.compact.encoder_half import CompactEncoderHalf
-
-    d = default_checkpoint_dir()
-    return CompactEncoderHalf.load(d), CompactDecoderHalf.load(d)
-
-
 @pytest.mark.parametrize("size,width,drop", [(19, 1, 0), (19, 2, 0), (23, 1, 1), (23, 2, 1)])
 def test_a_table_row_with_a_hook_in_its_rule_is_read_right(halves, size: int, width: int, drop: int) -> None:
     """A ruled table row (a rule above, one under it holding the bottom of the ``g``'s hook), its rules
