@@ -154,10 +154,10 @@ async def test_waiting_pages_are_woken_by_changes_not_by_polling(monkeypatch):
         n0 = len(checks)
         await asyncio.sleep(1.2)
         assert len(checks) - n0 <= 1, f"{len(checks) - n0} re-checks in 1.2 s without any change"
-        t0 = time.monotonic()
         await dec.lifecycle.set_serving()
+        # Woken by the change: nothing else wakes them before replica_wait_s (20 s, then they would
+        # fail) and nothing polls (counted above); not timed, so a loaded machine cannot fail it.
         outs = await asyncio.wait_for(task, 10)
-        assert time.monotonic() - t0 < 1.0
         assert [o.text for o in outs] == [expected_page_text(i) for i in images]
     finally:
         await pipeline.close()
