@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -371,3 +372,23 @@ async def test_a_pdf_page_too_thin_to_read_is_nothing_to_read_as_an_image_is(cli
     pages = r.json()["pages"]
     assert r.status_code == 200 and [p["status"] for p in pages] == ["ok", "error"], r.text
     assert pages[1]["error"]["reason"] == "NOTHING_TO_READ" and "too small" in pages[1]["error"]["message"]
+
+
+async def test_hocr_names_the_served_model_on_every_route(client):
+    """Found by tryout9: hOCR's ``<meta name="ocr-system">`` read "inkstream " (no model) from
+    ``POST /v1/ocr``, its NDJSON summary and a job's result, while gRPC's said "inkstream MODEL":
+    ``render_document`` took the model id as an optional argument those routes left out."""
+    want = f'<meta name="ocr-system" content="inkstream {MODEL_ID}"/>'
+    r = await ocr(client, marked_pdf([4]), format="hocr")
+    assert r.status_code == 200 and want in r.text, r.text[:600]
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", marked_pdf([4]))}, data={"format": "hocr"},
+                          headers={"Accept": "application/x-ndjson"})
+    summary = json.loads(r.text.strip().splitlines()[-1])["summary"]
+    assert want in summary["document"], summary["document"][:600]
+    job = (await client.post("/v1/jobs", files={"file": ("d.pdf", marked_pdf([5]))}, data={"format": "hocr"})).json()
+    for _ in range(400):
+        if (await client.get(f"/v1/jobs/{job['job_id']}")).json()["status"] in ("done", "failed"):
+            break
+        await asyncio.sleep(0.05)
+    r = await client.get(f"/v1/jobs/{job['job_id']}/result")
+    assert r.status_code == 200 and want in r.text, r.text[:600]
