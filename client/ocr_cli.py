@@ -253,6 +253,17 @@ _FORMAT_OF_SUFFIX = {".pdf": "pdf", ".hocr": "hocr", ".html": "hocr", ".xhtml": 
                      ".txt": "text", ".text": "text", ".md": "markdown", ".markdown": "markdown"}
 
 
+def unknown_suffix_note(output: str) -> str | None:
+    """The stderr line for an ``-o`` whose extension names no output format (``out.docx``: markdown
+    is written, which the name does not say), or None (a known extension, or none at all).
+    """
+    suffix = pathlib.Path(output).suffix.lower()
+    if not suffix or suffix in _FORMAT_OF_SUFFIX:
+        return None
+    return (f"inkstream ocr: -o {output}: {suffix!r} is no output format's extension (.md .txt .json .hocr .pdf); "
+            "writing markdown (--format picks another)")
+
+
 def _http_failure(url: str, exc: httpx.HTTPError, timeout_s: float) -> str:
     """What went wrong talking to the gateway at ``url``, in words (the URL it tried included)."""
     if isinstance(exc, httpx.ConnectTimeout):
@@ -355,6 +366,9 @@ def main(argv: list[str]) -> int:
                 print(f"inkstream ocr: {exc}", file=sys.stderr)
                 return 2
     fmt = args.format or format_for(args.output)
+    note = None if args.format or not args.output else unknown_suffix_note(args.output)
+    if note:
+        print(note, file=sys.stderr)
     if fmt == "pdf" and not args.output:
         print("inkstream ocr: format pdf is a binary document: give the output file with -o OUT.pdf", file=sys.stderr)
         return 2

@@ -21,8 +21,9 @@ from starlette.requests import ClientDisconnect
 from gateway import tenancy
 from gateway.core import GatewayCore
 from gateway.ingest import UploadedFile, UploadSink, too_large, upload_too_slow
-from gateway.ingest.multipart import MultipartUpload, given_twice, unknown_option
+from gateway.ingest.multipart import MultipartUpload, document_sent_as_form, given_twice, unknown_option
 from gateway.service import OcrRequest
+from inkstream.doc_types import SNIFF_BYTES
 from inkstream.errors import (
     Cancelled,
     InkstreamError,
@@ -84,8 +85,8 @@ class Received:
 
 
 NO_DOCUMENT = ("no document in the request: send it as the multipart field 'file' (curl -F file=@doc.pdf), "
-               "as the raw body (curl --data-binary @doc.pdf), or name an uploaded object with "
-               "source=s3://BUCKET/KEY (POST /v1/uploads gives one)")
+               "as the raw body (curl --data-binary @doc.pdf -H 'Content-Type: application/octet-stream'), "
+               "or name an uploaded object with source=s3://BUCKET/KEY (POST /v1/uploads gives one)")
 
 
 def check_query_names(request: Request, known: tuple[str, ...]) -> None:
@@ -168,13 +169,19 @@ async def _form_fields(request: Request, core: GatewayCore, directory: Any, know
     """
     cap = core.config.limits.max_form_field_bytes * len(known)
     body = bytearray()
+    sniffed = False
     try:
         async for chunk in request.stream():
             body += chunk
+            if not sniffed and len(body) >= SNIFF_BYTES:
+                _refuse_a_document(body)
+                sniffed = True
             if len(body) > cap:
                 raise InvalidInput(f"the form body is larger than {cap} bytes; send the document as multipart 'file'")
     except ClientDisconnect:
         raise client_gone(core, request, "upload", len(body)) from None
+    if not sniffed:
+        _refuse_a_document(body)
     fields: dict[str, str] = {}
     for name, value in urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
         if name not in known:
@@ -184,6 +191,15 @@ async def _form_fields(request: Request, core: GatewayCore, directory: Any, know
         fields[name] = value
     empty = UploadSink(directory, core.config.limits.max_upload_bytes).finish()
     return await _received(request, core, directory, empty, fields, known, has_document=False)
+
+
+def _refuse_a_document(body: bytearray) -> None:
+    """Raise InvalidInput naming the right Content-Type when ``body`` (a form body) starts as a
+    document does: parsed as form fields, its bytes would come back as an "unknown form field".
+    """
+    message = document_sent_as_form(bytes(body[:SNIFF_BYTES]))
+    if message is not None:
+        raise InvalidInput(message)
 
 
 async def _received(request: Request, core: GatewayCore, directory: Any, upload: UploadedFile,

@@ -65,13 +65,13 @@ def document_response(pages: list[PageResult], fmt: str, model_id: str, seconds:
     headers = {**headers, **cache_header(cached)}
     if fmt == "json":
         return JSONResponse(document_json(pages, model_id, seconds, cached), headers=headers)
-    return Response(render_document(pages, fmt), media_type=MEDIA[fmt], headers=headers)
+    return Response(render_document(pages, fmt, model_id), media_type=MEDIA[fmt], headers=headers)
 
 
 def _summary(pages: list[PageResult], model_id: str, fmt: str, seconds: float, cached: bool) -> dict[str, Any]:
     return {"model_id": model_id, "pages": len(pages), "pages_ok": sum(p.status == "ok" for p in pages),
             "pages_error": sum(p.status != "ok" for p in pages), "seconds": round(seconds, 3), "cached": cached,
-            "document": "" if fmt == "json" else render_document(pages, fmt), "error": error_body(pages)}
+            "document": "" if fmt == "json" else render_document(pages, fmt, model_id), "error": error_body(pages)}
 
 
 def error_line(exc: BaseException) -> bytes:

@@ -14,7 +14,8 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from gateway.ingest.upload import UploadSink
-from inkstream.errors import InvalidInput, PayloadTooLarge
+from inkstream.doc_types import DOC_TYPES, detect_type
+from inkstream.errors import InkstreamError, InvalidInput, PayloadTooLarge
 
 log = logging.getLogger("inkstream.gateway.ingest")
 
@@ -29,9 +30,31 @@ def given_twice(name: str, first: str, second: str, what: str) -> str:
 
 
 def unknown_option(name: str, known: tuple[str, ...], what: str) -> str:
-    """The message for an unexpected option ``name`` (``what``: "form field" or "query parameter")."""
-    return (f"unknown {what} {name!r}: send the document as the multipart field '{FILE_FIELD}' "
+    """The message for an unexpected option ``name`` (``what``: "form field" or "query parameter");
+    a name over :data:`NAME_SHOWN` characters is cut there, so the message never carries a body's bytes.
+    """
+    shown = name if len(name) <= NAME_SHOWN else name[:NAME_SHOWN] + "..."
+    return (f"unknown {what} {shown!r}: send the document as the multipart field '{FILE_FIELD}' "
             f"(or as the raw body), and options among: {', '.join(known)}")
+
+
+#: characters of an unknown option's name that its message repeats.
+NAME_SHOWN = 40
+
+
+def document_sent_as_form(head: bytes) -> str | None:
+    """The message for a document sent as ``application/x-www-form-urlencoded`` (``curl --data-binary
+    @scan.pdf URL`` without a ``Content-Type`` header sends that), or None when ``head`` (the body's
+    first :data:`inkstream.doc_types.SNIFF_BYTES` bytes) is no document type's start.
+    """
+    try:
+        kind = detect_type(head)
+    except InkstreamError:
+        return None
+    label = next(t.label for t in DOC_TYPES if t.kind == kind)
+    return (f"the body is a {label} document sent as form data (Content-Type: application/x-www-form-urlencoded, "
+            "what curl --data-binary sends unless told otherwise); send it as the raw body with "
+            f"Content-Type: application/octet-stream, or as the multipart field '{FILE_FIELD}'")
 
 
 class MultipartUpload:

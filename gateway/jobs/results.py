@@ -60,7 +60,7 @@ def write_result(store: ResultStore, job: JobRecord, pages: list[PageResult], mo
               "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in dicts).encode(), "application/x-ndjson")
     for f in ("markdown", "text", "hocr"):
         if f != "hocr" or fmt == "hocr":
-            store.put(blob(job.job_id, EXTENSIONS[f]), render_document(pages, f).encode(), TYPES[f])
+            store.put(blob(job.job_id, EXTENSIONS[f]), render_document(pages, f, model_id).encode(), TYPES[f])
     if fmt == "pdf":
         out = scratch / "searchable.pdf"
         write_searchable_pdf(pages, source, kind, out, password=password)

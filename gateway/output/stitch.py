@@ -276,9 +276,11 @@ def _comment_safe(text: str) -> str:
     return re.sub(r"-(?=-)", "- ", text)
 
 
-def render_document(pages: Iterable[PageResult], fmt: str, model_id: str = "") -> str:
+def render_document(pages: Iterable[PageResult], fmt: str, model_id: str) -> str:
     """The stitched document: pages ordered by index, each exactly once (a later duplicate of an
-    index is an error in the caller and raises ValueError).
+    index is an error in the caller and raises ValueError). ``model_id``: the served model, named by
+    the formats that carry it (JSON's ``model_id``, hOCR's ``ocr-system``); required, so no route
+    renders a document without it.
     """
     ordered = sorted(pages, key=lambda p: p.index)
     seen = [p.index for p in ordered]

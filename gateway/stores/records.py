@@ -64,12 +64,16 @@ class JobRecord:
         code and reason (so a job refused by its worker answers the status ``/v1/ocr`` gives the same
         document: 413 PAYLOAD_TOO_LARGE, 422 NOTHING_TO_READ), without a retry hint; a transient one
         (UNAVAILABLE, RESOURCE_EXHAUSTED: 503 / 429 would invite retries of a call that can never
-        succeed) as :class:`JobFailed` (409, reason JOB_FAILED) whose message names the job's code and message.
+        succeed) as :class:`JobFailed` (409, reason JOB_FAILED) whose message names the job's code and
+        message and says to submit the job again (the message's own "retry shortly", written for the
+        call that failed, left out: asking for this result again answers the same).
         """
         err = error_for_code(self.error_code or "INTERNAL", self.error_message or "the job failed",
                              reason=self.error_reason)
         if err.transient:
-            return JobFailed(f"job {self.job_id} failed: {err.code_name}: {err.message}")
+            cause = err.message.removesuffix("; retry shortly")
+            return JobFailed(f"job {self.job_id} failed: {err.code_name}: {cause}; submit the job again "
+                             "(this job's result stays failed)")
         err.retry_after_s = None
         return err
 

@@ -249,6 +249,19 @@ async def test_output_extension_picks_the_format(server, tmp_path, capsys):
     capsys.readouterr()
     assert ocr_cli.main([str(doc), "--gateway", url, "--format", "pdf"]) == 2
     assert "-o OUT.pdf" in capsys.readouterr().err
+    # Found by tryout9: -o out.docx wrote markdown with nothing said; the name's extension is now
+    # named as no format's on stderr (still written: -o with no extension, or --format, says nothing).
+    for name, said in (("out.docx", True), ("out", False)):
+        dest = tmp_path / name
+        args = [str(doc), "--gateway", url, "--no-progress", "-o", str(dest)]
+        assert await asyncio.to_thread(ocr_cli.main, args) == 0
+        err = capsys.readouterr().err
+        assert ("'.docx' is no output format's extension" in err and "writing markdown" in err) == said, err
+        assert dest.read_text().startswith("<!-- page 1 -->")
+    dest = tmp_path / "out.docx"
+    assert await asyncio.to_thread(ocr_cli.main, [str(doc), "--gateway", url, "--no-progress", "-o", str(dest),
+                                                  "--format", "text"]) == 0
+    assert "no output format" not in capsys.readouterr().err
 
 
 def test_a_temporary_stack_gives_a_synchronous_request_as_long_as_the_command_waits(monkeypatch):

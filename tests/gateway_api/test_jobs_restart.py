@@ -104,7 +104,17 @@ async def test_the_result_of_a_job_failed_by_an_outage_is_not_503(gw_config):
         r = await c.get("/v1/jobs/j1/result")
         assert r.status_code == 409 and "retry-after" not in r.headers, r.text
         assert r.json()["error"] == {"code": "FAILED_PRECONDITION", "reason": "JOB_FAILED",
-                                     "message": "job j1 failed: UNAVAILABLE: no decoder replica is reachable"}
+                                     "message": "job j1 failed: UNAVAILABLE: no decoder replica is reachable; "
+                                                "submit the job again (this job's result stays failed)"}
+        # Found by tryout9: a job failed with no replica up answered "job ... failed: UNAVAILABLE: the
+        # gateway cannot read documents now (...); retry shortly", inviting the client to ask again for
+        # a result that never changes; the hint now says what helps.
+        core.job_store.create(JobRecord(job_id="j3", status="failed", error_code="UNAVAILABLE",
+                                        error_message="the gateway cannot read documents now (no SERVING "
+                                                      "encoder or decoder replica); retry shortly", created_at=now))
+        msg = (await c.get("/v1/jobs/j3/result")).json()["error"]["message"]
+        assert "retry shortly" not in msg and msg.endswith("replica); submit the job again "
+                                                           "(this job's result stays failed)"), msg
         core.job_store.create(JobRecord(job_id="j2", status="failed", error_code="INVALID_ARGUMENT",
                                         error_message="page 9 does not exist", created_at=now))
         r = await c.get("/v1/jobs/j2/result")  # a failure of the document keeps its own status

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -371,3 +372,52 @@ async def test_a_pdf_page_too_thin_to_read_is_nothing_to_read_as_an_image_is(cli
     pages = r.json()["pages"]
     assert r.status_code == 200 and [p["status"] for p in pages] == ["ok", "error"], r.text
     assert pages[1]["error"]["reason"] == "NOTHING_TO_READ" and "too small" in pages[1]["error"]["message"]
+
+
+async def test_hocr_names_the_served_model_on_every_route(client):
+    """Found by tryout9: hOCR's ``<meta name="ocr-system">`` read "inkstream " (no model) from
+    ``POST /v1/ocr``, its NDJSON summary and a job's result, while gRPC's said "inkstream MODEL":
+    ``render_document`` took the model id as an optional argument those routes left out."""
+    want = f'<meta name="ocr-system" content="inkstream {MODEL_ID}"/>'
+    r = await ocr(client, marked_pdf([4]), format="hocr")
+    assert r.status_code == 200 and want in r.text, r.text[:600]
+    r = await client.post("/v1/ocr", files={"file": ("d.pdf", marked_pdf([4]))}, data={"format": "hocr"},
+                          headers={"Accept": "application/x-ndjson"})
+    summary = json.loads(r.text.strip().splitlines()[-1])["summary"]
+    assert want in summary["document"], summary["document"][:600]
+    job = (await client.post("/v1/jobs", files={"file": ("d.pdf", marked_pdf([5]))}, data={"format": "hocr"})).json()
+    for _ in range(400):
+        if (await client.get(f"/v1/jobs/{job['job_id']}")).json()["status"] in ("done", "failed"):
+            break
+        await asyncio.sleep(0.05)
+    r = await client.get(f"/v1/jobs/{job['job_id']}/result")
+    assert r.status_code == 200 and want in r.text, r.text[:600]
+
+
+async def test_a_document_sent_as_form_data_is_refused_naming_the_content_type(client):
+    """Found by tryout9: ``curl --data-binary @doc.pdf URL`` (no Content-Type header: curl sends
+    application/x-www-form-urlencoded) answered "unknown form field '%PDF-1.3\\n...'" repeating the
+    whole document (under 96 KiB), or "the form body is larger than 98304 bytes" (over it), neither
+    saying what to change; both now name the Content-Type to send, and no message repeats the body."""
+    import io
+
+    from PIL import Image
+
+    big = io.BytesIO()
+    Image.effect_noise((400, 400), 60).convert("RGB").save(big, "PNG")
+    assert len(big.getvalue()) > 98304
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    small = png_bytes(Image.new("L", (64, 32), 255))
+    for body, label in ((marked_pdf([2]), "PDF"), (big.getvalue(), "PNG"), (small, "PNG")):
+        for route in ("/v1/ocr?format=text", "/v1/jobs"):
+            r = await client.post(route, content=body, headers=form)
+            msg = r.json()["error"]["message"]
+            assert r.status_code == 400 and f"the body is a {label} document sent as form data" in msg, (route, msg)
+            assert "Content-Type: application/octet-stream" in msg and len(msg) < 400, msg
+    r = await client.post("/v1/ocr", content=b"x" * 300 + b"=1", headers=form)  # a form, with a long bad name
+    msg = r.json()["error"]["message"]
+    assert r.status_code == 400 and msg.startswith("unknown form field '" + "x" * 40 + "...'"), msg
+    r = await client.post("/v1/ocr", content=b"format=text", headers=form)  # a form without a document
+    msg = r.json()["error"]["message"]
+    assert r.status_code == 400 and msg.startswith("no document in the request"), msg
+    assert "curl --data-binary @doc.pdf -H 'Content-Type: application/octet-stream'" in msg, msg

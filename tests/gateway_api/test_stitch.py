@@ -58,17 +58,17 @@ def test_documents_in_order_with_notes_and_errors():
     pages = [PageResult(3, "ok", text="three", finish_reason="repetition"),
              PageResult(1, "ok", text="one", finish_reason="stop"),
              error_page(1, "INVALID_ARGUMENT", "page 2 could not be rendered")]
-    md = render_document(pages, "markdown")
+    md = render_document(pages, "markdown", "m")
     assert md.index("<!-- page 1 -->") < md.index("<!-- page 2 -->") < md.index("<!-- page 3 -->")
     assert "<!-- page 2: error INVALID_ARGUMENT: could not be rendered -->" in md  # the page named once
     assert "page 3: output truncated: the model started repeating itself" in md
-    txt = render_document(pages, "text")
+    txt = render_document(pages, "text", "m")
     assert txt.split("\f")[0] == "one"
     assert txt.split("\f")[1] == "[page 2: error INVALID_ARGUMENT: could not be rendered]"
     doc = json.loads(render_document(pages, "json", "m"))
     assert [p["index"] for p in doc["pages"]] == [1, 2, 3] and doc["pages_error"] == 1
     with pytest.raises(ValueError, match="duplicate"):
-        render_document(pages + [PageResult(1, "ok", text="again")], "text")
+        render_document(pages + [PageResult(1, "ok", text="again")], "text", "m")
 
 
 def test_markup_cut_off_by_the_token_limit_is_dropped():
@@ -109,13 +109,13 @@ def test_plain_ocr_lines_are_literal_in_markdown():
     segs = [SegmentText(0, "# 3 items", (0, 0, 100, 10)), SegmentText(1, "1. first", (0, 20, 100, 30)),
             SegmentText(2, "<!-- hidden? & more", (0, 40, 100, 50)), SegmentText(3, "plain text", (0, 60, 100, 70))]
     page = page_result(PageOutcome(0, "ok", segments=segs, width=200, height=100))
-    md = render_document([page], "markdown")
+    md = render_document([page], "markdown", "m")
     assert "\\# 3 items\n1\\. first\n&lt;!-- hidden? &amp; more\nplain text" in md
-    assert render_document([page], "text").startswith("# 3 items\n1. first\n<!-- hidden? & more")
+    assert render_document([page], "text", "m").startswith("# 3 items\n1. first\n<!-- hidden? & more")
     for msg in ("boom --> after", "boom ---> after", "boom ----> after"):
         err = error_page(1, "INTERNAL", msg)
-        assert "-->" not in render_document([err], "markdown").split("boom", 1)[1].split("after")[0], msg
+        assert "-->" not in render_document([err], "markdown", "m").split("boom", 1)[1].split("after")[0], msg
     rule = page_result(PageOutcome(0, "ok", segments=[SegmentText(0, "___", (0, 0, 9, 9)),
                                                       SegmentText(1, "[1]: http://x", (0, 20, 9, 29))],
                                    width=20, height=40))
-    assert "\\___\n\\[1]: http://x" in render_document([rule], "markdown")
+    assert "\\___\n\\[1]: http://x" in render_document([rule], "markdown", "m")

@@ -79,7 +79,7 @@ def test_a_page_whose_segments_all_came_back_empty_is_low_confidence_through_sti
     res = page_result(PageOutcome(index=0, status="ok", segments=segs, finish_reason="stop", width=100, height=200))
     assert res.text == "" and res.confidence == 0.0
     assert res.warnings == [NO_TEXT_FOUND, UNREAD_REGION, LOW_CONFIDENCE]
-    assert "warnings: no_text_found, unread_region, low_confidence" in render_document([res], "markdown")
+    assert "warnings: no_text_found, unread_region, low_confidence" in render_document([res], "markdown", "m")
 
 
 def _outcome(confs: list[float]) -> PageOutcome:
@@ -111,12 +111,13 @@ def test_page_result_carries_confidence_and_warnings_through_json():
 def test_empty_page_says_no_text_found_in_markdown_only():
     res = page_result(PageOutcome(index=1, status="ok", finish_reason="stop", width=10, height=10))
     assert res.warnings == [NO_TEXT_FOUND] and res.confidence == 0.0
-    assert "<!-- page 2: no text found -->" in render_document([res], "markdown")
-    assert render_document([res], "text") == "\n"
+    assert "<!-- page 2: no text found -->" in render_document([res], "markdown", "m")
+    assert render_document([res], "text", "m") == "\n"
     bad = page_result(_outcome([0.3, 0.3, 0.3]))
     note = "warnings: unsupported_script, low_confidence: 3 of 3 lines doubtful: line 1 (0.30); line 2 (0.30); line 3"
-    assert note in render_document([bad], "markdown")  # the CLI's line: doubtful lines named (inkstream/page_notes.py)
-    assert "low_confidence (confidence" not in render_document([bad], "markdown")
+    # the CLI's line: doubtful lines named (inkstream/page_notes.py)
+    assert note in render_document([bad], "markdown", "m")
+    assert "low_confidence (confidence" not in render_document([bad], "markdown", "m")
     err = page_result(PageOutcome(index=2, status="error"))
     assert err.warnings == [] and err.confidence == 0.0
 
