@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import os
 import pathlib
 import re
 import socket
@@ -66,8 +67,9 @@ def test_training_commands_run_from_a_checkouts_root_and_say_where_else(tmp_path
     here = subprocess.run([str(script), "train-compact-zh", "--help"], capture_output=True, text=True, timeout=120,
                           cwd=root)
     assert here.returncode == 0 and "--init" in here.stdout, here
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a PYTHONPATH naming the checkout would find it
     away = subprocess.run([str(script), "train-compact-zh", "--help"], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path)
+                          cwd=tmp_path, env=env)
     assert away.returncode == 2 and "repository's root" in away.stderr, away
 
 
