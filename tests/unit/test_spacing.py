@@ -105,3 +105,15 @@ def test_respace_aligns_the_written_characters_to_the_spikes_they_read():
     assert respace(_ids("  "), probs[:0], [], SPACE, PAIRS, FULL, 0.9) == _ids("  ")
     two_spaces = _ids("a  b")  # the decoder's own double space stays when the head does not object
     assert respace(two_spaces, _probs([0.5, 0.5], [0.5, 0.5]), _ids("ab"), SPACE, PAIRS, FULL, 0.9) == two_spaces
+
+
+def test_a_last_mark_takes_the_recognisers_width_where_the_head_is_unsure():
+    written = _ids("其中:")  # a table cell's label; the recogniser read the full-width colon
+    spikes = _ids("其中：")
+    space = [0.5, 0.5, 0.5]
+    for p_full in (0.12, 0.5, 0.85):  # unsure: no blank after the last mark to measure
+        assert _text(respace(written, _probs(space, [0.5, 0.5, p_full]), spikes, SPACE, PAIRS, FULL, 0.9)) == "其中："
+    assert _text(respace(written, _probs(space, [0.5, 0.5, 0.05]), spikes, SPACE, PAIRS, FULL, 0.9)) == "其中:"
+    assert _text(respace(written, _probs(space, [0.5, 0.5, 0.5]), _ids("其中:"), SPACE, PAIRS, FULL, 0.9)) == "其中:"
+    mid = _ids("时间: ms")  # not the last mark: the decoder's choice stands
+    assert _text(respace(mid, _probs([0.5] * 5, [0.5] * 5), _ids("时间：ms"), SPACE, PAIRS, FULL, 0.9)) == "时间: ms"

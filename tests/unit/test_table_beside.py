@@ -50,3 +50,18 @@ def test_flat_paper_removes_a_band_edge_and_keeps_the_ink():
     assert out[8:22, 20:24].max() < 80  # the stroke is still ink
     white = Image.fromarray(np.full((30, 120, 3), 255, np.uint8))
     assert flat_paper(white) is white  # a clean crop is left alone
+
+
+def test_a_label_column_far_left_joins_when_it_labels_the_rows_and_nothing_stands_between():
+    """A statement's labels flush left, its amounts far right: 8 line heights of blank between
+    (``bench/statements.py --seed 0`` page 5: every label read outside the table before)."""
+    table = _column(600, 700, 10)
+    labels = _column(200, 400, 10)  # 200 px = 8.3 line heights left of the table, on its rows
+    got = rows_beside(table.box, table.lines, [labels], med_h=24.0)
+    assert got == [0]
+    few = _column(200, 400, 4)  # on 4 of the table's 10 rows only: not its label column
+    assert rows_beside(table.box, table.lines, [few], med_h=24.0) == []
+    between = _column(420, 480, 10)  # another column between: the labels are that one's
+    assert rows_beside(table.box, table.lines, [labels, between], med_h=24.0) == [1]
+    right = _column(900, 1100, 10)  # as far on the right: not joined
+    assert rows_beside(table.box, table.lines, [right], med_h=24.0) == []

@@ -83,8 +83,12 @@ def respace(written: list[int], probs: torch.Tensor, spike_ids: list[int], space
     between two written tokens that read consecutive spikes s and s + 1, a missing space is inserted
     where P(space after s) >= ``confidence`` and a written one removed where it is <= 1 -
     ``confidence``; a punctuation mark of ``pairs`` (:func:`width_pairs`; ``full_ids`` the full-width
-    ones) takes the other width where the head says so with that confidence. Everywhere else the
-    decoder's choice stands (the head was never trained on a boundary the recogniser did not read).
+    ones) takes the other width where the head says so with that confidence. The segment's last mark,
+    where the head is unsure, takes the width the recogniser read at its spike: the crop ends at the
+    mark's ink, so the blank after it that tells the widths apart is not there to measure (a hanzi
+    label's ``其中：`` in a table cell was written ``其中:``, the head at 0.12-0.85 full width,
+    ``bench/statements.py --seed 1``). Everywhere else the decoder's choice stands (the head was
+    never trained on a boundary the recogniser did not read).
     Returns a new list.
     """
     at = spike_alignment(written, spike_ids, space_id)
@@ -98,6 +102,8 @@ def respace(written: list[int], probs: torch.Tensor, spike_ids: list[int], space
             full = t in full_ids
             if (not full and p[s][1] >= confidence) or (full and p[s][1] <= lo):
                 t = pairs[t]
+            elif i == len(solid) - 1 and spike_ids[s] == pairs[t] and lo < p[s][1] < confidence:
+                t = pairs[t]  # a last mark: no blank after it to measure, the recogniser's width stands
         out.append(t)
         gap = written[k + 1: solid[i + 1]] if i + 1 < len(solid) else written[k + 1:]
         if i + 1 < len(solid) and s is not None and at.get(solid[i + 1]) == s + 1:

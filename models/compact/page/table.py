@@ -205,6 +205,13 @@ BESIDE_ROW_SHARE = 0.7
 BESIDE_MIN_LINES, BESIDE_MAX_WIDTH = 3, 12.0
 #: ... and it is at most this many line heights from the table across (a column of the same table).
 BESIDE_GAP = 5.0
+#: A column of row labels stands left of its table's numbers across a wider blank: a statement's
+#: labels are set flush left and its amounts far right (``bench/statements.py --seed 0`` page 5: the
+#: longest label 6.5 line heights from the note column, every label read outside the table). Such a
+#: column joins from up to this many line heights away on the left, with nothing between them ...
+BESIDE_FAR_GAP = 12.0
+#: ... when its lines stand on at least this share of the table's rows (one label per row).
+BESIDE_FAR_COVER = 0.6
 
 
 #: A block lies within a table when this share of its box is inside the table's box (grown by half
@@ -231,7 +238,9 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
     beside the table (within :data:`BESIDE_GAP` line heights across, mostly within its height), holds
     at least :data:`BESIDE_MIN_LINES` short lines (median width <= :data:`BESIDE_MAX_WIDTH` line
     heights) and at least :data:`BESIDE_ROW_SHARE` of its lines lie on a row of the table (centres
-    within :data:`ROW_TOLERANCE` line heights of a table line's centre). A candidate of any size
+    within :data:`ROW_TOLERANCE` line heights of a table line's centre). A column of row labels on the
+    left joins from further (up to :data:`BESIDE_FAR_GAP` line heights, no other candidate between)
+    when its lines stand on :data:`BESIDE_FAR_COVER` of the table's rows. A candidate of any size
     that lies within the table's box (:func:`_within`) is part of it too: cells the analysis left
     in blocks of their own (one to three lines: a header, a few cells of a skewed page) were read
     after the table, outside its grid.
@@ -250,11 +259,34 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
         inside = min(gy1, y1) - max(gy0, y0)
         widths = sorted(ln.box[2] - ln.box[0] for ln in g.lines)
         wide = widths[len(widths) // 2] > BESIDE_MAX_WIDTH * med_h
-        if across > BESIDE_GAP * med_h or inside < 0.5 * (gy1 - gy0) or wide:
+        far = across > BESIDE_GAP * med_h
+        if far and not (gx1 <= x0 and across <= BESIDE_FAR_GAP * med_h and _clear_between(g, table_box, candidates)):
+            continue
+        if inside < 0.5 * (gy1 - gy0) or wide:
             continue
         ys = np.array([centre_y(ln) for ln in g.lines], dtype=np.float64)
         k = np.clip(np.searchsorted(centres, ys), 1, len(centres) - 1) if len(centres) > 1 else np.zeros(len(ys), int)
         near = np.minimum(np.abs(centres[k] - ys), np.abs(centres[np.maximum(k - 1, 0)] - ys))
-        if (near < ROW_TOLERANCE * med_h).mean() >= BESIDE_ROW_SHARE:
+        if (near < ROW_TOLERANCE * med_h).mean() < BESIDE_ROW_SHARE:
+            continue
+        if not far or _row_cover(ys, table_lines, med_h) >= BESIDE_FAR_COVER:
             out.append(i)
     return out
+
+
+def _clear_between(group, table_box: Box, candidates: list) -> bool:
+    """Whether no other of ``candidates`` (objects with ``box``) overlaps the blank between ``group``
+    (left of the table) and ``table_box`` on ``group``'s rows (page pixels).
+    """
+    gx0, gy0, gx1, gy1 = group.box
+    return not any(c is not group and c.box[0] < table_box[0] and c.box[2] > gx1
+                   and min(c.box[3], gy1) > max(c.box[1], gy0) for c in candidates)
+
+
+def _row_cover(ys: np.ndarray, table_lines: list, med_h: float) -> float:
+    """Share of the rows of ``table_lines`` (:func:`table_rows`) with one of the centres ``ys``
+    (page y) within :data:`ROW_TOLERANCE` line heights of the row's mean centre.
+    """
+    rows = table_rows(table_lines, med_h)
+    mids = [float(np.mean([centre_y(ln) for ln in row])) for row in rows]
+    return sum(1 for m in mids if np.any(np.abs(ys - m) < ROW_TOLERANCE * med_h)) / max(1, len(mids))
