@@ -5,11 +5,15 @@ row by row with their values, a table whose right-hand columns are empty on some
 
 from __future__ import annotations
 
+import numpy as np
+
 from models.compact.page.bands import join_key_values
-from models.compact.page.layout import TABLE, TEXT
+from models.compact.page.layout import TABLE, TEXT, PageLayout, Region
 from models.compact.page.order import lines_box
+from models.compact.page.regions import region_order
+from models.compact.page.table import table_lines
 from models.compact.page.xycut import reading_order
-from tests.unit.test_form_order import H, _group, _ids, _line, _read_page
+from tests.unit.test_form_order import H, _box, _group, _ids, _line, _read_page
 
 #: Section 3 of the Chinese form ``bench/doc_pages.py --seed 3300`` page 3: a heading and four labels
 #: one block, the first (long) value a block of its own, the other three values another.
@@ -66,4 +70,58 @@ def test_a_table_whose_right_columns_are_empty_on_some_rows_is_read_row_by_row()
     page = [((*ln.box,), f"r{r}c{c}") for r, row in enumerate(rows) for c, ln in enumerate(row)]
     for kind in (TEXT, TABLE):  # the analysis' block of it a text block or a table block
         assert _read_page(page, [(kind, lines_box(lines))], (1700, 2200)) == [t for _, t in page]
+
+
+#: ``bench/doc_pages.py --seed 3900`` page 11, a Chinese report: the table region (its caption, a header,
+#: four rows of three cells and a note) took in the two lines of prose above it and the one below.
+SEED3900_LINES = [
+    (127, 504, 1560, 545), (129, 566, 1560, 603), (127, 645, 592, 690),
+    (131, 704, 211, 752), (861, 704, 983, 749), (1445, 704, 1566, 749),
+    (131, 771, 248, 820), (867, 774, 982, 819), (1406, 775, 1563, 818),
+    (134, 843, 346, 885), (840, 843, 983, 886), (1407, 843, 1566, 885),
+    (133, 909, 281, 957), (840, 912, 983, 955), (1452, 912, 1567, 955),
+    (130, 976, 248, 1026), (842, 982, 977, 1021), (1451, 979, 1567, 1023),
+    (129, 1086, 486, 1124), (129, 1170, 1563, 1207), (130, 1229, 675, 1266), (129, 1287, 1550, 1328),
+]
+SEED3900_BLOCKS = [(TABLE, (132, 509, 1560, 1205)), (TEXT, (132, 1187, 1546, 1324))]
+#: Blanks in the prose lines' print (page x, 0.5 line heights wide: after ``：`` and ``，``), in the
+#: table's column gutters.
+SEED3900_BLANKS = {0: (700, 1335), 1: (1300,), 19: (760, 1030, 1300)}
+
+
+def _read_seed3900(blank: int) -> list[tuple]:
+    """The boxes of :data:`SEED3900_LINES` in reading order on a page of their print, ``blank`` px wide blanks."""
+    gray = np.full((2200, 1700), 255, dtype=np.uint8)
+    for k, (x0, y0, x1, y1) in enumerate(SEED3900_LINES):  # the print: strokes 8 px apart, but for its blanks
+        for x in range(x0 + 4, x1 - 6, 8):
+            gray[y0 + 8:y1 - 8, x:x + 3] = 0
+        for x in SEED3900_BLANKS.get(k, ()):
+            gray[y0:y1, x:x + blank] = 255
+    lines = [_box(*b) for b in SEED3900_LINES]
+    layout = PageLayout(regions=[Region(kind, box, k) for k, (kind, box) in enumerate(SEED3900_BLOCKS)])
+    return [tuple(round(v) for v in ln.box) for ln in region_order(lines[::-1], layout, 2200, gray)]
+
+
+def test_prose_lines_a_table_region_took_in_are_read_whole():
+    """Read as the table's rows, the prose lines were cut at the blanks after their punctuation in the
+    table's gutters, the pieces read one a line (2.5 % CER on the page at 0.6 % order-free)."""
+    order = _read_seed3900(20)
+    assert order[:2] == SEED3900_LINES[:2] and order[-3:] == SEED3900_LINES[-3:]
+    assert sorted(order) == sorted(SEED3900_LINES)  # nothing cut: the table's cells are single lines
+
+
+def test_a_table_row_found_as_one_line_across_the_table_is_still_cut_into_cells():
+    """Blanks as wide as a column gutter (1.5 line heights): cells of one row, not prose."""
+    order = _read_seed3900(60)
+    assert (127, 504, 1560, 545) not in order and (129, 1170, 1563, 1207) not in order
+
+
+def test_a_table_ruled_after_its_labels_only_keeps_its_unruled_columns():
+    """The table of :data:`SEED3900_LINES` has rules round it and after its labels, none between its
+    two numeric columns: once its box no longer held the prose lines, the rules spanned half its height
+    and were its only column boundaries (both years one cell, ``869.89 60,749.31``)."""
+    rules = [(130.0, 695.0, 132.0, 1039.0), (402.0, 695.0, 404.0, 1039.0), (1570.0, 695.0, 1572.0, 1039.0)]
+    lines = [_box(*b) for b in SEED3900_LINES[2:19]]
+    joins = [join for _, join in table_lines(lines, rules, 1, 42.0, lambda ln, a, b: ln)]
+    assert joins[1:4] == ["cell:1:1:0", "cell:1:1:1", "cell:1:1:2"]
 

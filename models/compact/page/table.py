@@ -72,6 +72,11 @@ def gutter_boundaries(lines: list, med_h: float) -> list[float]:
     ``lines`` and <= :data:`GUTTER_PEAK_SHARE` of the most lines crossing one x, and >=
     :data:`GUTTER_MIN_WIDTH` x ``med_h`` wide: the column gutters of a table without rules.
     """
+    return [(a + b) / 2 for a, b in gutter_runs(lines, med_h)]
+
+
+def gutter_runs(lines: list, med_h: float) -> list[tuple[float, float]]:
+    """The x runs (x0, x1 page pixels, ascending) whose midpoints :func:`gutter_boundaries` gives."""
     lo, cover = line_cover(lines)
     most = float(cover.max()) if cover.size else 0.0
     low = np.append(cover <= min(GUTTER_CROSSING * len(lines), GUTTER_PEAK_SHARE * most), False)
@@ -81,7 +86,7 @@ def gutter_boundaries(lines: list, med_h: float) -> list[float]:
             start = i
         elif not flag and start is not None:
             if start > 0 and i < len(cover) and i - start >= GUTTER_MIN_WIDTH * med_h:
-                out.append(lo + (start + i) / 2)
+                out.append((float(lo + start), float(lo + i)))
             start = None
     return out
 
@@ -145,6 +150,9 @@ def table_lines(lines: list, rules: list[Box], table: int, med_h: float, make_pi
             edges = [ln.box[0], *inner, ln.box[2]]
             cut += [ln] if not inner else [make_piece(ln, a, b) for a, b in zip(edges, edges[1:], strict=False)]
         lines = cut
+        # columns the rules leave unruled (a rule after the labels only): their gutters, no rule inside
+        bounds = sorted(bounds + [(a + b) / 2 for a, b in gutter_runs(lines, med_h)
+                                  if not any(a <= x <= b for x in bounds)])
     else:
         bounds = gutter_boundaries(lines, med_h)
         found = gutters(lines) if gutters is not None else []
