@@ -211,8 +211,12 @@ BESIDE_ROW_SHARE = 0.7
 #: ... it has at least this many lines, its lines' median width is at most this many line heights
 #: (cells, not a column of prose) ...
 BESIDE_MIN_LINES, BESIDE_MAX_WIDTH = 3, 12.0
-#: ... and it is at most this many line heights from the table across (a column of the same table).
+#: ... and it is at most this many line heights from the table across (a column of the same table) ...
 BESIDE_GAP = 5.0
+#: ... or at most this many when every one of its lines sits on a row of the table, one a row, on this
+#: share of the table's rows at least (an invoice's description column, 8.7 line heights left of its
+#: quantities: ``bench/doc_pages.py --seed 4500`` page 7, read before all the numbers, 24.4 % CER).
+BESIDE_FAR_GAP, BESIDE_FAR_ROWS = 12.0, 0.8
 
 
 #: A block lies within a table when this share of its box is inside the table's box (grown by half
@@ -258,11 +262,22 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
         inside = min(gy1, y1) - max(gy0, y0)
         widths = sorted(ln.box[2] - ln.box[0] for ln in g.lines)
         wide = widths[len(widths) // 2] > BESIDE_MAX_WIDTH * med_h
-        if across > BESIDE_GAP * med_h or inside < 0.5 * (gy1 - gy0) or wide:
+        if across > BESIDE_FAR_GAP * med_h or inside < 0.5 * (gy1 - gy0) or wide:
             continue
         ys = np.array([centre_y(ln) for ln in g.lines], dtype=np.float64)
         k = np.clip(np.searchsorted(centres, ys), 1, len(centres) - 1) if len(centres) > 1 else np.zeros(len(ys), int)
         near = np.minimum(np.abs(centres[k] - ys), np.abs(centres[np.maximum(k - 1, 0)] - ys))
-        if (near < ROW_TOLERANCE * med_h).mean() >= BESIDE_ROW_SHARE:
+        share = (near < ROW_TOLERANCE * med_h).mean()
+        if across <= BESIDE_GAP * med_h and share >= BESIDE_ROW_SHARE or share == 1.0 and _one_a_row(
+                g.lines, table_lines, med_h):
             out.append(i)
     return out
+
+
+def _one_a_row(lines: list, table_lines: list, med_h: float) -> bool:
+    """Whether ``lines`` (a block beside a table, each on one of its rows) stand one a row of the table
+    (``table_lines``' rows, :func:`table_rows`) and on :data:`BESIDE_FAR_ROWS` of its rows at least.
+    """
+    rows = [float(np.mean([centre_y(ln) for ln in row])) for row in table_rows(table_lines, med_h)]
+    at = [min(range(len(rows)), key=lambda r: abs(rows[r] - centre_y(ln))) for ln in lines]
+    return len(set(at)) == len(at) >= BESIDE_FAR_ROWS * len(rows)
