@@ -87,9 +87,12 @@ def join_key_values(groups: list[Group], med_h: float) -> list[Group]:
         joined = False
         for a in out:
             b = next((b for b in out if b is not a and (_key_values(a, b, med_h) or _inside(b, a, med_h))), None)
-            if b is not None:
-                out[out.index(a)] = Group(a.kind, lines_box(a.lines + b.lines), a.lines + b.lines)
-                out.remove(b)
+            parts = [b] if b is not None else _split_values(a, out, med_h)
+            if parts:
+                lines = a.lines + [ln for p in parts for ln in p.lines]
+                out[out.index(a)] = Group(a.kind, lines_box(lines), lines)
+                for p in parts:
+                    out.remove(p)
                 joined = True
                 break
     return out
@@ -115,6 +118,30 @@ def _key_values(a: Group, b: Group, med_h: float) -> bool:
         return False  # one line beside one line, or long lines: headings or text of adjacent columns
     return (b.box[0] - a.box[2] <= KV_GAP * med_h and _on_rows(a.lines, b.lines, med_h) >= KV_ROW_SHARE
             and _on_rows(b.lines, a.lines, med_h) >= KV_ROW_SHARE)
+
+
+def _split_values(a: Group, groups: list[Group], med_h: float) -> list[Group]:
+    """The text blocks holding the values of the labels ``a`` when the analysis split its column of
+    values into two blocks or more (a long value, an address, a block of its own above the others:
+    ``bench/doc_pages.py --seed 3300`` page 3, a Chinese form's section heading and four labels beside
+    one value and a block of three, 3 of 5 labels on the larger block's rows, read all the labels first):
+    every block right of ``a`` within :data:`KV_GAP` line heights, not a column of text, whose lines
+    are :data:`KV_ROW_SHARE` on ``a``'s rows, when there are two or more and together they hold a value
+    on the rows of :data:`KV_ROW_SHARE` of ``a``'s lines (``a`` labels as in :func:`_key_values`);
+    else []. ``med_h``: the page's median line height in pixels.
+    """
+    if a.kind != TEXT or len(a.lines) < 2 or text_column(a.lines, med_h):
+        return []
+    widths = sorted(ln.box[2] - ln.box[0] for ln in a.lines)
+    if widths[len(widths) // 2] > KV_LABEL_WIDTH * med_h:
+        return []
+    parts = [b for b in groups if b is not a and b.kind == TEXT and b.lines
+             and 0 <= b.box[0] - a.box[2] <= KV_GAP * med_h and not text_column(b.lines, med_h)
+             and _on_rows(b.lines, a.lines, med_h) >= KV_ROW_SHARE]
+    values = [ln for b in parts for ln in b.lines]
+    if len(parts) < 2 or _on_rows(a.lines, values, med_h) < KV_ROW_SHARE:
+        return []
+    return parts
 
 
 #: A block lies inside another when its box is inside the other's grown by this many line heights.

@@ -19,11 +19,13 @@ from models.compact.page.band_panels import regroup_panels
 from models.compact.page.bands import join_key_values, split_bands
 from models.compact.page.boxes import LineBox
 from models.compact.page.kv_rows import join_far_values
-from models.compact.page.layout import IMAGE, TABLE, PageLayout
+from models.compact.page.layout import IMAGE, TABLE, TEXT, PageLayout
+from models.compact.page.order import Group, lines_box
 from models.compact.page.row_skew import row_pairs_skew
 from models.compact.page.tab_stops import ink_span
 from models.compact.page.table_find import join_grid_columns, promote_grids
 from models.compact.page.table_gutters import ink_gutters
+from models.compact.page.table_prose import prose_rows
 from models.compact.page.xycut import reading_order, row_groups
 
 #: Skew below this (degrees) is left alone: a line then drifts < 1/4 of its height over 1,500 px.
@@ -125,6 +127,16 @@ def till_roll(lines: list[LineBox], page_width: float | None) -> bool:
     return page_width <= TILL_ROLL_WIDTH * heights[len(heights) // 2]
 
 
+def _blank_inside(gray: np.ndarray, line: LineBox, least: float) -> bool:
+    """Whether ``line``'s print in ``gray`` (uint8 [H, W], the page), from its first inked column to its
+    last (:func:`models.compact.page.tab_stops.ink_span`), holds a blank run at least ``least`` times the
+    line's height wide (:func:`gutter_gap`).
+    """
+    x0, x1 = ink_span(gray, line.box)
+    h = line.box[3] - line.box[1]
+    return gutter_gap(gray, line, x0 + h, x1 - h, least)
+
+
 def _ink_bounds(gray: np.ndarray, lines: list[LineBox], med_h: float) -> list[float]:
     """Page x of the column gutters of ``lines`` in the ink of ``gray`` (uint8 [H, W], the page):
     the cuts of :func:`models.compact.page.table_gutters.ink_gutters`, left to right.
@@ -185,6 +197,13 @@ def region_order(lines: list[LineBox], page: PageLayout, page_height: float,
                 groups.remove(foot)
                 t.lines += foot.lines
                 t.box = (min(t.box[0], foot.box[0]), t.box[1], max(t.box[2], foot.box[2]), max(t.box[3], foot.box[3]))
+    for t in [g for g in groups if g.kind == TABLE]:  # prose lines run across its top or bottom rows
+        top, body, bottom = prose_rows(t.lines, med_h, None if gray is None else partial(_blank_inside, gray))
+        if top or bottom:
+            at = groups.index(t)
+            groups[at:at + 1] = [*([Group(TEXT, lines_box(top), top)] if top else []),
+                                 Group(TABLE, lines_box(body), body),
+                                 *([Group(TEXT, lines_box(bottom), bottom)] if bottom else [])]
     out: list[LineBox] = []
     n_tables = 0
     for g in layout_order.order_groups(groups, page_height):

@@ -72,6 +72,11 @@ def gutter_boundaries(lines: list, med_h: float) -> list[float]:
     ``lines`` and <= :data:`GUTTER_PEAK_SHARE` of the most lines crossing one x, and >=
     :data:`GUTTER_MIN_WIDTH` x ``med_h`` wide: the column gutters of a table without rules.
     """
+    return [(a + b) / 2 for a, b in gutter_runs(lines, med_h)]
+
+
+def gutter_runs(lines: list, med_h: float) -> list[tuple[float, float]]:
+    """The x runs (x0, x1 page pixels, ascending) whose midpoints :func:`gutter_boundaries` gives."""
     lo, cover = line_cover(lines)
     most = float(cover.max()) if cover.size else 0.0
     low = np.append(cover <= min(GUTTER_CROSSING * len(lines), GUTTER_PEAK_SHARE * most), False)
@@ -81,7 +86,7 @@ def gutter_boundaries(lines: list, med_h: float) -> list[float]:
             start = i
         elif not flag and start is not None:
             if start > 0 and i < len(cover) and i - start >= GUTTER_MIN_WIDTH * med_h:
-                out.append(lo + (start + i) / 2)
+                out.append((float(lo + start), float(lo + i)))
             start = None
     return out
 
@@ -145,6 +150,9 @@ def table_lines(lines: list, rules: list[Box], table: int, med_h: float, make_pi
             edges = [ln.box[0], *inner, ln.box[2]]
             cut += [ln] if not inner else [make_piece(ln, a, b) for a, b in zip(edges, edges[1:], strict=False)]
         lines = cut
+        # columns the rules leave unruled (a rule after the labels only): their gutters, no rule inside
+        bounds = sorted(bounds + [(a + b) / 2 for a, b in gutter_runs(lines, med_h)
+                                  if not any(a <= x <= b for x in bounds)])
     else:
         bounds = gutter_boundaries(lines, med_h)
         found = gutters(lines) if gutters is not None else []
@@ -203,15 +211,18 @@ BESIDE_ROW_SHARE = 0.7
 #: ... it has at least this many lines, its lines' median width is at most this many line heights
 #: (cells, not a column of prose) ...
 BESIDE_MIN_LINES, BESIDE_MAX_WIDTH = 3, 12.0
-#: ... and it is at most this many line heights from the table across (a column of the same table).
+#: ... and it is at most this many line heights from the table across (a column of the same table) ...
 BESIDE_GAP = 5.0
 #: A column of row labels stands left of its table's numbers across a wider blank: a statement's
 #: labels are set flush left and its amounts far right (``bench/statements.py --seed 0`` page 5: the
-#: longest label 6.5 line heights from the note column, every label read outside the table). Such a
-#: column joins from up to this many line heights away on the left, with nothing between them ...
+#: longest label 6.5 line heights from the note column, every label read outside the table; an
+#: invoice's description column 8.7 line heights left of its quantities, ``bench/doc_pages.py --seed
+#: 4500`` page 7, read before all the numbers, 24.4 % CER). Such a column joins from up to this many
+#: line heights away on the left, with nothing between them ...
 BESIDE_FAR_GAP = 12.0
-#: ... when its lines stand on at least this share of the table's rows (one label per row).
-BESIDE_FAR_COVER = 0.6
+#: ... when its lines stand on at least this share of the table's rows (one label per row; that
+#: statement's labels 0.93; three of an invoice's four rows are not enough).
+BESIDE_FAR_COVER = 0.8
 
 
 #: A block lies within a table when this share of its box is inside the table's box (grown by half
@@ -260,16 +271,16 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
         widths = sorted(ln.box[2] - ln.box[0] for ln in g.lines)
         wide = widths[len(widths) // 2] > BESIDE_MAX_WIDTH * med_h
         far = across > BESIDE_GAP * med_h
-        if far and not (gx1 <= x0 and across <= BESIDE_FAR_GAP * med_h and _clear_between(g, table_box, candidates)):
-            continue
-        if inside < 0.5 * (gy1 - gy0) or wide:
+        if across > BESIDE_FAR_GAP * med_h or inside < 0.5 * (gy1 - gy0) or wide:
             continue
         ys = np.array([centre_y(ln) for ln in g.lines], dtype=np.float64)
         k = np.clip(np.searchsorted(centres, ys), 1, len(centres) - 1) if len(centres) > 1 else np.zeros(len(ys), int)
         near = np.minimum(np.abs(centres[k] - ys), np.abs(centres[np.maximum(k - 1, 0)] - ys))
-        if (near < ROW_TOLERANCE * med_h).mean() < BESIDE_ROW_SHARE:
-            continue
-        if not far or _row_cover(ys, table_lines, med_h) >= BESIDE_FAR_COVER:
+        share = (near < ROW_TOLERANCE * med_h).mean()
+        if not far and share >= BESIDE_ROW_SHARE:
+            out.append(i)
+        elif far and share >= BESIDE_ROW_SHARE and gx1 <= x0 and _clear_between(g, table_box, candidates) \
+                and _row_cover(ys, table_lines, med_h) >= BESIDE_FAR_COVER:
             out.append(i)
     return out
 

@@ -128,11 +128,30 @@ def kv_panel(side: list[LineBox], med_h: float) -> bool:
             and is_panel(side, med_h, ragged_needed=False))
 
 
+def empty_cells(left: list[list[LineBox]], right: list[list[LineBox]], med_h: float) -> bool:
+    """Whether the side of fewer rows (:func:`row_groups` of two sides of a gutter) is a table's columns
+    empty on some rows: every one of its rows on a row of the other side (centres within half a line
+    height) and a row of the other side skipped between its first and last (a hole inside the table).
+    The shorter of two panels side by side runs on without a hole, or at its own pitch.
+    """
+    fewer, more = sorted((left, right), key=len)
+    centres = [sum(centre_y(ln) for ln in row) / len(row) for row in more]
+    at = []
+    for row in fewer:
+        cy = sum(centre_y(ln) for ln in row) / len(row)
+        hits = [i for i, c in enumerate(centres) if abs(cy - c) < 0.5 * med_h]
+        if not hits:
+            return False
+        at.append(hits[0])
+    return max(at) - min(at) + 1 > len(set(at))
+
+
 def panel_cut(lines: list[LineBox], med_h: float,
               gutters: list[tuple[float, float]] | None = None) -> float | None:
     """The page x (pixels) of the widest gutter at least :data:`PANEL_GAP` line heights (``med_h``
     pixels each) wide with a panel (:func:`is_panel`) on each side, or None; where the sides hold
-    different numbers of rows, a key-value panel whose right edges align (:func:`kv_panel`) counts.
+    different numbers of rows, a key-value panel whose right edges align (:func:`kv_panel`) counts,
+    unless they are a table's columns empty on some rows (:func:`empty_cells`).
     ``gutters``: the candidate gutters (x0, x1) when already found (default: :func:`_column_gutters`).
     """
     best = None
@@ -142,7 +161,8 @@ def panel_cut(lines: list[LineBox], med_h: float,
         right = [ln for ln in lines if (ln.box[0] + ln.box[2]) / 2 >= mid]
         if g1 - g0 < PANEL_GAP * med_h:
             continue
-        uneven = len(row_groups(left, med_h)) != len(row_groups(right, med_h))
+        rows = row_groups(left, med_h), row_groups(right, med_h)
+        uneven = len(rows[0]) != len(rows[1]) and not empty_cells(*rows, med_h)
         if all(is_panel(s, med_h) or (uneven and kv_panel(s, med_h)) for s in (left, right)):
             if best is None or g1 - g0 > best[0]:
                 best = (g1 - g0, mid)
