@@ -4,10 +4,14 @@ Latin tower's CTC read head reads as one number goes to the PP tower, whose spik
 
 test_a_number_crop_the_latin_decoder_misreads_is_read_right failed on main: the Latin tower's
 attention decoder read these clean crops with a doubled last digit / an added mark (found by
-reading generated crops, 3-5 digit numbers in the table fonts, 15-24 px)."""
+reading generated crops, 3-5 digit numbers in the table fonts, 15-24 px).
+test_a_spaced_number_goes_to_the_pp_tower and test_the_spaced_number_crop_is_read_right failed on main: a number
+the read head and the Latin decoder both read with a space inside (``-0.1298`` -> ``-0.1 298``, a cell of
+``bench/tables.py --seed 7``, page 2, saved as data/spaced_number_7002.png) stayed on the Latin tower."""
 
 from __future__ import annotations
 
+import pathlib
 import shutil
 
 import numpy as np
@@ -16,7 +20,7 @@ from PIL import Image
 
 from bench.minus_crops import tight_crop
 from models.compact import default_checkpoint_dir
-from models.compact.line.number_reads import READ_CLASSES, is_number, read_text
+from models.compact.line.number_reads import READ_CLASSES, is_number, is_spaced_number, number_routes, read_text
 from tests.unit.test_leading_minus import _OneLine, _read_crop
 
 DEJAVU = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
@@ -51,6 +55,45 @@ def test_numbers_are_numbers(text):
                                   ".", "-.", "1:30"])
 def test_words_and_two_numbers_are_not(text):
     assert not is_number(text)
+
+
+@pytest.mark.parametrize("text", ["-0.1 298", "12 345", "2019 2020", "(1 234.5)"])
+def test_numbers_with_a_space_inside_are_spaced_numbers(text):
+    assert is_spaced_number(text)
+    assert not is_number(text)
+
+
+@pytest.mark.parametrize("text", ["", None, "977", "Item 12", "3 x 4.00", " 12", "12 ", "12  34", "Q1 2024", "1:30 2"])
+def test_words_and_numbers_without_a_space_are_not_spaced_numbers(text):
+    assert not is_spaced_number(text)
+
+
+def _no_forward(*_):
+    raise AssertionError("every piece already has its tokens and reading")
+
+
+def test_a_spaced_number_goes_to_the_pp_tower():
+    tokens = np.zeros((4, 8), dtype=np.float32)
+    pieces = [(None, (0, 0, 1, 1), "", False, tokens, text) for text in ("-0.1 298", "977", "Hawaii", "Q1 2024")]
+    routed = number_routes(pieces, _no_forward, _no_forward)
+    assert [p[3] for p in routed] == [True, True, False, False]
+    assert routed[2] is pieces[2] and routed[3] is pieces[3]  # word pieces: unchanged, tokens kept
+
+
+def test_the_spaced_number_crop_is_read_right(halves):
+    from models.compact.line.image import WIDTH_MULTIPLE, normalised_width
+    from models.compact.page import prepare
+    from models.inprocess import greedy_segments
+
+    enc, dec = halves
+    crop = Image.open(pathlib.Path(__file__).parent / "data" / "spaced_number_7002.png").convert("RGB")
+    n = normalised_width(crop.width, crop.height) // WIDTH_MULTIPLE
+    latin = enc._encode_routed(enc.prepare_lines([crop]), [n], ["line"])
+    gray, m = enc._pp.prepare(prepare.dark_on_light(crop))
+    pp = enc._encode_routed([gray], [m], ["pp"])
+    assert [dec.decode_text(t) for t in greedy_segments(dec, latin + pp)] == ["-0.1 298", "-0.1298"]
+    routed = enc.number_routes([(crop, (0, 0, crop.width, crop.height), "", False, None, None)])
+    assert routed[0][3] and routed[0][5] == "-0.1 298"  # the read head's reading: to the PP tower
 
 
 @pytest.mark.parametrize(("text", "path", "size", "off"), [
