@@ -73,3 +73,17 @@ def test_a_rule_under_a_row_is_no_dash() -> None:
         d.line((ln.box[0] + 8, ln.box[3] - 4, ln.box[2] - 8, ln.box[3] - 4), fill=0, width=2)
     d.line((560, 144, 600, 144), fill=0, width=2)  # a short stroke at the top of a row, off its middle
     assert add_nil_dashes(np.asarray(im), lines) is lines
+
+
+
+def test_the_edge_of_a_photo_is_no_dash() -> None:
+    """``bench/layout_pages.py`` page 0, skewed: an inset photo (blurred noise) on a skewed page, text rows beside
+    it. The anti-aliased rim of its slanted top and bottom edges is a one-pixel dash-shaped stroke of
+    the ink mask at mid row beside no box; no paper surrounds it (:func:`models.compact.page.nil_marks.on_paper`;
+    2 such dashes found there before it)."""
+    from bench.layout_pages import render_page
+    from models.compact.page.detect import LineDetector
+
+    rgb = np.asarray(render_page(0).image.convert("RGB"))
+    lines = LineDetector(threads=1)._detect(rgb)  # the page as given, before it is deskewed
+    assert len(lines) > 80 and not [ln.box for ln in lines if ln.shape_text]

@@ -69,4 +69,5 @@ def test_nil_dash_cells_get_a_line_box() -> None:
         for x, v in ((1000, ("1,234", "-", "(56)")[i % 3]), (1400, ("-", "789", "2,345")[i % 3])):
             d.text((x - f.getlength(v), y), v, font=f, fill=0)
     boxes = enc.preprocess(im, "lines").meta["boxes"]
-    assert sum(b[2] - b[0] < 50 for b in boxes) == 8  # 12 labels, 16 numbers and 8 dashes (models/compact/page/nil_marks.py)
+    # 12 labels, 16 numbers and 8 dashes (models/compact/page/nil_marks.py)
+    assert sum(b[2] - b[0] < 50 for b in boxes) == 8
