@@ -108,13 +108,12 @@ def read_segments(ours: Any, image: Image.Image) -> list[Any]:
     """The page's segments as the decoder half finishes them (``.text``, ``.box`` page pixels), before
     the gateway joins them into cells: ``ours`` a :class:`bench.tables.Ours`."""
     from gateway.types import SegmentText
-    from models.inprocess import greedy_segments
+    from models.inprocess import segment_texts
 
     encoded = ours.enc.encode_batch([ours.enc.preprocess(image, "lines")])[0]
-    ids = greedy_segments(ours.dec, [s.vision_tokens for s in encoded.segments])
-    return [SegmentText(index=i, text=ours.dec.decode_text(t).strip(), box=s.box, join=s.join,
-                        generated_tokens=len(t) + 1, confidence=1.0)
-            for i, (t, s) in enumerate(zip(ids, encoded.segments, strict=True))]
+    return [SegmentText(index=i, text=text, box=s.box, join=s.join, generated_tokens=n, confidence=1.0)
+            for i, ((text, n), s) in enumerate(zip(segment_texts(ours.dec, encoded.segments), encoded.segments,
+                                                   strict=True))]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,13 +59,12 @@ class Ours:
         """The page's :class:`gateway.output.page.PageResult` (text, blocks, table cells, warnings)."""
         from gateway.output.stitch import page_result
         from gateway.types import PageOutcome, SegmentText
-        from models.inprocess import greedy_segments
+        from models.inprocess import segment_texts
 
         encoded = self.enc.encode_batch([self.enc.preprocess(page.image, "lines")])[0]
-        ids = greedy_segments(self.dec, [s.vision_tokens for s in encoded.segments])
-        segs = [SegmentText(index=i, text=self.dec.decode_text(t).strip(), box=s.box, join=s.join,
-                            generated_tokens=len(t) + 1, confidence=1.0)
-                for i, (t, s) in enumerate(zip(ids, encoded.segments, strict=True))]
+        segs = [SegmentText(index=i, text=text, box=s.box, join=s.join, generated_tokens=n, confidence=1.0)
+                for i, ((text, n), s) in enumerate(zip(segment_texts(self.dec, encoded.segments), encoded.segments,
+                                                       strict=True))]
         return page_result(PageOutcome(index=0, status="ok", segments=segs, width=page.image.width,
                                        height=page.image.height))
 

@@ -81,6 +81,8 @@ def encode_response(
                 join=join,
                 rotation=int(seg.rotation),
                 tower=seg.tower,
+                pre_read=seg.pre_read,
+                pre_read_confidence=float(seg.pre_read_confidence),
                 cell=encoder_pb2.TableCell(table=cell.table, row=cell.row, column=cell.column) if cell else None,
             )
         )

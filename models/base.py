@@ -61,7 +61,12 @@ class SegmentTokens:
     180 or 270 degrees counter-clockwise) that makes the segment's text upright (a page read sideways
     or upside down; its ``box`` stays in the received page's pixels); ``tower``: which of the family's
     line encoders read it (the compact family: "latin" or "pp"; "" for a family with one), so the
-    gateway can calibrate each tower's confidence on its own (:mod:`gateway.output.signal`).
+    gateway can calibrate each tower's confidence on its own (:mod:`gateway.output.signal`);
+    ``pre_read``: the segment's text when the encoder half read it without the decoder (by its shape: a
+    table's nil dash ``-``, :mod:`models.compact.page.nil_marks`), with ``pre_read_confidence`` in [0, 1]:
+    the decoder is not run on it (its ``vision_tokens`` are a placeholder) and every reader of the page
+    takes this text instead (:func:`models.inprocess.segment_texts`, the gateway's decode stage); ""
+    for a segment to decode.
     """
 
     vision_tokens: torch.Tensor | np.ndarray
@@ -69,6 +74,8 @@ class SegmentTokens:
     join: str = "line"
     rotation: int = 0
     tower: str = ""
+    pre_read: str = ""
+    pre_read_confidence: float = 0.0
 
 
 @dataclass

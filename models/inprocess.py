@@ -17,7 +17,7 @@ from PIL import Image
 
 from inkstream.decimal_marks import one_mark
 from inkstream.segments import join_lines
-from models.base import DecoderHalf, EncoderHalf, left_pad
+from models.base import DecoderHalf, EncoderHalf, SegmentTokens, left_pad
 from models.images import to_rgb
 
 
@@ -76,9 +76,25 @@ def greedy_segments(dec: DecoderHalf, segments: list[Any], task: str | None = No
     return out
 
 
+def segment_texts(dec: DecoderHalf, segments: list[SegmentTokens], max_new_tokens: int = 256
+                  ) -> list[tuple[str, int]]:
+    """Each segment's text (stripped) and its generated tokens (end of sequence included), in order: a
+    segment the encoder half read by its shape keeps its text (``SegmentTokens.pre_read``: its characters
+    and an end counted as tokens, as the gateway counts them), the others are decoded greedily together
+    (:func:`greedy_segments`).
+    """
+    todo = [i for i, s in enumerate(segments) if not s.pre_read]
+    out = [(s.pre_read.strip(), len(s.pre_read) + 1) for s in segments]
+    ids = greedy_segments(dec, [segments[i].vision_tokens for i in todo], max_new_tokens=max_new_tokens)
+    for i, t in zip(todo, ids, strict=True):
+        out[i] = (dec.decode_text(t).strip(), len(t) + 1)
+    return out
+
+
 def ocr_page(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, mode: str | None = None,
              max_new_tokens: int = 256) -> InProcessPage:
-    """Encode one page and greedily decode all its segments; its text is assembled as the gateway
+    """Encode one page and greedily decode all its segments (:func:`segment_texts`: those the encoder half
+    read by their shape keep that text); its text is assembled as the gateway
     does it: the image converted to RGB like the encoder service does (alpha over white, 16-bit
     rescaled), prices written with the page's decimal mark (:func:`inkstream.decimal_marks.one_mark`),
     pieces of a cut line joined as marked (:func:`inkstream.segments.join_lines`), lines
@@ -88,8 +104,8 @@ def ocr_page(enc: EncoderHalf, dec: DecoderHalf, image: Image.Image, mode: str |
     prepared = enc.preprocess(to_rgb(image), mode or enc.default_mode)
     page = enc.encode_batch([prepared])[0]
     t1 = time.perf_counter()
-    ids = greedy_segments(dec, [s.vision_tokens for s in page.segments], max_new_tokens=max_new_tokens)
-    texts, joins = one_mark([dec.decode_text(i).strip() for i in ids]), [s.join for s in page.segments]
+    read = segment_texts(dec, page.segments, max_new_tokens=max_new_tokens)
+    texts, joins = one_mark([t for t, _ in read]), [s.join for s in page.segments]
     lines = join_lines(texts, joins)
     t2 = time.perf_counter()
     return InProcessPage(text="\n".join(lines), lines=lines, boxes=[s.box for s in page.segments],

@@ -71,6 +71,17 @@ def decoder_window(max_running: int, max_waiting: int, work_window_segments: int
     return min(max_running + max_waiting, max_running + max(1, max_running // 4))
 
 
+def pre_read_text(seg: VisionSegment) -> SegmentText:
+    """The finished text of a segment the encoder read without the decoder (``seg.pre_read``, a
+    table's nil dash read by its shape): its characters and an end counted as generated tokens, its
+    ``pre_read_confidence`` as confidence, finish reason "stop". Such a segment is never sent to a
+    decoder (:meth:`gateway.routing.page_stages.PageStages._decode`).
+    """
+    return SegmentText(index=seg.index, text=seg.pre_read, box=seg.box, join=seg.join, finish_reason="stop",
+                       rotation=seg.rotation, tower=seg.tower, generated_tokens=len(seg.pre_read) + 1,
+                       confidence=min(1.0, max(0.0, float(seg.pre_read_confidence))))
+
+
 def decode_request(
     seg: VisionSegment, *, task: str, max_new_tokens: int, vision_revision: str = "", temperature: float = 0.0
 ) -> decoder_pb2.DecodeRequest:

@@ -30,7 +30,9 @@ class VisionSegment:
     how its text goes on from the previous segment's (:data:`inkstream.segments.JOINS`); ``rotation``:
     degrees counter-clockwise (0, 90, 180, 270) that turn the segment's text upright; ``tower``: the
     model's line encoder that read it (``Segment.tower``: "latin" / "pp" for the compact family, "" when
-    the family has one or the encoder predates the field).
+    the family has one or the encoder predates the field); ``pre_read``: the segment's text when the
+    encoder read it without the decoder (``Segment.pre_read``, with ``pre_read_confidence`` in [0, 1]; ""
+    for a segment to decode: :func:`gateway.clients.decoder.pre_read_text`).
     """
 
     index: int
@@ -41,6 +43,8 @@ class VisionSegment:
     join: str = JOIN_LINE
     rotation: int = 0
     tower: str = ""
+    pre_read: str = ""
+    pre_read_confidence: float = 0.0
 
     @property
     def n_tokens(self) -> int:
@@ -147,6 +151,8 @@ def encoded_from_pb(resp: encoder_pb2.EncodeResponse) -> EncodedTokens:
             join=join_from_wire(s.join, s.cell.table, s.cell.row, s.cell.column),
             rotation=int(s.rotation) % 360,
             tower=s.tower,
+            pre_read=s.pre_read,
+            pre_read_confidence=float(s.pre_read_confidence),
         )
         for s in resp.segments
     ]

@@ -17,7 +17,7 @@ import logging
 from opentelemetry import trace
 
 from gateway.clients.calls import CallFailure
-from gateway.clients.decoder import DecodeAttempt, decode_segments
+from gateway.clients.decoder import DecodeAttempt, decode_segments, pre_read_text
 from gateway.clients.encoder import EncodedTokens, encode_page
 from gateway.output.word_boxes import locate_segment_words
 from gateway.routing.config import PipelineConfig
@@ -105,7 +105,10 @@ class PageStages:
         return not decoders or any(d.stale or not known_different(encoder.revision, d.revision) for d in decoders)
 
     async def _decode(self, encoded: EncodedTokens, options: PipelineOptions) -> list[SegmentText]:
-        attempt = DecodeAttempt()
+        # a segment the encoder read by its shape (a nil dash) is finished as it came: no decoder reads it
+        attempt = DecodeAttempt(done={s.index: pre_read_text(s) for s in encoded.segments if s.pre_read})
+        if attempt.done and len(attempt.done) == len(encoded.segments):
+            return list(attempt.done.values())
 
         def same_weights(r: RouteView) -> bool:
             # The decoder must run the weights of the encoder that made these vision tokens (they

@@ -6,7 +6,10 @@ crop each line, split lines longer than the recogniser was trained on at inter-w
 (:mod:`models.compact.line.split`; each piece is a segment) and normalise each to a [1, 32, W] ink
 map (:func:`models.compact.line.image.normalise_line`). A page or line of light text on dark paper is
 inverted first, and lines too faint to be print (bleed-through) are dropped
-(:mod:`models.compact.page.prepare`).
+(:mod:`models.compact.page.prepare`). A line the detector read by its shape (a table's lone nil dash,
+:mod:`models.compact.page.nil_marks`: the recogniser reads its crop as garbage) is not read at all: its
+segment carries the text (``SegmentTokens.pre_read`` ``-``, tower ``shape``) beside one placeholder token
+(:func:`with_marks`), and no decoder is run on it.
 Each line is then zero-padded (paper) to a width bucket (a multiple of ``BUCKET_PX`` = 64 pixels), so
 its vision tokens do not depend on which other lines share its forward pass.
 
@@ -59,7 +62,7 @@ from models.compact.line.split import SPLIT_PX, split_line
 from models.compact.line.token_columns import columns_of_width
 from models.compact.line.tracking import close_tracking
 from models.compact.page import prepare
-from models.compact.page.boxes import crop_line
+from models.compact.page.boxes import LineBox, crop_line
 from models.compact.page.detect import LineDetector
 from models.compact.page.unread_ink import unread_ink
 from models.compact.page.unrotate import unrotate_box
@@ -71,6 +74,35 @@ MAX_LINES_PER_FORWARD = 64
 # 200 dpi US letter (11 in x 200 = 2200 px long side): what the line crops were trained to resemble.
 MODES = {"lines": ModeSpec(name="lines", page_long_side_px=2200, max_vision_tokens=MAX_TOKENS)}
 MIN_PAGE_PX = 8
+#: ``SegmentTokens.tower`` of a segment read by its shape, not by a line encoder (``pre_read``)
+SHAPE_TOWER = "shape"
+
+
+def with_marks(pieces: list[Piece], at: list[int], marks: list[tuple[int, LineBox]], page: Image.Image
+               ) -> tuple[list[Piece], list[tuple[str, float] | None]]:
+    """``pieces`` (the read lines' pieces, each cut from the detector's line ``at[i]`` in reading order)
+    with one piece for each of ``marks`` ((place in that order, a line the detector read by its shape:
+    ``LineBox.shape_text``, :mod:`models.compact.page.nil_marks`) put in at its place, shaped as the
+    others (:class:`Piece`: crop of ``page``, box, join, not PP, no tokens, no reading); and per
+    piece its (text, confidence) when it is such a mark, else None. Marks skip the recogniser's whole
+    way (framing, routing, number reads): it reads a lone dash's crop as garbage.
+    """
+    out: list[Piece] = []
+    reads: list[tuple[str, float] | None] = []
+    todo = sorted(marks, key=lambda m: m[0])[::-1]  # popped from the end, first place first
+
+    def marks_before(place: float) -> None:
+        while todo and todo[-1][0] < place:
+            ln = todo.pop()[1]
+            out.append(Piece(crop_line(page, ln), ln.box, ln.join, False, None, None))
+            reads.append((ln.shape_text, float(ln.shape_confidence)))
+
+    for piece, i in zip(pieces, at, strict=True):
+        marks_before(i)
+        out.append(piece)
+        reads.append(None)
+    marks_before(float("inf"))
+    return out, reads
 
 
 class CompactEncoderHalf(EncoderHalf):
@@ -234,9 +266,11 @@ class CompactEncoderHalf(EncoderHalf):
         """Page -> PreparedPage with, per piece ``i``, ``tensors["line_<i>"]`` [1, 32, W] float16 (a Latin
         piece), ``tensors["pp_<i>"]`` (a PP-tower piece, :meth:`models.compact.line.towers.PPTower.prepare`)
         or ``tensors["tokens_<i>"]`` [n_tokens, hidden] float32 (a whole Latin line of a bilingual
-        checkpoint: its vision tokens already, from the routing forward, :meth:`route`) and ``meta`` holding
+        checkpoint: its vision tokens already, from the routing forward, :meth:`route`; [1, hidden] zeros for a
+        piece the detector read by its shape, not read here: :func:`with_marks`) and ``meta`` holding
         ``n_tokens`` (list[int]), ``boxes`` (page pixels), ``joins`` (how each piece goes on from the
-        previous one, :func:`models.compact.line.split.split_line`), ``rotation`` and ``unread_ink``
+        previous one, :func:`models.compact.line.split.split_line`), ``pre_read`` ((text, confidence) of a piece
+        read by its shape, else None, each piece), ``rotation`` and ``unread_ink``
         (text-like ink outside every detected line per ink inside, on the upright page:
         :func:`models.compact.page.unread_ink.unread_ink`). Raises InvalidInput
         for an unknown mode or a page smaller than 8 x 8 pixels.
@@ -248,6 +282,9 @@ class CompactEncoderHalf(EncoderHalf):
                                f"(min {MIN_PAGE_PX}x{MIN_PAGE_PX})")
         upright, lines, rotation = self._detector.detect(prepare.positive(image))  # light-on-dark inverted
         detected = [ln.box for ln in lines]  # show-through dropped below is not text the detector missed
+        place = {id(ln): i for i, ln in enumerate(lines)}  # reading order, for the marks put back below
+        marks = [(i, ln) for i, ln in enumerate(lines) if ln.shape_text]  # read by shape (nil_marks.py): not recognised
+        lines = [ln for ln in lines if not ln.shape_text]
         lines = prepare.inked_lines(lines, lambda ln: crop_line(upright, ln),  # faint bleed-through is no text
                                     self._reads_forward if self._pp is not None else None)
         tight = [prepare.tighten(crop_line(upright, ln), ln.box) for ln in lines]  # display type trimmed
@@ -259,6 +296,7 @@ class CompactEncoderHalf(EncoderHalf):
         tight = [(f, b) for f, (_, b) in zip(framed, tight, strict=True)]
         cjk, latin, reads = self.route([c for c, _ in tight], image)  # grain: on the page as given
         pieces: list[Piece] = []
+        at: list[int] = []
         for ln, (crop, box), lead, pp, tokens, text in zip(lines, tight, leads, cjk, latin, reads, strict=True):
             # Read without a form's box edges and underlines; routed with them (line/rules.py: its doubt
             # is the page's sign of a scan), so a line they were erased from is encoded again.
@@ -267,14 +305,20 @@ class CompactEncoderHalf(EncoderHalf):
             whole = tokens if len(parts) == 1 and read is crop else None  # a Latin line read whole: routing encoded it
             pieces += [Piece(parts[0][0], parts[0][1], ln.join, pp, whole, text if whole is not None else None),
                        *(Piece(*part, pp, None, None) for part in parts[1:])]
+            at += [place[id(ln)]] * len(parts)
         # a Latin piece led by a minus: the minus put at the phase the tower reads it at (issue 37)
         pieces = [p if p.pp or (c := dash_at_frame(p.crop)) is p.crop else p._replace(crop=c, tokens=None, read=None)
                   for p in pieces]
         pieces = self.number_routes(pieces)  # a number cell the read head reads: to the PP tower (issue 37)
-        tensors, n_tokens, towers = {}, [], []
+        pieces, pre_read = with_marks(pieces, at, marks, upright)
+        features = self.hidden_size - (self._pp.copy_width if self._pp is not None else 0)
+        tensors: dict[str, Any] = {}
+        n_tokens, towers = [], []
         for i, piece in enumerate(pieces):
             n = normalised_width(piece.crop.width, piece.crop.height) // WIDTH_MULTIPLE
-            if piece.pp and self._pp is not None:
+            if pre_read[i] is not None:  # not read: one placeholder token, through the Latin tower's path
+                tensors[f"tokens_{i}"], n = np.zeros((1, features), np.float32), 1
+            elif piece.pp and self._pp is not None:
                 tensors[f"pp_{i}"], n = self._pp.prepare(prepare.dark_on_light(piece.crop))
             elif piece.tokens is not None:
                 tensors[f"tokens_{i}"] = np.ascontiguousarray(piece.tokens[:n])
@@ -285,7 +329,8 @@ class CompactEncoderHalf(EncoderHalf):
         boxes = [unrotate_box(p.box, rotation, image.width, image.height) for p in pieces]
         return PreparedPage(batch_key="compact-lines", tensors=tensors, width=image.width, height=image.height,
                             meta={"n_tokens": n_tokens, "boxes": boxes, "joins": [p.join for p in pieces],
-                                  "towers": towers, "rotation": rotation, "unread_ink": unread})
+                                  "towers": towers, "rotation": rotation, "unread_ink": unread,
+                                  "pre_read": pre_read})
 
     def encode_lines(self, lines: list[np.ndarray], n_tokens: list[int]) -> list[np.ndarray]:
         """Bucketed lines [1, 32, W] -> vision tokens [n_tokens[i], hidden] float32, same order; lines
@@ -303,7 +348,8 @@ class CompactEncoderHalf(EncoderHalf):
     def encode_batch(self, pages: list[PreparedPage]) -> list[EncodedPage]:
         """Encode all lines of ``pages`` (grouped by width across pages); one EncodedPage per page, each
         segment marked with the tower that read it (``SegmentTokens.tower``: "latin" or "pp"), and the
-        page's ``unread_ink`` measured by :meth:`preprocess`.
+        page's ``unread_ink`` measured by :meth:`preprocess`; a segment :meth:`preprocess` read by its shape
+        keeps its text (``SegmentTokens.pre_read``, tower "shape") beside a placeholder token.
         """
         flat, ntok, owner, kinds = [], [], [], []
         for p, page in enumerate(pages):
@@ -327,6 +373,12 @@ class CompactEncoderHalf(EncoderHalf):
             per_page_index[p] += 1
             x0, y0, x1, y1 = (float(v) for v in box)
             turn = int(round(float(pages[p].meta.get("rotation", 0)) / 90.0)) % 4 * 90
+            shape = (pages[p].meta.get("pre_read") or [None] * len(pages[p].meta["boxes"]))[i]
+            if shape is not None:  # read by its shape (nil_marks.py): the decoder is not run on it
+                result[p].segments.append(SegmentTokens(vision_tokens=t, box=(x0, y0, x1, y1), join=join,
+                                                        rotation=turn, tower=SHAPE_TOWER, pre_read=shape[0],
+                                                        pre_read_confidence=shape[1]))
+                continue
             result[p].segments.append(SegmentTokens(vision_tokens=t, box=(x0, y0, x1, y1), join=join, rotation=turn,
                                                     tower=tower))
         return result

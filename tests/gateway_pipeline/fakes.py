@@ -58,6 +58,7 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
         self.metadata: list[dict] = []  # invocation metadata of each Encode call
         self.tokens_shape = (TOKENS, HIDDEN)  # [n_tokens, hidden] of every segment
         self.revision = ""  # weights revision put on every EncodeResponse
+        self.pre_read: dict[int, str] = {}  # segment index -> the text it was read as by its shape (Segment.pre_read)
         self.max_queue_pages = self.max_batch_size = 0  # capacity reported by Info (0: none)
         self.work_window_pages = 0  # window sized in time reported by Info (0: none)
         self.seconds_per_page = 0.0  # busy seconds per page reported by Info (0: unknown)
@@ -103,7 +104,10 @@ class FakeEncoder(encoder_pb2_grpc.VisionEncoderServicer):
                 n_vision_tokens=self.tokens_shape[0] * n_segments(req.image),
                 model_id="fake/encoder", revision=self.revision,
                 segments=[encoder_pb2.Segment(index=i, vision_tokens=_tokens(d, i, self.tokens_shape),
-                                              box={"x0": 0, "y0": i, "x1": 100, "y1": i + 1})
+                                              box={"x0": 0, "y0": i, "x1": 100, "y1": i + 1},
+                                              pre_read=self.pre_read.get(i, ""),
+                                              pre_read_confidence=0.9 if i in self.pre_read else 0.0,
+                                              tower="shape" if i in self.pre_read else "")
                           for i in reversed(range(n_segments(req.image)))])
 
 

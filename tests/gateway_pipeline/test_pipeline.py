@@ -122,6 +122,28 @@ async def test_order_exactly_once_and_bounded_window(cluster):
     assert c.pipeline.admission.pages_in_flight == 0
 
 
+async def test_a_segment_read_by_its_shape_is_never_sent_to_a_decoder(cluster):
+    """A segment the encoder read by its shape (Segment.pre_read: a table's nil dash) keeps that text,
+    in its place, and no decoder reads it; a page of such segments alone opens no Decode call."""
+    await cluster.start()
+    images = [img for img in make_pages(12, seed=9) if n_segments(img) >= 2][:2]
+    cluster.encoders[0].pre_read = {1: "-"}
+    outs = await collect(cluster.pipeline, PageSource(images))
+    for o, img in zip(outs, images, strict=True):
+        assert o.status == "ok" and [s.index for s in o.segments] == list(range(n_segments(img)))
+        dash = o.segments[1]
+        assert (dash.text, dash.tower, dash.finish_reason) == ("-", "shape", "stop")
+        assert dash.confidence == pytest.approx(0.9)
+        assert [s.text for s in o.segments if s.index != 1] == [t for i, t in enumerate(
+            expected_page_text(img).split("\n")) if i != 1]
+    assert sum(cluster.decoders[0].segments_per_call) == sum(n_segments(img) - 1 for img in images)
+    calls = sum(cluster.decoders[0].calls.values())
+    cluster.encoders[0].pre_read = dict.fromkeys(range(64), "-")
+    outs = await collect(cluster.pipeline, PageSource(images[:1]), rid="req-2")
+    assert outs[0].status == "ok" and outs[0].text == "\n".join("-" * n_segments(images[0]))
+    assert sum(cluster.decoders[0].calls.values()) == calls
+
+
 async def test_encode_overlaps_decode(cluster):
     c = await cluster.start(max_pages_per_request=4, enc_delay=0.05, dec_delay=0.2)
     images = make_pages(8)

@@ -52,7 +52,6 @@ def test_cell_causes() -> None:
     assert cell_cause("-", cells, "Non-current assets") == "not_read"  # a nil dash is no substring hit
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: a nil '-' alone in a table cell gets no line box")
 def test_nil_dash_cells_get_a_line_box() -> None:
     """A table's lone ``-`` (a nil value, common in statements) is detected as a line of its own."""
     from PIL import Image, ImageDraw, ImageFont
@@ -70,4 +69,5 @@ def test_nil_dash_cells_get_a_line_box() -> None:
         for x, v in ((1000, ("1,234", "-", "(56)")[i % 3]), (1400, ("-", "789", "2,345")[i % 3])):
             d.text((x - f.getlength(v), y), v, font=f, fill=0)
     boxes = enc.preprocess(im, "lines").meta["boxes"]
-    assert sum(b[2] - b[0] < 30 for b in boxes) == 8  # 12 labels, 16 numbers and 8 dashes
+    # 12 labels, 16 numbers and 8 dashes (models/compact/page/nil_marks.py)
+    assert sum(b[2] - b[0] < 50 for b in boxes) == 8

@@ -17,13 +17,17 @@ class LineBox:
     """A detected text line: ``quad`` float32 [4, 2] (x, y page pixels, clockwise from top-left),
     ``box`` (x0, y0, x1, y1) its axis-aligned bounds, ``score`` detector confidence 0..1, ``join``
     how its text goes on from the previous line's (:mod:`inkstream.segments`: ``line``, or
-    ``cell:T:R:C`` / ``space`` for a table cell's lines).
+    ``cell:T:R:C`` / ``space`` for a table cell's lines); ``shape_text``: the line's text when a page
+    step read it by its shape alone (a table's nil dash, :mod:`models.compact.page.nil_marks`: ``-``),
+    so the recogniser does not read it, with ``shape_confidence`` in [0, 1]; "" (and 0.0) for a line to read.
     """
 
     quad: np.ndarray
     box: tuple[float, float, float, float]
     score: float
     join: str = JOIN_LINE
+    shape_text: str = ""
+    shape_confidence: float = 0.0
 
 
 def _same_line(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:

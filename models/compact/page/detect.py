@@ -42,7 +42,7 @@ import rapidocr
 from PIL import Image
 from rapidocr.ch_ppocr_det.utils import DBPostProcess, DetPreProcess
 
-from models.compact.page import dup_boxes, large_print, levels, rowsplit, wide
+from models.compact.page import dup_boxes, large_print, levels, nil_marks, rowsplit, wide
 from models.compact.page.boxes import LineBox, _same_line, crop_line
 from models.compact.page.det_net import DetNetwork, onnx_session
 from models.compact.page.direction import _cls_input, _cls_windows
@@ -282,9 +282,10 @@ def _finished(rgb: np.ndarray, lines: list[LineBox]) -> list[LineBox]:
     """The detector's ``lines`` on the page ``rgb`` [H, W, 3] uint8 (boxes in its pixels) made lines, the
     last step of every path of :meth:`LineDetector._detect` (a page whole, in bands, in strips): a box
     over several table rows becomes one line per row (:func:`rowsplit.split_rows`), then a box whose ink
-    another box on its row holds is dropped or trimmed (:func:`dup_boxes.drop_duplicates`).
+    another box on its row holds is dropped or trimmed (:func:`dup_boxes.drop_duplicates`), and a lone nil dash
+    beside a row's boxes gets a line (:func:`nil_marks.add_nil_dashes`).
     """
-    return dup_boxes.drop_duplicates(rgb, rowsplit.split_rows(rgb, lines))
+    return nil_marks.add_nil_dashes(rgb, dup_boxes.drop_duplicates(rgb, rowsplit.split_rows(rgb, lines)))
 
 
 def _deskewed(image: Image.Image, skew_deg: float) -> Image.Image:
