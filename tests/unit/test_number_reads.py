@@ -21,6 +21,7 @@ from PIL import Image
 from bench.minus_crops import tight_crop
 from models.compact import default_checkpoint_dir
 from models.compact.line.number_reads import READ_CLASSES, is_number, is_spaced_number, number_routes, read_text
+from models.compact.line.piece import Piece
 from tests.unit.test_leading_minus import _OneLine, _read_crop
 
 DEJAVU = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
@@ -74,9 +75,9 @@ def _no_forward(*_):
 
 def test_a_spaced_number_goes_to_the_pp_tower():
     tokens = np.zeros((4, 8), dtype=np.float32)
-    pieces = [(None, (0, 0, 1, 1), "", False, tokens, text) for text in ("-0.1 298", "977", "Hawaii", "Q1 2024")]
+    pieces = [Piece(None, (0, 0, 1, 1), "", False, tokens, text) for text in ("-0.1 298", "977", "Hawaii", "Q1 2024")]
     routed = number_routes(pieces, _no_forward, _no_forward)
-    assert [p[3] for p in routed] == [True, True, False, False]
+    assert [p.pp for p in routed] == [True, True, False, False]
     assert routed[2] is pieces[2] and routed[3] is pieces[3]  # word pieces: unchanged, tokens kept
 
 
@@ -92,8 +93,8 @@ def test_the_spaced_number_crop_is_read_right(halves):
     gray, m = enc._pp.prepare(prepare.dark_on_light(crop))
     pp = enc._encode_routed([gray], [m], ["pp"])
     assert [dec.decode_text(t) for t in greedy_segments(dec, latin + pp)] == ["-0.1 298", "-0.1298"]
-    routed = enc.number_routes([(crop, (0, 0, crop.width, crop.height), "", False, None, None)])
-    assert routed[0][3] and routed[0][5] == "-0.1 298"  # the read head's reading: to the PP tower
+    routed = enc.number_routes([Piece(crop, (0, 0, crop.width, crop.height), "", False, None, None)])
+    assert routed[0].pp and routed[0].read == "-0.1 298"  # the read head's reading: to the PP tower
 
 
 @pytest.mark.parametrize(("text", "path", "size", "off"), [
