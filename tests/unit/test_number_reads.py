@@ -58,13 +58,14 @@ def test_words_and_two_numbers_are_not(text):
     assert not is_number(text)
 
 
-@pytest.mark.parametrize("text", ["-0.1 298", "12 345", "2019 2020", "(1 234.5)"])
+@pytest.mark.parametrize("text", ["-0.1 298", "(3.14 15)", "0.12 3 4", "1,234.5 6%"])
 def test_numbers_with_a_space_inside_are_spaced_numbers(text):
     assert is_spaced_number(text)
     assert not is_number(text)
 
 
-@pytest.mark.parametrize("text", ["", None, "977", "Item 12", "3 x 4.00", " 12", "12 ", "12  34", "Q1 2024", "1:30 2"])
+@pytest.mark.parametrize("text", ["", None, "977", "Item 12", "3 x 4.00", " 12", "12 ", "12  34", "Q1 2024", "1:30 2",
+                                  "12 345", "5 946 964", "2019 2020", "1.5 2.5", "(1 234.5)", "0.5 %"])
 def test_words_and_numbers_without_a_space_are_not_spaced_numbers(text):
     assert not is_spaced_number(text)
 
@@ -75,10 +76,12 @@ def _no_forward(*_):
 
 def test_a_spaced_number_goes_to_the_pp_tower():
     tokens = np.zeros((4, 8), dtype=np.float32)
-    pieces = [Piece(None, (0, 0, 1, 1), "", False, tokens, text) for text in ("-0.1 298", "977", "Hawaii", "Q1 2024")]
+    pieces = [Piece(None, (0, 0, 1, 1), "", False, tokens, text) for text in ("-0.1 298", "977", "Hawaii", "Q1 2024",
+                                                                               "5 946 964")]
     routed = number_routes(pieces, _no_forward, _no_forward)
-    assert [p.pp for p in routed] == [True, True, False, False]
-    assert routed[2] is pieces[2] and routed[3] is pieces[3]  # word pieces: unchanged, tokens kept
+    assert [p.pp for p in routed] == [True, True, False, False, False]
+    # word pieces and a number grouped by spaces (the PP tower drops them): unchanged, tokens kept
+    assert routed[2] is pieces[2] and routed[3] is pieces[3] and routed[4] is pieces[4]
 
 
 def test_the_spaced_number_crop_is_read_right(halves):

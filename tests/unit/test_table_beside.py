@@ -61,7 +61,12 @@ def test_a_label_column_far_left_joins_when_it_labels_the_rows_and_nothing_stand
     assert got == [0]
     few = _column(200, 400, 4)  # on 4 of the table's 10 rows only: not its label column
     assert rows_beside(table.box, table.lines, [few], med_h=24.0) == []
-    between = _column(420, 480, 10)  # another column between: the labels are that one's
-    assert rows_beside(table.box, table.lines, [labels, between], med_h=24.0) == [1]
-    right = _column(900, 1100, 10)  # as far on the right: not joined
+    wrapped = _column(200, 400, 10)  # a label wrapped onto a second line: not one line a row ...
+    wrapped.lines.append(_Line((200, 274, 330, 298)))
+    assert rows_beside(table.box, table.lines, [wrapped], med_h=24.0) == [0]
+    between = _column(420, 480, 10)  # ... and another column between: the labels are that one's
+    assert rows_beside(table.box, table.lines, [wrapped, between], med_h=24.0) == [1]
+    right = _column(900, 1100, 4)  # as far on the right, on 4 of its rows: not joined
     assert rows_beside(table.box, table.lines, [right], med_h=24.0) == []
+    totals = _column(900, 1100, 10)  # one a row on every row: the table's own column, whichever side
+    assert rows_beside(table.box, table.lines, [totals], med_h=24.0) == [0]

@@ -42,7 +42,7 @@ forward that gives its Latin vision tokens (no extra forward for a piece cut fro
 read whole reuses the routing forward's), so the torch and onnxruntime runtimes route alike.
 A word line is routed as before: its reading has a letter.
 
-A number read with a space inside it goes there too (:func:`is_spaced_number`): where the crop's phase
+A decimal number read with a space inside its fraction goes there too (:func:`is_spaced_number`): where the crop's phase
 opens a gap between two digits the read head and the decoder both put a space in (``-0.1298`` read
 ``-0.1 298`` on a clean cell, ``bench/tables.py --seed 7``); the PP tower read it whole. Measured on the
 Latin word cells of seeds 3 and 7 (210 pieces; ``/tmp``-only script, cells matched to their truth
@@ -99,16 +99,24 @@ def is_number(text: str | None) -> bool:
 
 
 def is_spaced_number(text: str | None) -> bool:
-    """Whether a read-head reading is one number with spaces inside it (``-0.1 298``, ``12 345``): each
-    space stands between two digits or marks and the text without its spaces :func:`is_number`. The read
-    head and the Latin decoder both put a space into a number where a crop's straightening or phase
-    opens a gap between two digits (``-0.1298`` read ``-0.1 298``; ``bench/tables.py --seed 7``); the PP
-    tower reads it whole. Two numbers side by side (``2019 2020``) qualify too: the PP tower spells
-    numbers better either way (module docstring). False for None, one number without a space, words.
+    """Whether a read-head reading is one decimal number with a gap read inside its fraction
+    (``-0.1 298``, ``(3.14 15)``): the first word ends in a decimal point and digits, every later word
+    is digits (a closing mark after the last), and the text without its spaces :func:`is_number`. The
+    read head and the Latin decoder both put a space into a number where a crop's straightening or
+    phase opens a gap between two digits (``-0.1298`` read ``-0.1 298``; ``bench/tables.py --seed 7``);
+    the PP tower reads it whole. Not a number whose thousands are grouped by spaces (``5 946 964``,
+    ``12 345``: the PP tower drops those spaces, ``bench/statements.py --seed 0`` page 1) nor two numbers
+    side by side (``2019 2020``, ``1.5 2.5``): their spaces are printed. False for None and words.
     """
     if not text or " " not in text or text != text.strip() or "  " in text:
         return False
-    return is_number(text.replace(" ", ""))
+    first, *rest = text.split(" ")
+    return (SPACED_HEAD.fullmatch(first) is not None and all(SPACED_TAIL.fullmatch(w) for w in rest)
+            and is_number(text.replace(" ", "")))
+
+
+#: :func:`is_spaced_number`'s first word (a number ending in a decimal point and digits) and later words.
+SPACED_HEAD, SPACED_TAIL = re.compile(r"[-+(\$]{0,3}[0-9,]*\.[0-9]+"), re.compile(r"[0-9]+[)%]{0,2}")
 
 
 def number_routes(pieces: list[Piece], read_lines: Callable[[list[np.ndarray], list[int]], tuple[Any, ...]],

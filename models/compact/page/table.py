@@ -221,7 +221,10 @@ BESIDE_GAP = 5.0
 #: line heights away on the left, with nothing between them ...
 BESIDE_FAR_GAP = 12.0
 #: ... when its lines stand on at least this share of the table's rows (one label per row; that
-#: statement's labels 0.93; three of an invoice's four rows are not enough).
+#: statement's labels 0.93; three of an invoice's four rows are not enough). A block whose every line
+#: stands on a row of the table, one a row, on as many of its rows joins from as far on either side
+#: (an invoice's totals: ``Subtotal:`` / ``Tax:`` / ``Total:`` labels, their amounts 5.2 line heights
+#: to the right, ``bench/doc_pages.py --seed 4500`` page 7).
 BESIDE_FAR_COVER = 0.8
 
 
@@ -251,7 +254,8 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
     heights) and at least :data:`BESIDE_ROW_SHARE` of its lines lie on a row of the table (centres
     within :data:`ROW_TOLERANCE` line heights of a table line's centre). A column of row labels on the
     left joins from further (up to :data:`BESIDE_FAR_GAP` line heights, no other candidate between)
-    when its lines stand on :data:`BESIDE_FAR_COVER` of the table's rows. A candidate of any size
+    when its lines stand on :data:`BESIDE_FAR_COVER` of the table's rows; a candidate whose every
+    line stands on a row of its own, on as many rows, joins from as far on either side. A candidate of any size
     that lies within the table's box (:func:`_within`) is part of it too: cells the analysis left
     in blocks of their own (one to three lines: a header, a few cells of a skewed page) were read
     after the table, outside its grid.
@@ -282,6 +286,8 @@ def rows_beside(table_box: Box, table_lines: list, candidates: list, med_h: floa
         elif far and share >= BESIDE_ROW_SHARE and gx1 <= x0 and _clear_between(g, table_box, candidates) \
                 and _row_cover(ys, table_lines, med_h) >= BESIDE_FAR_COVER:
             out.append(i)
+        elif far and share == 1.0 and _one_a_row(g.lines, table_lines, med_h):
+            out.append(i)
     return out
 
 
@@ -301,3 +307,12 @@ def _row_cover(ys: np.ndarray, table_lines: list, med_h: float) -> float:
     rows = table_rows(table_lines, med_h)
     mids = [float(np.mean([centre_y(ln) for ln in row])) for row in rows]
     return sum(1 for m in mids if np.any(np.abs(ys - m) < ROW_TOLERANCE * med_h)) / max(1, len(mids))
+
+
+def _one_a_row(lines: list, table_lines: list, med_h: float) -> bool:
+    """Whether ``lines`` (a block beside a table, each on one of its rows) stand one a row of the table
+    (``table_lines``' rows, :func:`table_rows`) and on :data:`BESIDE_FAR_COVER` of its rows at least.
+    """
+    rows = [float(np.mean([centre_y(ln) for ln in row])) for row in table_rows(table_lines, med_h)]
+    at = [min(range(len(rows)), key=lambda r: abs(rows[r] - centre_y(ln))) for ln in lines]
+    return len(set(at)) == len(at) >= BESIDE_FAR_COVER * len(rows)
